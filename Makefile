@@ -1,0 +1,36 @@
+# The two commands a new user needs (README):
+#   make run    set up this machine, build, and run the main job (pipebench run, defaults)
+#   make check  set up this machine, build, and run every test
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build run check sanitize tsan clean
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/pipebench run
+
+check: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
+sanitize: setup
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_SANITIZE=address,undefined >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE nosan
+
+tsan: setup
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+clean:
+	rm -rf build build-asan build-tsan

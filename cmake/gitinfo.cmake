@@ -1,0 +1,20 @@
+# Writes OUT with the git commit of SRC; rewrites it only when it changes, so builds stay quick.
+execute_process(COMMAND git -C "${SRC}" rev-parse --short=12 HEAD
+  OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR commit STREQUAL "")
+  set(commit "unknown")
+endif()
+execute_process(COMMAND git -C "${SRC}" status --porcelain --untracked-files=no
+  OUTPUT_VARIABLE dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT dirty STREQUAL "" AND NOT commit STREQUAL "unknown")
+  set(commit "${commit}-dirty")
+endif()
+set(text "#define PB_GIT_COMMIT \"${commit}\"\n#define PB_VERSION_STRING \"${VERSION}\"\n")
+if(EXISTS "${OUT}")
+  file(READ "${OUT}" old)
+else()
+  set(old "")
+endif()
+if(NOT old STREQUAL text)
+  file(WRITE "${OUT}" "${text}")
+endif()

@@ -1,0 +1,142 @@
+/* pipebench formats: one image model, one interface over every storage format. */
+#ifndef PIPEBENCH_FORMAT_H
+#define PIPEBENCH_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipebench/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Pixel types. Values are stable (they appear in files of the raw format). */
+typedef enum {
+  PB_UINT8 = 0,
+  PB_UINT16 = 1,
+  PB_UINT32 = 2,
+  PB_INT16 = 3,
+  PB_FLOAT32 = 4,
+  PB_FLOAT64 = 5,
+  PB_DTYPE_COUNT = 6
+} pb_dtype;
+
+/** Bytes per pixel; 0 for an invalid dtype. */
+PB_API size_t pb_dtype_size(pb_dtype d);
+/** numpy-style name: "uint8", "uint16", "uint32", "int16", "float32", "float64". */
+PB_API const char *pb_dtype_name(pb_dtype d);
+/** Parses a numpy-style name (also OME names "float" and "double"). PB_EINVAL if unknown. */
+PB_API int pb_dtype_parse(const char *name, pb_dtype *out);
+
+/** Axis order everywhere: T, C, Z, Y, X. */
+enum { PB_T = 0, PB_C = 1, PB_Z = 2, PB_Y = 3, PB_X = 4, PB_NDIM = 5 };
+
+#define PB_MAX_CHANNELS 32
+
+typedef struct pb_channel {
+  char id[48];
+  char name[64];
+  float emission_um, excitation_um; /**< 0 when unknown */
+  char illumination[24];
+  uint32_t color_rgba;              /**< 0xRRGGBBAA */
+} pb_channel;
+
+/** What is known about one image. Plain data: copy freely. */
+typedef struct pb_image_meta {
+  char name[256];          /**< e.g. "img_00000.zarr", "img_00000.ome.tif", or the row's name */
+  char id[64];
+  pb_dtype dtype;
+  int64_t shape[PB_NDIM];  /**< t, c, z, y, x; each >= 1 */
+  double physical_size[3]; /**< x, y, z; 0 when unknown */
+  char physical_unit[3][16]; /**< "µm" etc.; "" when unknown */
+  int n_channels;          /**< entries used in channels (<= PB_MAX_CHANNELS) */
+  pb_channel channels[PB_MAX_CHANNELS];
+} pb_image_meta;
+
+/** Fills meta with a name, dtype and shape and clears everything else. */
+PB_API void pb_image_meta_init(pb_image_meta *meta, const char *name, pb_dtype dtype,
+                               const int64_t shape[PB_NDIM]);
+/** Number of pixels (product of the shape) and bytes of the whole image. */
+PB_API int64_t pb_image_pixels(const pb_image_meta *meta);
+PB_API size_t pb_image_bytes(const pb_image_meta *meta);
+
+/** A box in T,C,Z,Y,X: start and count per axis. */
+typedef struct pb_region {
+  int64_t start[PB_NDIM];
+  int64_t count[PB_NDIM];
+} pb_region;
+
+/** Where one read's time went, in nanoseconds; a backend fills what it can tell apart and
+ * leaves the rest 0. bytes_read: bytes fetched from storage; bytes_decoded: pixel bytes out. */
+typedef struct pb_stage_times {
+  int64_t read_ns, decompress_ns, decode_ns;
+  int64_t bytes_read, bytes_decoded;
+} pb_stage_times;
+
+/** An open dataset: a set of images in one storage format.
+ * A handle is used by one thread at a time; to read from several threads, open one handle per
+ * thread (the loader does). */
+typedef struct pb_dataset pb_dataset;
+
+/** Opens path. format: a format name, or NULL to detect it from the path. *out is freed with
+ * pb_dataset_free. Errors name the file and the problem. */
+PB_API int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
+                           struct pb_error *err);
+PB_API void pb_dataset_free(pb_dataset *ds);
+/** Name of the format of an open dataset ("ome-zarr", ...). */
+PB_API const char *pb_dataset_format(const pb_dataset *ds);
+PB_API const char *pb_dataset_path(const pb_dataset *ds);
+/** Number of images. */
+PB_API int64_t pb_dataset_count(const pb_dataset *ds);
+/** Metadata of image i. */
+PB_API int pb_dataset_meta(pb_dataset *ds, int64_t i, pb_image_meta *out, struct pb_error *err);
+/** Reads image i (all of it) into dst as native pixels, T,C,Z,Y,X C order, native byte order.
+ * dst_size must be at least pb_image_bytes(meta). times may be NULL. */
+PB_API int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
+                           pb_stage_times *times, struct pb_error *err);
+/** Reads a region of image i into dst (C order over the region's counts), touching only the
+ * chunks, tiles or rows the region needs. */
+PB_API int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region,
+                                  void *dst, size_t dst_size, pb_stage_times *times,
+                                  struct pb_error *err);
+
+/** How to write. Zero/NULL fields take the format's defaults. */
+typedef struct pb_write_params {
+  const char *compression; /**< "none", "zstd", "lz4", "gzip", "deflate", "blosc-lz4",
+                                "blosc-zstd", ... as the format allows; NULL: its default */
+  int level;               /**< compression level; 0: the codec's default */
+  int64_t chunk[PB_NDIM];  /**< chunk/tile shape in T,C,Z,Y,X; 0 on an axis: the default */
+  const char *options;     /**< format-specific "key=value,key=value" (see docs/formats.md) */
+} pb_write_params;
+#define PB_WRITE_PARAMS_DEFAULTS {NULL, 0, {0, 0, 0, 0, 0}, NULL}
+
+/** A writer builds a dataset from images added one at a time. Output appears at path only
+ * when pb_writer_finish succeeds; pb_writer_free before that removes what was written. */
+typedef struct pb_writer pb_writer;
+PB_API int pb_writer_new(const char *path, const char *format, const pb_write_params *params,
+                         pb_writer **out, struct pb_error *err);
+/** Adds one image: meta and its pixels (T,C,Z,Y,X C order, pb_image_bytes(meta) bytes). */
+PB_API int pb_writer_add(pb_writer *w, const pb_image_meta *meta, const void *pixels,
+                         struct pb_error *err);
+PB_API int pb_writer_finish(pb_writer *w, struct pb_error *err);
+PB_API void pb_writer_free(pb_writer *w);
+
+/** Registered formats. */
+typedef struct pb_format_info {
+  const char *name;
+  const char *description;
+  int can_read, can_write;
+} pb_format_info;
+PB_API int pb_format_count(void);
+PB_API const pb_format_info *pb_format_at(int i);
+/** Info of a format by name, or NULL. */
+PB_API const pb_format_info *pb_format_find(const char *name);
+
+/** zlib CRC-32 of an image's pixel bytes (little-endian, T,C,Z,Y,X C order). */
+PB_API uint32_t pb_image_crc32(const pb_image_meta *meta, const void *pixels);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs everything pipebench needs on Debian 12 and is quick when it is all there already.
+#   Debian packages: compilers, CMake, libtiff, c-blosc, zstd, lz4, zlib, cJSON, oneDNN, cmocka,
+#                    PLplot (cairo), Python with numpy, torch, torchvision, tifffile, zarr.
+#   DuckDB's C library: from the npm registry, pinned, checksum-verified, unpacked into
+#                    third_party/duckdb (ignored by git).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+DUCKDB_VERSION=1.4.4
+DUCKDB_BINDINGS=@duckdb/node-bindings-linux-x64@1.4.4-r.1
+DUCKDB_BINDINGS_SHA256=8ac460b152cd05a95065a414879bb09e40534b1fb7a80a7afe6969b6ce039029
+DUCKDB_SOURCE=duckdb@1.4.4
+DUCKDB_SOURCE_SHA256=5bb967dcbcd517670ba5f169f238fb9d6787e53752c60ebe24386169d76941ed
+
+PACKAGES=(build-essential cmake pkg-config git ca-certificates nodejs npm
+  libtiff-dev libblosc-dev libzstd-dev zlib1g-dev liblz4-dev libcjson-dev
+  libdnnl-dev libcmocka-dev libplplot-dev plplot-driver-cairo libopenmpi-dev
+  clang libclang-rt-14-dev
+  python3 python3-numpy python3-zarr python3-tifffile python3-torch python3-torchvision)
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  # node and npm may come from outside Debian on some machines; accept any working copy.
+  if [[ $p == nodejs ]] && command -v node >/dev/null; then continue; fi
+  if [[ $p == npm ]] && command -v npm >/dev/null; then continue; fi
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing ${#missing[@]} Debian packages: ${missing[*]}"
+  SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  log "Debian packages present"
+fi
+
+dd="$top/third_party/duckdb"
+if [[ -f $dd/.version && $(cat "$dd/.version") == "$DUCKDB_VERSION" && -f $dd/lib/libduckdb.so && -f $dd/include/duckdb.h ]]; then
+  log "DuckDB $DUCKDB_VERSION present"
+else
+  log "fetching DuckDB $DUCKDB_VERSION C library from the npm registry"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent "$DUCKDB_BINDINGS" "$DUCKDB_SOURCE" >/dev/null)
+  check() {
+    local f=$1 want=$2 got
+    got=$(sha256sum "$f" | cut -d' ' -f1)
+    if [[ $got != "$want" ]]; then
+      log "checksum mismatch for $(basename "$f"): got $got, want $want"; exit 1
+    fi
+  }
+  check "$tmp"/duckdb-node-bindings-linux-x64-*.tgz "$DUCKDB_BINDINGS_SHA256"
+  check "$tmp"/duckdb-"$DUCKDB_VERSION".tgz "$DUCKDB_SOURCE_SHA256"
+  rm -rf "$dd.new"; mkdir -p "$dd.new/lib" "$dd.new/include"
+  tar -xzf "$tmp"/duckdb-node-bindings-linux-x64-*.tgz -C "$tmp" package/libduckdb.so
+  mv "$tmp/package/libduckdb.so" "$dd.new/lib/"
+  tar -xzf "$tmp"/duckdb-"$DUCKDB_VERSION".tgz -C "$tmp" package/src/duckdb/src/include/duckdb.h
+  mv "$tmp/package/src/duckdb/src/include/duckdb.h" "$dd.new/include/"
+  echo "$DUCKDB_VERSION" > "$dd.new/.version"
+  rm -rf "$dd"; mv "$dd.new" "$dd"
+  log "DuckDB $DUCKDB_VERSION unpacked into third_party/duckdb"
+fi

@@ -1,0 +1,255 @@
+/* The format-independent side of datasets and writers: detection, dispatch, checks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "formats/format_internal.h"
+
+static const char *const dtype_names[PB_DTYPE_COUNT] = {"uint8",   "uint16",  "uint32",
+                                                        "int16",   "float32", "float64"};
+static const size_t dtype_sizes[PB_DTYPE_COUNT] = {1, 2, 4, 2, 4, 8};
+
+size_t pb_dtype_size(pb_dtype d) {
+  return (unsigned)d < PB_DTYPE_COUNT ? dtype_sizes[d] : 0;
+}
+
+const char *pb_dtype_name(pb_dtype d) {
+  return (unsigned)d < PB_DTYPE_COUNT ? dtype_names[d] : "invalid";
+}
+
+int pb_dtype_parse(const char *name, pb_dtype *out) {
+  if (name == NULL) return PB_EINVAL;
+  for (int i = 0; i < PB_DTYPE_COUNT; i++) {
+    if (strcmp(name, dtype_names[i]) == 0) {
+      *out = (pb_dtype)i;
+      return PB_OK;
+    }
+  }
+  if (strcmp(name, "float") == 0) *out = PB_FLOAT32;
+  else if (strcmp(name, "double") == 0) *out = PB_FLOAT64;
+  else return PB_EINVAL;
+  return PB_OK;
+}
+
+void pb_image_meta_init(pb_image_meta *meta, const char *name, pb_dtype dtype,
+                        const int64_t shape[PB_NDIM]) {
+  memset(meta, 0, sizeof *meta);
+  if (name != NULL) snprintf(meta->name, sizeof meta->name, "%s", name);
+  meta->dtype = dtype;
+  for (int k = 0; k < PB_NDIM; k++) meta->shape[k] = shape[k];
+}
+
+int64_t pb_image_pixels(const pb_image_meta *meta) {
+  int64_t n = 1;
+  for (int k = 0; k < PB_NDIM; k++) n *= meta->shape[k];
+  return n;
+}
+
+size_t pb_image_bytes(const pb_image_meta *meta) {
+  return (size_t)pb_image_pixels(meta) * pb_dtype_size(meta->dtype);
+}
+
+uint32_t pb_image_crc32(const pb_image_meta *meta, const void *pixels) {
+  /* Pixels are native order; this machine is little-endian (checked at build time below). */
+  size_t n = pb_image_bytes(meta);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const unsigned char *p = pixels;
+  while (n > 0) {
+    uInt step = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    crc = crc32(crc, p, step);
+    p += step;
+    n -= step;
+  }
+  return (uint32_t)crc;
+}
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "pipebench assumes a little-endian machine"
+#endif
+
+/* ---- registry lookups --------------------------------------------------------------------- */
+
+int pb_format_count(void) { return pb__format_vtable_count(); }
+
+const pb_format_info *pb_format_at(int i) {
+  const pb_format_vtable *vt = pb__format_vtable_at(i);
+  return vt != NULL ? &vt->info : NULL;
+}
+
+const pb_format_info *pb_format_find(const char *name) {
+  const pb_format_vtable *vt = pb__format_vtable_find(name);
+  return vt != NULL ? &vt->info : NULL;
+}
+
+const pb_format_vtable *pb__format_vtable_find(const char *name) {
+  if (name == NULL) return NULL;
+  for (int i = 0; i < pb__format_vtable_count(); i++) {
+    const pb_format_vtable *vt = pb__format_vtable_at(i);
+    if (strcmp(vt->info.name, name) == 0) return vt;
+  }
+  return NULL;
+}
+
+static int unknown_format(const char *name, struct pb_error *err) {
+  char list[512] = "";
+  for (int i = 0; i < pb__format_vtable_count(); i++) {
+    const pb_format_vtable *vt = pb__format_vtable_at(i);
+    if (i > 0) strncat(list, ", ", sizeof list - strlen(list) - 1);
+    strncat(list, vt->info.name, sizeof list - strlen(list) - 1);
+  }
+  return pb_error_set(err, PB_EINVAL, "unknown format '%s' (known: %s)", name, list);
+}
+
+/* ---- datasets ------------------------------------------------------------------------------ */
+
+struct pb_dataset {
+  const pb_format_vtable *vt;
+  void *state;
+  char *path;
+  int64_t count;
+};
+
+int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
+                    struct pb_error *err) {
+  *out = NULL;
+  struct stat st;
+  if (path == NULL || stat(path, &st) != 0)
+    return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or directory", path ? path : "(null)");
+  const pb_format_vtable *vt = NULL;
+  if (format != NULL) {
+    vt = pb__format_vtable_find(format);
+    if (vt == NULL) return unknown_format(format, err);
+  } else {
+    int best = 0;
+    for (int i = 0; i < pb__format_vtable_count(); i++) {
+      const pb_format_vtable *c = pb__format_vtable_at(i);
+      if (c->probe == NULL) continue;
+      int score = c->probe(path);
+      if (score > best) {
+        best = score;
+        vt = c;
+      }
+    }
+    if (vt == NULL)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: not a dataset in any known format (give one with --format)", path);
+  }
+  if (vt->open == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be read: %s", vt->info.name,
+                        vt->refuse ? vt->refuse : "no reader");
+  pb_dataset *ds = calloc(1, sizeof *ds);
+  if (ds == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  ds->vt = vt;
+  ds->path = strdup(path);
+  int rc = vt->open(path, &ds->state, err);
+  if (rc != PB_OK) {
+    free(ds->path);
+    free(ds);
+    return rc;
+  }
+  ds->count = vt->count(ds->state);
+  *out = ds;
+  return PB_OK;
+}
+
+void pb_dataset_free(pb_dataset *ds) {
+  if (ds == NULL) return;
+  ds->vt->close(ds->state);
+  free(ds->path);
+  free(ds);
+}
+
+const char *pb_dataset_format(const pb_dataset *ds) { return ds->vt->info.name; }
+const char *pb_dataset_path(const pb_dataset *ds) { return ds->path; }
+int64_t pb_dataset_count(const pb_dataset *ds) { return ds->count; }
+
+static int check_index(const pb_dataset *ds, int64_t i, struct pb_error *err) {
+  if (i < 0 || i >= ds->count)
+    return pb_error_set(err, PB_ERANGE, "%s: image index %lld out of range (dataset has %lld)",
+                        ds->path, (long long)i, (long long)ds->count);
+  return PB_OK;
+}
+
+int pb_dataset_meta(pb_dataset *ds, int64_t i, pb_image_meta *out, struct pb_error *err) {
+  PB_RETURN_NOT_OK(check_index(ds, i, err));
+  return ds->vt->meta(ds->state, i, out, err);
+}
+
+int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
+                    pb_stage_times *times, struct pb_error *err) {
+  PB_RETURN_NOT_OK(check_index(ds, i, err));
+  if (times != NULL) memset(times, 0, sizeof *times);
+  return ds->vt->read(ds->state, i, NULL, dst, dst_size, times, err);
+}
+
+int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region, void *dst,
+                           size_t dst_size, pb_stage_times *times, struct pb_error *err) {
+  PB_RETURN_NOT_OK(check_index(ds, i, err));
+  pb_image_meta meta;
+  PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
+  PB_RETURN_NOT_OK(pb__region_check(region, meta.shape, err));
+  size_t need = pb_dtype_size(meta.dtype);
+  for (int k = 0; k < PB_NDIM; k++) need *= (size_t)region->count[k];
+  if (dst_size < need)
+    return pb_error_set(err, PB_EINVAL, "destination holds %zu bytes, region needs %zu", dst_size,
+                        need);
+  if (times != NULL) memset(times, 0, sizeof *times);
+  return ds->vt->read(ds->state, i, region, dst, dst_size, times, err);
+}
+
+/* ---- writers ------------------------------------------------------------------------------- */
+
+struct pb_writer {
+  const pb_format_vtable *vt;
+  void *state;
+  int finished;
+};
+
+int pb_writer_new(const char *path, const char *format, const pb_write_params *params,
+                  pb_writer **out, struct pb_error *err) {
+  *out = NULL;
+  const pb_format_vtable *vt = pb__format_vtable_find(format);
+  if (vt == NULL) return unknown_format(format ? format : "(null)", err);
+  if (vt->writer_open == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be written: %s", vt->info.name,
+                        vt->refuse ? vt->refuse : "no writer");
+  pb_write_params defaults = PB_WRITE_PARAMS_DEFAULTS;
+  if (params == NULL) params = &defaults;
+  pb_writer *w = calloc(1, sizeof *w);
+  if (w == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  w->vt = vt;
+  int rc = vt->writer_open(path, params, &w->state, err);
+  if (rc != PB_OK) {
+    free(w);
+    return rc;
+  }
+  *out = w;
+  return PB_OK;
+}
+
+int pb_writer_add(pb_writer *w, const pb_image_meta *meta, const void *pixels,
+                  struct pb_error *err) {
+  if (w->finished) return pb_error_set(err, PB_ESTATE, "writer already finished");
+  if (pb_dtype_size(meta->dtype) == 0)
+    return pb_error_set(err, PB_EINVAL, "image '%s': invalid dtype %d", meta->name, (int)meta->dtype);
+  for (int k = 0; k < PB_NDIM; k++)
+    if (meta->shape[k] < 1)
+      return pb_error_set(err, PB_EINVAL, "image '%s': shape axis %d is %lld", meta->name, k,
+                          (long long)meta->shape[k]);
+  return w->vt->writer_add(w->state, meta, pixels, err);
+}
+
+int pb_writer_finish(pb_writer *w, struct pb_error *err) {
+  if (w->finished) return pb_error_set(err, PB_ESTATE, "writer already finished");
+  int rc = w->vt->writer_finish(w->state, err);
+  if (rc == PB_OK) w->finished = 1;
+  return rc;
+}
+
+void pb_writer_free(pb_writer *w) {
+  if (w == NULL) return;
+  w->vt->writer_free(w->state);
+  free(w);
+}

@@ -1,0 +1,67 @@
+/* The interface every storage backend implements, and helpers they share. Internal. */
+#ifndef PB_FORMAT_INTERNAL_H
+#define PB_FORMAT_INTERNAL_H
+
+#include "pipebench/format.h"
+
+/** One backend. Read functions get the state `open` made; write functions the state
+ * `writer_open` made. A backend that cannot read or write leaves those pointers NULL and
+ * fills `refuse` with the reason to give users. */
+typedef struct pb_format_vtable {
+  pb_format_info info;
+  /** How sure the backend is that path holds its format: 0 no, 1..100 yes. Cheap: looks at
+   * names and a few bytes only. */
+  int (*probe)(const char *path);
+  int (*open)(const char *path, void **state, struct pb_error *err);
+  void (*close)(void *state);
+  int64_t (*count)(void *state);
+  int (*meta)(void *state, int64_t i, pb_image_meta *out, struct pb_error *err);
+  /** region NULL: the whole image. dst holds exactly the region's pixels in C order. */
+  int (*read)(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+              pb_stage_times *times, struct pb_error *err);
+  int (*writer_open)(const char *path, const pb_write_params *params, void **wstate,
+                     struct pb_error *err);
+  int (*writer_add)(void *wstate, const pb_image_meta *meta, const void *pixels,
+                    struct pb_error *err);
+  /** Makes the output visible at path (e.g. renames a temporary folder into place). */
+  int (*writer_finish)(void *wstate, struct pb_error *err);
+  /** Frees wstate; when finish did not succeed, removes everything written. */
+  void (*writer_free)(void *wstate);
+  const char *refuse; /**< for names that are known but not available (lance, vortex) */
+} pb_format_vtable;
+
+/* Registered backends (src/formats/registry.c lists them). */
+int pb__format_vtable_count(void);
+const pb_format_vtable *pb__format_vtable_at(int i);
+const pb_format_vtable *pb__format_vtable_find(const char *name);
+
+/** Looks up key in a "k=v,k=v" option string; copies its value into buf. 1 found, 0 not. */
+int pb__opt_get(const char *options, const char *key, char *buf, size_t size);
+
+/** Checks a region against a shape: PB_ERANGE with a message when it does not fit. */
+int pb__region_check(const pb_region *r, const int64_t shape[PB_NDIM], struct pb_error *err);
+/** Whole-image region of shape. */
+void pb__region_full(pb_region *r, const int64_t shape[PB_NDIM]);
+
+/** Copies the intersection of a source box and a destination box (both TCZYX C-order arrays of
+ * element size esize). src_origin/src_shape: where the source block sits in image coordinates;
+ * dst_origin/dst_shape likewise. Used to place chunks into images and regions. */
+void pb__copy_box(void *dst, const int64_t dst_origin[PB_NDIM], const int64_t dst_shape[PB_NDIM],
+                  const void *src, const int64_t src_origin[PB_NDIM],
+                  const int64_t src_shape[PB_NDIM], size_t esize);
+
+/** Creates a directory and its parents (mkdir -p). */
+int pb__mkdirs(const char *path, struct pb_error *err);
+/** Removes a file or a directory tree (rm -rf); missing is not an error. */
+int pb__remove_tree(const char *path);
+/** Reads a whole file into a pb_alloc'd buffer (*size bytes; freed with pb_free(*data, *size)). */
+int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *err);
+/** Writes a whole file (not atomic; writers make folders atomic by renaming them). */
+int pb__write_file(const char *path, const void *data, size_t size, struct pb_error *err);
+/** Sorted list of entries of dir (no "." or ".."); free with pb__free_names. */
+int pb__list_dir(const char *dir, char ***names, size_t *count, struct pb_error *err);
+void pb__free_names(char **names, size_t count);
+/** A temporary sibling path for path ("<dir>/.<base>.tmp-<pid>-<n>") into buf. */
+void pb__temp_sibling(const char *path, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,17 @@
+/* The table of storage backends. A backend adds one line here and one folder under formats/. */
+#include <stddef.h>
+
+#include "formats/format_internal.h"
+
+extern const pb_format_vtable pb__format_lance, pb__format_vortex;
+
+static const pb_format_vtable *const backends[] = {
+    &pb__format_lance,
+    &pb__format_vortex,
+};
+
+int pb__format_vtable_count(void) { return (int)(sizeof backends / sizeof backends[0]); }
+
+const pb_format_vtable *pb__format_vtable_at(int i) {
+  return i >= 0 && i < pb__format_vtable_count() ? backends[i] : NULL;
+}
