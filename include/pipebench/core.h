@@ -139,7 +139,7 @@ typedef struct pb_env {
   char libtiff_version[64];
   char blosc_version[32];
   char zstd_version[32];
-  char zlib_version[32];
+  char zlib_lib_version[32];
   char lz4_version[32];
   char cjson_version[32];
   char onednn_version[32];

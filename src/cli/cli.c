@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -187,4 +188,26 @@ void cli_progress(const char *what, long done, long total, double elapsed_s) {
   fprintf(stderr, "\r\033[K%s [%ld/%ld] %.0fs elapsed, ~%.0fs left", what, done, total, elapsed_s,
           left);
   fflush(stderr);
+}
+
+int cli_mkdirs(const char *dir) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -ENAMETOOLONG;
+  for (char *q = buf + 1; *q; q++) {
+    if (*q != '/') continue;
+    *q = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -errno;
+    *q = '/';
+  }
+  if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -errno;
+  return 0;
+}
+
+int cli_mkdir_parent(const char *file_path) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", file_path) >= (int)sizeof buf) return -ENAMETOOLONG;
+  char *slash = strrchr(buf, '/');
+  if (slash == NULL || slash == buf) return 0;
+  *slash = '\0';
+  return cli_mkdirs(buf);
 }

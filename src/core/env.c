@@ -104,7 +104,7 @@ int pb_env_collect(pb_env *env, struct pb_error *err) {
   if (nl != NULL) *nl = '\0';
   snprintf(env->blosc_version, sizeof env->blosc_version, "%s", BLOSC_VERSION_STRING);
   snprintf(env->zstd_version, sizeof env->zstd_version, "%s", ZSTD_versionString());
-  snprintf(env->zlib_version, sizeof env->zlib_version, "%s", zlibVersion());
+  snprintf(env->zlib_lib_version, sizeof env->zlib_lib_version, "%s", zlibVersion());
   snprintf(env->lz4_version, sizeof env->lz4_version, "%s", LZ4_versionString());
   snprintf(env->cjson_version, sizeof env->cjson_version, "%s", cJSON_Version());
   const dnnl_version_t *dv = dnnl_version();
@@ -146,7 +146,7 @@ void pb_env_field(const pb_env *env, int i, const char **key, const char **value
     S(13, "libtiff_version", libtiff_version)
     S(14, "blosc_version", blosc_version)
     S(15, "zstd_version", zstd_version)
-    S(16, "zlib_version", zlib_version)
+    S(16, "zlib_version", zlib_lib_version)
     S(17, "lz4_version", lz4_version)
     S(18, "cjson_version", cjson_version)
     S(19, "onednn_version", onednn_version)

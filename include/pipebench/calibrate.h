@@ -1,0 +1,63 @@
+/* pipebench calibrate: this machine's own limits, measured in the same run as the results
+ * they are compared with. */
+#ifndef PIPEBENCH_CALIBRATE_H
+#define PIPEBENCH_CALIBRATE_H
+
+#include "pipebench/core.h"
+#include "pipebench/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pb_calibrate_params {
+  const char *dir;        /**< folder for the scratch file (NULL: $TMPDIR or /tmp) */
+  size_t memory_bytes;    /**< buffer size for memory copy and codecs */
+  size_t file_bytes;      /**< scratch file size for read bandwidth */
+  int rounds;             /**< measured rounds per quantity (after one warm-up round) */
+  int threads;            /**< threads for the multi-threaded copy (0: all cores) */
+  int matmul;             /**< also measure peak matmul GFLOP/s through the engine (1/0) */
+  void (*progress)(void *ctx, const char *what, int step, int steps); /**< may be NULL */
+  void *progress_ctx;
+} pb_calibrate_params;
+#define PB_CALIBRATE_PARAMS_DEFAULTS \
+  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, NULL, NULL}
+
+/** One measured quantity: the median of `rounds` rounds and their summary. */
+typedef struct pb_calib_value {
+  double value;    /**< median, in the unit named below */
+  pb_summary s;    /**< over the rounds */
+} pb_calib_value;
+
+typedef struct pb_calibration {
+  pb_env env;
+  pb_calib_value memcpy_gbps;         /**< one thread, GB/s copied (bytes of destination) */
+  pb_calib_value memcpy_mt_gbps;      /**< all threads */
+  int memcpy_threads;
+  pb_calib_value read_warm_gbps;      /**< read(2) of a cached file */
+  pb_calib_value read_cold_gbps;      /**< after posix_fadvise(DONTNEED) each pass */
+  int cold_evicted;                   /**< 1 if eviction was confirmed by mincore */
+  pb_calib_value zstd_gbps;           /**< decompressed bytes per second, one thread */
+  double zstd_ratio;
+  pb_calib_value blosc_gbps;          /**< blosc lz4 + byte shuffle, one thread */
+  double blosc_ratio;
+  pb_calib_value matmul_f32_gflops;   /**< NaN when not measured */
+  pb_calib_value matmul_bf16_gflops;  /**< NaN when not measured or not supported */
+  double timer_overhead_ns;           /**< mean cost of one pb_now_ns() call */
+  double timer_resolution_ns;         /**< smallest non-zero step seen (and clock_getres) */
+  double seconds;                     /**< how long calibration took */
+} pb_calibration;
+
+/** Measures every limit. Takes a few seconds with the defaults. */
+PB_API int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out,
+                        struct pb_error *err);
+/** JSON text of a calibration (malloc'd; free with free()). */
+PB_API char *pb_calibration_to_json(const pb_calibration *cal);
+/** Loads the headline values from a JSON file written by pb_calibration_to_json (summaries
+ * other than n and value are not restored). */
+PB_API int pb_calibration_load(const char *path, pb_calibration *out, struct pb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

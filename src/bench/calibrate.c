@@ -1,0 +1,421 @@
+/* Measures the machine's limits: memory copy, file read (warm and cold), decompression, and
+ * the timer itself. Every later throughput is reported as a fraction of these. */
+#include <blosc.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "pipebench/calibrate.h"
+#include "pipebench/results.h"
+
+#define GB 1e9
+
+static void progress(const pb_calibrate_params *p, const char *what, int step, int steps) {
+  if (p->progress != NULL) p->progress(p->progress_ctx, what, step, steps);
+}
+
+static int finish_value(pb_calib_value *v, const double *rounds, int n) {
+  PB_RETURN_NOT_OK(pb_summarize(rounds, (size_t)n, &v->s));
+  v->value = v->s.p50;
+  return PB_OK;
+}
+
+/* Image-like test data: a smooth 16-bit field plus noise, so codecs see realistic ratios
+ * (pure noise would not compress, constant data would be unrealistically fast). */
+static void fill_image_like(uint16_t *p, size_t n, uint64_t seed) {
+  pb_rng rng;
+  pb_rng_init(&rng, seed);
+  const size_t width = 1024;
+  for (size_t i = 0; i < n; i++) {
+    size_t x = i % width, y = (i / width) % width;
+    double base = 2000.0 + 800.0 * sin((double)x * 0.02) * cos((double)y * 0.015);
+    p[i] = (uint16_t)(base + (double)(pb_rng_next(&rng) % 64));
+  }
+}
+
+/* ---- memory copy ---------------------------------------------------------------------------- */
+
+typedef struct copy_job {
+  unsigned char *dst;
+  const unsigned char *src;
+  size_t n;
+} copy_job;
+
+static void *copy_thread(void *p) {
+  copy_job *j = p;
+  memcpy(j->dst, j->src, j->n);
+  return NULL;
+}
+
+static double copy_once(unsigned char *dst, const unsigned char *src, size_t n, int threads) {
+  int64_t t0 = pb_now_ns();
+  if (threads <= 1) {
+    memcpy(dst, src, n);
+  } else {
+    pthread_t tid[256];
+    copy_job jobs[256];
+    size_t part = (n / (size_t)threads) & ~(size_t)63;
+    for (int k = 0; k < threads; k++) {
+      size_t off = part * (size_t)k;
+      jobs[k].dst = dst + off;
+      jobs[k].src = src + off;
+      jobs[k].n = k == threads - 1 ? n - off : part;
+      pthread_create(&tid[k], NULL, copy_thread, &jobs[k]);
+    }
+    for (int k = 0; k < threads; k++) pthread_join(tid[k], NULL);
+  }
+  int64_t t1 = pb_now_ns();
+  return (double)n / ((double)(t1 - t0) / 1e9) / GB;
+}
+
+/* ---- file read ------------------------------------------------------------------------------ */
+
+static int read_whole(int fd, unsigned char *buf, size_t bufsize, size_t *total) {
+  *total = 0;
+  if (lseek(fd, 0, SEEK_SET) != 0) return -errno;
+  for (;;) {
+    ssize_t r = read(fd, buf, bufsize);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -errno;
+    if (r == 0) break;
+    *total += (size_t)r;
+  }
+  return PB_OK;
+}
+
+/* Fraction of the file's pages resident in the page cache (mincore), or -1 if unknown. */
+static double resident_fraction(int fd, size_t size) {
+  void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return -1;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t pages = (size + page - 1) / page;
+  unsigned char *vec = malloc(pages);
+  double frac = -1;
+  if (vec != NULL && mincore(map, size, vec) == 0) {
+    size_t in = 0;
+    for (size_t i = 0; i < pages; i++) in += vec[i] & 1;
+    frac = (double)in / (double)pages;
+  }
+  free(vec);
+  munmap(map, size);
+  return frac;
+}
+
+static int measure_file(const pb_calibrate_params *p, pb_calibration *out, struct pb_error *err) {
+  char dir[4096];
+  const char *tmp = p->dir ? p->dir : getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s", tmp ? tmp : "/tmp");
+  char path[4200];
+  snprintf(path, sizeof path, "%s/pipebench-calibrate-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0) return pb_error_set(err, -errno, "%s: cannot create scratch file: %s", path, strerror(errno));
+  unlink(path); /* gone when closed, also if we are interrupted */
+  size_t block = (size_t)1 << 20;
+  unsigned char *buf = pb_alloc(block);
+  if (buf == NULL) {
+    close(fd);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  fill_image_like((uint16_t *)buf, block / 2, 7);
+  int rc = PB_OK;
+  for (size_t done = 0; done < p->file_bytes && rc == PB_OK; done += block) {
+    ssize_t w = write(fd, buf, block);
+    if (w != (ssize_t)block) rc = pb_error_set(err, PB_EIO, "%s: write failed: %s", path, strerror(errno));
+  }
+  if (rc == PB_OK && fdatasync(fd) != 0)
+    rc = pb_error_set(err, PB_EIO, "%s: fdatasync failed: %s", path, strerror(errno));
+  int n = p->rounds;
+  double *warm = calloc((size_t)n, sizeof *warm), *cold = calloc((size_t)n, sizeof *cold);
+  if (warm == NULL || cold == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  size_t total = 0;
+  if (rc == PB_OK) rc = read_whole(fd, buf, block, &total); /* warm-up: fill the cache */
+  for (int r = 0; r < n && rc == PB_OK; r++) {
+    progress(p, "file read (warm)", r + 1, n);
+    int64_t t0 = pb_now_ns();
+    rc = read_whole(fd, buf, block, &total);
+    warm[r] = (double)total / ((double)(pb_now_ns() - t0) / 1e9) / GB;
+  }
+  out->cold_evicted = 1;
+  for (int r = 0; r < n && rc == PB_OK; r++) {
+    progress(p, "file read (cold)", r + 1, n);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    double frac = resident_fraction(fd, p->file_bytes);
+    if (frac > 0.05) out->cold_evicted = 0;
+    int64_t t0 = pb_now_ns();
+    rc = read_whole(fd, buf, block, &total);
+    cold[r] = (double)total / ((double)(pb_now_ns() - t0) / 1e9) / GB;
+  }
+  if (rc < 0 && rc > PB_E_FIRST) rc = pb_error_set(err, PB_EIO, "%s: read failed: %s", path, strerror(-rc));
+  if (rc == PB_OK) rc = finish_value(&out->read_warm_gbps, warm, n);
+  if (rc == PB_OK) rc = finish_value(&out->read_cold_gbps, cold, n);
+  free(warm);
+  free(cold);
+  pb_free(buf, block);
+  close(fd);
+  return rc;
+}
+
+/* ---- codecs --------------------------------------------------------------------------------- */
+
+static int measure_codecs(const pb_calibrate_params *p, const unsigned char *data, size_t n,
+                          pb_calibration *out, struct pb_error *err) {
+  size_t cap = ZSTD_compressBound(n);
+  size_t bcap = n + BLOSC_MAX_OVERHEAD;
+  if (bcap > cap) cap = bcap;
+  unsigned char *comp = pb_alloc(cap), *dec = pb_alloc(n);
+  double *rounds = calloc((size_t)p->rounds, sizeof *rounds);
+  int rc = PB_OK;
+  if (comp == NULL || dec == NULL || rounds == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto done;
+  }
+  size_t csize = ZSTD_compress(comp, cap, data, n, 3);
+  if (ZSTD_isError(csize)) {
+    rc = pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(csize));
+    goto done;
+  }
+  out->zstd_ratio = (double)n / (double)csize;
+  ZSTD_DCtx *dctx = ZSTD_createDCtx();
+  for (int r = -1; r < p->rounds; r++) {
+    progress(p, "zstd decompression", r + 2, p->rounds + 1);
+    int64_t t0 = pb_now_ns();
+    size_t got = ZSTD_decompressDCtx(dctx, dec, n, comp, csize);
+    int64_t t1 = pb_now_ns();
+    if (ZSTD_isError(got) || got != n || memcmp(dec, data, n) != 0) {
+      ZSTD_freeDCtx(dctx);
+      rc = pb_error_set(err, PB_ECODEC, "zstd round trip failed during calibration");
+      goto done;
+    }
+    if (r >= 0) rounds[r] = (double)n / ((double)(t1 - t0) / 1e9) / GB;
+  }
+  ZSTD_freeDCtx(dctx);
+  PB_RETURN_NOT_OK(finish_value(&out->zstd_gbps, rounds, p->rounds));
+
+  /* blosc works on buffers below 2 GB; the default buffer is far smaller. */
+  int bsize = blosc_compress_ctx(5, BLOSC_SHUFFLE, 2, n, data, comp, bcap, "lz4", 0, 1);
+  if (bsize <= 0) {
+    rc = pb_error_set(err, PB_ECODEC, "blosc compression failed during calibration");
+    goto done;
+  }
+  out->blosc_ratio = (double)n / (double)bsize;
+  for (int r = -1; r < p->rounds; r++) {
+    progress(p, "blosc decompression", r + 2, p->rounds + 1);
+    int64_t t0 = pb_now_ns();
+    int got = blosc_decompress_ctx(comp, dec, n, 1);
+    int64_t t1 = pb_now_ns();
+    if (got != (int)n || memcmp(dec, data, n) != 0) {
+      rc = pb_error_set(err, PB_ECODEC, "blosc round trip failed during calibration");
+      goto done;
+    }
+    if (r >= 0) rounds[r] = (double)n / ((double)(t1 - t0) / 1e9) / GB;
+  }
+  rc = finish_value(&out->blosc_gbps, rounds, p->rounds);
+done:
+  free(rounds);
+  pb_free(comp, cap);
+  pb_free(dec, n);
+  return rc;
+}
+
+/* ---- timer ---------------------------------------------------------------------------------- */
+
+static void measure_timer(pb_calibration *out) {
+  const int n = 1000000;
+  int64_t min_step = INT64_MAX;
+  int64_t t0 = pb_now_ns(), prev = t0;
+  for (int i = 0; i < n; i++) {
+    int64_t t = pb_now_ns();
+    if (t > prev && t - prev < min_step) min_step = t - prev;
+    prev = t;
+  }
+  out->timer_overhead_ns = (double)(prev - t0) / n;
+  struct timespec res;
+  clock_getres(CLOCK_MONOTONIC, &res);
+  double getres = (double)res.tv_sec * 1e9 + (double)res.tv_nsec;
+  double seen = min_step == INT64_MAX ? getres : (double)min_step;
+  out->timer_resolution_ns = seen > getres ? seen : getres;
+}
+
+static void set_nan(pb_calib_value *v) {
+  memset(v, 0, sizeof *v);
+  v->value = NAN;
+}
+
+int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct pb_error *err) {
+  pb_calibrate_params p = PB_CALIBRATE_PARAMS_DEFAULTS;
+  if (params != NULL) p = *params;
+  if (p.rounds < 1 || p.memory_bytes < ((size_t)1 << 20) || p.file_bytes < ((size_t)1 << 20))
+    return pb_error_set(err, PB_EINVAL, "calibration needs rounds >= 1 and buffers >= 1 MiB");
+  memset(out, 0, sizeof *out);
+  set_nan(&out->matmul_f32_gflops);
+  set_nan(&out->matmul_bf16_gflops);
+  int64_t start = pb_now_ns();
+  PB_RETURN_NOT_OK(pb_env_collect(&out->env, err));
+  measure_timer(out);
+
+  size_t n = p.memory_bytes & ~(size_t)63;
+  unsigned char *src = pb_alloc(n), *dst = pb_alloc(n);
+  double *rounds = calloc((size_t)p.rounds, sizeof *rounds);
+  int rc = PB_OK;
+  if (src == NULL || dst == NULL || rounds == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory for %zu-byte calibration buffers", n);
+    goto done;
+  }
+  fill_image_like((uint16_t *)src, n / 2, 42);
+  memset(dst, 0, n); /* touch every page before timing */
+
+  int threads = p.threads > 0 ? p.threads : out->env.cpu_cores;
+  if (threads < 1) threads = 1;
+  if (threads > 256) threads = 256;
+  out->memcpy_threads = threads;
+  copy_once(dst, src, n, 1);
+  for (int r = 0; r < p.rounds; r++) {
+    progress(&p, "memory copy (1 thread)", r + 1, p.rounds);
+    rounds[r] = copy_once(dst, src, n, 1);
+  }
+  if ((rc = finish_value(&out->memcpy_gbps, rounds, p.rounds)) != PB_OK) goto done;
+  copy_once(dst, src, n, threads);
+  for (int r = 0; r < p.rounds; r++) {
+    progress(&p, "memory copy (all threads)", r + 1, p.rounds);
+    rounds[r] = copy_once(dst, src, n, threads);
+  }
+  if ((rc = finish_value(&out->memcpy_mt_gbps, rounds, p.rounds)) != PB_OK) goto done;
+
+  size_t codec_bytes = n < ((size_t)64 << 20) ? n : ((size_t)64 << 20);
+  if ((rc = measure_codecs(&p, src, codec_bytes, out, err)) != PB_OK) goto done;
+  if ((rc = measure_file(&p, out, err)) != PB_OK) goto done;
+
+  out->seconds = (double)(pb_now_ns() - start) / 1e9;
+done:
+  free(rounds);
+  pb_free(src, n);
+  pb_free(dst, n);
+  return rc;
+}
+
+/* ---- JSON ----------------------------------------------------------------------------------- */
+
+static void add_num(cJSON *o, const char *key, double v) {
+  if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+  else cJSON_AddNullToObject(o, key);
+}
+
+static void add_value(cJSON *root, const char *key, const char *unit, const pb_calib_value *v) {
+  cJSON *o = cJSON_AddObjectToObject(root, key);
+  add_num(o, "value", v->value);
+  cJSON_AddStringToObject(o, "unit", unit);
+  cJSON_AddNumberToObject(o, "n", (double)v->s.n);
+  if (v->s.n > 1) {
+    add_num(o, "min", v->s.min);
+    add_num(o, "max", v->s.max);
+    add_num(o, "cv", v->s.cv);
+    cJSON_AddBoolToObject(o, "unstable", v->s.unstable != 0);
+  }
+}
+
+char *pb_calibration_to_json(const pb_calibration *cal) {
+  cJSON *root = cJSON_CreateObject();
+  if (root == NULL) return NULL;
+  cJSON_AddStringToObject(root, "kind", "pipebench.calibration");
+  add_value(root, "memcpy_gbps", "GB/s", &cal->memcpy_gbps);
+  add_value(root, "memcpy_mt_gbps", "GB/s", &cal->memcpy_mt_gbps);
+  cJSON_AddNumberToObject(root, "memcpy_threads", cal->memcpy_threads);
+  add_value(root, "read_warm_gbps", "GB/s", &cal->read_warm_gbps);
+  add_value(root, "read_cold_gbps", "GB/s", &cal->read_cold_gbps);
+  cJSON_AddBoolToObject(root, "cold_evicted", cal->cold_evicted != 0);
+  add_value(root, "zstd_gbps", "GB/s", &cal->zstd_gbps);
+  add_num(root, "zstd_ratio", cal->zstd_ratio);
+  add_value(root, "blosc_gbps", "GB/s", &cal->blosc_gbps);
+  add_num(root, "blosc_ratio", cal->blosc_ratio);
+  add_value(root, "matmul_f32_gflops", "GFLOP/s", &cal->matmul_f32_gflops);
+  add_value(root, "matmul_bf16_gflops", "GFLOP/s", &cal->matmul_bf16_gflops);
+  add_num(root, "timer_overhead_ns", cal->timer_overhead_ns);
+  add_num(root, "timer_resolution_ns", cal->timer_resolution_ns);
+  add_num(root, "seconds", cal->seconds);
+  cJSON *env = cJSON_AddObjectToObject(root, "env");
+  char tmp[64];
+  for (int i = 0; i < pb_env_field_count(); i++) {
+    const char *k, *v;
+    pb_env_field(&cal->env, i, &k, &v, tmp, sizeof tmp);
+    cJSON_AddStringToObject(env, k, v);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+static void get_value(const cJSON *root, const char *key, pb_calib_value *v) {
+  set_nan(v);
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, key);
+  const cJSON *val = cJSON_GetObjectItemCaseSensitive(o, "value");
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "n");
+  if (cJSON_IsNumber(val)) v->value = val->valuedouble;
+  if (cJSON_IsNumber(n) && n->valuedouble >= 0) v->s.n = (size_t)n->valuedouble;
+}
+
+static double get_num(const cJSON *root, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+int pb_calibration_load(const char *path, pb_calibration *out, struct pb_error *err) {
+  memset(out, 0, sizeof *out);
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path, strerror(errno));
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  for (;;) {
+    if (len + 4096 + 1 > cap) {
+      cap = cap ? cap * 2 : 8192;
+      char *nt = realloc(text, cap);
+      if (nt == NULL) {
+        free(text);
+        fclose(f);
+        return pb_error_set(err, PB_ENOMEM, "out of memory");
+      }
+      text = nt;
+    }
+    size_t r = fread(text + len, 1, 4096, f);
+    len += r;
+    if (r < 4096) break;
+  }
+  fclose(f);
+  text[len] = '\0';
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
+  if (root == NULL || !cJSON_IsString(kind) || strcmp(kind->valuestring, "pipebench.calibration") != 0) {
+    cJSON_Delete(root);
+    return pb_error_set(err, PB_EFORMAT, "%s: not a pipebench calibration file", path);
+  }
+  get_value(root, "memcpy_gbps", &out->memcpy_gbps);
+  get_value(root, "memcpy_mt_gbps", &out->memcpy_mt_gbps);
+  get_value(root, "read_warm_gbps", &out->read_warm_gbps);
+  get_value(root, "read_cold_gbps", &out->read_cold_gbps);
+  get_value(root, "zstd_gbps", &out->zstd_gbps);
+  get_value(root, "blosc_gbps", &out->blosc_gbps);
+  get_value(root, "matmul_f32_gflops", &out->matmul_f32_gflops);
+  get_value(root, "matmul_bf16_gflops", &out->matmul_bf16_gflops);
+  out->memcpy_threads = (int)get_num(root, "memcpy_threads");
+  out->zstd_ratio = get_num(root, "zstd_ratio");
+  out->blosc_ratio = get_num(root, "blosc_ratio");
+  out->timer_overhead_ns = get_num(root, "timer_overhead_ns");
+  out->timer_resolution_ns = get_num(root, "timer_resolution_ns");
+  out->seconds = get_num(root, "seconds");
+  const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "cold_evicted");
+  out->cold_evicted = cJSON_IsTrue(ev);
+  cJSON_Delete(root);
+  if (!isfinite(out->memcpy_gbps.value))
+    return pb_error_set(err, PB_EFORMAT, "%s: calibration file lacks memcpy_gbps", path);
+  return PB_OK;
+}

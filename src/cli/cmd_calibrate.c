@@ -1,0 +1,100 @@
+/* pipebench calibrate: measure this machine's limits and save them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pipebench/calibrate.h"
+#include "pipebench/results.h"
+
+static const cli_opt opts[] = {
+    {"json", NULL, "print JSON on stdout instead of a table"},
+    {"out", "FILE", "where to save the JSON (default results/calibration.json)"},
+    {"dir", "DIR", "folder for the scratch file of the read test (default $TMPDIR or /tmp)"},
+    {"size-mb", "N", "buffer and file size in MiB (default 256)"},
+    {"rounds", "N", "measured rounds per quantity (default 5)"},
+    {"threads", "N", "threads for the multi-threaded copy (default: all cores)"},
+    {"no-matmul", NULL, "skip the matrix-multiply peak"},
+    {NULL, NULL, NULL},
+};
+
+static void on_progress(void *ctx, const char *what, int step, int steps) {
+  (void)ctx;
+  if (cli_progress_enabled()) {
+    fprintf(stderr, "\r\033[Kcalibrate: %s %d/%d", what, step, steps);
+    fflush(stderr);
+  }
+}
+
+static void row(const char *name, const pb_calib_value *v, const char *unit) {
+  if (!isfinite(v->value)) {
+    printf("  %-28s %12s\n", name, "n/a");
+    return;
+  }
+  printf("  %-28s %12.2f %-8s", name, v->value, unit);
+  if (v->s.n > 1)
+    printf(" n=%zu  min %.2f  max %.2f  cv %.1f%%%s", v->s.n, v->s.min, v->s.max, 100.0 * v->s.cv,
+           v->s.unstable ? "  UNSTABLE" : "");
+  printf("\n");
+}
+
+static int run(const cli_args *a) {
+  pb_calibrate_params p = PB_CALIBRATE_PARAMS_DEFAULTS;
+  long size_mb, rounds, threads;
+  PB_RETURN_NOT_OK(cli_get_long(a, "calibrate", "size-mb", 256, 1, 65536, &size_mb));
+  PB_RETURN_NOT_OK(cli_get_long(a, "calibrate", "rounds", 5, 1, 1000, &rounds));
+  PB_RETURN_NOT_OK(cli_get_long(a, "calibrate", "threads", 0, 0, 256, &threads));
+  p.memory_bytes = p.file_bytes = (size_t)size_mb << 20;
+  p.rounds = (int)rounds;
+  p.threads = (int)threads;
+  p.dir = cli_get(a, "dir");
+  p.matmul = !cli_has(a, "no-matmul");
+  p.progress = on_progress;
+  const char *out = cli_get(a, "out") ? cli_get(a, "out") : "results/calibration.json";
+
+  pb_calibration cal;
+  struct pb_error err = {{0}};
+  int rc = pb_calibrate(&p, &cal, &err);
+  if (cli_progress_enabled()) fprintf(stderr, "\r\033[K");
+  if (rc != PB_OK) return cli_fail("calibrate", "%s", err.message);
+  char *json = pb_calibration_to_json(&cal);
+  if (json == NULL) return cli_fail("calibrate", "out of memory");
+  cli_mkdir_parent(out);
+  rc = pb_write_file_atomic(out, json, strlen(json), &err);
+  if (cli_has(a, "json")) {
+    printf("%s\n", json);
+  } else {
+    printf("pipebench calibrate on %s (%s, %d cores), %.1f s\n", cal.env.hostname,
+           cal.env.cpu_model, cal.env.cpu_cores, cal.seconds);
+    row("memory copy, 1 thread", &cal.memcpy_gbps, "GB/s");
+    char label[64];
+    snprintf(label, sizeof label, "memory copy, %d threads", cal.memcpy_threads);
+    row(label, &cal.memcpy_mt_gbps, "GB/s");
+    row("file read, warm cache", &cal.read_warm_gbps, "GB/s");
+    row(cal.cold_evicted ? "file read, cold (evicted)" : "file read, cold (NOT evicted)",
+        &cal.read_cold_gbps, "GB/s");
+    row("zstd decompress, 1 thread", &cal.zstd_gbps, "GB/s");
+    row("blosc lz4 decompress, 1 thr", &cal.blosc_gbps, "GB/s");
+    row("matmul float32 peak", &cal.matmul_f32_gflops, "GFLOP/s");
+    row("matmul bfloat16 peak", &cal.matmul_bf16_gflops, "GFLOP/s");
+    printf("  %-28s %12.1f ns\n", "timer overhead", cal.timer_overhead_ns);
+    printf("  %-28s %12.1f ns\n", "timer resolution", cal.timer_resolution_ns);
+  }
+  free(json);
+  if (rc != PB_OK) return cli_fail("calibrate", "%s", err.message);
+  if (!cli_has(a, "json")) printf("saved %s\n", out);
+  return CLI_OK;
+}
+
+const cli_command cli_cmd_calibrate = {
+    .name = "calibrate",
+    .summary = "measure this machine's limits (memory copy, file read, decompression, timer)",
+    .usage = "[--json] [--out FILE] [options]",
+    .details = "Later throughputs are reported as a fraction of these limits. The cold file read\n"
+               "evicts the scratch file from the page cache with posix_fadvise(DONTNEED) before\n"
+               "each pass and checks with mincore that it worked.",
+    .opts = opts,
+    .max_pos = 0,
+    .run = run,
+};
