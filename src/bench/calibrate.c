@@ -16,6 +16,7 @@
 #include <zstd.h>
 
 #include "pipebench/calibrate.h"
+#include "pipebench/engine.h"
 #include "pipebench/results.h"
 
 #define GB 1e9
@@ -295,6 +296,21 @@ int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct 
   if ((rc = measure_codecs(&p, src, codec_bytes, out, err)) != PB_OK) goto done;
   if ((rc = measure_file(&p, out, err)) != PB_OK) goto done;
 
+  if (p.matmul) {
+    /* oneDNN matmul on all cores: the compute limit model throughputs are judged against.
+     * bfloat16 fails cleanly where the CPU has no native support and stays NaN. */
+    double g = NAN;
+    progress(&p, "matmul float32", 1, 2);
+    if (pb_engine_peak_gflops("float32", threads, 1.0, &g, NULL) == PB_OK) {
+      out->matmul_f32_gflops.value = g;
+      out->matmul_f32_gflops.s.n = 1;
+    }
+    progress(&p, "matmul bfloat16", 2, 2);
+    if (pb_engine_peak_gflops("bfloat16", threads, 1.0, &g, NULL) == PB_OK) {
+      out->matmul_bf16_gflops.value = g;
+      out->matmul_bf16_gflops.s.n = 1;
+    }
+  }
   out->seconds = (double)(pb_now_ns() - start) / 1e9;
 done:
   free(rounds);

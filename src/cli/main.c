@@ -7,6 +7,10 @@
 
 /* Every command the tool has, in the order help lists them. */
 static const cli_command *const commands[] = {
+    &cli_cmd_run,
+    &cli_cmd_gen,
+    &cli_cmd_convert,
+    &cli_cmd_inspect,
     &cli_cmd_calibrate,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,68 @@
+/* pipebench run: the benchmark tracks over formats, loader settings and cache modes. */
+#ifndef PIPEBENCH_BENCH_H
+#define PIPEBENCH_BENCH_H
+
+#include "pipebench/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Settings of `pipebench run`. Lists are comma-separated text. */
+typedef struct pb_run_params {
+  const char *data;        /**< a `pipebench gen` folder (manifest.json) or one dataset; NULL:
+                                generate the preset into OUT/dataset */
+  const char *out;         /**< results folder: tables and summary go to OUT/data */
+  const char *formats;     /**< NULL: every format present in data */
+  const char *tracks;      /**< e.g. "1,2,4" */
+  const char *preset;      /**< "default" (1000 x 100x100 uint16, 1 channel) or "microscopy"
+                                (200 x 3 x 1080x1080 uint16) */
+  int cold;                /**< 1: evict dataset files from the page cache before each round */
+  int repeats;             /**< rounds per configuration */
+  int warmup;              /**< track 1: samples run and dropped before each round */
+  int samples;             /**< track 1: samples measured per round */
+  int batches;             /**< track 2: batches measured per round (after the first) */
+  const char *batch_sizes; /**< track 2 */
+  const char *workers;     /**< track 2 */
+  const char *caches;      /**< track 2: none, preload, shared */
+  const char *transforms;  /**< track 1: none, normalize, augment */
+  uint64_t seed;
+  const char *python;      /**< Python with numpy and torch for track 4 and the peers */
+  const char *library;     /**< path of libpipebench.so for the Python binding (NULL: find) */
+  int peer;                /**< 1: also run the torch DataLoader peer in track 2 */
+  const char *model;       /**< track 3: engine model (embed, resnet50, vit_b_16) */
+  int steps;               /**< track 3: steps measured per round (after the first) */
+  int t3_batch, t3_workers;/**< track 3: loader batch size and workers */
+  double emulate_ms;       /**< track 3: > 0: a fixed busy time per batch instead of a model */
+  int train;               /**< track 3: 1: an SGD step per batch instead of a forward pass */
+  /** Progress: what is running, how many steps of how many are done. May be NULL. */
+  void (*progress)(void *ctx, const char *what, long done, long total);
+  void *progress_ctx;
+  /** One line of text for the user (a result or a warning). May be NULL. */
+  void (*report)(void *ctx, const char *line);
+  void *report_ctx;
+} pb_run_params;
+
+#define PB_RUN_PARAMS_DEFAULTS                                                                  \
+  {                                                                                             \
+    .data = NULL, .out = "results/run", .formats = NULL, .tracks = "1,2,3,4",                     \
+    .preset = "default", .cold = 0, .repeats = 3, .warmup = 10, .samples = 100, .batches = 50,  \
+    .batch_sizes = "1,4,16,64", .workers = "0,1,2,4", .caches = "none,preload,shared",          \
+    .transforms = "none,normalize,augment", .seed = 42, .python = "/usr/bin/python3",           \
+    .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
+    .t3_workers = 2, .emulate_ms = 0, .train = 0, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
+    .report_ctx = NULL                                                                          \
+  }
+
+/** Runs the tracks and writes their tables and the summary. Returns the first error; tables
+ * of tracks that finished before it are kept. */
+PB_API int pb_run(const pb_run_params *params, struct pb_error *err);
+
+/** Drops every regular file under path (a file or a folder) from the page cache with
+ * posix_fadvise(POSIX_FADV_DONTNEED). Returns the number of files evicted, or an error. */
+PB_API int pb_evict_path(const char *path, struct pb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

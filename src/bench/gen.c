@@ -1,0 +1,197 @@
+/* pipebench gen: the same seeded images in every format asked, plus a manifest. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "formats/format_internal.h"
+#include "pipebench/gen.h"
+#include "pipebench/results.h"
+
+typedef struct path_rule {
+  const char *format, *entry;
+} path_rule;
+
+/* Single-file formats get a file name with their extension; folder formats a folder. */
+static const path_rule rules[] = {
+    {"ome-parquet", "images.parquet"},
+    {"duckdb", "images.duckdb"},
+    {"raw", "images.pbraw"},
+};
+
+void pb_gen_format_path(const char *dir, const char *format, char *buf, size_t size) {
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+    if (strcmp(rules[i].format, format) == 0) {
+      snprintf(buf, size, "%s/%s", dir, rules[i].entry);
+      return;
+    }
+  }
+  snprintf(buf, size, "%s/%s", dir, format);
+}
+
+#define MAX_FORMATS 16
+
+static int parse_formats(const char *list, const char *names[MAX_FORMATS], int *n,
+                         char *storage, size_t storage_size, struct pb_error *err) {
+  *n = 0;
+  if (list == NULL) {
+    for (int i = 0; i < pb_format_count() && *n < MAX_FORMATS; i++)
+      if (pb_format_at(i)->can_write) names[(*n)++] = pb_format_at(i)->name;
+    if (*n == 0) return pb_error_set(err, PB_EUNSUPPORTED, "no writable format is registered");
+    return PB_OK;
+  }
+  snprintf(storage, storage_size, "%s", list);
+  char *save = NULL;
+  for (char *tok = strtok_r(storage, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    const pb_format_info *f = pb_format_find(tok);
+    if (f == NULL) {
+      /* Let the format layer name the known formats. */
+      pb_writer *w = NULL;
+      int rc = pb_writer_new("/nonexistent", tok, NULL, &w, err);
+      pb_writer_free(w);
+      return rc != PB_OK ? rc : PB_EINVAL;
+    }
+    if (!f->can_write) {
+      const pb_format_vtable *vt = pb__format_vtable_find(tok);
+      return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be written: %s", tok,
+                          vt != NULL && vt->refuse ? vt->refuse : "no writer");
+    }
+    for (int k = 0; k < *n; k++)
+      if (strcmp(names[k], tok) == 0) return pb_error_set(err, PB_EINVAL, "format '%s' given twice", tok);
+    if (*n == MAX_FORMATS) return pb_error_set(err, PB_EINVAL, "too many formats");
+    names[(*n)++] = f->name;
+  }
+  if (*n == 0) return pb_error_set(err, PB_EINVAL, "no format given");
+  return PB_OK;
+}
+
+static char *manifest_json(const pb_gen_params *p, const char *const *names, int n,
+                           const uint32_t *crcs) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "kind", "pipebench.dataset");
+  cJSON_AddStringToObject(root, "pipebench_version", pb_version());
+  cJSON_AddStringToObject(root, "git_commit", pb_git_commit());
+  char ts[32];
+  pb_utc_iso8601(ts, sizeof ts);
+  cJSON_AddStringToObject(root, "created_utc", ts);
+  cJSON_AddNumberToObject(root, "rows", (double)p->rows);
+  cJSON_AddNumberToObject(root, "seed", (double)p->seed);
+  cJSON_AddStringToObject(root, "dtype", pb_dtype_name(p->dtype));
+  cJSON *shape = cJSON_AddArrayToObject(root, "shape");
+  for (int k = 0; k < PB_NDIM; k++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[k]));
+  cJSON_AddStringToObject(root, "axes", "tczyx");
+  cJSON *w = cJSON_AddObjectToObject(root, "write");
+  cJSON_AddStringToObject(w, "compression", p->write.compression ? p->write.compression : "default");
+  cJSON_AddNumberToObject(w, "level", p->write.level);
+  cJSON *chunk = cJSON_AddArrayToObject(w, "chunk");
+  for (int k = 0; k < PB_NDIM; k++) cJSON_AddItemToArray(chunk, cJSON_CreateNumber((double)p->write.chunk[k]));
+  cJSON_AddStringToObject(w, "options", p->write.options ? p->write.options : "");
+  cJSON *f = cJSON_AddObjectToObject(root, "formats");
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    pb_gen_format_path(".", names[i], path, sizeof path);
+    cJSON_AddStringToObject(f, names[i], path + 2);
+  }
+  cJSON *c = cJSON_AddArrayToObject(root, "crc32");
+  for (int64_t i = 0; i < p->rows; i++) {
+    char hex[12];
+    snprintf(hex, sizeof hex, "%08x", crcs[i]);
+    cJSON_AddItemToArray(c, cJSON_CreateString(hex));
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
+  pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
+  if (params != NULL) p = *params;
+  if (p.rows < 1) return pb_error_set(err, PB_EINVAL, "rows must be at least 1, not %lld", (long long)p.rows);
+  for (int k = 0; k < PB_NDIM; k++)
+    if (p.shape[k] < 1 || p.shape[k] > 1 << 20)
+      return pb_error_set(err, PB_EINVAL, "image size on axis %c must be from 1 to 1048576", "TCZYX"[k]);
+  if (pb_dtype_size(p.dtype) == 0) return pb_error_set(err, PB_EINVAL, "invalid dtype");
+  const char *names[MAX_FORMATS];
+  int n = 0;
+  char storage[1024];
+  PB_RETURN_NOT_OK(parse_formats(p.formats, names, &n, storage, sizeof storage, err));
+  PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
+
+  /* Everything is written under a staging folder first and moved into place at the end, so
+   * an earlier dataset in dir stays whole until the new one is complete. */
+  char stage[4096];
+  snprintf(stage, sizeof stage, "%s/.gen-staging-%d", dir, (int)getpid());
+  pb__remove_tree(stage);
+  PB_RETURN_NOT_OK(pb__mkdirs(stage, err));
+
+  pb_writer *writers[MAX_FORMATS] = {0};
+  pb_image_meta meta;
+  pb_image_meta_init(&meta, NULL, p.dtype, p.shape);
+  size_t bytes = pb_image_bytes(&meta);
+  void *pixels = pb_alloc(bytes);
+  uint32_t *crcs = calloc((size_t)p.rows, sizeof *crcs);
+  int rc = PB_OK;
+  if (pixels == NULL || crcs == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory for one %zu-byte image", bytes);
+    goto done;
+  }
+  for (int i = 0; i < n && rc == PB_OK; i++) {
+    char path[4096];
+    pb_gen_format_path(stage, names[i], path, sizeof path);
+    rc = pb_writer_new(path, names[i], &p.write, &writers[i], err);
+    if (rc != PB_OK) pb_error_prefix(err, "%s: ", names[i]);
+  }
+  for (int64_t r = 0; r < p.rows && rc == PB_OK; r++) {
+    pb_image_meta_init(&meta, NULL, p.dtype, p.shape);
+    snprintf(meta.name, sizeof meta.name, "img_%05lld", (long long)r);
+    snprintf(meta.id, sizeof meta.id, "img_%05lld", (long long)r);
+    meta.physical_size[0] = meta.physical_size[1] = 0.65;
+    meta.physical_size[2] = p.shape[PB_Z] > 1 ? 2.0 : 0.0;
+    for (int k = 0; k < 3; k++) snprintf(meta.physical_unit[k], sizeof meta.physical_unit[k], "µm");
+    if (p.shape[PB_Z] <= 1) meta.physical_unit[2][0] = '\0';
+    meta.n_channels = p.shape[PB_C] < PB_MAX_CHANNELS ? (int)p.shape[PB_C] : PB_MAX_CHANNELS;
+    static const uint32_t colors[] = {0x0000FFFF, 0x00FF00FF, 0xFF0000FF, 0xFFFF00FF, 0xFF00FFFF};
+    for (int c = 0; c < meta.n_channels; c++) {
+      snprintf(meta.channels[c].id, sizeof meta.channels[c].id, "Channel:0:%d", c);
+      snprintf(meta.channels[c].name, sizeof meta.channels[c].name, "ch%d", c);
+      meta.channels[c].color_rgba = colors[c % 5];
+    }
+    pb_synth_image(&meta, p.seed, r, pixels);
+    crcs[r] = pb_image_crc32(&meta, pixels);
+    for (int i = 0; i < n && rc == PB_OK; i++) {
+      rc = pb_writer_add(writers[i], &meta, pixels, err);
+      if (rc != PB_OK) pb_error_prefix(err, "%s, image %lld: ", names[i], (long long)r);
+    }
+    if (p.progress != NULL) p.progress(p.progress_ctx, r + 1, p.rows);
+  }
+  for (int i = 0; i < n && rc == PB_OK; i++) {
+    rc = pb_writer_finish(writers[i], err);
+    if (rc != PB_OK) pb_error_prefix(err, "%s: ", names[i]);
+  }
+  for (int i = 0; i < n; i++) pb_writer_free(writers[i]);
+  if (rc == PB_OK) {
+    for (int i = 0; i < n && rc == PB_OK; i++) {
+      char from[4096], to[4096];
+      pb_gen_format_path(stage, names[i], from, sizeof from);
+      pb_gen_format_path(dir, names[i], to, sizeof to);
+      pb__remove_tree(to);
+      if (rename(from, to) != 0)
+        rc = pb_error_set(err, -errno, "cannot move %s to %s: %s", from, to, strerror(errno));
+    }
+  }
+  if (rc == PB_OK) {
+    char *text = manifest_json(&p, names, n, crcs);
+    char mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+    rc = text ? pb_write_file_atomic(mpath, text, strlen(text), err)
+              : pb_error_set(err, PB_ENOMEM, "out of memory");
+    free(text);
+  }
+done:
+  pb__remove_tree(stage);
+  free(crcs);
+  pb_free(pixels, bytes);
+  return rc;
+}

@@ -1,0 +1,169 @@
+/* Track 2: loader throughput. Batches over batch sizes x workers x cache modes; the first
+ * batch (start-up) is reported on its own, steady state from the second batch on. A batch's
+ * time runs from asking the loader for it to holding it, complete, in memory. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/run_internal.h"
+#include "bench/peer.h"
+#include "formats/format_internal.h"
+#include "pipebench/loader.h"
+
+static const char *const cache_names[] = {"none", "preload", "shared"};
+
+typedef struct t2_best {
+  double sps;
+  char format[32];
+  int bs, workers;
+} t2_best;
+
+static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int workers,
+                   double *lat, t2_best *best, struct pb_error *err) {
+  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
+  lp.format = c->formats[fi];
+  lp.batch_size = bs;
+  lp.workers = workers;
+  lp.prefetch = 2;
+  lp.shuffle = 0;
+  lp.seed = c->p.seed;
+  lp.transform = PB_TRANSFORM_NORMALIZE;
+  lp.cache = (pb_cache_mode)cache;
+  char cache_path[4200];
+  if (cache == PB_CACHE_SHARED) {
+    /* One shared cache file per format, reused by every configuration (that is its point). */
+    snprintf(cache_path, sizeof cache_path, "%s/cache/%s.pbraw", c->p.out, c->formats[fi]);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/cache", c->p.out);
+    struct pb_error e2;
+    pb__mkdirs(dir, &e2);
+    lp.cache_path = cache_path;
+  }
+  pb_loader *ld = NULL;
+  PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
+  pb_loader_stats st0;
+  pb_loader_get_stats(ld, &st0);
+  int64_t per_epoch = pb_loader_batches_per_epoch(ld);
+  int want = c->p.batches;
+  if (per_epoch - 1 < want) want = (int)(per_epoch - 1);
+  int rc = PB_OK;
+  for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
+    if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
+    rc = PB_OK;
+    int64_t t0 = pb_now_ns();
+    if ((rc = pb_loader_reset(ld, r, err)) != PB_OK) break;
+    pb_batch *b = NULL;
+    if ((rc = pb_loader_next(ld, &b, err)) != PB_OK) break;
+    double first = (double)(pb_now_ns() - t0) / 1e9;
+    pb_batch_free(b);
+    int n = 0;
+    int64_t samples = 0, bytes = 0;
+    pb_batch_times sum = {0};
+    int64_t steady0 = pb_now_ns();
+    while (n < want) {
+      int64_t a = pb_now_ns();
+      rc = pb_loader_next(ld, &b, err);
+      int64_t z = pb_now_ns();
+      if (rc != PB_OK || b == NULL) break;
+      lat[n++] = (double)(z - a) / 1e9;
+      samples += b->shape[0];
+      bytes += (int64_t)b->nbytes;
+      sum.read_ns += b->times.read_ns;
+      sum.decompress_ns += b->times.decompress_ns;
+      sum.decode_ns += b->times.decode_ns;
+      sum.convert_ns += b->times.convert_ns;
+      sum.collate_ns += b->times.collate_ns;
+      sum.bytes_read += b->times.bytes_read;
+      pb_batch_free(b);
+    }
+    double steady = (double)(pb_now_ns() - steady0) / 1e9;
+    if (rc != PB_OK) break;
+    pb_summary s;
+    if ((rc = pb_summarize(lat, (size_t)n, &s)) != PB_OK) break;
+    pb__row_common(c, t, c->formats[fi], r);
+    pb_table_set_str(t, "loader", "pipebench");
+    pb_table_set_str(t, "cache", cache_names[cache]);
+    pb_table_set_i64(t, "batch_size", bs);
+    pb_table_set_i64(t, "num_workers", workers);
+    pb_table_set_i64(t, "prefetch", lp.prefetch);
+    pb_table_set_str(t, "transform", "normalize");
+    pb_table_set_f64(t, "first_batch_time", first);
+    pb_table_set_i64(t, "num_batches", n);
+    pb__add_summary_columns(t, &s, "batch_time_");
+    double sps = steady > 0 ? (double)samples / steady : NAN;
+    double mbps = steady > 0 ? (double)bytes / steady / 1e6 : NAN;
+    pb_table_set_f64(t, "samples_per_sec", sps);
+    pb_table_set_f64(t, "mb_per_sec", mbps);
+    pb_table_set_f64(t, "memcpy_fraction", mbps / 1e3 / c->cal.memcpy_mt_gbps.value);
+    pb_table_set_f64(t, "bytes_read_per_sec", steady > 0 ? (double)sum.bytes_read / steady : NAN);
+    pb_table_set_f64(t, "read_s", (double)sum.read_ns / 1e9);
+    pb_table_set_f64(t, "decompress_s", (double)sum.decompress_ns / 1e9);
+    pb_table_set_f64(t, "decode_s", (double)sum.decode_ns / 1e9);
+    pb_table_set_f64(t, "convert_s", (double)sum.convert_ns / 1e9);
+    pb_table_set_f64(t, "collate_s", (double)sum.collate_ns / 1e9);
+    pb_table_set_f64(t, "preload_s", (double)st0.preload_ns / 1e9);
+    pb_table_set_i64(t, "preload_bytes", st0.preload_bytes);
+    pb_table_set_f64(t, "timer_overhead_fraction", n > 0 ? c->cal.timer_overhead_ns / 1e9 / s.min : NAN);
+    if (cache == PB_CACHE_NONE && isfinite(sps) && (best->format[0] == '\0' || sps > best->sps)) {
+      best->sps = sps;
+      best->bs = bs;
+      best->workers = workers;
+      snprintf(best->format, sizeof best->format, "%s", c->formats[fi]);
+    }
+  }
+  pb_loader_free(ld);
+  if (rc != PB_OK) pb_error_prefix(err, "track 2, %s: ", c->formats[fi]);
+  return rc;
+}
+
+int pb__track2(pb_run_ctx *c, struct pb_error *err) {
+  int bss[16], ws[16];
+  int nb = pb__parse_int_list(c->p.batch_sizes, bss, 16, 1, 65536, "batch sizes", err);
+  if (nb < 0) return nb;
+  int nw = pb__parse_int_list(c->p.workers, ws, 16, 0, 256, "workers", err);
+  if (nw < 0) return nw;
+  int caches[3], nc = 0;
+  for (int k = 0; k < 3; k++)
+    if (pb__list_has(c->p.caches, cache_names[k])) caches[nc++] = k;
+  if (nc == 0)
+    return pb_error_set(err, PB_EINVAL, "no known cache mode in '%s' (none, preload, shared)", c->p.caches);
+  pb_table *t = NULL;
+  PB_RETURN_NOT_OK(pb__new_table(c, "2", &t, err));
+  double *lat = calloc((size_t)c->p.batches + 1, sizeof *lat);
+  if (lat == NULL) {
+    pb_table_free(t);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  c->step = 0;
+  c->total_steps = (long)c->nf * nc * nb * nw;
+  t2_best best = {0};
+  int rc = PB_OK;
+  for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
+    for (int k = 0; k < nc && rc == PB_OK; k++)
+      for (int b = 0; b < nb && rc == PB_OK; b++)
+        for (int w = 0; w < nw && rc == PB_OK; w++) {
+          char what[128];
+          snprintf(what, sizeof what, "track 2: %s cache=%s batch=%d workers=%d", c->formats[fi],
+                   cache_names[caches[k]], bss[b], ws[w]);
+          pb__run_progress(c, what);
+          rc = measure(c, t, fi, caches[k], bss[b], ws[w], lat, &best, err);
+        }
+  free(lat);
+  if (rc == PB_OK && c->p.peer) rc = pb__track2_peer(c, t, bss, nb, ws, nw, err);
+  if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track2.parquet", err);
+  if (rc == PB_OK) {
+    cJSON *s = cJSON_AddObjectToObject(cJSON_GetObjectItem(c->summary, "tracks"), "2");
+    cJSON_AddNumberToObject(s, "rows", (double)pb_table_rows(t));
+    if (best.format[0]) {
+      cJSON_AddStringToObject(s, "fastest_bulk_format", best.format);
+      cJSON_AddNumberToObject(s, "fastest_bulk_samples_per_sec", best.sps);
+      cJSON_AddNumberToObject(s, "fastest_bulk_batch_size", best.bs);
+      cJSON_AddNumberToObject(s, "fastest_bulk_workers", best.workers);
+      pb__run_report(c, "track 2: fastest bulk loading from storage: %s, %.0f samples/s (batch %d, %d workers)",
+                     best.format, best.sps, best.bs, best.workers);
+    }
+  }
+  pb_table_free(t);
+  return rc;
+}

@@ -1,0 +1,320 @@
+/* pipebench gen, convert, inspect: making datasets and looking into them. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pipebench/format.h"
+#include "pipebench/gen.h"
+
+/* Parses "A" "AxB" ... up to n numbers separated by 'x' into v (right-aligned: the last number
+ * is X). Returns how many were given, or -1 when malformed. */
+static int parse_dims(const char *s, int64_t *v, int n) {
+  int64_t tmp[PB_NDIM];
+  int k = 0;
+  const char *p = s;
+  while (*p != '\0') {
+    if (k == n || k == PB_NDIM) return -1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(p, &end, 10);
+    if (end == p || errno != 0 || x < 1 || x > (1LL << 30)) return -1;
+    tmp[k++] = x;
+    if (*end == 'x' || *end == 'X') {
+      p = end + 1;
+      if (*p == '\0') return -1;
+    } else if (*end == '\0') {
+      p = end;
+    } else {
+      return -1;
+    }
+  }
+  if (k == 0) return -1;
+  for (int i = 0; i < k; i++) v[n - k + i] = tmp[i];
+  return k;
+}
+
+static void gen_progress(void *ctx, int64_t done, int64_t total) {
+  int64_t *start = ctx;
+  if (done == total || done % 16 == 0)
+    cli_progress("gen: writing images", (long)done, (long)total, (double)(pb_now_ns() - *start) / 1e9);
+}
+
+static int write_params(const cli_args *a, const char *cmd, pb_write_params *w) {
+  const char *chunk = cli_get(a, "chunk");
+  if (chunk != NULL && parse_dims(chunk, w->chunk, PB_NDIM) < 0)
+    return cli_usage_error(cmd, "--chunk must look like YxX, ZxYxX or TxCxZxYxX, not '%s'", chunk);
+  w->compression = cli_get(a, "compression");
+  w->options = cli_get(a, "options");
+  long level;
+  PB_RETURN_NOT_OK(cli_get_long(a, cmd, "level", 0, -100, 100, &level));
+  w->level = (int)level;
+  return CLI_OK;
+}
+
+static const cli_opt gen_opts[] = {
+    {"out", "DIR", "output folder (required)"},
+    {"rows", "N", "number of images (default 1000)"},
+    {"size", "YxX", "image height x width (default 100x100)"},
+    {"channels", "C", "channels (default 1)"},
+    {"z", "Z", "z-planes (default 1)"},
+    {"t", "T", "time points (default 1)"},
+    {"dtype", "TYPE", "uint8, uint16, uint32, int16, float32, float64 (default uint16)"},
+    {"formats", "LIST", "comma-separated formats (default: every writable one)"},
+    {"seed", "S", "seed (default 42)"},
+    {"chunk", "DIMS", "chunk or tile shape, YxX or TxCxZxYxX (default: the format's)"},
+    {"compression", "NAME", "compression, as the formats allow (see docs/formats.md)"},
+    {"level", "N", "compression level (default: the codec's)"},
+    {"options", "K=V,...", "format-specific options (see docs/formats.md)"},
+    {NULL, NULL, NULL},
+};
+
+static int gen_run(const cli_args *a) {
+  pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
+  const char *out = cli_get(a, "out");
+  if (out == NULL) return cli_usage_error("gen", "--out DIR is required");
+  long rows, c, z, t, seed;
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "rows", 1000, 1, 100000000, &rows));
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "channels", 1, 1, 4096, &c));
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "z", 1, 1, 100000, &z));
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "t", 1, 1, 100000, &t));
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
+  p.rows = rows;
+  p.seed = (uint64_t)seed;
+  p.shape[PB_T] = t;
+  p.shape[PB_C] = c;
+  p.shape[PB_Z] = z;
+  const char *size = cli_get(a, "size");
+  if (size != NULL) {
+    int64_t yx[2] = {0, 0};
+    if (parse_dims(size, yx, 2) != 2)
+      return cli_usage_error("gen", "--size must look like 100x100 (height x width), not '%s'", size);
+    p.shape[PB_Y] = yx[0];
+    p.shape[PB_X] = yx[1];
+  }
+  const char *dtype = cli_get(a, "dtype");
+  if (dtype != NULL && pb_dtype_parse(dtype, &p.dtype) != PB_OK)
+    return cli_usage_error("gen", "unknown dtype '%s' (uint8, uint16, uint32, int16, float32, float64)", dtype);
+  p.formats = cli_get(a, "formats");
+  PB_RETURN_NOT_OK(write_params(a, "gen", &p.write));
+  int64_t start = pb_now_ns();
+  p.progress = gen_progress;
+  p.progress_ctx = &start;
+  struct pb_error err = {{0}};
+  int rc = pb_gen(out, &p, &err);
+  cli_progress(NULL, 0, 0, 0);
+  if (rc == PB_EINVAL) return cli_usage_error("gen", "%s", err.message);
+  if (rc != PB_OK) return cli_fail("gen", "%s", err.message);
+  fprintf(stderr, "gen: %ld images of %lldx%lldx%lldx%lldx%lld %s in %.1f s -> %s\n", rows,
+          (long long)p.shape[0], (long long)p.shape[1], (long long)p.shape[2], (long long)p.shape[3],
+          (long long)p.shape[4], pb_dtype_name(p.dtype), (double)(pb_now_ns() - start) / 1e9, out);
+  return CLI_OK;
+}
+
+const cli_command cli_cmd_gen = {
+    .name = "gen",
+    .summary = "write the same seeded synthetic images in several formats",
+    .usage = "--out DIR [--rows N] [--size YxX] [--channels C] [--z Z] [--t T] [--dtype T] [--formats LIST] [--seed S]",
+    .details = "Writes DIR/<format> for each format (DIR/images.parquet, DIR/images.duckdb and\n"
+               "DIR/images.pbraw for single-file formats) and DIR/manifest.json with the\n"
+               "parameters and each image's CRC-32. An earlier dataset in DIR is replaced only\n"
+               "once the new one is complete.",
+    .opts = gen_opts,
+    .run = gen_run,
+};
+
+/* ---- inspect -------------------------------------------------------------------------------- */
+
+static const cli_opt inspect_opts[] = {
+    {"format", "NAME", "format of PATH (default: detected)"},
+    {"json", NULL, "print JSON"},
+    {"no-crc", NULL, "skip reading pixels (no crc32)"},
+    {NULL, NULL, NULL},
+};
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static int inspect_run(const cli_args *a) {
+  const char *path = a->pos[0];
+  struct pb_error err = {{0}};
+  pb_dataset *ds = NULL;
+  int rc = pb_dataset_open(path, cli_get(a, "format"), &ds, &err);
+  if (rc == PB_EINVAL) return cli_usage_error("inspect", "%s", err.message);
+  if (rc != PB_OK) return cli_fail("inspect", "%s", err.message);
+  int json = cli_has(a, "json"), crc = !cli_has(a, "no-crc");
+  int64_t n = pb_dataset_count(ds);
+  /* Output is built in memory and printed only when every image was read, so a failure never
+   * leaves half a JSON document on stdout. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (f == NULL) {
+    pb_dataset_free(ds);
+    return cli_fail("inspect", "out of memory");
+  }
+  if (json) {
+    fprintf(f, "{\"format\":");
+    json_string(f, pb_dataset_format(ds));
+    fprintf(f, ",\"path\":");
+    json_string(f, path);
+    fprintf(f, ",\"count\":%lld,\"images\":[", (long long)n);
+  } else {
+    fprintf(f, "%s: format %s, %lld images\n%6s  %-28s %-8s %-28s %s\n", path, pb_dataset_format(ds),
+            (long long)n, "index", "name", "dtype", "shape [t,c,z,y,x]", crc ? "crc32" : "");
+  }
+  void *pixels = NULL;
+  size_t cap = 0;
+  int64_t start = pb_now_ns();
+  for (int64_t i = 0; i < n && rc == PB_OK; i++) {
+    pb_image_meta m;
+    rc = pb_dataset_meta(ds, i, &m, &err);
+    if (rc != PB_OK) break;
+    char hex[16] = "";
+    if (crc) {
+      size_t need = pb_image_bytes(&m);
+      if (need > cap) {
+        pb_free(pixels, cap);
+        pixels = pb_alloc(need);
+        cap = pixels ? need : 0;
+        if (pixels == NULL) {
+          rc = pb_error_set(&err, PB_ENOMEM, "out of memory for image %lld (%zu bytes)", (long long)i, need);
+          break;
+        }
+      }
+      rc = pb_dataset_read(ds, i, pixels, cap, NULL, &err);
+      if (rc != PB_OK) break;
+      snprintf(hex, sizeof hex, "%08x", pb_image_crc32(&m, pixels));
+    }
+    if (json) {
+      fprintf(f, "%s{\"index\":%lld,\"name\":", i ? "," : "", (long long)i);
+      json_string(f, m.name);
+      fprintf(f, ",\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld,%lld]", pb_dtype_name(m.dtype),
+              (long long)m.shape[0], (long long)m.shape[1], (long long)m.shape[2],
+              (long long)m.shape[3], (long long)m.shape[4]);
+      if (crc) fprintf(f, ",\"crc32\":\"%s\"", hex);
+      fprintf(f, "}");
+    } else {
+      char shape[64];
+      snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld,%lld]", (long long)m.shape[0],
+               (long long)m.shape[1], (long long)m.shape[2], (long long)m.shape[3], (long long)m.shape[4]);
+      fprintf(f, "%6lld  %-28s %-8s %-28s %s\n", (long long)i, m.name, pb_dtype_name(m.dtype), shape, hex);
+    }
+    if ((i + 1) % 64 == 0 || i + 1 == n)
+      cli_progress("inspect: reading", (long)(i + 1), (long)n, (double)(pb_now_ns() - start) / 1e9);
+  }
+  cli_progress(NULL, 0, 0, 0);
+  if (json) fprintf(f, "]}\n");
+  fclose(f);
+  pb_free(pixels, cap);
+  pb_dataset_free(ds);
+  if (rc != PB_OK) {
+    free(buf);
+    return cli_fail("inspect", "%s", err.message);
+  }
+  fwrite(buf, 1, len, stdout);
+  free(buf);
+  return CLI_OK;
+}
+
+const cli_command cli_cmd_inspect = {
+    .name = "inspect",
+    .summary = "show a dataset's format, images, shapes, dtypes and pixel checksums",
+    .usage = "PATH [--format F] [--json]",
+    .details = "crc32 is zlib's CRC-32 of an image's pixel bytes (little-endian, T,C,Z,Y,X C\n"
+               "order), so the same image gives the same value in every format.",
+    .opts = inspect_opts,
+    .max_pos = 1,
+    .min_pos = 1,
+    .run = inspect_run,
+};
+
+/* ---- convert -------------------------------------------------------------------------------- */
+
+static const cli_opt convert_opts[] = {
+    {"to", "FORMAT", "format to write (required)"},
+    {"out", "PATH", "where to write (required)"},
+    {"format", "NAME", "format of SRC (default: detected)"},
+    {"chunk", "DIMS", "chunk or tile shape, YxX or TxCxZxYxX"},
+    {"compression", "NAME", "compression, as the target format allows"},
+    {"level", "N", "compression level"},
+    {"options", "K=V,...", "target format options"},
+    {NULL, NULL, NULL},
+};
+
+static int convert_run(const cli_args *a) {
+  const char *src = a->pos[0], *to = cli_get(a, "to"), *out = cli_get(a, "out");
+  if (to == NULL) return cli_usage_error("convert", "--to FORMAT is required");
+  if (out == NULL) return cli_usage_error("convert", "--out PATH is required");
+  const pb_format_info *fi = pb_format_find(to);
+  if (fi == NULL) {
+    char list[512] = "";
+    for (int i = 0; i < pb_format_count(); i++)
+      if (pb_format_at(i)->can_write) {
+        if (list[0]) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, pb_format_at(i)->name, sizeof list - strlen(list) - 1);
+      }
+    return cli_usage_error("convert", "unknown format '%s' (writable: %s)", to, list);
+  }
+  pb_write_params w = PB_WRITE_PARAMS_DEFAULTS;
+  PB_RETURN_NOT_OK(write_params(a, "convert", &w));
+  struct pb_error err = {{0}};
+  pb_dataset *ds = NULL;
+  int rc = pb_dataset_open(src, cli_get(a, "format"), &ds, &err);
+  if (rc == PB_EINVAL) return cli_usage_error("convert", "%s", err.message);
+  if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
+  pb_writer *wr = NULL;
+  rc = pb_writer_new(out, to, &w, &wr, &err);
+  void *pixels = NULL;
+  size_t cap = 0;
+  int64_t n = pb_dataset_count(ds), start = pb_now_ns();
+  for (int64_t i = 0; i < n && rc == PB_OK; i++) {
+    pb_image_meta m;
+    rc = pb_dataset_meta(ds, i, &m, &err);
+    if (rc != PB_OK) break;
+    size_t need = pb_image_bytes(&m);
+    if (need > cap) {
+      pb_free(pixels, cap);
+      pixels = pb_alloc(need);
+      cap = pixels ? need : 0;
+      if (pixels == NULL) {
+        rc = pb_error_set(&err, PB_ENOMEM, "out of memory for image %lld", (long long)i);
+        break;
+      }
+    }
+    rc = pb_dataset_read(ds, i, pixels, cap, NULL, &err);
+    if (rc == PB_OK) rc = pb_writer_add(wr, &m, pixels, &err);
+    cli_progress("convert", (long)(i + 1), (long)n, (double)(pb_now_ns() - start) / 1e9);
+  }
+  if (rc == PB_OK) rc = pb_writer_finish(wr, &err);
+  cli_progress(NULL, 0, 0, 0);
+  pb_writer_free(wr);
+  pb_free(pixels, cap);
+  pb_dataset_free(ds);
+  if (rc == PB_EINVAL) return cli_usage_error("convert", "%s", err.message);
+  if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
+  fprintf(stderr, "convert: %lld images %s -> %s (%s) in %.1f s\n", (long long)n, src, out, to,
+          (double)(pb_now_ns() - start) / 1e9);
+  return CLI_OK;
+}
+
+const cli_command cli_cmd_convert = {
+    .name = "convert",
+    .summary = "convert a dataset from any readable format to any writable one",
+    .usage = "SRC --to FORMAT --out DST [options]",
+    .details = "Pixels and metadata (dtype, shape, physical sizes, channels) are kept. DST appears\n"
+               "only when the whole conversion succeeded.",
+    .opts = convert_opts,
+    .max_pos = 1,
+    .min_pos = 1,
+    .run = convert_run,
+};

@@ -1,0 +1,114 @@
+/* pipebench run: the benchmark tracks. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "pipebench/bench.h"
+#include "pipebench/engine.h"
+
+static const cli_opt opts[] = {
+    {"tracks", "LIST", "tracks to run: 1 per-sample, 2 loader, 3 model loop, 4 stages (default 1,2,3,4)"},
+    {"data", "DIR", "a 'pipebench gen' folder or one dataset (default: generate the preset)"},
+    {"formats", "LIST", "formats to measure (default: all in the data)"},
+    {"out", "DIR", "results folder (default results/run)"},
+    {"preset", "NAME", "default (1000 x 100x100 uint16) or microscopy (200 x 3x1080x1080 uint16)"},
+    {"cache", "STATE", "warm (page cache allowed) or cold (files evicted before each round)"},
+    {"repeats", "N", "rounds per configuration (default 3)"},
+    {"samples", "N", "track 1 and 4: samples measured per round (default 100)"},
+    {"warmup", "N", "track 1 and 4: samples run and dropped first (default 10)"},
+    {"batches", "N", "track 2: batches measured per round after the first (default 50)"},
+    {"batch-sizes", "LIST...", "track 2 batch sizes (default 1,4,16,64)"},
+    {"workers", "LIST...", "track 2 worker counts (default 0,1,2,4)"},
+    {"caches", "LIST", "track 2 cache modes: none, preload, shared (default all)"},
+    {"transforms", "LIST", "track 1 transforms: none, normalize, augment (default all)"},
+    {"model", "NAME", "track 3 model (default embed)"},
+    {"steps", "N", "track 3 steps per round (default 50)"},
+    {"emulate-ms", "MS", "track 3: a fixed compute time per batch instead of a model"},
+    {"train", NULL, "track 3: an SGD step per batch instead of inference"},
+    {"no-peer", NULL, "skip the torch DataLoader peer in track 2"},
+    {"seed", "S", "seed (default 42)"},
+    {"python", "PATH", "Python with numpy and torch (default /usr/bin/python3)"},
+    {NULL, NULL, NULL},
+};
+
+static void on_progress(void *ctx, const char *what, long done, long total) {
+  int64_t *start = ctx;
+  cli_progress(what, done, total, (double)(pb_now_ns() - *start) / 1e9);
+}
+
+static void on_report(void *ctx, const char *line) {
+  (void)ctx;
+  cli_progress(NULL, 0, 0, 0);
+  fprintf(stderr, "run: %s\n", line);
+}
+
+static int run(const cli_args *a) {
+  pb_run_params p = PB_RUN_PARAMS_DEFAULTS;
+  long repeats, samples, warmup, batches, steps, seed;
+  double emulate;
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "repeats", 3, 1, 1000, &repeats));
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "samples", 100, 1, 10000000, &samples));
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "warmup", 10, 0, 1000000, &warmup));
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "batches", 50, 1, 10000000, &batches));
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "steps", 50, 1, 10000000, &steps));
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
+  PB_RETURN_NOT_OK(cli_get_double(a, "run", "emulate-ms", 0, 0, 1e6, &emulate));
+  p.repeats = (int)repeats;
+  p.samples = (int)samples;
+  p.warmup = (int)warmup;
+  p.batches = (int)batches;
+  p.steps = (int)steps;
+  p.seed = (uint64_t)seed;
+  p.emulate_ms = emulate;
+  p.train = cli_has(a, "train");
+  p.peer = !cli_has(a, "no-peer");
+  if (cli_get(a, "tracks")) p.tracks = cli_get(a, "tracks");
+  if (cli_get(a, "data")) p.data = cli_get(a, "data");
+  if (cli_get(a, "formats")) p.formats = cli_get(a, "formats");
+  if (cli_get(a, "out")) p.out = cli_get(a, "out");
+  if (cli_get(a, "preset")) p.preset = cli_get(a, "preset");
+  if (cli_get(a, "batch-sizes")) p.batch_sizes = cli_get(a, "batch-sizes");
+  if (cli_get(a, "workers")) p.workers = cli_get(a, "workers");
+  if (cli_get(a, "caches")) p.caches = cli_get(a, "caches");
+  if (cli_get(a, "transforms")) p.transforms = cli_get(a, "transforms");
+  if (cli_get(a, "model")) p.model = cli_get(a, "model");
+  if (cli_get(a, "python")) p.python = cli_get(a, "python");
+  const char *cache = cli_get(a, "cache");
+  if (cache != NULL) {
+    if (strcmp(cache, "cold") == 0) p.cold = 1;
+    else if (strcmp(cache, "warm") != 0)
+      return cli_usage_error("run", "--cache must be warm or cold, not '%s'", cache);
+  }
+  if (strcmp(p.preset, "default") != 0 && strcmp(p.preset, "microscopy") != 0)
+    return cli_usage_error("run", "unknown preset '%s' (default, microscopy)", p.preset);
+  /* The Python binding loads the same library this program runs with. */
+  Dl_info info;
+  if (dladdr((void *)pb_run, &info) != 0 && info.dli_fname != NULL) p.library = info.dli_fname;
+
+  int64_t start = pb_now_ns();
+  p.progress = on_progress;
+  p.progress_ctx = &start;
+  p.report = on_report;
+  struct pb_error err = {{0}};
+  int rc = pb_run(&p, &err);
+  cli_progress(NULL, 0, 0, 0);
+  if (rc == PB_EINVAL) return cli_usage_error("run", "%s", err.message);
+  if (rc != PB_OK) return cli_fail("run", "%s", err.message);
+  fprintf(stderr, "run: done in %.0f s; results in %s/data\n", (double)(pb_now_ns() - start) / 1e9, p.out);
+  return CLI_OK;
+}
+
+const cli_command cli_cmd_run = {
+    .name = "run",
+    .summary = "run the benchmark tracks over formats, loader settings and cache modes",
+    .usage = "[--tracks 1,2,3,4] [--data DIR] [--formats LIST] [--out OUT] [--preset P] [--cache warm|cold]",
+    .details = "Track 1: per-sample latency (sequential/random, transforms, cache none/preload).\n"
+               "Track 2: loader throughput over batch sizes x workers x cache modes, with the\n"
+               "         torch DataLoader peer over the same TIFF and OME-Zarr files.\n"
+               "Track 3: loader -> model loop: step time, data wait, accelerator utilisation.\n"
+               "Track 4: where one sample's time goes, and the hand-off to torch (DLPack).\n"
+               "Writes OUT/data/pipebench_track{1,2,3,4}.parquet and pipebench_summary.json.",
+    .opts = opts,
+    .run = run,
+};
