@@ -21,7 +21,8 @@ typedef struct pb_gen_params {
   pb_dtype dtype;
   uint64_t seed;
   const char *formats;      /**< comma-separated names; NULL: every writable format */
-  pb_write_params write;    /**< passed to every writer */
+  pb_write_params write;    /**< passed to every writer; options may be scoped to one format
+                                 with a prefix: "oa-dataset:chunks_per_row_group=256" */
   void (*progress)(void *ctx, int64_t done, int64_t total); /**< may be NULL */
   void *progress_ctx;
 } pb_gen_params;

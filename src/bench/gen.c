@@ -105,6 +105,34 @@ static char *manifest_json(const pb_gen_params *p, const char *const *names, int
   return text;
 }
 
+/* Options may be scoped to one format ("oa-dataset:chunks_per_row_group=256"); unscoped ones
+ * go to every format. Writes the options that apply to `format` into buf. */
+static void scoped_options(const char *options, const char *format, char *buf, size_t size) {
+  buf[0] = '\0';
+  if (options == NULL) return;
+  size_t flen = strlen(format), used = 0;
+  const char *p = options;
+  while (*p != '\0') {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    const char *item = p;
+    const char *colon = memchr(p, ':', len), *eq = memchr(p, '=', len);
+    int keep = 1;
+    if (colon != NULL && (eq == NULL || colon < eq)) {
+      keep = (size_t)(colon - p) == flen && strncmp(p, format, flen) == 0;
+      len -= (size_t)(colon + 1 - p);
+      item = colon + 1;
+    }
+    if (keep && used + len + 2 < size) {
+      if (used > 0) buf[used++] = ',';
+      memcpy(buf + used, item, len);
+      used += len;
+      buf[used] = '\0';
+    }
+    p = end ? end + 1 : p + strlen(p);
+  }
+}
+
 int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
   if (params != NULL) p = *params;
@@ -137,10 +165,14 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory for one %zu-byte image", bytes);
     goto done;
   }
+  char opts[MAX_FORMATS][1024];
   for (int i = 0; i < n && rc == PB_OK; i++) {
     char path[4096];
     pb_gen_format_path(stage, names[i], path, sizeof path);
-    rc = pb_writer_new(path, names[i], &p.write, &writers[i], err);
+    pb_write_params wp = p.write;
+    scoped_options(p.write.options, names[i], opts[i], sizeof opts[i]);
+    wp.options = opts[i];
+    rc = pb_writer_new(path, names[i], &wp, &writers[i], err);
     if (rc != PB_OK) pb_error_prefix(err, "%s: ", names[i]);
   }
   for (int64_t r = 0; r < p.rows && rc == PB_OK; r++) {

@@ -199,7 +199,11 @@ int pb__track2_peer(pb_run_ctx *c, pb_table *t, const int *bss, int nb, const in
       char what[128];
       snprintf(what, sizeof what, "track 2 peer: torch DataLoader over %s, cache=%s", c->formats[fi], caches[k]);
       if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, what, c->step, c->total_steps);
-      rc = run_peer(c, t, fi, caches[k], bss, nb, ws, nw, err);
+      /* The preloaded peer reads from a numpy array whatever the format: one configuration
+       * (batch 16, 2 workers) is enough to compare with pipebench's preload cache. */
+      static const int ref_bs[] = {16}, ref_w[] = {2};
+      if (k == 1) rc = run_peer(c, t, fi, caches[k], ref_bs, 1, ref_w, 1, err);
+      else rc = run_peer(c, t, fi, caches[k], bss, nb, ws, nw, err);
       if (rc != PB_OK) pb_error_prefix(err, "track 2 peer (%s): ", c->formats[fi]);
     }
   }

@@ -116,6 +116,12 @@ int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_erro
   snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
   int rc = pb_table_write(t, path, PB_SINK_AUTO, err);
   if (rc == PB_OK) pb__run_report(c, "wrote %s (%zu rows)", path, pb_table_rows(t));
+  /* A CSV twin, readable without any Parquet reader. */
+  char *dot = strrchr(path, '.');
+  if (rc == PB_OK && dot != NULL) {
+    snprintf(dot, sizeof path - (size_t)(dot - path), ".csv");
+    rc = pb_table_write(t, path, PB_SINK_CSV, err);
+  }
   return rc;
 }
 

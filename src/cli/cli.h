@@ -69,6 +69,8 @@ int cli_mkdirs(const char *dir);
 
 /* The commands, one file each. */
 extern const cli_command cli_cmd_calibrate;
+extern const cli_command cli_cmd_infer;
+extern const cli_command cli_cmd_train;
 extern const cli_command cli_cmd_gen;
 extern const cli_command cli_cmd_convert;
 extern const cli_command cli_cmd_inspect;

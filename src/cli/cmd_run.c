@@ -84,7 +84,8 @@ static int run(const cli_args *a) {
     return cli_usage_error("run", "unknown preset '%s' (default, microscopy)", p.preset);
   /* The Python binding loads the same library this program runs with. */
   Dl_info info;
-  if (dladdr((void *)pb_run, &info) != 0 && info.dli_fname != NULL) p.library = info.dli_fname;
+  void *sym = dlsym(RTLD_DEFAULT, "pb_run");
+  if (sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname != NULL) p.library = info.dli_fname;
 
   int64_t start = pb_now_ns();
   p.progress = on_progress;

@@ -12,6 +12,8 @@ static const cli_command *const commands[] = {
     &cli_cmd_convert,
     &cli_cmd_inspect,
     &cli_cmd_calibrate,
+    &cli_cmd_infer,
+    &cli_cmd_train,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

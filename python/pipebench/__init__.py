@@ -1,0 +1,438 @@
+"""pipebench: a thin ctypes binding to libpipebench (no build step).
+
+Datasets in any pipebench format as numpy arrays, and the native loader's batches as numpy
+arrays or torch tensors without a copy (DLPack). See docs/python.md.
+
+The shared library is found through the environment variable PIPEBENCH_LIB, else at
+../../build/libpipebench.so relative to this package.
+"""
+
+import ctypes
+import os
+
+import numpy as np
+
+__all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path"]
+
+# ---- the library --------------------------------------------------------------------------
+
+
+def library_path():
+    """Path of the shared library this module loads."""
+    env = os.environ.get("PIPEBENCH_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "build", "libpipebench.so"))
+
+
+_lib = ctypes.CDLL(library_path())
+
+
+class PipebenchError(RuntimeError):
+    """A pipebench call failed; .code is the PB_E* status, the message names the file."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+# ---- C structs (layouts mirror include/pipebench/*.h) ---------------------------------------
+
+PB_NDIM = 5
+PB_MAX_CHANNELS = 32
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("message", ctypes.c_char * 1024)]
+
+
+class _Channel(ctypes.Structure):
+    _fields_ = [
+        ("id", ctypes.c_char * 48),
+        ("name", ctypes.c_char * 64),
+        ("emission_um", ctypes.c_float),
+        ("excitation_um", ctypes.c_float),
+        ("illumination", ctypes.c_char * 24),
+        ("color_rgba", ctypes.c_uint32),
+    ]
+
+
+class _ImageMeta(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 256),
+        ("id", ctypes.c_char * 64),
+        ("dtype", ctypes.c_int),
+        ("shape", ctypes.c_int64 * PB_NDIM),
+        ("physical_size", ctypes.c_double * 3),
+        ("physical_unit", (ctypes.c_char * 16) * 3),
+        ("n_channels", ctypes.c_int),
+        ("channels", _Channel * PB_MAX_CHANNELS),
+    ]
+
+
+class _LoaderParams(ctypes.Structure):
+    _fields_ = [
+        ("format", ctypes.c_char_p),
+        ("batch_size", ctypes.c_int),
+        ("workers", ctypes.c_int),
+        ("prefetch", ctypes.c_int),
+        ("shuffle", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("drop_last", ctypes.c_int),
+        ("rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("transform", ctypes.c_int),
+        ("mean", ctypes.c_float),
+        ("std", ctypes.c_float),
+        ("out_dtype", ctypes.c_int),
+        ("cache", ctypes.c_int),
+        ("cache_path", ctypes.c_char_p),
+        ("skip_errors", ctypes.c_int),
+    ]
+
+
+_TIME_FIELDS = ["read_ns", "decompress_ns", "decode_ns", "convert_ns", "transform_ns",
+                "collate_ns", "wait_ns", "bytes_read", "bytes_decoded"]
+
+
+class _BatchTimes(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in _TIME_FIELDS]
+
+
+class _Batch(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_size_t),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("shape", ctypes.c_int64 * 5),
+        ("indices", ctypes.POINTER(ctypes.c_int64)),
+        ("number", ctypes.c_int64),
+        ("epoch", ctypes.c_int64),
+        ("skipped", ctypes.c_int64),
+        ("times", _BatchTimes),
+    ]
+
+
+class _LoaderStats(ctypes.Structure):
+    _fields_ = [
+        ("batches", ctypes.c_int64),
+        ("samples", ctypes.c_int64),
+        ("skipped", ctypes.c_int64),
+        ("times", _BatchTimes),
+        ("preload_ns", ctypes.c_int64),
+        ("preload_bytes", ctypes.c_int64),
+        ("dataset_count", ctypes.c_int64),
+    ]
+
+
+_c = ctypes.c_void_p
+_err_p = ctypes.POINTER(_Error)
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_strerror = _fn("pb_strerror", ctypes.c_char_p, ctypes.c_int)
+_ds_open = _fn("pb_dataset_open", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+               ctypes.POINTER(_c), _err_p)
+_ds_free = _fn("pb_dataset_free", None, _c)
+_ds_count = _fn("pb_dataset_count", ctypes.c_int64, _c)
+_ds_format = _fn("pb_dataset_format", ctypes.c_char_p, _c)
+_ds_meta = _fn("pb_dataset_meta", ctypes.c_int, _c, ctypes.c_int64, ctypes.POINTER(_ImageMeta),
+               _err_p)
+_ds_read = _fn("pb_dataset_read", ctypes.c_int, _c, ctypes.c_int64, _c, ctypes.c_size_t, _c,
+               _err_p)
+_meta_init = _fn("pb_image_meta_init", None, ctypes.POINTER(_ImageMeta), ctypes.c_char_p,
+                 ctypes.c_int, ctypes.POINTER(ctypes.c_int64))
+_wr_new = _fn("pb_writer_new", ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, _c,
+              ctypes.POINTER(_c), _err_p)
+_wr_add = _fn("pb_writer_add", ctypes.c_int, _c, ctypes.POINTER(_ImageMeta), _c, _err_p)
+_wr_finish = _fn("pb_writer_finish", ctypes.c_int, _c, _err_p)
+_wr_free = _fn("pb_writer_free", None, _c)
+_params_init = _fn("pb_loader_params_init", None, ctypes.POINTER(_LoaderParams))
+_params_set = _fn("pb_loader_params_set", ctypes.c_int, ctypes.POINTER(_LoaderParams),
+                  ctypes.c_char_p, ctypes.c_char_p, _err_p)
+_ld_new = _fn("pb_loader_new", ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_LoaderParams),
+              ctypes.POINTER(_c), _err_p)
+_ld_next = _fn("pb_loader_next", ctypes.c_int, _c, ctypes.POINTER(ctypes.POINTER(_Batch)), _err_p)
+_ld_reset = _fn("pb_loader_reset", ctypes.c_int, _c, ctypes.c_int64, _err_p)
+_ld_free = _fn("pb_loader_free", None, _c)
+_ld_batches = _fn("pb_loader_batches_per_epoch", ctypes.c_int64, _c)
+_ld_stats = _fn("pb_loader_get_stats", None, _c, ctypes.POINTER(_LoaderStats))
+_batch_free = _fn("pb_batch_free", None, ctypes.POINTER(_Batch))
+_batch_dlpack = _fn("pb_batch_to_dlpack", ctypes.c_int, ctypes.POINTER(_Batch),
+                    ctypes.POINTER(_c), _err_p)
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_DLTENSOR = b"dltensor"  # module-level: the capsule keeps a pointer to this name
+
+_DTYPES = ["uint8", "uint16", "uint32", "int16", "float32", "float64"]
+_OUT_DTYPES = ["float32", "float16", "bfloat16"]
+
+
+def _check(rc, err):
+    if rc != 0:
+        msg = err.message.decode("utf-8", "replace") or _strerror(rc).decode()
+        raise PipebenchError(rc, msg)
+
+
+def _b(s):
+    return None if s is None else os.fsencode(s)
+
+
+def _s(raw):
+    return raw.decode("utf-8", "replace")
+
+
+# ---- datasets -------------------------------------------------------------------------------
+
+
+class Dataset:
+    """An open dataset. Dataset(path, format=None): format is a pipebench format name, or None
+    to detect it. One Dataset is used by one thread at a time."""
+
+    def __init__(self, path, format=None):
+        self._h = _c()
+        err = _Error()
+        _check(_ds_open(_b(path), _b(format), ctypes.byref(self._h), err), err)
+        self.path = os.fspath(path)
+
+    def close(self):
+        if self._h:
+            _ds_free(self._h)
+            self._h = _c()
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def format(self):
+        return _s(_ds_format(self._h))
+
+    def __len__(self):
+        return int(_ds_count(self._h))
+
+    def _meta(self, i):
+        m = _ImageMeta()
+        err = _Error()
+        _check(_ds_meta(self._h, int(i), ctypes.byref(m), err), err)
+        return m
+
+    def meta(self, i):
+        """Metadata of image i as a dict (shape is T, C, Z, Y, X)."""
+        m = self._meta(i)
+        return {
+            "name": _s(m.name),
+            "id": _s(m.id),
+            "dtype": _DTYPES[m.dtype],
+            "shape": tuple(m.shape),
+            "physical_size": tuple(m.physical_size),
+            "physical_unit": tuple(_s(u.value) for u in m.physical_unit),
+            "channels": [{"id": _s(c.id), "name": _s(c.name), "emission_um": c.emission_um,
+                          "excitation_um": c.excitation_um, "color_rgba": c.color_rgba}
+                         for c in m.channels[:m.n_channels]],
+        }
+
+    def read(self, i):
+        """Pixels of image i as a new numpy array of shape (T, C, Z, Y, X)."""
+        m = self._meta(i)
+        out = np.empty(tuple(m.shape), dtype=_DTYPES[m.dtype])
+        err = _Error()
+        _check(_ds_read(self._h, int(i), out.ctypes.data, out.nbytes, None, err), err)
+        return out
+
+
+def write(path, images, format="raw", names=None):
+    """Writes numpy images (up to 5 dimensions, read as T, C, Z, Y, X with missing leading axes
+    of size 1) as a dataset in the given format."""
+    h = _c()
+    err = _Error()
+    _check(_wr_new(_b(path), _b(format), None, ctypes.byref(h), err), err)
+    try:
+        for k, img in enumerate(images):
+            a = np.ascontiguousarray(img)
+            if a.ndim > 5 or a.dtype.name not in _DTYPES:
+                raise ValueError("image %d: want at most 5 dimensions of %s" % (k, _DTYPES))
+            shape = (ctypes.c_int64 * 5)(*((1,) * (5 - a.ndim) + a.shape))
+            m = _ImageMeta()
+            name = names[k] if names is not None else "img_%05d" % k
+            _meta_init(ctypes.byref(m), name.encode(), _DTYPES.index(a.dtype.name), shape)
+            _check(_wr_add(h, ctypes.byref(m), a.ctypes.data, err), err)
+        _check(_wr_finish(h, err), err)
+    finally:
+        _wr_free(h)
+
+
+# ---- loader ---------------------------------------------------------------------------------
+
+
+class Batch:
+    """One batch of the native loader. numpy() and torch() share its memory (no copy); the
+    memory lives as long as any of them does."""
+
+    def __init__(self, ptr):
+        self._p = ptr
+
+    def _get(self):
+        if not self._p:
+            raise ValueError("batch already released")
+        return self._p.contents
+
+    @property
+    def shape(self):
+        b = self._get()
+        return tuple(b.shape[: b.ndim])
+
+    @property
+    def dtype(self):
+        return _OUT_DTYPES[self._get().dtype]
+
+    @property
+    def indices(self):
+        b = self._get()
+        return np.ctypeslib.as_array(b.indices, shape=(b.shape[0],)).copy()
+
+    @property
+    def number(self):
+        return int(self._get().number)
+
+    @property
+    def data_ptr(self):
+        return int(self._get().data)
+
+    @property
+    def times(self):
+        t = self._get().times
+        return {n: int(getattr(t, n)) for n in _TIME_FIELDS}
+
+    def numpy(self):
+        """A numpy view of the batch (float32, float16; bfloat16 comes as its uint16 bits). The
+        view keeps this batch alive."""
+        b = self._get()
+        buf = (ctypes.c_uint8 * b.nbytes).from_address(b.data)
+        buf._owner = self  # the view's base holds the batch
+        dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[self.dtype]
+        return np.frombuffer(buf, dtype=dt).reshape(self.shape)
+
+    def torch(self):
+        """A torch tensor over the batch's memory through DLPack (no copy). The tensor holds its
+        own reference: it stays valid after this Batch is gone."""
+        import torch.utils.dlpack
+
+        mt = _c()
+        err = _Error()
+        _check(_batch_dlpack(self._p, ctypes.byref(mt), err), err)
+        capsule = _capsule_new(mt, _DLTENSOR, None)
+        return torch.utils.dlpack.from_dlpack(capsule)
+
+    def release(self):
+        if self._p:
+            _batch_free(self._p)
+            self._p = None
+
+    __del__ = release
+
+
+_TRANSFORMS = {"none", "normalize", "augment"}
+
+
+class Loader:
+    """The native loader over a dataset. Iterating yields Batch objects for one epoch; each new
+    iteration starts the next epoch (reshuffled with seed + epoch).
+
+    Loader(path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
+           cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0, world_size=1,
+           mean=0.5, std=0.5, skip_errors=False, format=None, cache_path=None)
+    """
+
+    def __init__(self, path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
+                 cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0,
+                 world_size=1, mean=0.5, std=0.5, skip_errors=False, format=None,
+                 cache_path=None):
+        if transform not in _TRANSFORMS:
+            raise ValueError("transform must be one of %s" % sorted(_TRANSFORMS))
+        p = _LoaderParams()
+        _params_init(ctypes.byref(p))
+        err = _Error()
+        opts = {"batch_size": batch_size, "workers": workers, "prefetch": prefetch,
+                "shuffle": int(bool(shuffle)), "seed": seed, "drop_last": int(bool(drop_last)),
+                "rank": rank, "world_size": world_size, "transform": transform, "mean": mean,
+                "std": std, "dtype": dtype, "cache": cache, "skip_errors": int(bool(skip_errors))}
+        for k, v in opts.items():
+            _check(_params_set(ctypes.byref(p), k.encode(), repr(v).encode()
+                               if isinstance(v, float) else str(v).encode(), err), err)
+        fmt, cp = _b(format), _b(cache_path)  # alive until pb_loader_new returns
+        p.format = fmt
+        p.cache_path = cp
+        self._h = _c()
+        _check(_ld_new(_b(path), ctypes.byref(p), ctypes.byref(self._h), err), err)
+        self._epoch = 0
+        self._started = False
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _ld_free(self._h)
+            self._h = _c()
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __len__(self):
+        return int(_ld_batches(self._h))
+
+    @property
+    def epoch(self):
+        return self._epoch
+
+    def reset(self, epoch):
+        """Starts epoch `epoch` from its first batch."""
+        err = _Error()
+        _check(_ld_reset(self._h, int(epoch), err), err)
+        self._epoch = int(epoch)
+        self._started = True
+
+    def next(self):
+        """The next Batch of the current epoch, or None at its end."""
+        out = ctypes.POINTER(_Batch)()
+        err = _Error()
+        _check(_ld_next(self._h, ctypes.byref(out), err), err)
+        self._started = True
+        return Batch(out) if out else None
+
+    def __iter__(self):
+        if self._started:
+            self.reset(self._epoch + 1)
+        self._started = True
+        while True:
+            b = self.next()
+            if b is None:
+                return
+            yield b
+
+    def stats(self):
+        """Totals since the loader was made, as a dict."""
+        s = _LoaderStats()
+        _ld_stats(self._h, ctypes.byref(s))
+        d = {"batches": s.batches, "samples": s.samples, "skipped": s.skipped,
+             "preload_ns": s.preload_ns, "preload_bytes": s.preload_bytes,
+             "dataset_count": s.dataset_count}
+        d.update({n: int(getattr(s.times, n)) for n in _TIME_FIELDS})
+        return d

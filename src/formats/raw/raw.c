@@ -1,0 +1,439 @@
+/* The raw format: decoded pixels of every image in one memory-mapped file, so that all
+ * workers and processes share one copy in the page cache. Layout: docs/format-raw.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/raw/raw.h"
+
+#define RAW_MAGIC "PBRAWIMG"
+#define RAW_VERSION 1u
+#define RAW_HEADER_SIZE 64u
+#define RAW_RECORD_SIZE 512u
+#define RAW_CHANNEL_SIZE 160u
+#define RAW_ALIGN 64u
+
+/* ---- little-endian field access (the machine is little-endian: format.c checks) ---------- */
+
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static uint32_t get_u32(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static double get_f64(const unsigned char *p) {
+  double v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static float get_f32(const unsigned char *p) {
+  float v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, sizeof v); }
+static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
+static void put_f64(unsigned char *p, double v) { memcpy(p, &v, sizeof v); }
+static void put_f32(unsigned char *p, float v) { memcpy(p, &v, sizeof v); }
+
+/* Copies a fixed-width field into a C string of the same width, always terminated. */
+static void get_str(char *dst, const unsigned char *src, size_t width) {
+  memcpy(dst, src, width);
+  dst[width - 1] = '\0';
+}
+static void put_str(unsigned char *dst, const char *src, size_t width) {
+  size_t n = strnlen(src, width - 1);
+  memcpy(dst, src, n);
+  memset(dst + n, 0, width - n);
+}
+
+/* ---- reading -------------------------------------------------------------------------------- */
+
+typedef struct raw_state {
+  char *path;
+  const unsigned char *map;
+  size_t size;
+  uint64_t count;
+  const unsigned char *records;  /* count * RAW_RECORD_SIZE */
+  const unsigned char *channels; /* n_channels * RAW_CHANNEL_SIZE */
+  uint64_t n_channels;
+} raw_state;
+
+static int raw_probe(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[8];
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n == (ssize_t)sizeof buf && memcmp(buf, RAW_MAGIC, 8) == 0 ? 100 : 0;
+}
+
+static void raw_close(void *p) {
+  raw_state *s = p;
+  if (s == NULL) return;
+  if (s->map != NULL) munmap((void *)s->map, s->size);
+  free(s->path);
+  free(s);
+}
+
+/* Checks one index record against the file: every offset and size must lie inside it. */
+static int check_record(const raw_state *s, uint64_t i, struct pb_error *err) {
+  const unsigned char *r = s->records + i * RAW_RECORD_SIZE;
+  uint64_t off = get_u64(r), nbytes = get_u64(r + 8);
+  uint32_t dtype = get_u32(r + 16), nch = get_u32(r + 20);
+  uint64_t ch_first = get_u64(r + 24);
+  if (dtype >= PB_DTYPE_COUNT)
+    return pb_error_set(err, PB_EFORMAT, "%s: corrupt raw file: image %llu has dtype %u", s->path,
+                        (unsigned long long)i, dtype);
+  uint64_t expect = pb_dtype_size((pb_dtype)dtype);
+  for (int k = 0; k < PB_NDIM; k++) {
+    int64_t d = (int64_t)get_u64(r + 32 + 8 * (size_t)k);
+    if (d < 1 || (uint64_t)d > UINT64_MAX / expect)
+      return pb_error_set(err, PB_EFORMAT, "%s: corrupt raw file: image %llu has axis %d of size %lld",
+                          s->path, (unsigned long long)i, k, (long long)d);
+    expect *= (uint64_t)d;
+  }
+  if (expect != nbytes)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: corrupt raw file: image %llu holds %llu bytes, its shape needs %llu",
+                        s->path, (unsigned long long)i, (unsigned long long)nbytes,
+                        (unsigned long long)expect);
+  if (off % RAW_ALIGN != 0 || off < RAW_HEADER_SIZE || off > s->size || nbytes > s->size - off)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: truncated or corrupt raw file: image %llu at offset %llu (+%llu bytes) "
+                        "lies outside the file (%zu bytes)",
+                        s->path, (unsigned long long)i, (unsigned long long)off,
+                        (unsigned long long)nbytes, s->size);
+  if (nch > PB_MAX_CHANNELS || ch_first > s->n_channels || nch > s->n_channels - ch_first)
+    return pb_error_set(err, PB_EFORMAT, "%s: corrupt raw file: image %llu has bad channel entries",
+                        s->path, (unsigned long long)i);
+  return PB_OK;
+}
+
+static int raw_open(const char *path, void **state, struct pb_error *err) {
+  *state = NULL;
+  raw_state *s = calloc(1, sizeof *s);
+  if (s == NULL || (s->path = strdup(path)) == NULL) {
+    free(s);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  int rc = PB_OK;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    rc = pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path, strerror(errno));
+    goto fail;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    rc = pb_error_set(err, PB_EFORMAT, "%s: not a regular file", path);
+    goto fail;
+  }
+  if ((uint64_t)st.st_size < RAW_HEADER_SIZE) {
+    close(fd);
+    rc = pb_error_set(err, PB_EFORMAT, "%s: truncated raw file (%lld bytes, header needs %u)", path,
+                      (long long)st.st_size, RAW_HEADER_SIZE);
+    goto fail;
+  }
+  s->size = (size_t)st.st_size;
+  void *m = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd); /* the map keeps the file referenced */
+  if (m == MAP_FAILED) {
+    rc = pb_error_set(err, -errno, "%s: mmap failed: %s", path, strerror(errno));
+    goto fail;
+  }
+  s->map = m;
+
+  const unsigned char *h = s->map;
+  if (memcmp(h, RAW_MAGIC, 8) != 0) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: not a raw pipebench file (bad magic)", path);
+    goto fail;
+  }
+  uint32_t version = get_u32(h + 8), rec = get_u32(h + 12), chrec = get_u32(h + 48);
+  if (version != RAW_VERSION || rec != RAW_RECORD_SIZE || chrec != RAW_CHANNEL_SIZE) {
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: raw file version %u (record sizes %u/%u) is not supported (want %u)",
+                      path, version, rec, chrec, RAW_VERSION);
+    goto fail;
+  }
+  uint64_t file_size = get_u64(h + 56);
+  if (file_size != s->size) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt raw file: %zu bytes, header says %llu",
+                      path, s->size, (unsigned long long)file_size);
+    goto fail;
+  }
+  s->count = get_u64(h + 16);
+  uint64_t index_off = get_u64(h + 24), ch_off = get_u64(h + 32);
+  s->n_channels = get_u64(h + 40);
+  if (s->count > s->size / RAW_RECORD_SIZE || index_off > s->size ||
+      s->count * RAW_RECORD_SIZE > s->size - index_off || s->n_channels > s->size / RAW_CHANNEL_SIZE ||
+      ch_off > s->size || s->n_channels * RAW_CHANNEL_SIZE > s->size - ch_off) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt raw file: index lies outside the file",
+                      path);
+    goto fail;
+  }
+  s->records = s->map + index_off;
+  s->channels = s->map + ch_off;
+  for (uint64_t i = 0; i < s->count; i++) {
+    rc = check_record(s, i, err);
+    if (rc != PB_OK) goto fail;
+  }
+  *state = s;
+  return PB_OK;
+fail:
+  raw_close(s);
+  return rc;
+}
+
+static int64_t raw_count(void *p) { return (int64_t)((raw_state *)p)->count; }
+
+static int raw_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err) {
+  (void)err;
+  raw_state *s = p;
+  const unsigned char *r = s->records + (size_t)i * RAW_RECORD_SIZE;
+  memset(out, 0, sizeof *out);
+  out->dtype = (pb_dtype)get_u32(r + 16);
+  for (int k = 0; k < PB_NDIM; k++) out->shape[k] = (int64_t)get_u64(r + 32 + 8 * (size_t)k);
+  for (int k = 0; k < 3; k++) {
+    out->physical_size[k] = get_f64(r + 72 + 8 * (size_t)k);
+    get_str(out->physical_unit[k], r + 96 + 16 * (size_t)k, 16);
+  }
+  get_str(out->id, r + 144, sizeof out->id);
+  get_str(out->name, r + 208, sizeof out->name);
+  uint32_t nch = get_u32(r + 20);
+  uint64_t first = get_u64(r + 24);
+  out->n_channels = (int)nch;
+  for (uint32_t c = 0; c < nch; c++) {
+    const unsigned char *q = s->channels + (first + c) * RAW_CHANNEL_SIZE;
+    pb_channel *ch = &out->channels[c];
+    get_str(ch->id, q, sizeof ch->id);
+    get_str(ch->name, q + 48, sizeof ch->name);
+    get_str(ch->illumination, q + 112, sizeof ch->illumination);
+    ch->emission_um = get_f32(q + 136);
+    ch->excitation_um = get_f32(q + 140);
+    ch->color_rgba = get_u32(q + 144);
+  }
+  return PB_OK;
+}
+
+const void *pb__raw_pixels(void *state, int64_t i, size_t *nbytes) {
+  raw_state *s = state;
+  const unsigned char *r = s->records + (size_t)i * RAW_RECORD_SIZE;
+  if (nbytes != NULL) *nbytes = (size_t)get_u64(r + 8);
+  return s->map + get_u64(r);
+}
+
+size_t pb__raw_file_size(void *state) { return ((raw_state *)state)->size; }
+
+int (*pb__raw_read_hook)(const char *path, int64_t i, struct pb_error *err);
+
+static int raw_read(void *p, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                    pb_stage_times *times, struct pb_error *err) {
+  raw_state *s = p;
+  if (pb__raw_read_hook != NULL) PB_RETURN_NOT_OK(pb__raw_read_hook(s->path, i, err));
+  size_t nbytes;
+  const void *src = pb__raw_pixels(s, i, &nbytes);
+  int64_t t0 = pb_now_ns();
+  size_t copied;
+  if (region == NULL) {
+    if (dst_size < nbytes)
+      return pb_error_set(err, PB_EINVAL, "%s: image %lld needs %zu bytes, destination holds %zu",
+                          s->path, (long long)i, nbytes, dst_size);
+    memcpy(dst, src, nbytes);
+    copied = nbytes;
+  } else {
+    pb_image_meta meta;
+    PB_RETURN_NOT_OK(raw_meta(s, i, &meta, err));
+    static const int64_t zero[PB_NDIM] = {0, 0, 0, 0, 0};
+    pb__copy_box(dst, region->start, region->count, src, zero, meta.shape,
+                 pb_dtype_size(meta.dtype));
+    copied = pb_dtype_size(meta.dtype);
+    for (int k = 0; k < PB_NDIM; k++) copied *= (size_t)region->count[k];
+  }
+  if (times != NULL) {
+    times->read_ns += pb_now_ns() - t0;
+    times->bytes_read += (int64_t)copied;
+    times->bytes_decoded += (int64_t)copied;
+  }
+  return PB_OK;
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+typedef struct raw_writer {
+  char *path;
+  char tmp[4096];
+  int fd;
+  uint64_t pos; /* bytes written so far */
+  unsigned char *records;
+  uint64_t count, cap;
+  unsigned char *channels;
+  uint64_t n_channels, ch_cap;
+  int finished;
+} raw_writer;
+
+static int write_all(raw_writer *w, const void *data, size_t size, struct pb_error *err) {
+  const unsigned char *p = data;
+  while (size > 0) {
+    ssize_t n = write(w->fd, p, size > (1u << 30) ? (1u << 30) : size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return pb_error_set(err, PB_EIO, "%s: write failed: %s", w->tmp, strerror(n < 0 ? errno : EIO));
+    p += n;
+    size -= (size_t)n;
+    w->pos += (uint64_t)n;
+  }
+  return PB_OK;
+}
+
+static int pad_to_align(raw_writer *w, struct pb_error *err) {
+  static const unsigned char zeros[RAW_ALIGN];
+  size_t pad = (size_t)((RAW_ALIGN - w->pos % RAW_ALIGN) % RAW_ALIGN);
+  return pad > 0 ? write_all(w, zeros, pad, err) : PB_OK;
+}
+
+static void raw_writer_free(void *p) {
+  raw_writer *w = p;
+  if (w == NULL) return;
+  if (w->fd >= 0) close(w->fd);
+  if (!w->finished) unlink(w->tmp);
+  free(w->records);
+  free(w->channels);
+  free(w->path);
+  free(w);
+}
+
+static int raw_writer_open(const char *path, const pb_write_params *params, void **wstate,
+                           struct pb_error *err) {
+  (void)params; /* raw has no compression or chunking */
+  *wstate = NULL;
+  raw_writer *w = calloc(1, sizeof *w);
+  if (w == NULL || (w->path = strdup(path)) == NULL) {
+    free(w);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  pb__temp_sibling(path, w->tmp, sizeof w->tmp);
+  w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (w->fd < 0) {
+    int rc = pb_error_set(err, -errno, "%s: cannot create: %s", w->tmp, strerror(errno));
+    w->finished = 1; /* nothing of ours to remove */
+    raw_writer_free(w);
+    return rc;
+  }
+  unsigned char header[RAW_HEADER_SIZE] = {0}; /* filled in by finish */
+  int rc = write_all(w, header, sizeof header, err);
+  if (rc != PB_OK) {
+    raw_writer_free(w);
+    return rc;
+  }
+  *wstate = w;
+  return PB_OK;
+}
+
+static int raw_writer_add(void *p, const pb_image_meta *meta, const void *pixels,
+                          struct pb_error *err) {
+  raw_writer *w = p;
+  if (meta->n_channels < 0 || meta->n_channels > PB_MAX_CHANNELS)
+    return pb_error_set(err, PB_EINVAL, "image '%s': %d channels (at most %d)", meta->name,
+                        meta->n_channels, PB_MAX_CHANNELS);
+  if (w->count == w->cap) {
+    uint64_t cap = w->cap ? w->cap * 2 : 256;
+    unsigned char *r = realloc(w->records, (size_t)cap * RAW_RECORD_SIZE);
+    if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    w->records = r;
+    w->cap = cap;
+  }
+  if (w->n_channels + (uint64_t)meta->n_channels > w->ch_cap) {
+    uint64_t cap = w->ch_cap ? w->ch_cap * 2 : 256;
+    while (cap < w->n_channels + (uint64_t)meta->n_channels) cap *= 2;
+    unsigned char *c = realloc(w->channels, (size_t)cap * RAW_CHANNEL_SIZE);
+    if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    w->channels = c;
+    w->ch_cap = cap;
+  }
+  PB_RETURN_NOT_OK(pad_to_align(w, err));
+  uint64_t off = w->pos;
+  size_t nbytes = pb_image_bytes(meta);
+  PB_RETURN_NOT_OK(write_all(w, pixels, nbytes, err));
+
+  unsigned char *r = w->records + w->count * RAW_RECORD_SIZE;
+  memset(r, 0, RAW_RECORD_SIZE);
+  put_u64(r, off);
+  put_u64(r + 8, nbytes);
+  put_u32(r + 16, (uint32_t)meta->dtype);
+  put_u32(r + 20, (uint32_t)meta->n_channels);
+  put_u64(r + 24, w->n_channels);
+  for (int k = 0; k < PB_NDIM; k++) put_u64(r + 32 + 8 * (size_t)k, (uint64_t)meta->shape[k]);
+  for (int k = 0; k < 3; k++) {
+    put_f64(r + 72 + 8 * (size_t)k, meta->physical_size[k]);
+    put_str(r + 96 + 16 * (size_t)k, meta->physical_unit[k], 16);
+  }
+  put_str(r + 144, meta->id, 64);
+  put_str(r + 208, meta->name, 256);
+  for (int c = 0; c < meta->n_channels; c++) {
+    unsigned char *q = w->channels + (w->n_channels + (uint64_t)c) * RAW_CHANNEL_SIZE;
+    const pb_channel *ch = &meta->channels[c];
+    memset(q, 0, RAW_CHANNEL_SIZE);
+    put_str(q, ch->id, 48);
+    put_str(q + 48, ch->name, 64);
+    put_str(q + 112, ch->illumination, 24);
+    put_f32(q + 136, ch->emission_um);
+    put_f32(q + 140, ch->excitation_um);
+    put_u32(q + 144, ch->color_rgba);
+  }
+  w->n_channels += (uint64_t)meta->n_channels;
+  w->count++;
+  return PB_OK;
+}
+
+static int raw_writer_finish(void *p, struct pb_error *err) {
+  raw_writer *w = p;
+  PB_RETURN_NOT_OK(pad_to_align(w, err));
+  uint64_t index_off = w->pos;
+  PB_RETURN_NOT_OK(write_all(w, w->records, (size_t)(w->count * RAW_RECORD_SIZE), err));
+  uint64_t ch_off = w->pos;
+  PB_RETURN_NOT_OK(write_all(w, w->channels, (size_t)(w->n_channels * RAW_CHANNEL_SIZE), err));
+
+  unsigned char h[RAW_HEADER_SIZE] = {0};
+  memcpy(h, RAW_MAGIC, 8);
+  put_u32(h + 8, RAW_VERSION);
+  put_u32(h + 12, RAW_RECORD_SIZE);
+  put_u64(h + 16, w->count);
+  put_u64(h + 24, index_off);
+  put_u64(h + 32, ch_off);
+  put_u64(h + 40, w->n_channels);
+  put_u32(h + 48, RAW_CHANNEL_SIZE);
+  put_u64(h + 56, w->pos);
+  if (pwrite(w->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+    return pb_error_set(err, PB_EIO, "%s: write failed: %s", w->tmp, strerror(errno));
+  int fd = w->fd;
+  w->fd = -1;
+  if (close(fd) != 0) return pb_error_set(err, PB_EIO, "%s: close failed: %s", w->tmp, strerror(errno));
+  if (rename(w->tmp, w->path) != 0)
+    return pb_error_set(err, -errno, "%s: cannot rename into place: %s", w->path, strerror(errno));
+  w->finished = 1;
+  return PB_OK;
+}
+
+const pb_format_vtable pb__format_raw = {
+    .info = {"raw", "decoded pixels in one memory-mapped file (docs/format-raw.md)", 1, 1},
+    .probe = raw_probe,
+    .open = raw_open,
+    .close = raw_close,
+    .count = raw_count,
+    .meta = raw_meta,
+    .read = raw_read,
+    .writer_open = raw_writer_open,
+    .writer_add = raw_writer_add,
+    .writer_finish = raw_writer_finish,
+    .writer_free = raw_writer_free,
+};

@@ -1,0 +1,473 @@
+/* Chunk codecs (blosc, zstd, gzip/zlib, crc32c), shard indexes, and placing decoded chunks
+ * into a destination region. */
+#include <blosc.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "formats/zarr/zarr_internal.h"
+
+/* Internal "output buffer too small" signal; never returned to callers. */
+#define TOO_SMALL 1
+
+/* ---- crc32c (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------------- */
+
+static uint32_t crc32c_table[256];
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void crc32c_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    crc32c_table[i] = c;
+  }
+}
+
+uint32_t pb__crc32c(uint32_t crc, const void *data, size_t n) {
+  pthread_once(&crc32c_once, crc32c_init);
+  const unsigned char *p = data;
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) crc = crc32c_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t u64_at(const unsigned char *p, int big) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[big ? 7 - i : i] << (8 * i);
+  return v;
+}
+
+/* ---- scratch buffers ----------------------------------------------------------------------- */
+
+int pb__zarr_reserve(unsigned char **buf, size_t *cap, size_t need) {
+  if (*buf != NULL && *cap >= need) return PB_OK;
+  size_t ncap = need < 4096 ? 4096 : need + need / 4;
+  unsigned char *nb = pb_alloc(ncap);
+  if (nb == NULL) return PB_ENOMEM;
+  pb_free(*buf, *cap);
+  *buf = nb;
+  *cap = ncap;
+  return PB_OK;
+}
+
+void pb__zarr_scratch_destroy(pb__zarr_scratch *s) {
+  if (s == NULL) return;
+  for (int i = 0; i < 2; i++) pb_free(s->buf[i], s->cap[i]);
+  pb_free(s->file, s->file_cap);
+  pb_free(s->chunk, s->chunk_cap);
+  pb_free(s->index, s->index_cap);
+  if (s->zstd != NULL) ZSTD_freeDCtx(s->zstd);
+  if (s->inflate != NULL) {
+    inflateEnd(s->inflate);
+    free(s->inflate);
+  }
+  memset(s, 0, sizeof *s);
+}
+
+/* ---- decoding ------------------------------------------------------------------------------ */
+
+static int dec_blosc(const unsigned char *in, size_t n, unsigned char *out, size_t cap,
+                     size_t *outn, struct pb_error *err) {
+  size_t nbytes = 0, cbytes = 0, bsize = 0;
+  if (n < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(in, n, &nbytes) != 0)
+    return pb_error_set(err, PB_ECODEC, "blosc: not a valid blosc buffer (%zu bytes)", n);
+  blosc_cbuffer_sizes(in, &nbytes, &cbytes, &bsize);
+  *outn = nbytes;
+  if (nbytes > cap) return TOO_SMALL;
+  if (nbytes == 0) return PB_OK;
+  int r = blosc_decompress_ctx(in, out, cap, 1);
+  if (r < 0 || (size_t)r != nbytes)
+    return pb_error_set(err, PB_ECODEC, "blosc: decompression failed (code %d)", r);
+  return PB_OK;
+}
+
+static int dec_zstd(pb__zarr_scratch *s, const unsigned char *in, size_t n, unsigned char *out,
+                    size_t cap, size_t *outn, struct pb_error *err) {
+  if (s->zstd == NULL && (s->zstd = ZSTD_createDCtx()) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "zstd: out of memory");
+  size_t r = ZSTD_decompressDCtx(s->zstd, out, cap, in, n);
+  if (ZSTD_isError(r)) {
+    if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) {
+      unsigned long long fs = ZSTD_getFrameContentSize(in, n);
+      *outn = fs < ((unsigned long long)1 << 40) ? (size_t)fs : cap * 2 + 4096;
+      return TOO_SMALL;
+    }
+    return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
+  }
+  *outn = r;
+  return PB_OK;
+}
+
+static int dec_inflate(pb__zarr_scratch *s, const char *name, const unsigned char *in, size_t n,
+                       unsigned char *out, size_t cap, size_t *outn, struct pb_error *err) {
+  z_stream *zs = s->inflate;
+  if (zs == NULL) {
+    zs = calloc(1, sizeof *zs);
+    if (zs == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
+    if (inflateInit2(zs, 15 + 32) != Z_OK) { /* +32: accept both zlib and gzip headers */
+      free(zs);
+      return pb_error_set(err, PB_ENOMEM, "%s: cannot start inflate", name);
+    }
+    s->inflate = zs;
+  } else if (inflateReset(zs) != Z_OK) {
+    return pb_error_set(err, PB_ECODEC, "%s: cannot reset inflate", name);
+  }
+  if (n > UINT_MAX || cap > UINT_MAX)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: chunk larger than 4 GiB", name);
+  zs->next_in = (Bytef *)(uintptr_t)in;
+  zs->avail_in = (uInt)n;
+  zs->next_out = out;
+  zs->avail_out = (uInt)cap;
+  int r = inflate(zs, Z_FINISH);
+  *outn = cap - zs->avail_out;
+  if (r == Z_STREAM_END) return PB_OK;
+  if ((r == Z_BUF_ERROR || r == Z_OK) && zs->avail_out == 0 && zs->avail_in > 0) {
+    *outn = cap * 2 + 4096;
+    return TOO_SMALL;
+  }
+  return pb_error_set(err, PB_ECODEC, "%s: %s", name,
+                      zs->msg != NULL ? zs->msg : "truncated or corrupt stream");
+}
+
+static int dec_one(const pb__zarr_codec *c, pb__zarr_scratch *s, const unsigned char *in, size_t n,
+                   unsigned char *out, size_t cap, size_t *outn, struct pb_error *err) {
+  switch (c->id) {
+  case PB__ZC_BLOSC: return dec_blosc(in, n, out, cap, outn, err);
+  case PB__ZC_ZSTD: return dec_zstd(s, in, n, out, cap, outn, err);
+  case PB__ZC_GZIP: return dec_inflate(s, "gzip", in, n, out, cap, outn, err);
+  case PB__ZC_ZLIB: return dec_inflate(s, "zlib", in, n, out, cap, outn, err);
+  default: return pb_error_set(err, PB_EUNSUPPORTED, "unknown codec %d", c->id);
+  }
+}
+
+static void swap_bytes(unsigned char *p, size_t n, size_t esize) {
+  for (size_t i = 0; i + esize <= n; i += esize)
+    for (size_t a = 0, b = esize - 1; a < b; a++, b--) {
+      unsigned char t = p[i + a];
+      p[i + a] = p[i + b];
+      p[i + b] = t;
+    }
+}
+
+int pb__zarr_decode(const pb__zarr_pipe *pipe, size_t esize, pb__zarr_scratch *s,
+                    const unsigned char *in, size_t n, unsigned char *out, size_t out_size,
+                    struct pb_error *err) {
+  const unsigned char *cur = in;
+  size_t curn = n;
+  int which = 0;
+  for (int i = pipe->n - 1; i >= 0; i--) {
+    const pb__zarr_codec *c = &pipe->c[i];
+    if (c->id == PB__ZC_CRC32C) {
+      if (curn < 4) return pb_error_set(err, PB_ECODEC, "crc32c: %zu bytes, too short", curn);
+      uint32_t want = le32(cur + curn - 4), got = pb__crc32c(0, cur, curn - 4);
+      if (want != got)
+        return pb_error_set(err, PB_ECODEC, "crc32c: checksum mismatch (stored %08x, computed %08x)",
+                            want, got);
+      curn -= 4;
+      continue;
+    }
+    size_t got = 0;
+    if (i == 0) { /* the last decoder writes straight into out */
+      int rc = dec_one(c, s, cur, curn, out, out_size, &got, err);
+      if (rc == TOO_SMALL)
+        return pb_error_set(err, PB_EFORMAT, "chunk decodes to more than the expected %zu bytes",
+                            out_size);
+      if (rc != PB_OK) return rc;
+      if (got != out_size)
+        return pb_error_set(err, PB_EFORMAT, "chunk decodes to %zu bytes, expected %zu", got,
+                            out_size);
+      if (pipe->big_endian && esize > 1) swap_bytes(out, out_size, esize);
+      return PB_OK;
+    }
+    size_t want = out_size + 64;
+    for (;;) {
+      if (want > (size_t)PB__ZARR_MAX_CHUNK_BYTES + 64)
+        return pb_error_set(err, PB_EFORMAT, "chunk decodes to more than 4 GiB");
+      if (pb__zarr_reserve(&s->buf[which], &s->cap[which], want) != PB_OK)
+        return pb_error_set(err, PB_ENOMEM, "out of memory for %zu bytes", want);
+      int rc = dec_one(c, s, cur, curn, s->buf[which], s->cap[which], &got, err);
+      if (rc == PB_OK) break;
+      if (rc != TOO_SMALL) return rc;
+      want = got > s->cap[which] ? got : s->cap[which] * 2;
+    }
+    cur = s->buf[which];
+    curn = got;
+    which ^= 1;
+  }
+  if (curn != out_size)
+    return pb_error_set(err, PB_EFORMAT, "chunk holds %zu bytes, expected %zu", curn, out_size);
+  if (cur != out) memcpy(out, cur, out_size);
+  if (pipe->big_endian && esize > 1) swap_bytes(out, out_size, esize);
+  return PB_OK;
+}
+
+/* ---- encoding (the writer) ----------------------------------------------------------------- */
+
+static int enc_deflate(int gzip, int level, const unsigned char *in, size_t n, unsigned char **out,
+                       size_t *cap, size_t *outn, struct pb_error *err) {
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  if (n > UINT_MAX) return pb_error_set(err, PB_EUNSUPPORTED, "deflate: chunk larger than 4 GiB");
+  if (deflateInit2(&zs, level > 0 ? level : Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip ? 31 : 15, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK)
+    return pb_error_set(err, PB_ENOMEM, "deflate: cannot start");
+  size_t bound = deflateBound(&zs, (uLong)n) + 64;
+  if (pb__zarr_reserve(out, cap, bound) != PB_OK) {
+    deflateEnd(&zs);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  zs.next_in = (Bytef *)(uintptr_t)in;
+  zs.avail_in = (uInt)n;
+  zs.next_out = *out;
+  zs.avail_out = (uInt)(*cap > UINT_MAX ? UINT_MAX : *cap);
+  int r = deflate(&zs, Z_FINISH);
+  *outn = zs.total_out;
+  deflateEnd(&zs);
+  if (r != Z_STREAM_END) return pb_error_set(err, PB_ECODEC, "deflate failed (%d)", r);
+  return PB_OK;
+}
+
+int pb__zarr_encode(const pb__zarr_pipe *pipe, size_t esize, void *zstd_cctx,
+                    const unsigned char *in, size_t n, unsigned char **out, size_t *out_cap,
+                    size_t *out_n, struct pb_error *err) {
+  if (pipe->n > 1) return pb_error_set(err, PB_EUNSUPPORTED, "the writer uses one codec at most");
+  const pb__zarr_codec *c = pipe->n == 1 ? &pipe->c[0] : NULL;
+  if (c == NULL) {
+    if (pb__zarr_reserve(out, out_cap, n) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    memcpy(*out, in, n);
+    *out_n = n;
+    return PB_OK;
+  }
+  switch (c->id) {
+  case PB__ZC_BLOSC: {
+    if (n > (size_t)BLOSC_MAX_BUFFERSIZE)
+      return pb_error_set(err, PB_EUNSUPPORTED, "blosc: chunk larger than 2 GiB");
+    if (pb__zarr_reserve(out, out_cap, n + BLOSC_MAX_OVERHEAD) != PB_OK)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    int r = blosc_compress_ctx(c->level > 0 ? c->level : 5, c->shuffle, esize, n, in, *out,
+                               *out_cap, c->cname, 0, 1);
+    if (r <= 0) return pb_error_set(err, PB_ECODEC, "blosc (%s): compression failed (%d)", c->cname, r);
+    *out_n = (size_t)r;
+    return PB_OK;
+  }
+  case PB__ZC_ZSTD: {
+    if (pb__zarr_reserve(out, out_cap, ZSTD_compressBound(n)) != PB_OK)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    size_t r = ZSTD_compressCCtx(zstd_cctx, *out, *out_cap, in, n, c->level != 0 ? c->level : 3);
+    if (ZSTD_isError(r)) return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
+    *out_n = r;
+    return PB_OK;
+  }
+  case PB__ZC_GZIP: return enc_deflate(1, c->level, in, n, out, out_cap, out_n, err);
+  case PB__ZC_ZLIB: return enc_deflate(0, c->level, in, n, out, out_cap, out_n, err);
+  default: return pb_error_set(err, PB_EUNSUPPORTED, "codec %d cannot be written", c->id);
+  }
+}
+
+/* ---- placing chunks into a region ---------------------------------------------------------- */
+
+/* Intersection of box (origin o, shape n) with the region; 0 when empty. */
+static int intersect(const pb_region *r, const int64_t o[PB_NDIM], const int64_t n[PB_NDIM],
+                     const int64_t shape[PB_NDIM], int64_t lo[PB_NDIM], int64_t cnt[PB_NDIM]) {
+  for (int k = 0; k < PB_NDIM; k++) {
+    int64_t a = o[k] > r->start[k] ? o[k] : r->start[k];
+    int64_t b = o[k] + n[k];
+    if (b > r->start[k] + r->count[k]) b = r->start[k] + r->count[k];
+    if (b > shape[k]) b = shape[k];
+    if (b <= a) return 0;
+    lo[k] = a;
+    cnt[k] = b - a;
+  }
+  return 1;
+}
+
+static void fill_box(const pb__zarr_array *a, const pb_region *r, const int64_t o[PB_NDIM],
+                     const int64_t n[PB_NDIM], unsigned char *dst) {
+  int64_t lo[PB_NDIM], cnt[PB_NDIM], ds[PB_NDIM];
+  if (!intersect(r, o, n, a->shape, lo, cnt)) return;
+  ds[PB_NDIM - 1] = 1;
+  for (int k = PB_NDIM - 2; k >= 0; k--) ds[k] = ds[k + 1] * r->count[k + 1];
+  size_t es = a->esize, row = (size_t)cnt[PB_X];
+  for (int64_t t = 0; t < cnt[0]; t++)
+    for (int64_t c = 0; c < cnt[1]; c++)
+      for (int64_t z = 0; z < cnt[2]; z++)
+        for (int64_t y = 0; y < cnt[3]; y++) {
+          int64_t off = (lo[0] + t - r->start[0]) * ds[0] + (lo[1] + c - r->start[1]) * ds[1] +
+                        (lo[2] + z - r->start[2]) * ds[2] + (lo[3] + y - r->start[3]) * ds[3] +
+                        (lo[4] - r->start[4]);
+          unsigned char *p = dst + (size_t)off * es;
+          if (a->fill_zero) {
+            memset(p, 0, row * es);
+          } else {
+            for (size_t x = 0; x < row; x++) memcpy(p + x * es, a->fill, es);
+          }
+        }
+}
+
+/* When a chunk sits wholly inside the region and its pixels are contiguous there, it can be
+ * decoded straight into dst: returns the byte offset, or -1. */
+static int64_t direct_offset(const pb_region *r, const int64_t o[PB_NDIM], const int64_t n[PB_NDIM],
+                             size_t esize) {
+  int j = 0;
+  while (j < PB_NDIM - 1 && n[j] == 1) j++;
+  for (int k = 0; k < PB_NDIM; k++) {
+    if (o[k] < r->start[k] || o[k] + n[k] > r->start[k] + r->count[k]) return -1;
+    if (k > j && n[k] != r->count[k]) return -1;
+  }
+  int64_t off = 0, stride = 1;
+  for (int k = PB_NDIM - 1; k >= 0; k--) {
+    off += (o[k] - r->start[k]) * stride;
+    stride *= r->count[k];
+  }
+  return off * (int64_t)esize;
+}
+
+static int place_chunk(const pb__zarr_array *a, pb__zarr_scratch *s, const unsigned char *in,
+                       size_t n, const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
+                       pb_stage_times *times, struct pb_error *err) {
+  int64_t t0 = pb_now_ns();
+  if (in == NULL) {
+    fill_box(a, r, o, a->inner, dst);
+    if (times != NULL) times->decode_ns += pb_now_ns() - t0;
+    return PB_OK;
+  }
+  size_t bytes = a->esize;
+  for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
+  int64_t off = direct_offset(r, o, a->inner, a->esize);
+  unsigned char *target;
+  if (off >= 0) {
+    target = dst + off;
+  } else {
+    if (pb__zarr_reserve(&s->chunk, &s->chunk_cap, bytes) != PB_OK)
+      return pb_error_set(err, PB_ENOMEM, "out of memory for a %zu-byte chunk", bytes);
+    target = s->chunk;
+  }
+  PB_RETURN_NOT_OK(pb__zarr_decode(&a->pipe, a->esize, s, in, n, target, bytes, err));
+  int64_t t1 = pb_now_ns();
+  if (off < 0) pb__copy_box(dst, r->start, r->count, target, o, a->inner, a->esize);
+  if (times != NULL) {
+    times->decompress_ns += t1 - t0;
+    times->decode_ns += pb_now_ns() - t1;
+  }
+  return PB_OK;
+}
+
+/* Bytes [off, off+len) of src: a pointer into memory, or read into *buf. */
+static int src_get(const pb__zarr_src *src, size_t off, size_t len, unsigned char **buf,
+                   size_t *cap, const unsigned char **out, pb_stage_times *times,
+                   struct pb_error *err) {
+  if (off > src->size || len > src->size - off)
+    return pb_error_set(err, PB_EFORMAT, "bytes %zu..%zu lie beyond the end (%zu bytes)", off,
+                        off + len, src->size);
+  if (src->mem != NULL) {
+    *out = src->mem + off;
+    return PB_OK;
+  }
+  int64_t t0 = pb_now_ns();
+  if (pb__zarr_reserve(buf, cap, len) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory for %zu bytes", len);
+  size_t got = 0;
+  while (got < len) {
+    ssize_t r = pread(src->fd, *buf + got, len - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return pb_error_set(err, PB_EIO, "read failed: %s", r < 0 ? strerror(errno) : "file shrank");
+    got += (size_t)r;
+  }
+  if (times != NULL) {
+    times->read_ns += pb_now_ns() - t0;
+    times->bytes_read += (int64_t)len;
+  }
+  *out = *buf;
+  return PB_OK;
+}
+
+static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__zarr_src *src,
+                       const int64_t so[PB_NDIM], const pb_region *r, unsigned char *dst,
+                       pb_stage_times *times, struct pb_error *err) {
+  int64_t m[PB_NDIM], ms[PB_NDIM], lo[PB_NDIM], cnt[PB_NDIM];
+  size_t total = 1;
+  for (int k = 0; k < PB_NDIM; k++) {
+    m[k] = a->chunk[k] / a->inner[k];
+    total *= (size_t)m[k];
+  }
+  ms[PB_NDIM - 1] = 1;
+  for (int k = PB_NDIM - 2; k >= 0; k--) ms[k] = ms[k + 1] * m[k + 1];
+  size_t idx_bytes = 16 * total + (a->index_crc ? 4 : 0);
+  if (src->size < idx_bytes)
+    return pb_error_set(err, PB_EFORMAT, "shard holds %zu bytes, less than its %zu-byte index",
+                        src->size, idx_bytes);
+  const unsigned char *idx;
+  PB_RETURN_NOT_OK(src_get(src, a->index_at_end ? src->size - idx_bytes : 0, idx_bytes, &s->index,
+                           &s->index_cap, &idx, times, err));
+  if (a->index_crc) {
+    uint32_t want = le32(idx + 16 * total), got = pb__crc32c(0, idx, 16 * total);
+    if (want != got)
+      return pb_error_set(err, PB_EFORMAT,
+                          "shard index checksum mismatch (stored %08x, computed %08x)", want, got);
+  }
+  if (!intersect(r, so, a->chunk, a->shape, lo, cnt)) return PB_OK;
+  int64_t h0[PB_NDIM], h1[PB_NDIM], h[PB_NDIM];
+  for (int k = 0; k < PB_NDIM; k++) {
+    h0[k] = (lo[k] - so[k]) / a->inner[k];
+    h1[k] = (lo[k] + cnt[k] - 1 - so[k]) / a->inner[k];
+    h[k] = h0[k];
+  }
+  for (;;) {
+    int64_t lin = 0, o[PB_NDIM];
+    for (int k = 0; k < PB_NDIM; k++) {
+      lin += h[k] * ms[k];
+      o[k] = so[k] + h[k] * a->inner[k];
+    }
+    uint64_t off = u64_at(idx + 16 * lin, a->index_big_endian);
+    uint64_t nb = u64_at(idx + 16 * lin + 8, a->index_big_endian);
+    int rc;
+    if (off == UINT64_MAX && nb == UINT64_MAX) {
+      rc = place_chunk(a, s, NULL, 0, o, r, dst, times, err);
+    } else if (off > src->size || nb > src->size - off) {
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "inner chunk %lld: bytes %llu+%llu lie outside the %zu-byte shard",
+                        (long long)lin, (unsigned long long)off, (unsigned long long)nb, src->size);
+    } else {
+      const unsigned char *p;
+      rc = src_get(src, (size_t)off, (size_t)nb, &s->file, &s->file_cap, &p, times, err);
+      if (rc == PB_OK) rc = place_chunk(a, s, p, (size_t)nb, o, r, dst, times, err);
+      if (rc != PB_OK) pb_error_prefix(err, "inner chunk %lld: ", (long long)lin);
+    }
+    if (rc != PB_OK) return rc;
+    int k = PB_NDIM - 1;
+    while (k >= 0 && ++h[k] > h1[k]) {
+      h[k] = h0[k];
+      k--;
+    }
+    if (k < 0) break;
+  }
+  return PB_OK;
+}
+
+int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__zarr_src *src,
+                        const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
+                        pb_stage_times *times, struct pb_error *err) {
+  int64_t o[PB_NDIM];
+  for (int k = 0; k < PB_NDIM; k++) o[k] = g[k] * a->chunk[k];
+  if (src == NULL) {
+    int64_t t0 = pb_now_ns();
+    fill_box(a, region, o, a->chunk, dst);
+    if (times != NULL) times->decode_ns += pb_now_ns() - t0;
+    return PB_OK;
+  }
+  if (a->sharded) return place_shard(a, s, src, o, region, dst, times, err);
+  const unsigned char *p;
+  PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->file, &s->file_cap, &p, times, err));
+  return place_chunk(a, s, p, src->size, o, region, dst, times, err);
+}

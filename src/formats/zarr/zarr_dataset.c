@@ -1,0 +1,348 @@
+/* The ome-zarr backend's reader: a folder of OME-Zarr image groups (or one group), Zarr v2 +
+ * NGFF 0.4 or Zarr v3 + NGFF 0.5. Metadata is parsed once per image, on first use. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/zarr/zarr_internal.h"
+
+typedef struct zimg {
+  char *name;  /* folder name, e.g. img_00000.zarr */
+  char *dir;   /* the group's path */
+  int loaded;
+  char *adir;  /* the full-resolution array's folder */
+  pb__zarr_array arr;
+  double phys[3];
+  char unit[3][16];
+  int n_channels;
+  pb_channel *channels;
+} zimg;
+
+typedef struct zstate {
+  char *root;
+  zimg *imgs;
+  int64_t n;
+  pb__zarr_scratch s;
+  char path[4096];
+} zstate;
+
+static int exists(const char *dir, const char *name) {
+  char p[4096];
+  if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) return 0;
+  return access(p, F_OK) == 0;
+}
+
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A group whose attributes hold multiscales: one image rather than a folder of them. */
+static int is_image_group(const char *dir) {
+  const char *files[] = {".zattrs", "zarr.json"};
+  for (int i = 0; i < 2; i++) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) >= (int)sizeof p) return 0;
+    void *data;
+    size_t n;
+    if (pb__read_file(p, &data, &n, NULL) != PB_OK) continue;
+    int found = memmem(data, n, "\"multiscales\"", 13) != NULL;
+    pb_free(data, n);
+    if (found) return 1;
+  }
+  return 0;
+}
+
+int pb__zarr_probe(const char *path) {
+  if (!is_dir(path)) return 0;
+  if (exists(path, ".zattrs") || exists(path, "zarr.json") || exists(path, ".zgroup")) return 90;
+  DIR *d = opendir(path);
+  if (d == NULL) return 0;
+  int score = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t n = strlen(e->d_name);
+    if (n > 5 && strcmp(e->d_name + n - 5, ".zarr") == 0) {
+      score = 80;
+      break;
+    }
+  }
+  closedir(d);
+  return score;
+}
+
+static void zarr_close(void *state) {
+  zstate *st = state;
+  if (st == NULL) return;
+  for (int64_t i = 0; i < st->n; i++) {
+    free(st->imgs[i].name);
+    free(st->imgs[i].dir);
+    free(st->imgs[i].adir);
+    free(st->imgs[i].channels);
+  }
+  free(st->imgs);
+  free(st->root);
+  pb__zarr_scratch_destroy(&st->s);
+  free(st);
+}
+
+static int add_image(zstate *st, size_t *cap, const char *name, const char *dir) {
+  if ((size_t)st->n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    zimg *v = realloc(st->imgs, ncap * sizeof *v);
+    if (v == NULL) return PB_ENOMEM;
+    st->imgs = v;
+    *cap = ncap;
+  }
+  zimg *im = &st->imgs[st->n];
+  memset(im, 0, sizeof *im);
+  im->name = strdup(name);
+  im->dir = strdup(dir);
+  st->n++;
+  if (im->name == NULL || im->dir == NULL) return PB_ENOMEM;
+  return PB_OK;
+}
+
+static int zarr_open(const char *path, void **state, struct pb_error *err) {
+  *state = NULL;
+  if (!is_dir(path))
+    return pb_error_set(err, PB_EFORMAT, "%s: not a folder (an OME-Zarr dataset is a folder)", path);
+  zstate *st = calloc(1, sizeof *st);
+  if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  st->root = strdup(path);
+  size_t cap = 0;
+  int rc = PB_OK;
+  if (is_image_group(path)) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash != NULL && slash[1] != '\0' ? slash + 1 : path;
+    rc = add_image(st, &cap, base, path);
+  } else {
+    char **names;
+    size_t count;
+    rc = pb__list_dir(path, &names, &count, err);
+    if (rc != PB_OK) {
+      zarr_close(st);
+      return rc;
+    }
+    for (size_t i = 0; i < count && rc == PB_OK; i++) {
+      if (names[i][0] == '.') continue;
+      char child[4096];
+      if (snprintf(child, sizeof child, "%s/%s", path, names[i]) >= (int)sizeof child) continue;
+      if (!is_dir(child)) continue;
+      if (!exists(child, ".zattrs") && !exists(child, "zarr.json")) continue;
+      rc = add_image(st, &cap, names[i], child);
+    }
+    pb__free_names(names, count);
+  }
+  if (rc == PB_ENOMEM) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  if (rc == PB_OK && st->n == 0)
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: no OME-Zarr images found (expected image groups: folders holding "
+                      ".zattrs + .zgroup (Zarr v2) or zarr.json (Zarr v3) with multiscales)",
+                      path);
+  if (rc != PB_OK) {
+    zarr_close(st);
+    return rc;
+  }
+  *state = st;
+  return PB_OK;
+}
+
+static int64_t zarr_count(void *state) { return ((zstate *)state)->n; }
+
+static int read_json(const char *path, char **data, size_t *n, struct pb_error *err) {
+  void *p = NULL;
+  *data = NULL;
+  int rc = pb__read_file(path, &p, n, err);
+  if (rc == PB_ENOTFOUND) return pb_error_set(err, PB_EFORMAT, "%s: missing", path);
+  *data = p;
+  return rc;
+}
+
+static int load_meta(zimg *im, struct pb_error *err) {
+  char p[4096];
+  int version = exists(im->dir, ".zattrs") ? 2 : 3;
+  snprintf(p, sizeof p, "%s/%s", im->dir, version == 2 ? ".zattrs" : "zarr.json");
+  char *json = NULL;
+  size_t n = 0;
+  PB_RETURN_NOT_OK(read_json(p, &json, &n, err));
+  pb__zarr_ome *ome = malloc(sizeof *ome);
+  if (ome == NULL) {
+    pb_free(json, n);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  int rc = pb__zarr_parse_ome(json, n, version, p, ome, err);
+  pb_free(json, n);
+  if (rc == PB_OK) {
+    char adir[4096];
+    snprintf(adir, sizeof adir, "%s/%s", im->dir, ome->path);
+    snprintf(p, sizeof p, "%s/%s", adir, version == 2 ? ".zarray" : "zarr.json");
+    rc = read_json(p, &json, &n, err);
+    if (rc == PB_OK) {
+      rc = pb__zarr_parse_array(json, n, version, p, &im->arr, err);
+      pb_free(json, n);
+    }
+    if (rc == PB_OK) rc = pb__zarr_map_axes(&im->arr, ome, p, err);
+    if (rc == PB_OK) {
+      free(im->adir);
+      im->adir = strdup(adir);
+      if (im->adir == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    }
+  }
+  if (rc == PB_OK) {
+    memset(im->phys, 0, sizeof im->phys);
+    memset(im->unit, 0, sizeof im->unit);
+    for (int d = 0; d < im->arr.ndim && d < ome->naxes; d++) {
+      int ax = im->arr.axis[d];
+      if (ax < PB_Z) continue;
+      int slot = PB_X - ax; /* x, y, z */
+      if (ome->unit[d][0] != '\0' || ome->scale[d] != 1.0) {
+        im->phys[slot] = ome->scale[d];
+        snprintf(im->unit[slot], sizeof im->unit[slot], "%s", ome->unit[d]);
+      }
+    }
+    free(im->channels);
+    im->channels = NULL;
+    im->n_channels = 0;
+    if (ome->n_channels > 0) {
+      im->channels = malloc((size_t)ome->n_channels * sizeof *im->channels);
+      if (im->channels == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+      else {
+        memcpy(im->channels, ome->channels, (size_t)ome->n_channels * sizeof *im->channels);
+        im->n_channels = ome->n_channels;
+      }
+    }
+  }
+  free(ome);
+  return rc;
+}
+
+static int load_image(zstate *st, int64_t i, zimg **out, struct pb_error *err) {
+  zimg *im = &st->imgs[i];
+  if (!im->loaded) {
+    int rc = load_meta(im, err);
+    if (rc != PB_OK) {
+      pb_error_prefix(err, "image %lld: ", (long long)i);
+      return rc;
+    }
+    im->loaded = 1;
+  }
+  *out = im;
+  return PB_OK;
+}
+
+static int zarr_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *err) {
+  zstate *st = state;
+  zimg *im;
+  PB_RETURN_NOT_OK(load_image(st, i, &im, err));
+  pb_image_meta_init(out, im->name, im->arr.dtype, im->arr.shape);
+  for (int k = 0; k < 3; k++) {
+    out->physical_size[k] = im->phys[k];
+    snprintf(out->physical_unit[k], sizeof out->physical_unit[k], "%s", im->unit[k]);
+  }
+  out->n_channels = im->n_channels;
+  if (im->n_channels > 0) memcpy(out->channels, im->channels, (size_t)im->n_channels * sizeof *im->channels);
+  return PB_OK;
+}
+
+/* The chunk key of grid position g (TCZYX) appended to the array folder, into st->path. */
+static int chunk_path(zstate *st, const zimg *im, const int64_t g[PB_NDIM], const char **key) {
+  const pb__zarr_array *a = &im->arr;
+  size_t len = (size_t)snprintf(st->path, sizeof st->path, "%s/", im->adir);
+  if (len >= sizeof st->path) return PB_EINVAL;
+  *key = st->path + len;
+  if (a->key_prefix_c) {
+    st->path[len++] = 'c';
+  }
+  for (int d = 0; d < a->ndim; d++) {
+    if (len + 24 >= sizeof st->path) return PB_EINVAL;
+    if (d > 0 || a->key_prefix_c) st->path[len++] = a->sep;
+    len += (size_t)snprintf(st->path + len, sizeof st->path - len, "%lld",
+                            (long long)g[a->axis[d]]);
+  }
+  st->path[len] = '\0';
+  return PB_OK;
+}
+
+static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                     pb_stage_times *times, struct pb_error *err) {
+  zstate *st = state;
+  zimg *im;
+  PB_RETURN_NOT_OK(load_image(st, i, &im, err));
+  const pb__zarr_array *a = &im->arr;
+  pb_region full;
+  if (region == NULL) {
+    pb__region_full(&full, a->shape);
+    region = &full;
+  } else {
+    PB_RETURN_NOT_OK(pb__region_check(region, a->shape, err));
+  }
+  size_t need = a->esize;
+  for (int k = 0; k < PB_NDIM; k++) need *= (size_t)region->count[k];
+  if (dst_size < need)
+    return pb_error_set(err, PB_EINVAL, "image %lld: destination holds %zu bytes, needs %zu",
+                        (long long)i, dst_size, need);
+  int64_t g0[PB_NDIM], g1[PB_NDIM], g[PB_NDIM];
+  for (int k = 0; k < PB_NDIM; k++) {
+    g0[k] = region->start[k] / a->chunk[k];
+    g1[k] = (region->start[k] + region->count[k] - 1) / a->chunk[k];
+    g[k] = g0[k];
+  }
+  for (;;) {
+    const char *key;
+    if (chunk_path(st, im, g, &key) != PB_OK)
+      return pb_error_set(err, PB_EINVAL, "image %lld: chunk path too long", (long long)i);
+    int64_t t0 = pb_now_ns();
+    int fd = open(st->path, O_RDONLY | O_CLOEXEC);
+    int rc = PB_OK;
+    if (fd < 0) {
+      if (errno != ENOENT)
+        return pb_error_set(err, PB_EIO, "%s (image %lld): cannot open: %s", st->path,
+                            (long long)i, strerror(errno));
+      rc = pb__zarr_place_unit(a, &st->s, NULL, g, region, dst, times, err);
+    } else {
+      struct stat sb;
+      if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pb_error_set(err, PB_EIO, "%s (image %lld): not a regular file", st->path,
+                            (long long)i);
+      }
+      if (times != NULL) times->read_ns += pb_now_ns() - t0;
+      pb__zarr_src src = {fd, NULL, (size_t)sb.st_size};
+      rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
+      close(fd);
+    }
+    if (rc != PB_OK) {
+      pb_error_prefix(err, "%s (image %lld, chunk %s): ", st->path, (long long)i, key);
+      return rc;
+    }
+    int k = PB_NDIM - 1;
+    while (k >= 0 && ++g[k] > g1[k]) {
+      g[k] = g0[k];
+      k--;
+    }
+    if (k < 0) break;
+  }
+  if (times != NULL) times->bytes_decoded += (int64_t)need;
+  return PB_OK;
+}
+
+const pb_format_vtable pb__format_ome_zarr = {
+    .info = {"ome-zarr", "OME-Zarr images: Zarr v2 + NGFF 0.4 or Zarr v3 + NGFF 0.5 (own codec)", 1,
+             1},
+    .probe = pb__zarr_probe,
+    .open = zarr_open,
+    .close = zarr_close,
+    .count = zarr_count,
+    .meta = zarr_meta,
+    .read = zarr_read,
+    .writer_open = pb__zarr_writer_open,
+    .writer_add = pb__zarr_writer_add,
+    .writer_finish = pb__zarr_writer_finish,
+    .writer_free = pb__zarr_writer_free,
+};

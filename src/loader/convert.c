@@ -1,0 +1,211 @@
+/* Hot loops of the loader: native pixels to float with normalisation in one pass, packing to
+ * half precision, and the precomputed bilinear warp used by augmentation. The loops are kept
+ * simple (fixed-length inner blocks, no aliasing, no branches) so the compiler vectorises them. */
+#include <math.h>
+#include <string.h>
+
+#include "loader/loader_internal.h"
+
+/* Inner blocks of a fixed length let GCC's cheap vectoriser at -O2 handle the body without a
+ * scalar epilogue; the tail is a plain loop. */
+#define BLOCK 64
+
+#define AFFINE_LOOP(T)                                                                        \
+  do {                                                                                        \
+    const T *restrict s = (const T *)src;                                                     \
+    size_t i = 0;                                                                             \
+    for (; i + BLOCK <= n; i += BLOCK)                                                        \
+      for (size_t j = 0; j < BLOCK; j++) dst[i + j] = (float)s[i + j] * a + b;                \
+    for (; i < n; i++) dst[i] = (float)s[i] * a + b;                                          \
+  } while (0)
+
+void pb__convert_affine_f32(const void *src, pb_dtype dt, float *restrict dst, size_t n, float a,
+                            float b) {
+  switch (dt) {
+    case PB_UINT8: AFFINE_LOOP(uint8_t); break;
+    case PB_UINT16: AFFINE_LOOP(uint16_t); break;
+    case PB_UINT32: AFFINE_LOOP(uint32_t); break;
+    case PB_INT16: AFFINE_LOOP(int16_t); break;
+    case PB_FLOAT32: AFFINE_LOOP(float); break;
+    case PB_FLOAT64: {
+      const double *restrict s = src;
+      for (size_t i = 0; i < n; i++) dst[i] = (float)(s[i] * (double)a + (double)b);
+      break;
+    }
+    default: memset(dst, 0, n * sizeof *dst); break;
+  }
+}
+
+/* Bit-exact conversions; round to nearest, ties to even. Half: after F. Giesen's well-known
+ * "float_to_half_fast3_rtne" arithmetic (subnormals through a float addition, normals by
+ * re-biasing the exponent and adding the rounding bias). */
+uint16_t pb__f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  uint32_t o;
+  if (x >= 0x47800000u) {          /* >= 65536, inf or nan */
+    o = x > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  } else if (x < 0x38800000u) {    /* below 2^-14: subnormal half (or zero) */
+    float v;
+    memcpy(&v, &x, sizeof v);
+    v += 0.5f;                      /* aligns the half's subnormal step with float's last bit */
+    uint32_t r;
+    memcpy(&r, &v, sizeof r);
+    o = r - 0x3f000000u;
+  } else {
+    uint32_t odd = (x >> 13) & 1u;
+    x += 0xc8000fffu + odd; /* exponent bias 127 -> 15, plus rounding */
+    o = x >> 13;
+  }
+  return (uint16_t)(o | sign);
+}
+
+uint16_t pb__f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float pb__f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  float v;
+  if (e == 0) {
+    v = ldexpf((float)m, -24);
+  } else if (e == 31) {
+    uint32_t bits = 0x7f800000u | (m << 13);
+    memcpy(&v, &bits, sizeof v);
+  } else {
+    uint32_t bits = ((e + 112u) << 23) | (m << 13);
+    memcpy(&v, &bits, sizeof v);
+  }
+  uint32_t b;
+  memcpy(&b, &v, sizeof b);
+  b |= sign;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+float pb__bf16_to_f32(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float v;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+/* The packing loops repeat the conversions above without branches (every case computed, then
+ * one picked with masks), in fixed-length blocks, so that they vectorise; same bits. */
+static inline uint32_t pick(uint32_t cond, uint32_t a, uint32_t b) { /* cond 0/1: cond ? a : b */
+  uint32_t m = 0u - cond;
+  return (a & m) | (b & ~m);
+}
+
+static inline uint16_t f16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  float v;
+  memcpy(&v, &x, sizeof v);
+  v += 0.5f;
+  uint32_t sub;
+  memcpy(&sub, &v, sizeof sub);
+  sub -= 0x3f000000u;
+  uint32_t norm = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
+  uint32_t big = 0x7c00u | ((uint32_t)(x > 0x7f800000u) << 9);
+  uint32_t o = pick((uint32_t)(x < 0x38800000u), sub, norm);
+  o = pick((uint32_t)(x >= 0x47800000u), big, o);
+  return (uint16_t)(o | sign);
+}
+
+static inline uint16_t bf16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  uint32_t nan = (x >> 16) | 0x40u;
+  return (uint16_t)pick((uint32_t)((x & 0x7fffffffu) > 0x7f800000u), nan, rounded);
+}
+
+void pb__pack_f16(const float *restrict src, uint16_t *restrict dst, size_t n) {
+  size_t i = 0;
+  for (; i + BLOCK <= n; i += BLOCK)
+    for (size_t j = 0; j < BLOCK; j++) dst[i + j] = f16_bits(src[i + j]);
+  for (; i < n; i++) dst[i] = f16_bits(src[i]);
+}
+
+void pb__pack_bf16(const float *restrict src, uint16_t *restrict dst, size_t n) {
+  size_t i = 0;
+  for (; i + BLOCK <= n; i += BLOCK)
+    for (size_t j = 0; j < BLOCK; j++) dst[i + j] = bf16_bits(src[i + j]);
+  for (; i < n; i++) dst[i] = bf16_bits(src[i]);
+}
+
+void pb__convert_affine(const void *src, pb_dtype dt, void *dst, pb_out_dtype out, size_t n,
+                        float a, float b) {
+  if (out == PB_OUT_FLOAT32) {
+    pb__convert_affine_f32(src, dt, dst, n, a, b);
+    return;
+  }
+  /* Through a small float block that stays in L1, so it is still one pass over memory. */
+  float tmp[1024];
+  size_t es = pb_dtype_size(dt);
+  const unsigned char *s = src;
+  uint16_t *d = dst;
+  for (size_t i = 0; i < n; i += 1024) {
+    size_t k = n - i < 1024 ? n - i : 1024;
+    pb__convert_affine_f32(s + i * es, dt, tmp, k, a, b);
+    if (out == PB_OUT_FLOAT16) pb__pack_f16(tmp, d + i, k);
+    else pb__pack_bf16(tmp, d + i, k);
+  }
+}
+
+void pb__warp_plan(pb__warp_entry *table, int64_t h, int64_t w, double angle_deg, int flip) {
+  const double pi = 3.14159265358979323846;
+  double th = angle_deg * pi / 180.0, c = cos(th), s = sin(th);
+  double cx = (double)(w - 1) * 0.5, cy = (double)(h - 1) * 0.5;
+  int64_t wp = w + 2;
+  for (int64_t y = 0; y < h; y++) {
+    double dy = (double)y - cy;
+    /* Inverse map: where in the flipped image each output pixel comes from; linear in x. */
+    double sx0 = -c * cx - s * dy + cx, sy0 = -s * cx + c * dy + cy, sxd = c;
+    if (flip) { /* the mirror folds into the row's coefficients */
+      sx0 = (double)(w - 1) - sx0;
+      sxd = -c;
+    }
+    pb__warp_entry *row = table + y * w;
+    for (int64_t x = 0; x < w; x++) {
+      double sx = sx0 + sxd * (double)x, sy = sy0 + s * (double)x;
+      double px = sx + 1.0, py = sy + 1.0; /* into the padded plane */
+      pb__warp_entry *e = &row[x];
+      if (px < 0.0 || py < 0.0 || px >= (double)(w + 1) || py >= (double)(h + 1)) {
+        e->idx = -1;
+        e->fx = e->fy = 0.0f;
+        continue;
+      }
+      int64_t ix = (int64_t)px, iy = (int64_t)py; /* floor: both are >= 0 here */
+      e->idx = (int32_t)(iy * wp + ix);
+      e->fx = (float)(px - (double)ix);
+      e->fy = (float)(py - (double)iy);
+    }
+  }
+}
+
+void pb__warp_apply(const pb__warp_entry *restrict table, int64_t h, int64_t w,
+                    const float *restrict padded, float fill, float *restrict dst) {
+  int64_t wp = w + 2, n = h * w;
+  for (int64_t p = 0; p < n; p++) {
+    pb__warp_entry e = table[p];
+    if (e.idx < 0) {
+      dst[p] = fill;
+      continue;
+    }
+    const float *q = padded + e.idx;
+    float top = q[0] + e.fx * (q[1] - q[0]);
+    float bot = q[wp] + e.fx * (q[wp + 1] - q[wp]);
+    dst[p] = top + e.fy * (bot - top);
+  }
+}

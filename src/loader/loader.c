@@ -1,0 +1,897 @@
+/* The loader: sampler, worker threads, ordered prefetch queue, transforms, batches, cache
+ * modes, DLPack export. Design notes in docs/loader.md. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "formats/format_internal.h"
+#include "formats/raw/raw.h"
+#include "loader/loader_internal.h"
+
+/* ---- batches -------------------------------------------------------------------------------- */
+
+/* Batch buffers are recycled: fresh large allocations would fault in new pages for every
+ * batch (and, with threads, unmapping them costs TLB shootdowns on every core). The pool is
+ * shared by the loader and its live batches and freed by the last of them. */
+typedef struct buf_pool {
+  pthread_mutex_t mu;
+  atomic_int refs;
+  size_t size; /* bytes of each buffer */
+  void **bufs;
+  int n, cap;
+} buf_pool;
+
+static buf_pool *pool_new(size_t size, int cap) {
+  buf_pool *p = calloc(1, sizeof *p);
+  if (p == NULL) return NULL;
+  p->bufs = calloc((size_t)cap, sizeof *p->bufs);
+  if (p->bufs == NULL) {
+    free(p);
+    return NULL;
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  atomic_init(&p->refs, 1);
+  p->size = size;
+  p->cap = cap;
+  return p;
+}
+
+static void pool_unref(buf_pool *p) {
+  if (p == NULL || atomic_fetch_sub(&p->refs, 1) != 1) return;
+  for (int i = 0; i < p->n; i++) pb_free(p->bufs[i], p->size);
+  pthread_mutex_destroy(&p->mu);
+  free(p->bufs);
+  free(p);
+}
+
+static void *pool_get(buf_pool *p) {
+  void *b = NULL;
+  pthread_mutex_lock(&p->mu);
+  if (p->n > 0) b = p->bufs[--p->n];
+  pthread_mutex_unlock(&p->mu);
+  return b != NULL ? b : pb_alloc(p->size);
+}
+
+static void pool_put(buf_pool *p, void *b) {
+  if (b == NULL) return;
+  pthread_mutex_lock(&p->mu);
+  if (p->n < p->cap) {
+    p->bufs[p->n++] = b;
+    b = NULL;
+  }
+  pthread_mutex_unlock(&p->mu);
+  pb_free(b, p->size);
+}
+
+typedef struct batch_impl {
+  pb_batch pub; /* first, so a pb_batch * is a batch_impl * */
+  atomic_int refs;
+  buf_pool *pool; /* where data goes back to; holds a reference */
+} batch_impl;
+
+size_t pb_out_dtype_size(pb_out_dtype d) { return d == PB_OUT_FLOAT32 ? 4 : 2; }
+
+const char *pb_out_dtype_name(pb_out_dtype d) {
+  switch (d) {
+    case PB_OUT_FLOAT32: return "float32";
+    case PB_OUT_FLOAT16: return "float16";
+    case PB_OUT_BFLOAT16: return "bfloat16";
+  }
+  return "invalid";
+}
+
+static void batch_release(batch_impl *bi) {
+  if (bi == NULL) return;
+  if (atomic_fetch_sub(&bi->refs, 1) != 1) return;
+  pool_put(bi->pool, bi->pub.data);
+  pool_unref(bi->pool);
+  free(bi->pub.indices);
+  free(bi);
+}
+
+void pb_batch_free(pb_batch *batch) { batch_release((batch_impl *)batch); }
+
+typedef struct dl_export {
+  DLManagedTensor mt;
+  int64_t shape[5], strides[5];
+  batch_impl *bi;
+} dl_export;
+
+static void dl_deleter(DLManagedTensor *self) {
+  if (self == NULL) return;
+  dl_export *x = self->manager_ctx;
+  batch_release(x->bi);
+  free(x);
+}
+
+int pb_batch_to_dlpack(pb_batch *batch, DLManagedTensor **out, struct pb_error *err) {
+  *out = NULL;
+  if (batch == NULL) return pb_error_set(err, PB_EINVAL, "pb_batch_to_dlpack: batch is NULL");
+  dl_export *x = calloc(1, sizeof *x);
+  if (x == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  batch_impl *bi = (batch_impl *)batch;
+  atomic_fetch_add(&bi->refs, 1);
+  x->bi = bi;
+  int64_t stride = 1;
+  for (int k = batch->ndim - 1; k >= 0; k--) {
+    x->shape[k] = batch->shape[k];
+    x->strides[k] = stride;
+    stride *= batch->shape[k];
+  }
+  DLTensor *t = &x->mt.dl_tensor;
+  t->data = batch->data;
+  t->device.device_type = kDLCPU;
+  t->device.device_id = 0;
+  t->ndim = batch->ndim;
+  t->dtype.code = (uint8_t)(batch->dtype == PB_OUT_BFLOAT16 ? kDLBfloat : kDLFloat);
+  t->dtype.bits = (uint8_t)(8 * pb_out_dtype_size(batch->dtype));
+  t->dtype.lanes = 1;
+  t->shape = x->shape;
+  t->strides = x->strides;
+  t->byte_offset = 0;
+  x->mt.manager_ctx = x;
+  x->mt.deleter = dl_deleter;
+  *out = &x->mt;
+  return PB_OK;
+}
+
+/* ---- params --------------------------------------------------------------------------------- */
+
+void pb_loader_params_init(pb_loader_params *params) {
+  const pb_loader_params d = PB_LOADER_PARAMS_DEFAULTS;
+  *params = d;
+}
+
+static int parse_int(const char *key, const char *v, long long lo, long long hi, long long *out,
+                     struct pb_error *err) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
+    return pb_error_set(err, PB_EINVAL, "loader option %s: '%s' is not an integer in [%lld, %lld]",
+                        key, v, lo, hi);
+  *out = x;
+  return PB_OK;
+}
+
+int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value,
+                         struct pb_error *err) {
+  if (p == NULL || key == NULL || value == NULL)
+    return pb_error_set(err, PB_EINVAL, "pb_loader_params_set: NULL argument");
+  long long x = 0;
+  struct {
+    const char *name;
+    int *field;
+    long long lo, hi;
+  } ints[] = {{"batch_size", &p->batch_size, 1, 1 << 24}, {"workers", &p->workers, 0, 1024},
+              {"prefetch", &p->prefetch, 1, 1024},       {"shuffle", &p->shuffle, 0, 1},
+              {"drop_last", &p->drop_last, 0, 1},        {"rank", &p->rank, 0, 1 << 24},
+              {"world_size", &p->world_size, 1, 1 << 24}, {"skip_errors", &p->skip_errors, 0, 1}};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    if (strcmp(key, ints[i].name) != 0) continue;
+    PB_RETURN_NOT_OK(parse_int(key, value, ints[i].lo, ints[i].hi, &x, err));
+    *ints[i].field = (int)x;
+    return PB_OK;
+  }
+  if (strcmp(key, "seed") == 0) {
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(value, &end, 0);
+    if (errno != 0 || end == value || *end != '\0')
+      return pb_error_set(err, PB_EINVAL, "loader option seed: '%s' is not an integer", value);
+    p->seed = (uint64_t)s;
+    return PB_OK;
+  }
+  if (strcmp(key, "mean") == 0 || strcmp(key, "std") == 0) {
+    char *end;
+    float f = strtof(value, &end);
+    if (end == value || *end != '\0' || !isfinite(f) || (key[0] == 's' && !(f > 0.0f)))
+      return pb_error_set(err, PB_EINVAL, "loader option %s: '%s' is not a valid number", key, value);
+    if (key[0] == 'm') p->mean = f;
+    else p->std = f;
+    return PB_OK;
+  }
+  if (strcmp(key, "transform") == 0) {
+    if (strcmp(value, "none") == 0) p->transform = PB_TRANSFORM_NONE;
+    else if (strcmp(value, "normalize") == 0) p->transform = PB_TRANSFORM_NORMALIZE;
+    else if (strcmp(value, "augment") == 0) p->transform = PB_TRANSFORM_AUGMENT;
+    else
+      return pb_error_set(err, PB_EINVAL,
+                          "loader option transform: '%s' (want none, normalize or augment)", value);
+    return PB_OK;
+  }
+  if (strcmp(key, "dtype") == 0) {
+    if (strcmp(value, "float32") == 0) p->out_dtype = PB_OUT_FLOAT32;
+    else if (strcmp(value, "float16") == 0) p->out_dtype = PB_OUT_FLOAT16;
+    else if (strcmp(value, "bfloat16") == 0) p->out_dtype = PB_OUT_BFLOAT16;
+    else
+      return pb_error_set(err, PB_EINVAL,
+                          "loader option dtype: '%s' (want float32, float16 or bfloat16)", value);
+    return PB_OK;
+  }
+  if (strcmp(key, "cache") == 0) {
+    if (strcmp(value, "none") == 0) p->cache = PB_CACHE_NONE;
+    else if (strcmp(value, "preload") == 0) p->cache = PB_CACHE_PRELOAD;
+    else if (strcmp(value, "shared") == 0) p->cache = PB_CACHE_SHARED;
+    else
+      return pb_error_set(err, PB_EINVAL,
+                          "loader option cache: '%s' (want none, preload or shared)", value);
+    return PB_OK;
+  }
+  return pb_error_set(err, PB_EINVAL, "unknown loader option '%s'", key);
+}
+
+/* ---- the loader ----------------------------------------------------------------------------- */
+
+typedef struct worker {
+  struct pb_loader *l;
+  pb_dataset *ds;     /* own handle (cache none only) */
+  void *native;       /* one image, native pixels */
+  float *padded;      /* (h+2) x (w+2) plane with a fill border, for the warp */
+  float *plane;       /* h x w floats, for half-precision output of the warp */
+  pb__warp_entry *table;
+  pthread_t thread;
+  int started;
+} worker;
+
+typedef struct slot {
+  int ready;
+  int rc;
+  batch_impl *batch;
+  char message[sizeof(((struct pb_error *)0)->message)];
+} slot;
+
+struct pb_loader {
+  pb_loader_params p;
+  char *path;
+  pb_image_meta meta;
+  int64_t count;
+  size_t img_bytes, out_esize, sample_bytes;
+  int64_t planes, h, w;
+  float a, b; /* normalisation folded into out = x * a + b */
+
+  /* sampler */
+  int64_t epoch;
+  int64_t *order; /* this rank's dataset indices for the epoch */
+  int64_t per_rank, nbatches;
+
+  /* caches */
+  unsigned char *preload;
+  size_t preload_size;
+  unsigned char *bad; /* images that failed while caching (skip_errors) */
+  void *raw;          /* raw state (shared mode) */
+  buf_pool *pool;     /* batch buffers */
+
+  /* workers and the ordered queue */
+  int nthreads; /* 0: caller's thread */
+  worker *wk;   /* max(nthreads, 1) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work, cv_ready, cv_idle;
+  slot *slots;
+  int64_t nslots;
+  int64_t next_claim, next_deliver;
+  int running, pausing, stop, busy;
+
+  pb_loader_stats stats;
+};
+
+static int64_t now(void) { return pb_now_ns(); }
+
+/* Builds this epoch's order for this rank: shuffled (or not), then every world_size-th
+ * position from rank, wrapping past the end so every rank gets ceil(n / world) samples. */
+static int plan_epoch(pb_loader *l, int64_t epoch, struct pb_error *err) {
+  int64_t n = l->count, world = l->p.world_size;
+  int64_t *full = malloc((size_t)n * sizeof *full);
+  int64_t *order = malloc((size_t)l->per_rank * sizeof *order);
+  if (full == NULL || order == NULL) {
+    free(full);
+    free(order);
+    return pb_error_set(err, PB_ENOMEM, "out of memory for the sample order");
+  }
+  for (int64_t i = 0; i < n; i++) full[i] = i;
+  if (l->p.shuffle) {
+    pb_rng rng;
+    pb_rng_init(&rng, pb_seed_mix(l->p.seed, (uint64_t)epoch, 0x5348u /* "SH" */));
+    pb_rng_shuffle_i64(&rng, full, (size_t)n);
+  }
+  for (int64_t j = 0; j < l->per_rank; j++) order[j] = full[(l->p.rank + j * world) % n];
+  free(full);
+  free(l->order);
+  l->order = order;
+  l->epoch = epoch;
+  return PB_OK;
+}
+
+/* Names a sample in error messages: index, image name and file. */
+static void sample_error(pb_loader *l, pb_dataset *ds, int64_t idx, struct pb_error *err) {
+  if (err == NULL) return;
+  pb_image_meta m;
+  const char *name = "?";
+  if (ds != NULL && pb_dataset_meta(ds, idx, &m, NULL) == PB_OK) name = m.name;
+  pb_error_prefix(err, "sample %lld (image '%s' of %s): ", (long long)idx, name, l->path);
+}
+
+/* Native pixels to the batch slot at dst, with the transform. */
+static void process_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, const void *px,
+                           unsigned char *dst, pb_batch_times *t) {
+  if (l->p.transform != PB_TRANSFORM_AUGMENT) {
+    int64_t t0 = now();
+    pb__convert_affine(px, l->meta.dtype, dst, l->p.out_dtype, l->sample_bytes / l->out_esize,
+                       l->a, l->b);
+    t->convert_ns += now() - t0;
+    return;
+  }
+  /* Per-sample stream: the same pixels whichever worker draws the sample. */
+  pb_rng rng;
+  pb_rng_init(&rng, pb_seed_mix(l->p.seed, (uint64_t)epoch, (uint64_t)idx));
+  int flip = pb_rng_uniform(&rng) < 0.5;
+  double angle = (pb_rng_uniform(&rng) * 2.0 - 1.0) * 15.0;
+  int64_t t0 = now();
+  pb__warp_plan(w->table, l->h, l->w, angle, flip);
+  int64_t t1 = now(), conv = 0, tr = t1 - t0;
+  size_t es = pb_dtype_size(l->meta.dtype), plane_px = (size_t)(l->h * l->w);
+  const unsigned char *src = px;
+  for (int64_t p = 0; p < l->planes; p++) {
+    int64_t c0 = now();
+    for (int64_t y = 0; y < l->h; y++)
+      pb__convert_affine_f32(src + ((size_t)p * plane_px + (size_t)(y * l->w)) * es, l->meta.dtype,
+                             w->padded + (y + 1) * (l->w + 2) + 1, (size_t)l->w, l->a, l->b);
+    int64_t c1 = now();
+    unsigned char *out = dst + (size_t)p * plane_px * l->out_esize;
+    if (l->p.out_dtype == PB_OUT_FLOAT32) {
+      pb__warp_apply(w->table, l->h, l->w, w->padded, l->b, (float *)(void *)out);
+    } else {
+      pb__warp_apply(w->table, l->h, l->w, w->padded, l->b, w->plane);
+      if (l->p.out_dtype == PB_OUT_FLOAT16) pb__pack_f16(w->plane, (uint16_t *)(void *)out, plane_px);
+      else pb__pack_bf16(w->plane, (uint16_t *)(void *)out, plane_px);
+    }
+    int64_t c2 = now();
+    conv += c1 - c0;
+    tr += c2 - c1;
+  }
+  t->convert_ns += conv;
+  t->transform_ns += tr;
+}
+
+/* Reads (or finds in the cache) sample idx and writes it into dst. */
+static int load_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsigned char *dst,
+                       pb_batch_times *t, struct pb_error *err) {
+  const void *px;
+  if (l->p.cache == PB_CACHE_NONE) {
+    pb_stage_times st;
+    int rc = pb_dataset_read(w->ds, idx, w->native, l->img_bytes, &st, err);
+    t->read_ns += st.read_ns;
+    t->decompress_ns += st.decompress_ns;
+    t->decode_ns += st.decode_ns;
+    t->bytes_read += st.bytes_read;
+    t->bytes_decoded += st.bytes_decoded;
+    if (rc != PB_OK) {
+      sample_error(l, w->ds, idx, err);
+      return rc;
+    }
+    px = w->native;
+  } else {
+    if (l->bad != NULL && l->bad[idx])
+      return pb_error_set(err, PB_EIO, "sample %lld of %s: failed to read while caching",
+                          (long long)idx, l->path);
+    if (l->p.cache == PB_CACHE_PRELOAD) {
+      px = l->preload + (size_t)idx * l->img_bytes;
+    } else {
+      int64_t t0 = now();
+      px = pb__raw_pixels(l->raw, idx, NULL);
+      t->read_ns += now() - t0;
+    }
+    t->bytes_read += (int64_t)l->img_bytes;
+    t->bytes_decoded += (int64_t)l->img_bytes;
+  }
+  process_sample(l, w, epoch, idx, px, dst, t);
+  return PB_OK;
+}
+
+static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *order, int64_t b,
+                       batch_impl **out, struct pb_error *err) {
+  *out = NULL;
+  int64_t t0 = now();
+  int64_t first = b * l->p.batch_size;
+  int64_t n = l->per_rank - first < l->p.batch_size ? l->per_rank - first : l->p.batch_size;
+  batch_impl *bi = calloc(1, sizeof *bi);
+  if (bi == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  atomic_init(&bi->refs, 1);
+  atomic_fetch_add(&l->pool->refs, 1);
+  bi->pool = l->pool;
+  bi->pub.indices = malloc((size_t)n * sizeof(int64_t));
+  bi->pub.data = pool_get(l->pool);
+  if (bi->pub.indices == NULL || bi->pub.data == NULL) {
+    batch_release(bi);
+    return pb_error_set(err, PB_ENOMEM, "out of memory for a batch of %zu bytes", l->pool->size);
+  }
+  pb_batch *pb = &bi->pub;
+  pb->dtype = l->p.out_dtype;
+  pb->number = b;
+  pb->epoch = epoch;
+  if (l->meta.shape[PB_Z] > 1) {
+    pb->ndim = 5;
+    pb->shape[1] = l->meta.shape[PB_C];
+    pb->shape[2] = l->meta.shape[PB_Z];
+    pb->shape[3] = l->h;
+    pb->shape[4] = l->w;
+  } else {
+    pb->ndim = 4;
+    pb->shape[1] = l->meta.shape[PB_C];
+    pb->shape[2] = l->h;
+    pb->shape[3] = l->w;
+  }
+  pb->times.collate_ns += now() - t0;
+  int64_t k = 0;
+  for (int64_t j = 0; j < n; j++) {
+    int64_t idx = order[first + j];
+    int rc = load_sample(l, w, epoch, idx, (unsigned char *)pb->data + (size_t)k * l->sample_bytes,
+                         &pb->times, err);
+    if (rc != PB_OK) {
+      if (l->p.skip_errors) {
+        pb->skipped++;
+        continue;
+      }
+      batch_release(bi);
+      return rc;
+    }
+    pb->indices[k++] = idx;
+  }
+  pb->shape[0] = k;
+  pb->nbytes = (size_t)k * l->sample_bytes;
+  *out = bi;
+  return PB_OK;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  pb_loader *l = w->l;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    /* Backpressure: claim batch b only when its slot (b mod nslots) has been consumed. */
+    while (!l->stop && (!l->running || l->pausing || l->next_claim >= l->nbatches ||
+                        l->next_claim >= l->next_deliver + l->nslots))
+      pthread_cond_wait(&l->cv_work, &l->mu);
+    if (l->stop) break;
+    int64_t b = l->next_claim++, epoch = l->epoch;
+    const int64_t *order = l->order;
+    l->busy++;
+    pthread_mutex_unlock(&l->mu);
+
+    struct pb_error e;
+    e.message[0] = '\0';
+    batch_impl *bi = NULL;
+    int rc = build_batch(l, w, epoch, order, b, &bi, &e);
+
+    pthread_mutex_lock(&l->mu);
+    l->busy--;
+    if (l->stop) {
+      batch_release(bi);
+    } else {
+      slot *s = &l->slots[b % l->nslots];
+      s->batch = bi;
+      s->rc = rc;
+      memcpy(s->message, e.message, sizeof s->message);
+      s->ready = 1;
+      pthread_cond_broadcast(&l->cv_ready);
+    }
+    if (l->busy == 0) pthread_cond_broadcast(&l->cv_idle);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+/* ---- set-up --------------------------------------------------------------------------------- */
+
+static int worker_init(pb_loader *l, worker *w, struct pb_error *err) {
+  w->l = l;
+  size_t plane = (size_t)(l->h * l->w);
+  if (l->p.cache == PB_CACHE_NONE) {
+    w->native = pb_alloc(l->img_bytes);
+    if (w->native == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  if (l->p.transform == PB_TRANSFORM_AUGMENT) {
+    size_t padded = (size_t)((l->h + 2) * (l->w + 2));
+    w->padded = pb_alloc(padded * sizeof(float));
+    w->plane = pb_alloc(plane * sizeof(float));
+    w->table = pb_alloc(plane * sizeof(pb__warp_entry));
+    if (w->padded == NULL || w->plane == NULL || w->table == NULL)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    /* The border is never written by the conversion, so it keeps the fill value. */
+    for (size_t i = 0; i < padded; i++) w->padded[i] = l->b;
+  }
+  return PB_OK;
+}
+
+static void worker_destroy(pb_loader *l, worker *w) {
+  size_t plane = (size_t)(l->h * l->w);
+  pb_free(w->native, l->img_bytes);
+  pb_free(w->padded, (size_t)((l->h + 2) * (l->w + 2)) * sizeof(float));
+  pb_free(w->plane, plane * sizeof(float));
+  pb_free(w->table, plane * sizeof(pb__warp_entry));
+  pb_dataset_free(w->ds);
+}
+
+static int check_params(const pb_loader_params *p, struct pb_error *err) {
+  if (p->batch_size < 1) return pb_error_set(err, PB_EINVAL, "loader: batch_size must be >= 1");
+  if (p->workers < 0) return pb_error_set(err, PB_EINVAL, "loader: workers must be >= 0");
+  if (p->prefetch < 1) return pb_error_set(err, PB_EINVAL, "loader: prefetch must be >= 1");
+  if (p->world_size < 1 || p->rank < 0 || p->rank >= p->world_size)
+    return pb_error_set(err, PB_EINVAL, "loader: rank %d is outside world size %d", p->rank,
+                        p->world_size);
+  if (!(p->std > 0.0f) || !isfinite(p->mean))
+    return pb_error_set(err, PB_EINVAL, "loader: std must be > 0 and mean finite");
+  if ((unsigned)p->transform > PB_TRANSFORM_AUGMENT || (unsigned)p->out_dtype > PB_OUT_BFLOAT16 ||
+      (unsigned)p->cache > PB_CACHE_SHARED)
+    return pb_error_set(err, PB_EINVAL, "loader: transform, dtype or cache mode out of range");
+  return PB_OK;
+}
+
+/* Every image must match image 0 in dtype and shape, with T = 1, so samples stack. */
+static int check_images(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb_dataset_meta(ds, 0, &l->meta, err));
+  if (l->meta.shape[PB_T] != 1)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: image 0 ('%s') has T = %lld; the loader takes one time point per "
+                        "image (split time points into images first)",
+                        l->path, l->meta.name, (long long)l->meta.shape[PB_T]);
+  pb_image_meta m;
+  for (int64_t i = 1; i < l->count; i++) {
+    PB_RETURN_NOT_OK(pb_dataset_meta(ds, i, &m, err));
+    int same = m.dtype == l->meta.dtype;
+    for (int k = 0; k < PB_NDIM; k++) same = same && m.shape[k] == l->meta.shape[k];
+    if (!same)
+      return pb_error_set(err, PB_EINVAL,
+                          "%s: image %lld ('%s') is %s %lldx%lldx%lldx%lldx%lld but image 0 ('%s') "
+                          "is %s %lldx%lldx%lldx%lldx%lld (TCZYX); batches need one shape",
+                          l->path, (long long)i, m.name, pb_dtype_name(m.dtype),
+                          (long long)m.shape[0], (long long)m.shape[1], (long long)m.shape[2],
+                          (long long)m.shape[3], (long long)m.shape[4], l->meta.name,
+                          pb_dtype_name(l->meta.dtype), (long long)l->meta.shape[0],
+                          (long long)l->meta.shape[1], (long long)l->meta.shape[2],
+                          (long long)l->meta.shape[3], (long long)l->meta.shape[4]);
+  }
+  return PB_OK;
+}
+
+/* Reads image i into dst for a cache; with skip_errors a failure marks it bad. */
+static int cache_read(pb_loader *l, pb_dataset *ds, int64_t i, void *dst, struct pb_error *err) {
+  int rc = pb_dataset_read(ds, i, dst, l->img_bytes, NULL, err);
+  if (rc == PB_OK) return PB_OK;
+  if (!l->p.skip_errors) {
+    sample_error(l, ds, i, err);
+    return rc;
+  }
+  if (l->bad == NULL && (l->bad = calloc((size_t)l->count, 1)) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  l->bad[i] = 1;
+  memset(dst, 0, l->img_bytes);
+  return PB_OK;
+}
+
+static int build_preload(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
+  int64_t t0 = now();
+  l->preload_size = (size_t)l->count * l->img_bytes;
+  l->preload = pb_alloc(l->preload_size);
+  if (l->preload == NULL)
+    return pb_error_set(err, PB_ENOMEM, "preload: out of memory for %zu bytes", l->preload_size);
+  for (int64_t i = 0; i < l->count; i++)
+    PB_RETURN_NOT_OK(cache_read(l, ds, i, l->preload + (size_t)i * l->img_bytes, err));
+  l->stats.preload_ns = now() - t0;
+  l->stats.preload_bytes = (int64_t)l->preload_size;
+  return PB_OK;
+}
+
+static int open_raw_checked(pb_loader *l, const char *file, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__format_raw.open(file, &l->raw, err));
+  pb_image_meta m;
+  int same = pb__format_raw.count(l->raw) == l->count;
+  if (same) {
+    PB_RETURN_NOT_OK(pb__format_raw.meta(l->raw, 0, &m, err));
+    same = m.dtype == l->meta.dtype;
+    for (int k = 0; k < PB_NDIM; k++) same = same && m.shape[k] == l->meta.shape[k];
+  }
+  if (!same)
+    return pb_error_set(err, PB_EINVAL,
+                        "cache file %s does not match dataset %s (image count or shape differs); "
+                        "remove it or give another cache_path",
+                        file, l->path);
+  return PB_OK;
+}
+
+static int build_shared(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
+  int64_t t0 = now();
+  const char *given = l->p.cache_path;
+  if (given == NULL && strcmp(pb_dataset_format(ds), "raw") == 0) {
+    /* Already decoded pixels in one file: map the dataset itself. */
+    PB_RETURN_NOT_OK(open_raw_checked(l, l->path, err));
+  } else if (given != NULL && access(given, F_OK) == 0) {
+    PB_RETURN_NOT_OK(open_raw_checked(l, given, err));
+  } else {
+    static atomic_int counter;
+    char tmp[4096];
+    if (given == NULL) {
+      const char *dir = getenv("TMPDIR");
+      if (dir == NULL || dir[0] == '\0') dir = "/tmp";
+      snprintf(tmp, sizeof tmp, "%s/pipebench-cache-%d-%d.raw", dir, (int)getpid(),
+               atomic_fetch_add(&counter, 1));
+    }
+    const char *file = given != NULL ? given : tmp;
+    pb_writer *wr = NULL;
+    PB_RETURN_NOT_OK(pb_writer_new(file, "raw", NULL, &wr, err));
+    void *buf = pb_alloc(l->img_bytes);
+    int rc = buf == NULL ? pb_error_set(err, PB_ENOMEM, "out of memory") : PB_OK;
+    pb_image_meta m;
+    for (int64_t i = 0; rc == PB_OK && i < l->count; i++) {
+      rc = pb_dataset_meta(ds, i, &m, err);
+      if (rc == PB_OK) rc = cache_read(l, ds, i, buf, err);
+      if (rc == PB_OK) rc = pb_writer_add(wr, &m, buf, err);
+    }
+    if (rc == PB_OK) rc = pb_writer_finish(wr, err);
+    pb_writer_free(wr);
+    pb_free(buf, l->img_bytes);
+    if (rc != PB_OK) {
+      pb_error_prefix(err, "building cache file %s: ", file);
+      return rc;
+    }
+    rc = open_raw_checked(l, file, err);
+    /* An anonymous cache lives only as long as its map: nothing is left behind, even on a
+     * crash after this point. */
+    if (given == NULL) unlink(file);
+    PB_RETURN_NOT_OK(rc);
+  }
+  l->stats.preload_ns = now() - t0;
+  l->stats.preload_bytes = (int64_t)pb__raw_file_size(l->raw);
+  return PB_OK;
+}
+
+int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **out,
+                  struct pb_error *err) {
+  *out = NULL;
+  pb_loader_params defaults = PB_LOADER_PARAMS_DEFAULTS;
+  if (params == NULL) params = &defaults;
+  PB_RETURN_NOT_OK(check_params(params, err));
+  pb_loader *l = calloc(1, sizeof *l);
+  if (l == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  l->p = *params;
+  l->p.format = NULL;     /* borrowed text is not kept */
+  l->p.cache_path = NULL;
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->cv_work, NULL);
+  pthread_cond_init(&l->cv_ready, NULL);
+  pthread_cond_init(&l->cv_idle, NULL);
+  l->nthreads = params->workers;
+  int rc = PB_OK;
+  pb_dataset *ds0 = NULL;
+  if ((l->path = strdup(path)) == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  rc = pb_dataset_open(path, params->format, &ds0, err);
+  if (rc != PB_OK) goto fail;
+  l->count = pb_dataset_count(ds0);
+  if (l->count < 1) {
+    rc = pb_error_set(err, PB_EINVAL, "%s: the dataset has no images", path);
+    goto fail;
+  }
+  rc = check_images(l, ds0, err);
+  if (rc != PB_OK) goto fail;
+  l->img_bytes = pb_image_bytes(&l->meta);
+  l->out_esize = pb_out_dtype_size(l->p.out_dtype);
+  l->sample_bytes = (size_t)pb_image_pixels(&l->meta) * l->out_esize;
+  l->h = l->meta.shape[PB_Y];
+  l->w = l->meta.shape[PB_X];
+  l->planes = l->meta.shape[PB_C] * l->meta.shape[PB_Z];
+  if (l->p.transform == PB_TRANSFORM_NONE) {
+    l->a = 1.0f;
+    l->b = 0.0f;
+  } else {
+    double scale = 1.0;
+    switch (l->meta.dtype) {
+      case PB_UINT8: scale = 1.0 / 255.0; break;
+      case PB_UINT16: scale = 1.0 / 65535.0; break;
+      case PB_UINT32: scale = 1.0 / 4294967295.0; break;
+      case PB_INT16: scale = 1.0 / 32767.0; break;
+      default: break;
+    }
+    l->a = (float)(scale / (double)l->p.std);
+    l->b = (float)(-(double)l->p.mean / (double)l->p.std);
+  }
+  l->per_rank = (l->count + l->p.world_size - 1) / l->p.world_size;
+  l->nbatches = l->p.drop_last ? l->per_rank / l->p.batch_size
+                               : (l->per_rank + l->p.batch_size - 1) / l->p.batch_size;
+  l->stats.dataset_count = l->count;
+
+  if (l->p.cache == PB_CACHE_PRELOAD) rc = build_preload(l, ds0, err);
+  else if (l->p.cache == PB_CACHE_SHARED) {
+    l->p.cache_path = params->cache_path; /* borrowed only during this call */
+    rc = build_shared(l, ds0, err);
+    l->p.cache_path = NULL;
+  }
+  if (rc != PB_OK) goto fail;
+  rc = plan_epoch(l, 0, err);
+  if (rc != PB_OK) goto fail;
+
+  int nctx = l->nthreads > 0 ? l->nthreads : 1;
+  l->wk = calloc((size_t)nctx, sizeof *l->wk);
+  if (l->wk == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < nctx; i++) {
+    rc = worker_init(l, &l->wk[i], err);
+    if (rc != PB_OK) goto fail;
+    if (l->p.cache == PB_CACHE_NONE) {
+      if (i == 0) {
+        l->wk[0].ds = ds0; /* the caller no longer uses it after set-up */
+        ds0 = NULL;
+      } else {
+        rc = pb_dataset_open(path, params->format, &l->wk[i].ds, err);
+        if (rc != PB_OK) goto fail;
+      }
+    }
+  }
+  pb_dataset_free(ds0);
+  ds0 = NULL;
+  /* Enough buffers for the queue, the batches being built and a few held by the caller. */
+  l->pool = pool_new((size_t)l->p.batch_size * l->sample_bytes,
+                     l->nthreads * (l->p.prefetch + 1) + 4);
+  if (l->pool == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (l->nthreads > 0) {
+    l->nslots = (int64_t)l->nthreads * l->p.prefetch;
+    l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
+    if (l->slots == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+      goto fail;
+    }
+    for (int i = 0; i < l->nthreads; i++) {
+      if (pthread_create(&l->wk[i].thread, NULL, worker_main, &l->wk[i]) != 0) {
+        rc = pb_error_set(err, PB_ENOMEM, "loader: cannot start worker thread %d", i);
+        goto fail;
+      }
+      l->wk[i].started = 1;
+    }
+  }
+  *out = l;
+  return PB_OK;
+fail:
+  pb_dataset_free(ds0);
+  pb_loader_free(l);
+  return rc;
+}
+
+/* ---- iteration ------------------------------------------------------------------------------ */
+
+static void account(pb_loader *l, batch_impl *bi) {
+  pb_loader_stats *s = &l->stats;
+  const pb_batch_times *t = &bi->pub.times;
+  s->batches++;
+  s->samples += bi->pub.shape[0];
+  s->skipped += bi->pub.skipped;
+  s->times.read_ns += t->read_ns;
+  s->times.decompress_ns += t->decompress_ns;
+  s->times.decode_ns += t->decode_ns;
+  s->times.convert_ns += t->convert_ns;
+  s->times.transform_ns += t->transform_ns;
+  s->times.collate_ns += t->collate_ns;
+  s->times.wait_ns += t->wait_ns;
+  s->times.bytes_read += t->bytes_read;
+  s->times.bytes_decoded += t->bytes_decoded;
+}
+
+int pb_loader_next(pb_loader *l, pb_batch **batch, struct pb_error *err) {
+  int64_t t0 = now();
+  *batch = NULL;
+  if (l == NULL) return pb_error_set(err, PB_EINVAL, "pb_loader_next: loader is NULL");
+  batch_impl *bi = NULL;
+  pthread_mutex_lock(&l->mu);
+  if (!l->running) {
+    l->running = 1;
+    pthread_cond_broadcast(&l->cv_work);
+  }
+  for (;;) {
+    if (l->next_deliver >= l->nbatches) {
+      pthread_mutex_unlock(&l->mu);
+      return PB_OK; /* end of epoch */
+    }
+    int rc;
+    if (l->nthreads == 0) {
+      int64_t b = l->next_deliver++;
+      pthread_mutex_unlock(&l->mu);
+      rc = build_batch(l, &l->wk[0], l->epoch, l->order, b, &bi, err);
+      pthread_mutex_lock(&l->mu);
+    } else {
+      slot *s = &l->slots[l->next_deliver % l->nslots];
+      while (!s->ready) pthread_cond_wait(&l->cv_ready, &l->mu);
+      bi = s->batch;
+      rc = s->rc;
+      if (rc != PB_OK && err != NULL) memcpy(err->message, s->message, sizeof err->message);
+      s->batch = NULL;
+      s->ready = 0;
+      l->next_deliver++;
+      pthread_cond_broadcast(&l->cv_work);
+    }
+    if (rc != PB_OK) {
+      pthread_mutex_unlock(&l->mu);
+      return rc;
+    }
+    if (bi->pub.shape[0] > 0) break;
+    /* Every sample of this batch was skipped: account for them and go on. */
+    l->stats.skipped += bi->pub.skipped;
+    batch_release(bi);
+    bi = NULL;
+  }
+  bi->pub.times.wait_ns = now() - t0;
+  account(l, bi);
+  pthread_mutex_unlock(&l->mu);
+  *batch = &bi->pub;
+  return PB_OK;
+}
+
+int pb_loader_reset(pb_loader *l, int64_t epoch, struct pb_error *err) {
+  if (l == NULL) return pb_error_set(err, PB_EINVAL, "pb_loader_reset: loader is NULL");
+  if (epoch < 0) return pb_error_set(err, PB_EINVAL, "pb_loader_reset: epoch %lld < 0", (long long)epoch);
+  pthread_mutex_lock(&l->mu);
+  l->pausing = 1;
+  while (l->busy > 0) pthread_cond_wait(&l->cv_idle, &l->mu);
+  for (int64_t i = 0; i < l->nslots; i++) {
+    batch_release(l->slots[i].batch);
+    l->slots[i].batch = NULL;
+    l->slots[i].ready = 0;
+  }
+  int rc = plan_epoch(l, epoch, err);
+  l->next_claim = l->next_deliver = 0;
+  if (rc != PB_OK) l->nbatches = 0; /* no order: an empty epoch rather than a stale one */
+  l->pausing = 0;
+  l->running = 1;
+  pthread_cond_broadcast(&l->cv_work);
+  pthread_mutex_unlock(&l->mu);
+  return rc;
+}
+
+int64_t pb_loader_batches_per_epoch(const pb_loader *l) { return l->nbatches; }
+int64_t pb_loader_samples_per_epoch(const pb_loader *l) { return l->per_rank; }
+const pb_image_meta *pb_loader_meta(const pb_loader *l) { return &l->meta; }
+
+void pb_loader_get_stats(const pb_loader *loader, pb_loader_stats *out) {
+  pb_loader *l = (pb_loader *)(uintptr_t)loader; /* the lock is not part of the value */
+  pthread_mutex_lock(&l->mu);
+  *out = l->stats;
+  pthread_mutex_unlock(&l->mu);
+}
+
+void pb_loader_free(pb_loader *l) {
+  if (l == NULL) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  pthread_cond_broadcast(&l->cv_work);
+  pthread_mutex_unlock(&l->mu);
+  int nctx = l->nthreads > 0 ? l->nthreads : 1;
+  if (l->wk != NULL) {
+    for (int i = 0; i < nctx; i++)
+      if (l->wk[i].started) pthread_join(l->wk[i].thread, NULL);
+    for (int i = 0; i < nctx; i++) worker_destroy(l, &l->wk[i]);
+  }
+  for (int64_t i = 0; l->slots != NULL && i < l->nslots; i++) batch_release(l->slots[i].batch);
+  free(l->slots);
+  pool_unref(l->pool); /* batches still out keep it alive */
+  free(l->wk);
+  free(l->order);
+  pb_free(l->preload, l->preload_size);
+  free(l->bad);
+  if (l->raw != NULL) pb__format_raw.close(l->raw);
+  free(l->path);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv_work);
+  pthread_cond_destroy(&l->cv_ready);
+  pthread_cond_destroy(&l->cv_idle);
+  free(l);
+}

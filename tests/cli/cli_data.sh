@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# gen, inspect, convert: the same pixels in every format, and clear failures on bad input.
+. "$(dirname "$0")/lib.sh"
+pb=${PB_CLI:?}
+py=${PB_PYTHON:-/usr/bin/python3}
+d=$work/ds
+
+run "$pb" gen --out "$d" --rows 12 --size 24x31 --channels 2 --z 3 --dtype uint16 --seed 7
+expect_rc 0 "gen all formats"
+[[ -f $d/manifest.json ]] && pass || fail "gen writes manifest.json"
+
+# Every written format holds the same pixels: inspect's crc32 equals the manifest's.
+formats=$("$py" -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["formats"]))' "$d/manifest.json")
+[[ $formats == *tiff* && $formats == *ome-zarr* && $formats == *raw* ]] && pass || fail "gen wrote tiff, ome-zarr and raw ($formats)"
+for f in $formats; do
+  p=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["formats"][sys.argv[2]])' "$d/manifest.json" "$f")
+  run "$pb" inspect "$d/$p" --json
+  expect_rc 0 "inspect $f"
+  if "$py" - "$work/out" "$d/manifest.json" "$f" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1]))
+man = json.load(open(sys.argv[2]))
+assert got["format"] == sys.argv[3], (got["format"], sys.argv[3])
+imgs = got["images"]
+assert len(imgs) == man["rows"], (len(imgs), man["rows"])
+for i, im in enumerate(imgs):
+    assert im["index"] == i
+    assert im["dtype"] == "uint16", im
+    assert im["shape"] == [1, 2, 3, 24, 31], im["shape"]
+    assert im["crc32"] == man["crc32"][i], (i, im["crc32"], man["crc32"][i])
+PY
+  then pass; else fail "inspect $f: pixels match the manifest"; fi
+done
+
+# The inspect table form and --format.
+run "$pb" inspect "$d/tiff" --format tiff
+expect_rc 0 "inspect --format"; expect_out "format tiff, 12 images" "inspect table header"
+
+# convert: tiff -> ome-zarr keeps every pixel.
+run "$pb" convert "$d/tiff" --to ome-zarr --out "$work/conv.zarrs"
+expect_rc 0 "convert tiff -> ome-zarr"
+run "$pb" inspect "$work/conv.zarrs" --json
+"$py" -c 'import json,sys; a=json.load(open(sys.argv[1])); m=json.load(open(sys.argv[2])); assert [i["crc32"] for i in a["images"]]==m["crc32"]' "$work/out" "$d/manifest.json" \
+  && pass || fail "convert keeps pixels"
+
+# Bad input: clear message, right exit code, nothing on stdout.
+run "$pb" inspect "$work/missing"
+expect_rc 2 "inspect missing path"; expect_err "missing" "message names the path"; expect_quiet_out "inspect missing"
+mkdir -p "$work/junk"; echo hello > "$work/junk/notes.txt"
+run "$pb" inspect "$work/junk"
+expect_rc 2 "inspect folder of unrelated files"; expect_err "junk" "message names the folder"
+run "$pb" inspect "$d/tiff" --format frob
+expect_rc 1 "inspect unknown format"; expect_err "unknown format 'frob'" "unknown format message"
+run "$pb" gen --out "$work/x" --size 10by10
+expect_rc 1 "gen bad size"; expect_err "--size must look like" "bad size message"
+run "$pb" gen --out "$work/x" --dtype complex64
+expect_rc 1 "gen bad dtype"; expect_err "unknown dtype 'complex64'" "bad dtype message"
+run "$pb" gen --out "$work/x" --formats lance
+expect_rc 2 "gen refused format"; expect_err "Lance" "refused format says why"
+run "$pb" gen --rows 3
+expect_rc 1 "gen without --out"; expect_err "--out DIR is required" "missing --out message"
+run "$pb" convert "$d/tiff" --to nonsense --out "$work/y"
+expect_rc 1 "convert unknown target"; expect_err "unknown format 'nonsense'" "convert unknown target message"
+
+# A truncated file: a clear failure naming it, never a crash.
+first=$(ls "$d/tiff" | head -1)
+cp -r "$d/tiff" "$work/trunc"
+truncate -s 100 "$work/trunc/$first"
+run "$pb" inspect "$work/trunc"
+expect_rc 2 "inspect truncated tiff"; expect_err "$first" "truncated file named"
+cp "$d/images.pbraw" "$work/t.pbraw"; truncate -s 1000 "$work/t.pbraw"
+run "$pb" inspect "$work/t.pbraw"
+expect_rc 2 "inspect truncated raw"; expect_err "t.pbraw" "truncated raw named"
+
+# A failed gen leaves an earlier dataset whole.
+before=$(cat "$d/manifest.json")
+run "$pb" gen --out "$d" --rows 2 --formats tiff --compression nonsense-codec
+[[ $rc -ne 0 ]] && pass || fail "gen with a bad compression fails"
+[[ $(cat "$d/manifest.json") == "$before" ]] && pass || fail "failed gen keeps the old manifest"
+run "$pb" inspect "$d/tiff" --json
+expect_rc 0 "old dataset still readable after a failed gen"
+
+finish
