@@ -4,8 +4,16 @@
 #include "formats/format_internal.h"
 
 extern const pb_format_vtable pb__format_lance, pb__format_vortex;
+extern const pb_format_vtable pb__format_ome_zarr;
+extern const pb_format_vtable pb__format_ome_parquet, pb__format_oa_dataset, pb__format_duckdb;
+extern const pb_format_vtable pb__format_raw;
+extern const pb_format_vtable pb__format_tiff;
 
 static const pb_format_vtable *const backends[] = {
+    &pb__format_raw,
+    &pb__format_ome_parquet, &pb__format_oa_dataset, &pb__format_duckdb,
+    &pb__format_ome_zarr,
+    &pb__format_tiff,
     &pb__format_lance,
     &pb__format_vortex,
 };

@@ -1,0 +1,153 @@
+/* pipebench engines: image models as layer graphs with seeded weights, behind one interface
+ * whose backends run them on a device (oneDNN on the CPU today; cuDNN + cuBLASLt later). */
+#ifndef PIPEBENCH_ENGINE_H
+#define PIPEBENCH_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipebench/core.h"
+#include "pipebench/format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An engine: one model, compiled for one device, dtype and batch size. A handle is used by one
+ * thread at a time. */
+typedef struct pb_engine pb_engine;
+
+/** A tensor that lives where the engine computes (host memory for the CPU backend, device
+ * memory for a GPU backend). Created by pb_engine_tensor_new, freed with pb_tensor_free, and
+ * only valid while its engine lives. */
+typedef struct pb_tensor pb_tensor;
+
+/** What the engine is asked to build. NULL strings and 0 numbers take the defaults. */
+typedef struct pb_engine_params {
+  const char *model;   /**< "embed", "resnet50", "vit_b_16" */
+  const char *device;  /**< "auto" (NULL), "cpu", "cuda" */
+  const char *backend; /**< NULL: the device's backend ("onednn" for cpu) */
+  const char *dtype;   /**< compute type: "float32" (NULL), "bfloat16", "float16" */
+  int batch_size;      /**< images per forward (>= 1); primitives are built for exactly this */
+  int channels, height, width; /**< input; 0: the model's default (embed 1x100x100, others
+                                    3x224x224). vit_b_16 needs 224x224. */
+  uint64_t seed;       /**< weights are drawn from this seed */
+  int threads;         /**< compute threads; 0: all online CPUs */
+  int training;        /**< 1: also build backward passes and SGD (pb_engine_train_step) */
+  const char *loss;    /**< training loss: "cross_entropy" (NULL) or "mse" */
+} pb_engine_params;
+
+#define PB_ENGINE_PARAMS_DEFAULTS                                                              \
+  {.model = "embed", .device = NULL, .backend = NULL, .dtype = NULL, .batch_size = 1,          \
+   .channels = 0, .height = 0, .width = 0, .seed = 42, .threads = 0, .training = 0,            \
+   .loss = NULL}
+
+/** What was built. Plain data. */
+typedef struct pb_engine_info {
+  char model[32];
+  char backend[16];
+  char device[16];       /**< "cpu" or "cuda" */
+  char device_name[128]; /**< CPU model or GPU name */
+  char isa[48];          /**< instruction set the backend dispatches to (e.g. "avx512_core_bf16") */
+  char dtype[16];
+  int batch_size, channels, height, width;
+  int threads;
+  int64_t outputs;           /**< values per image in the output (classes or embedding size) */
+  int64_t parameters;        /**< learnable parameters (batch norm's scale and shift counted;
+                                  its running statistics not, as torch counts them) */
+  double flops_per_image;    /**< forward FLOPs, a multiply-add counted as 2 */
+  int64_t bytes_weights;     /**< weights as the backend holds them (after folding) */
+  int64_t bytes_activations; /**< activations, inputs, outputs, gradients */
+  int64_t bytes_scratch;     /**< primitive scratchpads and workspaces */
+  int64_t bytes_total;       /**< sum of the three: the engine's peak, since it allocates
+                                  everything at creation and nothing afterwards */
+  double compile_ms;         /**< time spent creating primitives and reordering weights */
+} pb_engine_info;
+
+/** Builds an engine. Unknown model, device, backend, dtype or loss: PB_EINVAL with a message that
+ * lists what is available; bfloat16 or float16 where the device cannot compute it natively:
+ * PB_EUNSUPPORTED. *out is freed with pb_engine_free. */
+PB_API int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_error *err);
+/** Releases the engine and everything it allocated. NULL is ignored. */
+PB_API void pb_engine_free(pb_engine *e);
+/** Fills info. */
+PB_API void pb_engine_get_info(const pb_engine *e, pb_engine_info *info);
+
+/** Roles of tensors an engine can make. */
+typedef enum {
+  PB_TENSOR_INPUT = 0,  /**< float32 NCHW, batch_size x channels x height x width */
+  PB_TENSOR_OUTPUT = 1, /**< float32, batch_size x outputs */
+  PB_TENSOR_TARGET = 2  /**< cross_entropy: int32 class per image (batch_size); mse: float32
+                             batch_size x outputs */
+} pb_tensor_role;
+
+/** Makes a tensor of a role on the engine's device. Free it before the engine. */
+PB_API int pb_engine_tensor_new(pb_engine *e, pb_tensor_role role, pb_tensor **out,
+                                struct pb_error *err);
+PB_API void pb_tensor_free(pb_tensor *t);
+/** Bytes the tensor holds. */
+PB_API size_t pb_tensor_bytes(const pb_tensor *t);
+/** Host pointer to the data, or NULL where the tensor lives on a device. */
+PB_API void *pb_tensor_host_data(pb_tensor *t);
+/** Copies exactly pb_tensor_bytes(t) bytes in or out (synchronous). */
+PB_API int pb_tensor_write(pb_tensor *t, const void *src, size_t size, struct pb_error *err);
+PB_API int pb_tensor_read(const pb_tensor *t, void *dst, size_t size, struct pb_error *err);
+
+/** Runs the model on input (PB_TENSOR_INPUT) into output (PB_TENSOR_OUTPUT). It may return before
+ * the device has finished (GPU); pb_engine_synchronize waits. On the CPU it returns when done. */
+PB_API int pb_engine_forward(pb_engine *e, const pb_tensor *input, pb_tensor *output,
+                             struct pb_error *err);
+/** One SGD step (plain SGD, no momentum, no weight decay) on a batch: forward, loss against
+ * target, backward, w -= lr * dL/dw. The loss is the mean over the batch (cross-entropy of the
+ * softmax of the outputs against class labels, or mean squared error over all outputs). loss
+ * may be NULL; asking for it synchronises. Needs params.training. */
+PB_API int pb_engine_train_step(pb_engine *e, const pb_tensor *input, const pb_tensor *target,
+                                float lr, float *loss, struct pb_error *err);
+/** Waits until all work queued on the engine has finished. */
+PB_API int pb_engine_synchronize(pb_engine *e, struct pb_error *err);
+
+/** Host-memory convenience: forward from a float32 NCHW buffer into a float32 buffer (through
+ * tensors the engine keeps). Sizes are checked against the engine's shapes. Synchronous. */
+PB_API int pb_engine_forward_host(pb_engine *e, const float *input, size_t input_count,
+                                  float *output, size_t output_count, struct pb_error *err);
+
+/** Writes the weights (as float32, torch's state_dict names and layouts, batch norm unfolded)
+ * as one NAME.npy per tensor into dir, which must exist. */
+PB_API int pb_engine_export_weights(pb_engine *e, const char *dir, struct pb_error *err);
+
+/** Models and dtypes known to the library, for help texts and error messages. */
+PB_API int pb_engine_model_count(void);
+PB_API const char *pb_engine_model_name(int i);
+/** "embed, resnet50, vit_b_16" */
+PB_API const char *pb_engine_model_list(void);
+PB_API const char *pb_engine_dtype_list(void);
+PB_API const char *pb_engine_device_list(void);
+/** Resolves "auto" (or NULL) to the device that would be used ("cuda" when a GPU backend is
+ * built and a GPU is present, else "cpu"). Returns a static string. */
+PB_API const char *pb_engine_resolve_device(const char *device);
+
+/** Peak matrix-multiply rate of this machine: oneDNN matmul of large square matrices on
+ * `threads` threads (0: all), repeated for about `seconds`; the best repeat's rate in GFLOP/s.
+ * dtype: "float32" or "bfloat16". */
+PB_API int pb_engine_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
+                                 struct pb_error *err);
+
+/** Puts one image into a float32 C x H x W slot of a model input: time point 0, the middle z
+ * plane, the first c channels (repeated cyclically when the image has fewer, so grey becomes
+ * RGB), centre-cropped or centre-padded with zeros to h x w. Integer pixels are scaled to
+ * [0, 1] by their type's maximum; floats are copied. No resizing, no normalisation. */
+PB_API int pb_image_to_chw(const pb_image_meta *meta, const void *pixels, int c, int h, int w,
+                           float *dst, struct pb_error *err);
+
+/** Writes a float32 array as a little-endian .npy file (C order) through a temporary name. */
+PB_API int pb_npy_write_f32(const char *path, const float *data, const int64_t *shape, int ndim,
+                            struct pb_error *err);
+/** Reads a float32 (or float64, converted) .npy; *data from pb_alloc, freed with pb_free(*data,
+ * count * sizeof(float)). shape holds up to 8 dims. */
+PB_API int pb_npy_read_f32(const char *path, float **data, int64_t *shape, int *ndim,
+                           int64_t *count, struct pb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,341 @@
+/* The engine handle: parameter checks, the table of backends, tensors, weight export (.npy). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engines/engine_internal.h"
+
+/* Every backend this build has. A CUDA backend (cuDNN + cuBLASLt) adds a row here. */
+static const pb__engine_vtable *const backends[] = {&pb__onednn_backend};
+#define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
+
+int pb_engine_model_count(void) { return pb__model_count(); }
+const char *pb_engine_model_name(int i) { return pb__model_name(i); }
+const char *pb_engine_model_list(void) { return "embed, resnet50, vit_b_16"; }
+const char *pb_engine_dtype_list(void) { return "float32, bfloat16, float16"; }
+const char *pb_engine_device_list(void) { return "auto, cpu, cuda"; }
+
+const char *pb_engine_resolve_device(const char *device) {
+  if (device == NULL || strcmp(device, "auto") == 0) {
+    for (int i = 0; i < N_BACKENDS; i++)
+      if (strcmp(backends[i]->device, "cuda") == 0) return "cuda";
+    return "cpu";
+  }
+  if (strcmp(device, "cpu") == 0) return "cpu";
+  if (strcmp(device, "cuda") == 0) return "cuda";
+  return NULL;
+}
+
+int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_error *err) {
+  if (out == NULL) return pb_error_set(err, PB_EINVAL, "out is NULL");
+  *out = NULL;
+  pb_engine_params p = PB_ENGINE_PARAMS_DEFAULTS;
+  if (params != NULL) p = *params;
+  if (p.model == NULL) p.model = "embed";
+  const char *device = pb_engine_resolve_device(p.device);
+  if (device == NULL)
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", p.device,
+                        pb_engine_device_list());
+  const char *dtype = p.dtype ? p.dtype : "float32";
+  if (strcmp(dtype, "float32") != 0 && strcmp(dtype, "bfloat16") != 0 &&
+      strcmp(dtype, "float16") != 0)
+    return pb_error_set(err, PB_EINVAL, "unknown dtype '%s' (available: %s)", dtype,
+                        pb_engine_dtype_list());
+  int known = 0;
+  for (int i = 0; i < pb__model_count(); i++) known |= strcmp(pb__model_name(i), p.model) == 0;
+  if (!known)
+    return pb_error_set(err, PB_EINVAL, "unknown model '%s' (available: %s)", p.model,
+                        pb_engine_model_list());
+  if (p.batch_size < 1)
+    return pb_error_set(err, PB_EINVAL, "batch size must be at least 1, not %d", p.batch_size);
+  if (p.threads < 0)
+    return pb_error_set(err, PB_EINVAL, "threads must be >= 0, not %d", p.threads);
+  if (p.loss != NULL && strcmp(p.loss, "cross_entropy") != 0 && strcmp(p.loss, "mse") != 0)
+    return pb_error_set(err, PB_EINVAL, "unknown loss '%s' (available: cross_entropy, mse)", p.loss);
+  const pb__engine_vtable *vt = NULL;
+  for (int i = 0; i < N_BACKENDS; i++) {
+    if (strcmp(backends[i]->device, device) != 0) continue;
+    if (p.backend != NULL && strcmp(backends[i]->name, p.backend) != 0) continue;
+    vt = backends[i];
+    break;
+  }
+  if (vt == NULL) {
+    if (p.backend != NULL)
+      return pb_error_set(err, PB_EINVAL, "no backend '%s' for device %s (available: onednn on cpu)",
+                          p.backend, device);
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "device %s: this build has no backend for it (available: cpu via onednn)",
+                        device);
+  }
+  int c = p.channels, h = p.height, w = p.width, dc, dh, dw;
+  pb__model_default_input(p.model, &dc, &dh, &dw);
+  if (c == 0) c = dc;
+  if (h == 0) h = dh;
+  if (w == 0) w = dw;
+
+  pb__graph *g = NULL;
+  PB_RETURN_NOT_OK(pb__graph_build(p.model, c, h, w, p.seed, &g, err));
+  p.device = device, p.dtype = dtype;
+  return pb__engine_new_graph(&p, vt, g, out, err);
+}
+
+int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable *vt,
+                         pb__graph *g, pb_engine **out, struct pb_error *err) {
+  const pb_engine_params *pp = params;
+  pb_engine_params p = *pp;
+  if (vt == NULL) vt = backends[0];
+  if (p.device == NULL) p.device = vt->device;
+  if (p.dtype == NULL) p.dtype = "float32";
+  const char *device = p.device, *dtype = p.dtype;
+  int loss_mse = p.loss != NULL && strcmp(p.loss, "mse") == 0;
+  int c = (int)g->tensors[0].c, h = (int)g->tensors[0].h, w = (int)g->tensors[0].w;
+  pb_engine *e = calloc(1, sizeof *e);
+  if (e == NULL) {
+    pb__graph_free(g);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  e->vt = vt;
+  e->seed = p.seed;
+  e->training = p.training != 0;
+  e->loss_mse = loss_mse;
+  pb_engine_info *in = &e->info;
+  snprintf(in->model, sizeof in->model, "%s", g->model);
+  snprintf(in->backend, sizeof in->backend, "%s", vt->name);
+  snprintf(in->device, sizeof in->device, "%s", device);
+  snprintf(in->dtype, sizeof in->dtype, "%s", dtype);
+  in->batch_size = p.batch_size;
+  in->channels = c, in->height = h, in->width = w;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  in->threads = p.threads > 0 ? p.threads : (ncpu > 0 ? (int)ncpu : 1);
+  in->outputs = g->outputs;
+  in->parameters = g->parameters;
+  in->flops_per_image = g->flops;
+  int rc = vt->create(e, g, err);
+  pb__graph_free(g);
+  if (rc != 0) {
+    free(e);
+    return rc;
+  }
+  in->bytes_total = in->bytes_weights + in->bytes_activations + in->bytes_scratch;
+  *out = e;
+  return 0;
+}
+
+void pb_engine_free(pb_engine *e) {
+  if (e == NULL) return;
+  pb_tensor_free(e->host_in);
+  pb_tensor_free(e->host_out);
+  e->vt->destroy(e);
+  free(e);
+}
+
+void pb_engine_get_info(const pb_engine *e, pb_engine_info *info) { *info = e->info; }
+
+static size_t role_bytes(const pb_engine *e, pb_tensor_role role) {
+  const pb_engine_info *i = &e->info;
+  size_t n = (size_t)i->batch_size;
+  switch (role) {
+  case PB_TENSOR_INPUT: return n * (size_t)i->channels * (size_t)i->height * (size_t)i->width * 4;
+  case PB_TENSOR_OUTPUT: return n * (size_t)i->outputs * 4;
+  case PB_TENSOR_TARGET: return e->loss_mse ? n * (size_t)i->outputs * 4 : n * 4;
+  }
+  return 0;
+}
+
+int pb_engine_tensor_new(pb_engine *e, pb_tensor_role role, pb_tensor **out, struct pb_error *err) {
+  *out = NULL;
+  if (role != PB_TENSOR_INPUT && role != PB_TENSOR_OUTPUT && role != PB_TENSOR_TARGET)
+    return pb_error_set(err, PB_EINVAL, "unknown tensor role %d", (int)role);
+  pb_tensor *t = calloc(1, sizeof *t);
+  if (t == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  t->e = e;
+  t->role = role;
+  t->bytes = role_bytes(e, role);
+  t->ptr = e->vt->tensor_alloc(e, t->bytes);
+  if (t->ptr == NULL) {
+    free(t);
+    return pb_error_set(err, PB_ENOMEM, "cannot allocate a %zu-byte tensor", role_bytes(e, role));
+  }
+  memset(t->ptr, 0, e->vt->host_visible ? t->bytes : 0);
+  *out = t;
+  return 0;
+}
+
+void pb_tensor_free(pb_tensor *t) {
+  if (t == NULL) return;
+  t->e->vt->tensor_release(t->e, t->ptr, t->bytes);
+  free(t);
+}
+
+size_t pb_tensor_bytes(const pb_tensor *t) { return t->bytes; }
+void *pb_tensor_host_data(pb_tensor *t) { return t->e->vt->host_visible ? t->ptr : NULL; }
+
+int pb_tensor_write(pb_tensor *t, const void *src, size_t size, struct pb_error *err) {
+  if (size != t->bytes)
+    return pb_error_set(err, PB_EINVAL, "tensor holds %zu bytes, not %zu", t->bytes, size);
+  return t->e->vt->tensor_write(t->e, t->ptr, src, size, err);
+}
+
+int pb_tensor_read(const pb_tensor *t, void *dst, size_t size, struct pb_error *err) {
+  if (size != t->bytes)
+    return pb_error_set(err, PB_EINVAL, "tensor holds %zu bytes, not %zu", t->bytes, size);
+  return t->e->vt->tensor_read(t->e, dst, t->ptr, size, err);
+}
+
+static int check_tensor(const pb_engine *e, const pb_tensor *t, pb_tensor_role role,
+                        const char *what, struct pb_error *err) {
+  if (t == NULL || t->e != e || t->role != role)
+    return pb_error_set(err, PB_EINVAL, "%s is not a %s tensor of this engine", what, what);
+  return 0;
+}
+
+int pb_engine_forward(pb_engine *e, const pb_tensor *input, pb_tensor *output,
+                      struct pb_error *err) {
+  PB_RETURN_NOT_OK(check_tensor(e, input, PB_TENSOR_INPUT, "input", err));
+  PB_RETURN_NOT_OK(check_tensor(e, output, PB_TENSOR_OUTPUT, "output", err));
+  return e->vt->forward(e, input->ptr, output->ptr, err);
+}
+
+int pb_engine_train_step(pb_engine *e, const pb_tensor *input, const pb_tensor *target, float lr,
+                         float *loss, struct pb_error *err) {
+  if (!e->training)
+    return pb_error_set(err, PB_ESTATE, "engine was built without training (params.training)");
+  PB_RETURN_NOT_OK(check_tensor(e, input, PB_TENSOR_INPUT, "input", err));
+  PB_RETURN_NOT_OK(check_tensor(e, target, PB_TENSOR_TARGET, "target", err));
+  return e->vt->train_step(e, input->ptr, target->ptr, lr, loss, err);
+}
+
+int pb_engine_synchronize(pb_engine *e, struct pb_error *err) { return e->vt->synchronize(e, err); }
+
+int pb_engine_forward_host(pb_engine *e, const float *input, size_t input_count, float *output,
+                           size_t output_count, struct pb_error *err) {
+  if (e->host_in == NULL) {
+    PB_RETURN_NOT_OK(pb_engine_tensor_new(e, PB_TENSOR_INPUT, &e->host_in, err));
+    PB_RETURN_NOT_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &e->host_out, err));
+  }
+  PB_RETURN_NOT_OK(pb_tensor_write(e->host_in, input, input_count * sizeof(float), err));
+  PB_RETURN_NOT_OK(pb_engine_forward(e, e->host_in, e->host_out, err));
+  PB_RETURN_NOT_OK(pb_engine_synchronize(e, err));
+  return pb_tensor_read(e->host_out, output, output_count * sizeof(float), err);
+}
+
+int pb_engine_export_weights(pb_engine *e, const char *dir, struct pb_error *err) {
+  /* The graph is rebuilt from the seed (weights depend only on it), so the engine need not keep
+   * a float32 copy of every weight. */
+  pb__graph *g = NULL;
+  PB_RETURN_NOT_OK(pb__graph_build(e->info.model, e->info.channels, e->info.height,
+                                   e->info.width, e->seed, &g, err));
+  int rc = 0;
+  for (int i = 0; i < g->n_params && rc == 0; i++) {
+    const pb__param *p = &g->params[i];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, p->name);
+    rc = pb_npy_write_f32(path, p->data, p->shape, p->ndim, err);
+  }
+  pb__graph_free(g);
+  return rc;
+}
+
+int pb_engine_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
+                          struct pb_error *err) {
+  return pb__onednn_peak_gflops(dtype, threads, seconds, gflops, err);
+}
+
+/* ---- .npy (format version 1.0) ----------------------------------------------------------- */
+
+int pb_npy_write_f32(const char *path, const float *data, const int64_t *shape, int ndim,
+                     struct pb_error *err) {
+  char shp[256] = "";
+  size_t off = 0;
+  int64_t count = 1;
+  for (int i = 0; i < ndim; i++) {
+    off += (size_t)snprintf(shp + off, sizeof shp - off, "%lld%s", (long long)shape[i],
+                            ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
+    count *= shape[i];
+  }
+  char hdr[512];
+  int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }",
+                   shp);
+  /* magic (6) + version (2) + length (2) + header, padded with spaces to 64 and ending in \n */
+  size_t total = 10 + (size_t)n + 1;
+  size_t pad = (64 - total % 64) % 64;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (f == NULL) return pb_error_set(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
+  uint16_t hlen = (uint16_t)((size_t)n + pad + 1);
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+                           (unsigned char)(hlen >> 8)};
+  int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)n, f) == (size_t)n;
+  for (size_t i = 0; i < pad && ok; i++) ok = fputc(' ', f) != EOF;
+  ok = ok && fputc('\n', f) != EOF;
+  ok = ok && fwrite(data, sizeof(float), (size_t)count, f) == (size_t)count;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int e = errno;
+    remove(tmp);
+    return pb_error_set(err, PB_EIO, "cannot write %s: %s", path, strerror(e));
+  }
+  return 0;
+}
+
+int pb_npy_read_f32(const char *path, float **data, int64_t *shape, int *ndim, int64_t *count,
+                    struct pb_error *err) {
+  *data = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return pb_error_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+  unsigned char pre[10];
+  char hdr[1024];
+  int rc = 0;
+  if (fread(pre, 1, 10, f) != 10 || pre[0] != 0x93 || memcmp(pre + 1, "NUMPY", 5) != 0 ||
+      pre[6] != 1) {
+    fclose(f);
+    return pb_error_set(err, PB_EFORMAT, "%s: not a version 1 .npy file", path);
+  }
+  size_t hl = (size_t)pre[8] | ((size_t)pre[9] << 8);
+  if (hl >= sizeof hdr || fread(hdr, 1, hl, f) != hl) {
+    fclose(f);
+    return pb_error_set(err, PB_EFORMAT, "%s: bad header", path);
+  }
+  hdr[hl] = '\0';
+  int f64 = strstr(hdr, "'<f8'") != NULL;
+  if ((!f64 && strstr(hdr, "'<f4'") == NULL) || strstr(hdr, "'fortran_order': False") == NULL) {
+    fclose(f);
+    return pb_error_set(err, PB_EFORMAT, "%s: only little-endian float32/64 in C order", path);
+  }
+  const char *s = strstr(hdr, "'shape': (");
+  *ndim = 0;
+  *count = 1;
+  if (s != NULL) {
+    s += 10;
+    while (*s != ')' && *s != '\0' && *ndim < 8) {
+      char *end;
+      long long v = strtoll(s, &end, 10);
+      if (end == s) break;
+      shape[(*ndim)++] = v;
+      *count *= v;
+      s = end;
+      while (*s == ',' || *s == ' ') s++;
+    }
+  }
+  size_t n = (size_t)*count, es = f64 ? 8 : 4;
+  float *out = pb_alloc(n * sizeof(float));
+  void *raw = f64 ? malloc(n * es + 1) : out;
+  if (out == NULL || raw == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory reading %s", path);
+  } else if (fread(raw, es, n, f) != n) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: truncated data", path);
+  } else if (f64) {
+    for (size_t i = 0; i < n; i++) out[i] = (float)((double *)raw)[i];
+  }
+  if (f64) free(raw);
+  fclose(f);
+  if (rc != 0) {
+    pb_free(out, n * sizeof(float));
+    return rc;
+  }
+  *data = out;
+  return 0;
+}

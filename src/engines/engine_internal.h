@@ -1,0 +1,56 @@
+/* What a backend implements, and the engine handle that dispatches to it. */
+#ifndef PB_ENGINES_ENGINE_INTERNAL_H
+#define PB_ENGINES_ENGINE_INTERNAL_H
+
+#include "engines/graph.h"
+#include "pipebench/engine.h"
+
+/* One backend: a device kind and the functions that run a compiled graph on it. Backends are
+ * listed in engine.c's table, as formats are in the format registry. */
+typedef struct pb__engine_vtable {
+  const char *name;   /* "onednn" */
+  const char *device; /* "cpu" */
+  /* Compiles g (which the backend may keep or drop: the engine frees it after create) for
+   * e->params; fills e->info's device, isa, byte counts and compile time; sets e->impl. */
+  int (*create)(pb_engine *e, const pb__graph *g, struct pb_error *err);
+  void (*destroy)(pb_engine *e);
+  /* Device memory for tensors (host memory on the CPU). */
+  void *(*tensor_alloc)(pb_engine *e, size_t bytes);
+  void (*tensor_release)(pb_engine *e, void *ptr, size_t bytes);
+  int (*tensor_write)(pb_engine *e, void *dst, const void *src, size_t bytes, struct pb_error *err);
+  int (*tensor_read)(pb_engine *e, void *dst, const void *src, size_t bytes, struct pb_error *err);
+  int host_visible; /* tensor memory can be touched by the CPU */
+  int (*forward)(pb_engine *e, const void *input, void *output, struct pb_error *err);
+  int (*train_step)(pb_engine *e, const void *input, const void *target, float lr, float *loss,
+                    struct pb_error *err);
+  int (*synchronize)(pb_engine *e, struct pb_error *err);
+} pb__engine_vtable;
+
+struct pb_engine {
+  const pb__engine_vtable *vt;
+  pb_engine_info info;
+  uint64_t seed;
+  int training;
+  int loss_mse; /* 0: cross-entropy, 1: mean squared error */
+  void *impl;
+  pb_tensor *host_in, *host_out; /* kept for pb_engine_forward_host */
+};
+
+struct pb_tensor {
+  pb_engine *e;
+  pb_tensor_role role;
+  size_t bytes;
+  void *ptr;
+};
+
+extern const pb__engine_vtable pb__onednn_backend;
+
+/* Builds an engine from a graph made elsewhere (tests build small ones); takes ownership of g.
+ * params must already be checked; vt NULL: the first backend. */
+int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable *vt,
+                         pb__graph *g, pb_engine **out, struct pb_error *err);
+/* oneDNN matmul peak (onednn.c). */
+int pb__onednn_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
+                           struct pb_error *err);
+
+#endif

@@ -1,0 +1,81 @@
+/* Helpers the OME-Arrow backends (ome-parquet, duckdb, oa-dataset) share: a DuckDB session,
+ * SQL quoting, reading and writing DuckDB vectors, leaf codecs and a spool file. Internal. */
+#ifndef PB_OA_COMMON_H
+#define PB_OA_COMMON_H
+
+#include <duckdb.h>
+#include <stdint.h>
+
+#include "formats/format_internal.h"
+
+/** One DuckDB instance and one connection on it. */
+typedef struct pb__oa_db {
+  duckdb_database db;
+  duckdb_connection con;
+} pb__oa_db;
+
+/** Opens path (NULL: in memory) with one thread; read_only for existing database files. */
+int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err);
+void pb__oa_db_close(pb__oa_db *d);
+/** Runs sql, discarding any result; errors carry DuckDB's message prefixed by what. */
+int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error *err);
+/** Writes s as a single-quoted SQL literal ('' for ') into buf. PB_EINVAL when too long. */
+int pb__oa_quote(char *buf, size_t size, const char *s);
+/** The logical type that the SQL type text names (caller destroys it). */
+int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
+                struct pb_error *err);
+
+/* ---- vectors ------------------------------------------------------------------------------ */
+void pb__oa_set_str(duckdb_vector v, idx_t row, const char *s);
+void pb__oa_set_null(duckdb_vector v, idx_t row);
+void pb__oa_set_i16(duckdb_vector v, idx_t row, int16_t x);
+void pb__oa_set_i32(duckdb_vector v, idx_t row, int32_t x);
+void pb__oa_set_i64(duckdb_vector v, idx_t row, int64_t x);
+void pb__oa_set_u32(duckdb_vector v, idx_t row, uint32_t x);
+void pb__oa_set_f32(duckdb_vector v, idx_t row, float x);
+/** Makes row of list vector v a list of n new entries; returns the first entry's index in the
+ * child vector (whose capacity it grows). */
+idx_t pb__oa_list_append(duckdb_vector v, idx_t row, idx_t n);
+
+int pb__oa_valid(duckdb_vector v, idx_t row);
+/** Copies a VARCHAR/BLOB into buf (truncated, NUL-terminated); "" when NULL. */
+void pb__oa_get_str(duckdb_vector v, idx_t row, char *buf, size_t size);
+/** Pointer and length of a VARCHAR/BLOB value (valid while the chunk lives); NULL when NULL. */
+const char *pb__oa_get_blob(duckdb_vector v, idx_t row, size_t *len);
+/** Integer of any integer type, and float of FLOAT/DOUBLE; def when NULL or another type. */
+int64_t pb__oa_get_int(duckdb_vector v, idx_t row, int64_t def);
+double pb__oa_get_real(duckdb_vector v, idx_t row, double def);
+/** Index of the struct field called name in a STRUCT vector's type, or -1. */
+int pb__oa_field(duckdb_vector v, const char *name);
+/** The DuckDB type of each pipebench dtype (USMALLINT for uint16, ...). */
+duckdb_type pb__oa_dtype_duck(pb_dtype d);
+const char *pb__oa_dtype_sql(pb_dtype d);
+
+/* ---- leaf codecs (byte variant) ----------------------------------------------------------- */
+/** "none", "zstd" or "lz4"; PB_EINVAL otherwise. */
+int pb__oa_codec_check(const char *name, struct pb_error *err);
+/** Compresses n bytes into a malloc'd *out. lz4: a block after a 4-byte little-endian size. */
+int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void **out,
+                  size_t *out_n, struct pb_error *err);
+/** Decompresses exactly dst_n bytes; lz4 accepts a size-prefixed block, a bare block or an
+ * LZ4 frame. On failure returns PB_ECODEC with the codec's message in err. */
+int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
+                  struct pb_error *err);
+
+/* ---- spool: a temporary file that collects encoded pixels until finish -------------------- */
+typedef struct pb__oa_spool {
+  int fd;
+  int64_t size;
+  char path[4200];
+} pb__oa_spool;
+int pb__oa_spool_open(pb__oa_spool *s, const char *near_path, struct pb_error *err);
+/** Appends n bytes; *off receives where they start. */
+int pb__oa_spool_write(pb__oa_spool *s, const void *p, size_t n, int64_t *off,
+                       struct pb_error *err);
+int pb__oa_spool_read(pb__oa_spool *s, int64_t off, void *p, size_t n);
+void pb__oa_spool_close(pb__oa_spool *s);
+
+/** OME pixel type names: uint8 uint16 uint32 int16 float double. */
+const char *pb__oa_ome_type(pb_dtype d);
+
+#endif

@@ -1,0 +1,1049 @@
+/* OME-Arrow tables: one image per row in a column `ome_arrow` holding the OME-Arrow nested
+ * struct. Two containers share this code: a Parquet file (`ome-parquet`) and a table `images`
+ * inside a DuckDB database file (`duckdb`). See docs/format-ome-arrow.md. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/arrow/oa_common.h"
+
+enum { OT_PARQUET = 0, OT_DUCKDB = 1 };
+enum { OT_NUMERIC = 0, OT_BYTES = 1 };
+
+#define OT_VERSION "pipebench-0.1.0"
+
+/* ---- the nested type ------------------------------------------------------------------------
+ * Field order follows ome-arrow.md; writers fill fields by these indexes. */
+enum { F_TYPE, F_VERSION, F_ID, F_NAME, F_IMAGE_TYPE, F_ACQ, F_PIXELS_META, F_CHUNK_GRID,
+       F_CHUNKS, F_PLANES, F_MASKS };
+enum { PM_DIM_ORDER, PM_TYPE, PM_SX, PM_SY, PM_SZ, PM_SC, PM_ST, PM_PHX, PM_PHY, PM_PHZ,
+       PM_UX, PM_UY, PM_UZ, PM_CHANNELS };
+
+static void ome_type_sql(char *buf, size_t size, int variant, pb_dtype dtype) {
+  const char *px = variant == OT_NUMERIC ? pb__oa_dtype_sql(dtype) : "USMALLINT";
+  char chunk_tail[96];
+  if (variant == OT_NUMERIC)
+    snprintf(chunk_tail, sizeof chunk_tail, "pixels %s[]", px);
+  else
+    snprintf(chunk_tail, sizeof chunk_tail, "dtype VARCHAR, compression VARCHAR, pixel_bytes BLOB");
+  snprintf(buf, size,
+           "STRUCT(\"type\" VARCHAR, \"version\" VARCHAR, id VARCHAR, \"name\" VARCHAR, "
+           "image_type VARCHAR, acquisition_datetime TIMESTAMP, "
+           "pixels_meta STRUCT(dimension_order VARCHAR, \"type\" VARCHAR, size_x INTEGER, "
+           "size_y INTEGER, size_z INTEGER, size_c SMALLINT, size_t INTEGER, "
+           "physical_size_x FLOAT, physical_size_y FLOAT, physical_size_z FLOAT, "
+           "physical_size_x_unit VARCHAR, physical_size_y_unit VARCHAR, "
+           "physical_size_z_unit VARCHAR, channels STRUCT(id VARCHAR, \"name\" VARCHAR, "
+           "emission_um FLOAT, excitation_um FLOAT, illumination VARCHAR, "
+           "color_rgba UINTEGER)[]), "
+           "chunk_grid STRUCT(\"order\" VARCHAR, chunk_t INTEGER, chunk_c SMALLINT, "
+           "chunk_z INTEGER, chunk_y INTEGER, chunk_x INTEGER, chunk_order VARCHAR), "
+           "chunks STRUCT(t INTEGER, c SMALLINT, z INTEGER, y INTEGER, x INTEGER, "
+           "shape_z INTEGER, shape_y INTEGER, shape_x INTEGER, %s)[], "
+           "planes STRUCT(z INTEGER, t INTEGER, c SMALLINT, pixels %s[])[], "
+           "masks \"NULL\")",
+           chunk_tail, px);
+}
+
+/* ======================================= writer ============================================ */
+
+typedef struct ot_chunk {
+  int64_t off;
+  size_t len;
+  int32_t t, z, y, x, sz, sy, sx;
+  int16_t c;
+} ot_chunk;
+
+typedef struct ot_image {
+  pb_image_meta meta;
+  int64_t off;         /* numeric: where the raw image starts in the spool */
+  size_t first, n;     /* bytes: its chunks */
+  int64_t cshape[3];   /* bytes: chunk z, y, x */
+} ot_image;
+
+typedef struct ot_writer {
+  int kind, variant;
+  char path[4096], tmp[4200];
+  char codec[8];
+  int level;
+  char pq_codec[24];
+  int64_t chunk[PB_NDIM];
+  int64_t rg_rows;
+  pb_dtype dtype;
+  pb__oa_spool spool;
+  ot_image *images;
+  size_t n_images, cap_images;
+  ot_chunk *chunks;
+  size_t n_chunks, cap_chunks;
+  /* state of the table function that feeds DuckDB at finish */
+  size_t next;
+  idx_t per_chunk;
+  void *scratch;
+  size_t scratch_n;
+  int finished;
+} ot_writer;
+
+static int grow(void **p, size_t *cap, size_t need, size_t esize) {
+  if (need <= *cap) return PB_OK;
+  size_t n = *cap ? *cap * 2 : 64;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, n * esize);
+  if (q == NULL) return PB_ENOMEM;
+  *p = q;
+  *cap = n;
+  return PB_OK;
+}
+
+static int scratch_need(ot_writer *w, size_t n) {
+  if (n <= w->scratch_n) return PB_OK;
+  void *p = realloc(w->scratch, n);
+  if (p == NULL) return PB_ENOMEM;
+  w->scratch = p;
+  w->scratch_n = n;
+  return PB_OK;
+}
+
+static int ot_writer_open_kind(int kind, const char *path, const pb_write_params *params,
+                               void **wstate, struct pb_error *err) {
+  ot_writer *w = calloc(1, sizeof *w);
+  if (w == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  w->kind = kind;
+  w->spool.fd = -1;
+  snprintf(w->path, sizeof w->path, "%s", path);
+  snprintf(w->codec, sizeof w->codec, "%s", params->compression ? params->compression : "none");
+  w->level = params->level;
+  for (int k = 0; k < PB_NDIM; k++) w->chunk[k] = params->chunk[k];
+  char v[64];
+  int rc = PB_OK;
+  if (pb__oa_codec_check(w->codec, err) != PB_OK) {
+    rc = PB_EINVAL;
+    goto fail;
+  }
+  w->variant = strcmp(w->codec, "none") == 0 ? OT_NUMERIC : OT_BYTES;
+  if (pb__opt_get(params->options, "variant", v, sizeof v)) {
+    if (strcmp(v, "numeric") == 0) w->variant = OT_NUMERIC;
+    else if (strcmp(v, "bytes") == 0) w->variant = OT_BYTES;
+    else {
+      rc = pb_error_set(err, PB_EINVAL, "option variant=%s: use numeric or bytes", v);
+      goto fail;
+    }
+  }
+  if (w->variant == OT_NUMERIC && strcmp(w->codec, "none") != 0) {
+    rc = pb_error_set(err, PB_EINVAL,
+                      "leaf compression '%s' needs variant=bytes (the numeric variant stores "
+                      "plain lists; use parquet_codec= for Parquet's own compression)",
+                      w->codec);
+    goto fail;
+  }
+  snprintf(w->pq_codec, sizeof w->pq_codec, "zstd");
+  if (pb__opt_get(params->options, "parquet_codec", v, sizeof v)) {
+    if (strcmp(v, "zstd") != 0 && strcmp(v, "snappy") != 0 && strcmp(v, "uncompressed") != 0 &&
+        strcmp(v, "lz4_raw") != 0 && strcmp(v, "gzip") != 0) {
+      rc = pb_error_set(err, PB_EINVAL,
+                        "option parquet_codec=%s: use zstd, snappy, lz4_raw, gzip or uncompressed",
+                        v);
+      goto fail;
+    }
+    snprintf(w->pq_codec, sizeof w->pq_codec, "%.23s", v);
+  }
+  if (pb__opt_get(params->options, "row_group_rows", v, sizeof v)) {
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 2048) {
+      rc = pb_error_set(err, PB_EINVAL, "option row_group_rows=%s: use 1..2048", v);
+      goto fail;
+    }
+    w->rg_rows = n;
+  }
+  pb__temp_sibling(path, w->tmp, sizeof w->tmp);
+  rc = pb__oa_spool_open(&w->spool, path, err);
+  if (rc != PB_OK) goto fail;
+  *wstate = w;
+  return PB_OK;
+fail:
+  free(w);
+  return rc;
+}
+
+static int ot_writer_open_parquet(const char *path, const pb_write_params *params, void **ws,
+                                  struct pb_error *err) {
+  return ot_writer_open_kind(OT_PARQUET, path, params, ws, err);
+}
+static int ot_writer_open_duckdb(const char *path, const pb_write_params *params, void **ws,
+                                 struct pb_error *err) {
+  return ot_writer_open_kind(OT_DUCKDB, path, params, ws, err);
+}
+
+static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels,
+                         struct pb_error *err) {
+  ot_writer *w = ws;
+  if (meta->shape[PB_C] > 32767 || meta->shape[PB_T] > INT32_MAX || meta->shape[PB_Z] > INT32_MAX ||
+      meta->shape[PB_Y] > INT32_MAX || meta->shape[PB_X] > INT32_MAX)
+    return pb_error_set(err, PB_EINVAL, "%s: image '%s' is too large for OME-Arrow's int fields",
+                        w->path, meta->name);
+  if (w->variant == OT_NUMERIC) {
+    if (w->n_images == 0) w->dtype = meta->dtype;
+    else if (meta->dtype != w->dtype)
+      return pb_error_set(err, PB_EINVAL,
+                          "%s: image %zu ('%s') is %s but the numeric variant's pixel lists "
+                          "are %s (one type per column); use variant=bytes for mixed types",
+                          w->path, w->n_images, meta->name, pb_dtype_name(meta->dtype),
+                          pb_dtype_name(w->dtype));
+  }
+  if (grow((void **)&w->images, &w->cap_images, w->n_images + 1, sizeof *w->images) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  ot_image *im = &w->images[w->n_images];
+  memset(im, 0, sizeof *im);
+  im->meta = *meta;
+  size_t es = pb_dtype_size(meta->dtype);
+  if (w->variant == OT_NUMERIC) {
+    PB_RETURN_NOT_OK(pb__oa_spool_write(&w->spool, pixels, pb_image_bytes(meta), &im->off, err));
+    w->n_images++;
+    return PB_OK;
+  }
+  /* Byte variant: one chunk per (t, c) and box of (z, y, x), default (1, 512, 512). */
+  static const int64_t defaults[3] = {1, 512, 512};
+  for (int k = 0; k < 3; k++) {
+    int64_t v = w->chunk[PB_Z + k] > 0 ? w->chunk[PB_Z + k] : defaults[k];
+    im->cshape[k] = v < meta->shape[PB_Z + k] ? v : meta->shape[PB_Z + k];
+  }
+  im->first = w->n_chunks;
+  size_t max_chunk = (size_t)(im->cshape[0] * im->cshape[1] * im->cshape[2]) * es;
+  if (scratch_need(w, max_chunk) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int64_t t = 0; t < meta->shape[PB_T]; t++)
+    for (int64_t c = 0; c < meta->shape[PB_C]; c++)
+      for (int64_t z = 0; z < meta->shape[PB_Z]; z += im->cshape[0])
+        for (int64_t y = 0; y < meta->shape[PB_Y]; y += im->cshape[1])
+          for (int64_t x = 0; x < meta->shape[PB_X]; x += im->cshape[2]) {
+            int64_t org[PB_NDIM] = {t, c, z, y, x}, shp[PB_NDIM] = {1, 1, 0, 0, 0};
+            for (int k = 0; k < 3; k++) {
+              int64_t rest = meta->shape[PB_Z + k] - org[PB_Z + k];
+              shp[PB_Z + k] = rest < im->cshape[k] ? rest : im->cshape[k];
+            }
+            int64_t zero[PB_NDIM] = {0, 0, 0, 0, 0};
+            pb__copy_box(w->scratch, org, shp, pixels, zero, meta->shape, es);
+            size_t raw = (size_t)(shp[2] * shp[3] * shp[4]) * es;
+            void *enc;
+            size_t enc_n;
+            int rc = pb__oa_encode(w->codec, w->level, w->scratch, raw, &enc, &enc_n, err);
+            if (rc != PB_OK) return rc;
+            if (grow((void **)&w->chunks, &w->cap_chunks, w->n_chunks + 1, sizeof *w->chunks)) {
+              free(enc);
+              return pb_error_set(err, PB_ENOMEM, "out of memory");
+            }
+            ot_chunk *ch = &w->chunks[w->n_chunks];
+            rc = pb__oa_spool_write(&w->spool, enc, enc_n, &ch->off, err);
+            free(enc);
+            if (rc != PB_OK) return rc;
+            ch->len = enc_n;
+            ch->t = (int32_t)t;
+            ch->c = (int16_t)c;
+            ch->z = (int32_t)z;
+            ch->y = (int32_t)y;
+            ch->x = (int32_t)x;
+            ch->sz = (int32_t)shp[2];
+            ch->sy = (int32_t)shp[3];
+            ch->sx = (int32_t)shp[4];
+            w->n_chunks++;
+          }
+  im->n = w->n_chunks - im->first;
+  w->n_images++;
+  return PB_OK;
+}
+
+static void fill_meta(duckdb_vector pm, idx_t row, const pb_image_meta *m) {
+  pb__oa_set_str(duckdb_struct_vector_get_child(pm, PM_DIM_ORDER), row,
+                 m->shape[PB_Z] == 1 ? "XYCT" : "XYZCT");
+  pb__oa_set_str(duckdb_struct_vector_get_child(pm, PM_TYPE), row, pb__oa_ome_type(m->dtype));
+  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_SX), row, (int32_t)m->shape[PB_X]);
+  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_SY), row, (int32_t)m->shape[PB_Y]);
+  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_SZ), row, (int32_t)m->shape[PB_Z]);
+  pb__oa_set_i16(duckdb_struct_vector_get_child(pm, PM_SC), row, (int16_t)m->shape[PB_C]);
+  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_ST), row, (int32_t)m->shape[PB_T]);
+  for (int k = 0; k < 3; k++) {
+    duckdb_vector ps = duckdb_struct_vector_get_child(pm, (idx_t)(PM_PHX + k));
+    duckdb_vector pu = duckdb_struct_vector_get_child(pm, (idx_t)(PM_UX + k));
+    if (m->physical_size[k] > 0) pb__oa_set_f32(ps, row, (float)m->physical_size[k]);
+    else pb__oa_set_null(ps, row);
+    if (m->physical_unit[k][0] != '\0') pb__oa_set_str(pu, row, m->physical_unit[k]);
+    else pb__oa_set_null(pu, row);
+  }
+  duckdb_vector chl = duckdb_struct_vector_get_child(pm, PM_CHANNELS);
+  int nch = m->n_channels < 0 ? 0 : (m->n_channels > PB_MAX_CHANNELS ? PB_MAX_CHANNELS : m->n_channels);
+  idx_t at = pb__oa_list_append(chl, row, (idx_t)nch);
+  duckdb_vector cs = duckdb_list_vector_get_child(chl);
+  for (int i = 0; i < nch; i++) {
+    const pb_channel *c = &m->channels[i];
+    idx_t r = at + (idx_t)i;
+    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 0), r, c->id);
+    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 1), r, c->name);
+    pb__oa_set_f32(duckdb_struct_vector_get_child(cs, 2), r, c->emission_um);
+    pb__oa_set_f32(duckdb_struct_vector_get_child(cs, 3), r, c->excitation_um);
+    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 4), r, c->illumination);
+    pb__oa_set_u32(duckdb_struct_vector_get_child(cs, 5), r, c->color_rgba);
+  }
+}
+
+/* Fills row `row` of the ome_arrow vector with image im. Returns 0 or an errno-style code. */
+static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *im) {
+  const pb_image_meta *m = &im->meta;
+  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_TYPE), row, "ome.arrow");
+  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_VERSION), row, OT_VERSION);
+  char id[80];
+  if (m->id[0] != '\0') snprintf(id, sizeof id, "%s", m->id);
+  else snprintf(id, sizeof id, "img_%05zu", (size_t)(im - w->images));
+  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_ID), row, id);
+  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_NAME), row, m->name);
+  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_IMAGE_TYPE), row, "image");
+  pb__oa_set_null(duckdb_struct_vector_get_child(top, F_ACQ), row);
+  fill_meta(duckdb_struct_vector_get_child(top, F_PIXELS_META), row, m);
+  pb__oa_set_null(duckdb_struct_vector_get_child(top, F_MASKS), row);
+  duckdb_vector grid = duckdb_struct_vector_get_child(top, F_CHUNK_GRID);
+  duckdb_vector chunks = duckdb_struct_vector_get_child(top, F_CHUNKS);
+  duckdb_vector planes = duckdb_struct_vector_get_child(top, F_PLANES);
+  size_t es = pb_dtype_size(m->dtype);
+  if (w->variant == OT_NUMERIC) {
+    pb__oa_set_null(grid, row);
+    pb__oa_list_append(chunks, row, 0);
+    int64_t Y = m->shape[PB_Y], X = m->shape[PB_X];
+    idx_t np = (idx_t)(m->shape[PB_T] * m->shape[PB_C] * m->shape[PB_Z]);
+    idx_t at = pb__oa_list_append(planes, row, np);
+    duckdb_vector ps = duckdb_list_vector_get_child(planes);
+    duckdb_vector pix = duckdb_struct_vector_get_child(ps, 3);
+    idx_t pat = duckdb_list_vector_get_size(pix);
+    idx_t total = np * (idx_t)(Y * X);
+    duckdb_list_vector_reserve(pix, pat + total);
+    duckdb_list_vector_set_size(pix, pat + total);
+    unsigned char *data = duckdb_vector_get_data(duckdb_list_vector_get_child(pix));
+    /* The pixels land straight in DuckDB's child vector: one read, no per-value calls. */
+    if (pb__oa_spool_read(&w->spool, im->off, data + pat * es, (size_t)total * es) != PB_OK)
+      return EIO;
+    duckdb_list_entry *pe = duckdb_vector_get_data(pix);
+    idx_t k = 0;
+    for (int64_t t = 0; t < m->shape[PB_T]; t++)
+      for (int64_t c = 0; c < m->shape[PB_C]; c++)
+        for (int64_t z = 0; z < m->shape[PB_Z]; z++, k++) {
+          pb__oa_set_i32(duckdb_struct_vector_get_child(ps, 0), at + k, (int32_t)z);
+          pb__oa_set_i32(duckdb_struct_vector_get_child(ps, 1), at + k, (int32_t)t);
+          pb__oa_set_i16(duckdb_struct_vector_get_child(ps, 2), at + k, (int16_t)c);
+          pe[at + k].offset = pat + k * (idx_t)(Y * X);
+          pe[at + k].length = (idx_t)(Y * X);
+        }
+    return 0;
+  }
+  pb__oa_set_str(duckdb_struct_vector_get_child(grid, 0), row, "TCZYX");
+  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 1), row, 1);
+  pb__oa_set_i16(duckdb_struct_vector_get_child(grid, 2), row, 1);
+  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 3), row, (int32_t)im->cshape[0]);
+  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 4), row, (int32_t)im->cshape[1]);
+  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 5), row, (int32_t)im->cshape[2]);
+  pb__oa_set_str(duckdb_struct_vector_get_child(grid, 6), row, "ZYX");
+  pb__oa_list_append(planes, row, 0);
+  idx_t at = pb__oa_list_append(chunks, row, (idx_t)im->n);
+  duckdb_vector cs = duckdb_list_vector_get_child(chunks);
+  for (size_t j = 0; j < im->n; j++) {
+    const ot_chunk *ch = &w->chunks[im->first + j];
+    idx_t r = at + (idx_t)j;
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 0), r, ch->t);
+    pb__oa_set_i16(duckdb_struct_vector_get_child(cs, 1), r, ch->c);
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 2), r, ch->z);
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 3), r, ch->y);
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 4), r, ch->x);
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 5), r, ch->sz);
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 6), r, ch->sy);
+    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 7), r, ch->sx);
+    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 8), r, pb_dtype_name(m->dtype));
+    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 9), r, w->codec);
+    if (scratch_need(w, ch->len > 0 ? ch->len : 1) != PB_OK) return ENOMEM;
+    if (pb__oa_spool_read(&w->spool, ch->off, w->scratch, ch->len) != PB_OK) return EIO;
+    duckdb_vector_assign_string_element_len(duckdb_struct_vector_get_child(cs, 10), r,
+                                            w->scratch, ch->len);
+  }
+  return 0;
+}
+
+/* The table function pb_ome_rows(): streams the spooled images into DuckDB, `per_chunk` rows
+ * per data chunk, so COPY's ROW_GROUP_SIZE gets row groups of exactly that many rows. */
+static void ot_init(duckdb_init_info info) { duckdb_init_set_max_threads(info, 1); }
+
+typedef struct ot_bind_ctx {
+  ot_writer *w;
+  duckdb_logical_type type;
+} ot_bind_ctx;
+
+static void ot_bind2(duckdb_bind_info info) {
+  ot_bind_ctx *ctx = duckdb_bind_get_extra_info(info);
+  duckdb_bind_add_result_column(info, "ome_arrow", ctx->type);
+  duckdb_bind_set_cardinality(info, ctx->w->n_images, true);
+}
+
+static void ot_fn2(duckdb_function_info info, duckdb_data_chunk out) {
+  ot_bind_ctx *ctx = duckdb_function_get_extra_info(info);
+  ot_writer *w = ctx->w;
+  duckdb_vector top = duckdb_data_chunk_get_vector(out, 0);
+  idx_t n = 0;
+  while (n < w->per_chunk && w->next < w->n_images) {
+    int rc = fill_row(w, top, n, &w->images[w->next]);
+    if (rc != 0) {
+      char msg[4400];
+      snprintf(msg, sizeof msg, "%.4200s: image %zu: cannot read back spooled pixels (%s)",
+               w->spool.path, w->next, strerror(rc));
+      duckdb_function_set_error(info, msg);
+      return;
+    }
+    n++;
+    w->next++;
+  }
+  duckdb_data_chunk_set_size(out, n);
+}
+
+static int register_rows_fn(pb__oa_db *db, ot_bind_ctx *ctx, struct pb_error *err) {
+  duckdb_table_function f = duckdb_create_table_function();
+  duckdb_table_function_set_name(f, "pb_ome_rows");
+  duckdb_table_function_set_extra_info(f, ctx, NULL);
+  duckdb_table_function_set_bind(f, ot_bind2);
+  duckdb_table_function_set_init(f, ot_init);
+  duckdb_table_function_set_function(f, ot_fn2);
+  duckdb_state st = duckdb_register_table_function(db->con, f);
+  duckdb_destroy_table_function(&f);
+  if (st != DuckDBSuccess)
+    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot register the row source");
+  return PB_OK;
+}
+
+static int ot_writer_finish(void *ws, struct pb_error *err) {
+  ot_writer *w = ws;
+  if (w->n_images == 0)
+    return pb_error_set(err, PB_EINVAL, "%s: no images were added", w->path);
+  char type_sql[3072];
+  ome_type_sql(type_sql, sizeof type_sql, w->variant, w->dtype);
+  pb__oa_db db;
+  int rc = pb__oa_db_open(&db, w->kind == OT_DUCKDB ? w->tmp : NULL, 0, err);
+  if (rc != PB_OK) return rc;
+  ot_bind_ctx ctx = {w, NULL};
+  rc = pb__oa_type(&db, type_sql, &ctx.type, err);
+  if (rc != PB_OK) goto done;
+  rc = register_rows_fn(&db, &ctx, err);
+  if (rc != PB_OK) goto done;
+  w->next = 0;
+  char sql[8600 + 1024], qpath[8600];
+  if (w->kind == OT_PARQUET) {
+    size_t ib = pb_image_bytes(&w->images[0].meta);
+    int64_t rows = w->rg_rows;
+    if (rows == 0) { /* about 1 MiB of pixels per row group: one row read touches little */
+      rows = ib > 0 ? (int64_t)((1u << 20) / ib) : 1;
+      if (rows < 1) rows = 1;
+      if (rows > 2048) rows = 2048;
+    }
+    w->per_chunk = (idx_t)rows;
+    if (pb__oa_quote(qpath, sizeof qpath, w->tmp) != PB_OK) {
+      rc = pb_error_set(err, PB_EINVAL, "%s: path too long", w->path);
+      goto done;
+    }
+    char level[48] = "";
+    if (w->level != 0 && strcmp(w->pq_codec, "zstd") == 0)
+      snprintf(level, sizeof level, ", COMPRESSION_LEVEL %d", w->level);
+    snprintf(sql, sizeof sql,
+             "COPY (SELECT ome_arrow FROM pb_ome_rows()) TO %s (FORMAT parquet, "
+             "COMPRESSION %s%s, ROW_GROUP_SIZE %lld, KV_METADATA {'ome.arrow.type': "
+             "'ome.arrow', 'ome.arrow.version': '%s', 'ome.arrow.variant': '%s', "
+             "'ome.arrow.column': 'ome_arrow'})",
+             qpath, w->pq_codec, level, (long long)rows, OT_VERSION,
+             w->variant == OT_NUMERIC ? "numeric" : "bytes");
+    rc = pb__oa_exec(&db, sql, w->path, err);
+  } else {
+    w->per_chunk = 64;
+    rc = pb__oa_exec(&db, "CREATE TABLE images AS SELECT ome_arrow FROM pb_ome_rows()", w->path,
+                     err);
+    if (rc == PB_OK) rc = pb__oa_exec(&db, "CHECKPOINT", w->path, err);
+  }
+done:
+  if (ctx.type != NULL) duckdb_destroy_logical_type(&ctx.type);
+  pb__oa_db_close(&db);
+  if (rc != PB_OK) return rc;
+  if (rename(w->tmp, w->path) != 0)
+    return pb_error_set(err, -errno, "%s: cannot move %s into place: %s", w->path, w->tmp,
+                        strerror(errno));
+  w->finished = 1;
+  pb__oa_spool_close(&w->spool);
+  return PB_OK;
+}
+
+static void ot_writer_free(void *ws) {
+  ot_writer *w = ws;
+  if (w == NULL) return;
+  pb__oa_spool_close(&w->spool);
+  if (!w->finished) {
+    unlink(w->tmp);
+    char wal[4300];
+    snprintf(wal, sizeof wal, "%s.wal", w->tmp);
+    unlink(wal);
+  }
+  free(w->images);
+  free(w->chunks);
+  free(w->scratch);
+  free(w);
+}
+
+/* ======================================= reader ============================================ */
+
+typedef struct ot_img {
+  char *name, *id;
+  pb_dtype dtype;
+  int64_t shape[PB_NDIM];
+  int64_t key;   /* file_row_number (Parquet) or rowid (DuckDB table) */
+  size_t extra;  /* physical sizes and channels, shared by runs of equal images */
+} ot_img;
+
+typedef struct ot_reader {
+  int kind;
+  char path[4096];
+  pb__oa_db db;
+  duckdb_prepared_statement st;
+  ot_img *imgs;
+  int64_t n;
+  size_t cap;
+  pb_image_meta *extras;
+  size_t n_extras, cap_extras;
+} ot_reader;
+
+static void ot_close(void *state) {
+  ot_reader *r = state;
+  if (r == NULL) return;
+  if (r->st != NULL) duckdb_destroy_prepare(&r->st);
+  pb__oa_db_close(&r->db);
+  for (int64_t i = 0; i < r->n; i++) {
+    free(r->imgs[i].name);
+    free(r->imgs[i].id);
+  }
+  free(r->imgs);
+  free(r->extras);
+  free(r);
+}
+
+static int query_err(duckdb_result *res, int code, struct pb_error *err, const char *path,
+                     const char *what) {
+  const char *m = duckdb_result_error(res);
+  int rc = pb_error_set(err, code, "%s: %s: %s", path, what, m ? m : "DuckDB error");
+  duckdb_destroy_result(res);
+  return rc;
+}
+
+/* Finds the OME-Arrow column: `ome_arrow` if present, else the first STRUCT column with a
+ * pixels_meta field. table/col receive the names; has_* tell which fields exist. */
+static int find_column(ot_reader *r, char *table, size_t tsize, char *col, size_t csize,
+                       int *has_chunks, int *has_planes, struct pb_error *err) {
+  char sql[8600], q[8400];
+  if (r->kind == OT_PARQUET) {
+    if (pb__oa_quote(q, sizeof q, r->path) != PB_OK)
+      return pb_error_set(err, PB_EINVAL, "%s: path too long", r->path);
+    snprintf(sql, sizeof sql,
+             "SELECT '' AS t, column_name, column_type FROM (DESCRIBE SELECT * FROM "
+             "read_parquet(%s))",
+             q);
+  } else {
+    snprintf(sql, sizeof sql,
+             "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE "
+             "database_name = current_database() ORDER BY table_name <> 'images', column_index");
+  }
+  duckdb_result res;
+  if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess)
+    return query_err(&res, PB_EFORMAT, err, r->path, "cannot read it as OME-Arrow");
+  int found = 0;
+  idx_t rows = duckdb_row_count(&res);
+  for (int pass = 0; pass < 2 && !found; pass++) {
+    for (idx_t i = 0; i < rows && !found; i++) {
+      char *t = duckdb_value_varchar(&res, 0, i), *c = duckdb_value_varchar(&res, 1, i),
+           *ty = duckdb_value_varchar(&res, 2, i);
+      int ok = c != NULL && ty != NULL && strncmp(ty, "STRUCT(", 7) == 0 &&
+               strstr(ty, "pixels_meta STRUCT(") != NULL &&
+               (pass == 1 || strcmp(c, "ome_arrow") == 0);
+      if (ok) {
+        snprintf(table, tsize, "%s", t ? t : "");
+        snprintf(col, csize, "%s", c);
+        *has_chunks = strstr(ty, " chunks STRUCT(") != NULL;
+        *has_planes = strstr(ty, " planes STRUCT(") != NULL;
+        found = 1;
+      }
+      duckdb_free(t);
+      duckdb_free(c);
+      duckdb_free(ty);
+    }
+  }
+  duckdb_destroy_result(&res);
+  if (!found)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: no OME-Arrow column (a STRUCT column with pixels_meta, normally "
+                        "named ome_arrow)",
+                        r->path);
+  if (!*has_chunks && !*has_planes)
+    return pb_error_set(err, PB_EFORMAT, "%s: column %s has neither planes nor chunks", r->path,
+                        col);
+  return PB_OK;
+}
+
+static void read_meta_row(duckdb_vector pm, idx_t row, pb_image_meta *m, char *dtype_name,
+                          size_t dn) {
+  int f;
+#define PM_INT(name, dst) \
+  if ((f = pb__oa_field(pm, name)) >= 0) dst = pb__oa_get_int(duckdb_struct_vector_get_child(pm, (idx_t)f), row, 0)
+  PM_INT("size_t", m->shape[PB_T]);
+  PM_INT("size_c", m->shape[PB_C]);
+  PM_INT("size_z", m->shape[PB_Z]);
+  PM_INT("size_y", m->shape[PB_Y]);
+  PM_INT("size_x", m->shape[PB_X]);
+#undef PM_INT
+  dtype_name[0] = '\0';
+  if ((f = pb__oa_field(pm, "type")) >= 0)
+    pb__oa_get_str(duckdb_struct_vector_get_child(pm, (idx_t)f), row, dtype_name, dn);
+  static const char *const ps[3] = {"physical_size_x", "physical_size_y", "physical_size_z"};
+  static const char *const pu[3] = {"physical_size_x_unit", "physical_size_y_unit",
+                                    "physical_size_z_unit"};
+  for (int k = 0; k < 3; k++) {
+    if ((f = pb__oa_field(pm, ps[k])) >= 0)
+      m->physical_size[k] = pb__oa_get_real(duckdb_struct_vector_get_child(pm, (idx_t)f), row, 0);
+    if ((f = pb__oa_field(pm, pu[k])) >= 0)
+      pb__oa_get_str(duckdb_struct_vector_get_child(pm, (idx_t)f), row, m->physical_unit[k],
+                     sizeof m->physical_unit[k]);
+  }
+  if ((f = pb__oa_field(pm, "channels")) < 0) return;
+  duckdb_vector cl = duckdb_struct_vector_get_child(pm, (idx_t)f);
+  if (!pb__oa_valid(cl, row)) return;
+  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(cl))[row];
+  duckdb_vector cs = duckdb_list_vector_get_child(cl);
+  int fid = pb__oa_field(cs, "id"), fname = pb__oa_field(cs, "name"),
+      fem = pb__oa_field(cs, "emission_um"), fex = pb__oa_field(cs, "excitation_um"),
+      fil = pb__oa_field(cs, "illumination"), fco = pb__oa_field(cs, "color_rgba");
+  for (idx_t j = 0; j < e.length && m->n_channels < PB_MAX_CHANNELS; j++) {
+    idx_t k = e.offset + j;
+    pb_channel *c = &m->channels[m->n_channels++];
+    if (fid >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fid), k, c->id, sizeof c->id);
+    if (fname >= 0)
+      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fname), k, c->name, sizeof c->name);
+    if (fem >= 0) c->emission_um = (float)pb__oa_get_real(duckdb_struct_vector_get_child(cs, (idx_t)fem), k, 0);
+    if (fex >= 0)
+      c->excitation_um = (float)pb__oa_get_real(duckdb_struct_vector_get_child(cs, (idx_t)fex), k, 0);
+    if (fil >= 0)
+      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fil), k, c->illumination,
+                     sizeof c->illumination);
+    if (fco >= 0)
+      c->color_rgba = (uint32_t)pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)fco), k, 0);
+  }
+}
+
+static char *dup_str(duckdb_vector v, idx_t row) {
+  size_t n;
+  const char *p = pb__oa_get_blob(v, row, &n);
+  char *s = malloc(n + 1);
+  if (s == NULL) return NULL;
+  if (n > 0) memcpy(s, p, n);
+  s[n] = '\0';
+  return s;
+}
+
+static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_error *err) {
+  if (grow((void **)&r->imgs, &r->cap, (size_t)r->n + 1, sizeof *r->imgs) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb_image_meta m;
+  memset(&m, 0, sizeof m);
+  char dname[32];
+  ot_img *im = &r->imgs[r->n];
+  memset(im, 0, sizeof *im);
+  im->key = pb__oa_get_int(duckdb_data_chunk_get_vector(ch, 0), row, -1);
+  im->id = dup_str(duckdb_data_chunk_get_vector(ch, 1), row);
+  im->name = dup_str(duckdb_data_chunk_get_vector(ch, 2), row);
+  r->n++; /* counted now so close() frees the strings even on the errors below */
+  if (im->id == NULL || im->name == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  duckdb_vector pm = duckdb_data_chunk_get_vector(ch, 3);
+  if (!pb__oa_valid(pm, row))
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld has no pixels_meta", r->path,
+                        (long long)(r->n - 1));
+  read_meta_row(pm, row, &m, dname, sizeof dname);
+  if (pb_dtype_parse(dname, &im->dtype) != PB_OK)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: unknown pixel type '%s'", r->path,
+                        (long long)(r->n - 1), dname);
+  for (int k = 0; k < PB_NDIM; k++) {
+    if (m.shape[k] < 1 || m.shape[k] > INT32_MAX)
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: size_%c is %lld", r->path,
+                          (long long)(r->n - 1), "tczyx"[k], (long long)m.shape[k]);
+    im->shape[k] = m.shape[k];
+  }
+  /* Physical sizes and channels are kept once per run of identical values. */
+  if (r->n_extras == 0 || memcmp(&r->extras[r->n_extras - 1].physical_size, &m.physical_size,
+                                 sizeof m - offsetof(pb_image_meta, physical_size)) != 0) {
+    if (grow((void **)&r->extras, &r->cap_extras, r->n_extras + 1, sizeof *r->extras) != PB_OK)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    r->extras[r->n_extras++] = m;
+  }
+  im->extra = r->n_extras - 1;
+  return PB_OK;
+}
+
+static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
+  ot_reader *r = calloc(1, sizeof *r);
+  if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  r->kind = kind;
+  snprintf(r->path, sizeof r->path, "%s", path);
+  int rc = pb__oa_db_open(&r->db, kind == OT_DUCKDB ? path : NULL, 1, err);
+  if (rc != PB_OK) {
+    free(r);
+    return rc;
+  }
+  char table[256], col[256], src[8600], q[8400], sql[9800], key[32];
+  int has_chunks = 0, has_planes = 0;
+  rc = find_column(r, table, sizeof table, col, sizeof col, &has_chunks, &has_planes, err);
+  if (rc != PB_OK) goto fail;
+  if (strchr(col, '"') != NULL || strchr(table, '"') != NULL) {
+    rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: column or table name with '\"'", path);
+    goto fail;
+  }
+  if (kind == OT_PARQUET) {
+    pb__oa_quote(q, sizeof q, path);
+    snprintf(src, sizeof src, "read_parquet(%s)", q);
+    snprintf(key, sizeof key, "file_row_number");
+  } else {
+    snprintf(src, sizeof src, "\"%s\"", table);
+    snprintf(key, sizeof key, "rowid");
+  }
+  snprintf(sql, sizeof sql,
+           "SELECT %s, struct_extract(\"%s\", 'id'), struct_extract(\"%s\", 'name'), "
+           "struct_extract(\"%s\", 'pixels_meta') FROM %s ORDER BY 1",
+           key, col, col, col, src);
+  duckdb_result res;
+  if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess) {
+    rc = query_err(&res, PB_EFORMAT, err, path, "cannot read OME-Arrow metadata");
+    goto fail;
+  }
+  for (;;) {
+    duckdb_data_chunk ch = duckdb_fetch_chunk(res);
+    if (ch == NULL) break;
+    idx_t n = duckdb_data_chunk_get_size(ch);
+    for (idx_t i = 0; i < n && rc == PB_OK; i++) rc = add_image(r, ch, i, err);
+    duckdb_destroy_data_chunk(&ch);
+    if (rc != PB_OK) break;
+  }
+  if (rc == PB_OK && duckdb_result_error(&res) != NULL)
+    rc = pb_error_set(err, PB_EFORMAT, "%s: %s", path, duckdb_result_error(&res));
+  duckdb_destroy_result(&res);
+  if (rc != PB_OK) goto fail;
+  snprintf(sql, sizeof sql, "SELECT %s%s%s, %s%s%s FROM %s WHERE %s = $1",
+           has_chunks ? "struct_extract(\"" : "NULL", has_chunks ? col : "",
+           has_chunks ? "\", 'chunks')" : "", has_planes ? "struct_extract(\"" : "NULL",
+           has_planes ? col : "", has_planes ? "\", 'planes')" : "", src, key);
+  if (duckdb_prepare(r->db.con, sql, &r->st) != DuckDBSuccess) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: cannot prepare the pixel query: %s", path,
+                      duckdb_prepare_error(r->st));
+    goto fail;
+  }
+  *state = r;
+  return PB_OK;
+fail:
+  ot_close(r);
+  return rc;
+}
+
+static int ot_open_parquet(const char *path, void **state, struct pb_error *err) {
+  return ot_open_kind(OT_PARQUET, path, state, err);
+}
+static int ot_open_duckdb(const char *path, void **state, struct pb_error *err) {
+  return ot_open_kind(OT_DUCKDB, path, state, err);
+}
+
+static int64_t ot_count(void *state) { return ((ot_reader *)state)->n; }
+
+static int ot_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *err) {
+  ot_reader *r = state;
+  (void)err;
+  const ot_img *im = &r->imgs[i];
+  *out = r->extras[im->extra];
+  snprintf(out->name, sizeof out->name, "%s", im->name);
+  snprintf(out->id, sizeof out->id, "%s", im->id);
+  out->dtype = im->dtype;
+  for (int k = 0; k < PB_NDIM; k++) out->shape[k] = im->shape[k];
+  return PB_OK;
+}
+
+static int64_t box_volume(const int64_t a0[PB_NDIM], const int64_t an[PB_NDIM],
+                          const int64_t b0[PB_NDIM], const int64_t bn[PB_NDIM]) {
+  int64_t v = 1;
+  for (int k = 0; k < PB_NDIM; k++) {
+    int64_t lo = a0[k] > b0[k] ? a0[k] : b0[k];
+    int64_t hi = a0[k] + an[k] < b0[k] + bn[k] ? a0[k] + an[k] : b0[k] + bn[k];
+    if (hi <= lo) return 0;
+    v *= hi - lo;
+  }
+  return v;
+}
+
+/* Places the byte-variant chunks of one row into the region. */
+static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector cl,
+                      const pb_region *reg, void *dst, int64_t *covered, pb_stage_times *times,
+                      struct pb_error *err) {
+  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(cl))[0];
+  duckdb_vector cs = duckdb_list_vector_get_child(cl);
+  static const char *const names[] = {"t", "c", "z", "y", "x", "shape_z", "shape_y", "shape_x",
+                                      "dtype", "compression", "pixel_bytes"};
+  int f[11];
+  for (int k = 0; k < 11; k++) {
+    f[k] = pb__oa_field(cs, names[k]);
+    if (f[k] < 0 && k != 8 && k != 9)
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: chunks have no field '%s'", r->path,
+                          (long long)i, names[k]);
+  }
+  size_t es = pb_dtype_size(im->dtype);
+  void *scratch = NULL;
+  size_t scratch_n = 0;
+  int rc = PB_OK;
+  for (idx_t j = 0; j < e.length && rc == PB_OK; j++) {
+    idx_t k = e.offset + j;
+    int64_t org[PB_NDIM], shp[PB_NDIM] = {1, 1, 0, 0, 0};
+    for (int a = 0; a < PB_NDIM; a++)
+      org[a] = pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)f[a]), k, -1);
+    for (int a = 0; a < 3; a++)
+      shp[PB_Z + a] = pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)f[5 + a]), k, -1);
+    for (int a = 0; a < PB_NDIM; a++)
+      if (org[a] < 0 || shp[a] < 1 || org[a] + shp[a] > im->shape[a]) {
+        rc = pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, chunk %llu: box at %c=%lld size %lld lies outside "
+                          "the image",
+                          r->path, (long long)i, (unsigned long long)j, "TCZYX"[a],
+                          (long long)org[a], (long long)shp[a]);
+        break;
+      }
+    if (rc != PB_OK) break;
+    int64_t vol = box_volume(org, shp, reg->start, reg->count);
+    if (vol == 0) continue;
+    char codec[16] = "none", dname[16] = "";
+    if (f[9] >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[9]), k, codec, sizeof codec);
+    if (f[8] >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[8]), k, dname, sizeof dname);
+    pb_dtype cd;
+    if (dname[0] != '\0' && (pb_dtype_parse(dname, &cd) != PB_OK || cd != im->dtype)) {
+      rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld, chunk %llu: dtype '%s', image is %s",
+                        r->path, (long long)i, (unsigned long long)j, dname,
+                        pb_dtype_name(im->dtype));
+      break;
+    }
+    size_t blen;
+    const char *b = pb__oa_get_blob(duckdb_struct_vector_get_child(cs, (idx_t)f[10]), k, &blen);
+    size_t raw = (size_t)(shp[2] * shp[3] * shp[4]) * es;
+    if (b == NULL) {
+      rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld, chunk %llu: pixel_bytes is NULL",
+                        r->path, (long long)i, (unsigned long long)j);
+      break;
+    }
+    if (times) times->bytes_read += (int64_t)blen;
+    const void *src = b;
+    if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
+      if (blen != raw) {
+        rc = pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, chunk %llu: pixel_bytes holds %zu bytes, its shape "
+                          "%lldx%lldx%lld of %s needs %zu",
+                          r->path, (long long)i, (unsigned long long)j, blen, (long long)shp[2],
+                          (long long)shp[3], (long long)shp[4], pb_dtype_name(im->dtype), raw);
+        break;
+      }
+    } else {
+      if (raw > scratch_n) {
+        free(scratch);
+        scratch = malloc(raw);
+        scratch_n = scratch ? raw : 0;
+        if (scratch == NULL) {
+          rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+          break;
+        }
+      }
+      int64_t t0 = pb_now_ns();
+      rc = pb__oa_decode(codec, b, blen, scratch, raw, err);
+      if (times) times->decompress_ns += pb_now_ns() - t0;
+      if (rc != PB_OK) {
+        pb_error_prefix(err, "%s: image %lld, chunk %llu (%s): ", r->path, (long long)i,
+                        (unsigned long long)j, codec);
+        break;
+      }
+      src = scratch;
+    }
+    pb__copy_box(dst, reg->start, reg->count, src, org, shp, es);
+    *covered += vol;
+  }
+  free(scratch);
+  return rc;
+}
+
+/* Places the numeric planes of one row into the region. */
+static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector pl,
+                      const pb_region *reg, void *dst, int64_t *covered, pb_stage_times *times,
+                      struct pb_error *err) {
+  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(pl))[0];
+  duckdb_vector ps = duckdb_list_vector_get_child(pl);
+  int fz = pb__oa_field(ps, "z"), ft = pb__oa_field(ps, "t"), fc = pb__oa_field(ps, "c"),
+      fp = pb__oa_field(ps, "pixels");
+  if (fz < 0 || ft < 0 || fc < 0 || fp < 0)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: planes lack z, t, c or pixels", r->path,
+                        (long long)i);
+  duckdb_vector pix = duckdb_struct_vector_get_child(ps, (idx_t)fp);
+  duckdb_vector data = duckdb_list_vector_get_child(pix);
+  duckdb_logical_type lt = duckdb_vector_get_column_type(data);
+  duckdb_type tid = duckdb_get_type_id(lt);
+  duckdb_destroy_logical_type(&lt);
+  if (tid != pb__oa_dtype_duck(im->dtype))
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: image %lld: plane pixels have DuckDB type %d, pixels_meta says %s",
+                        r->path, (long long)i, (int)tid, pb_dtype_name(im->dtype));
+  const unsigned char *base = duckdb_vector_get_data(data);
+  const duckdb_list_entry *pe = duckdb_vector_get_data(pix);
+  size_t es = pb_dtype_size(im->dtype);
+  int64_t Y = im->shape[PB_Y], X = im->shape[PB_X];
+  for (idx_t j = 0; j < e.length; j++) {
+    idx_t k = e.offset + j;
+    int64_t org[PB_NDIM] = {pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)ft), k, -1),
+                            pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)fc), k, -1),
+                            pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)fz), k, -1),
+                            0, 0};
+    int64_t shp[PB_NDIM] = {1, 1, 1, Y, X};
+    if (org[0] < 0 || org[0] >= im->shape[0] || org[1] < 0 || org[1] >= im->shape[1] ||
+        org[2] < 0 || org[2] >= im->shape[2])
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld, plane %llu: (t=%lld, c=%lld, z=%lld) "
+                          "lies outside the image", r->path, (long long)i,
+                          (unsigned long long)j, (long long)org[0], (long long)org[1],
+                          (long long)org[2]);
+    if (!pb__oa_valid(pix, k) || pe[k].length != (idx_t)(Y * X))
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, plane %llu: %llu pixels, expected %lld x %lld", r->path,
+                          (long long)i, (unsigned long long)j,
+                          (unsigned long long)(pb__oa_valid(pix, k) ? pe[k].length : 0),
+                          (long long)Y, (long long)X);
+    int64_t vol = box_volume(org, shp, reg->start, reg->count);
+    if (vol == 0) continue;
+    if (times) times->bytes_read += (int64_t)((size_t)(Y * X) * es);
+    pb__copy_box(dst, reg->start, reg->count, base + pe[k].offset * es, org, shp, es);
+    *covered += vol;
+  }
+  return PB_OK;
+}
+
+static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                   pb_stage_times *times, struct pb_error *err) {
+  ot_reader *r = state;
+  const ot_img *im = &r->imgs[i];
+  pb_region full;
+  if (region == NULL) {
+    pb__region_full(&full, im->shape);
+    region = &full;
+  }
+  int64_t need = 1;
+  for (int k = 0; k < PB_NDIM; k++) need *= region->count[k];
+  if ((size_t)need * pb_dtype_size(im->dtype) > dst_size)
+    return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
+                        (long long)i);
+  int64_t t0 = pb_now_ns();
+  duckdb_bind_int64(r->st, 1, im->key);
+  duckdb_result res;
+  if (duckdb_execute_prepared(r->st, &res) != DuckDBSuccess) {
+    char what[64];
+    snprintf(what, sizeof what, "image %lld", (long long)i);
+    return query_err(&res, PB_EDUCKDB, err, r->path, what);
+  }
+  duckdb_data_chunk ch = duckdb_fetch_chunk(res);
+  if (times) times->read_ns += pb_now_ns() - t0;
+  int rc = PB_OK;
+  int64_t covered = 0;
+  if (ch == NULL || duckdb_data_chunk_get_size(ch) < 1) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld: row %lld not found", r->path, (long long)i,
+                      (long long)im->key);
+  } else {
+    int64_t t1 = pb_now_ns();
+    duckdb_vector cl = duckdb_data_chunk_get_vector(ch, 0), pl = duckdb_data_chunk_get_vector(ch, 1);
+    int has_c = pb__oa_valid(cl, 0) && pb__oa_field(duckdb_list_vector_get_child(cl), "t") >= 0 &&
+                ((duckdb_list_entry *)duckdb_vector_get_data(cl))[0].length > 0;
+    int has_p = pb__oa_valid(pl, 0) && pb__oa_field(duckdb_list_vector_get_child(pl), "z") >= 0 &&
+                ((duckdb_list_entry *)duckdb_vector_get_data(pl))[0].length > 0;
+    if (has_p)
+      rc = put_planes(r, i, im, pl, region, dst, &covered, times, err);
+    else if (has_c && pb__oa_field(duckdb_list_vector_get_child(cl), "pixel_bytes") >= 0)
+      rc = put_chunks(r, i, im, cl, region, dst, &covered, times, err);
+    else if (has_c)
+      rc = pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: image %lld: numeric chunks (chunks[].pixels) are not read yet; "
+                        "planes are empty",
+                        r->path, (long long)i);
+    else
+      rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld: both planes and chunks are empty",
+                        r->path, (long long)i);
+    if (rc == PB_OK && covered != need)
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "%s: image %lld: planes/chunks cover %lld of the %lld pixels asked for",
+                        r->path, (long long)i, (long long)covered, (long long)need);
+    if (times) {
+      times->decode_ns += pb_now_ns() - t1 - times->decompress_ns;
+      times->bytes_decoded += need * (int64_t)pb_dtype_size(im->dtype);
+    }
+  }
+  if (ch != NULL) duckdb_destroy_data_chunk(&ch);
+  duckdb_destroy_result(&res);
+  return rc;
+}
+
+/* ---- probes and vtables ------------------------------------------------------------------- */
+
+static int read_head(const char *path, unsigned char *buf, size_t n) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return -1;
+  size_t got = fread(buf, 1, n, f);
+  fclose(f);
+  return got == n ? 0 : -1;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int ot_probe_parquet(const char *path) {
+  unsigned char h[4];
+  if (read_head(path, h, 4) != 0 || memcmp(h, "PAR1", 4) != 0) return 0;
+  return ends_with(path, ".parquet") ? 80 : 40;
+}
+
+static int ot_probe_duckdb(const char *path) {
+  unsigned char h[12];
+  if (read_head(path, h, 12) != 0 || memcmp(h + 8, "DUCK", 4) != 0) return 0;
+  return ends_with(path, ".duckdb") || ends_with(path, ".db") ? 90 : 60;
+}
+
+const pb_format_vtable pb__format_ome_parquet = {
+    .info = {"ome-parquet",
+             "OME-Arrow struct per row in one Parquet file (column ome_arrow; numeric or byte "
+             "variant)",
+             1, 1},
+    .probe = ot_probe_parquet,
+    .open = ot_open_parquet,
+    .close = ot_close,
+    .count = ot_count,
+    .meta = ot_meta,
+    .read = ot_read,
+    .writer_open = ot_writer_open_parquet,
+    .writer_add = ot_writer_add,
+    .writer_finish = ot_writer_finish,
+    .writer_free = ot_writer_free,
+};
+
+const pb_format_vtable pb__format_duckdb = {
+    .info = {"duckdb", "OME-Arrow struct per row in table 'images' of a DuckDB database file", 1,
+             1},
+    .probe = ot_probe_duckdb,
+    .open = ot_open_duckdb,
+    .close = ot_close,
+    .count = ot_count,
+    .meta = ot_meta,
+    .read = ot_read,
+    .writer_open = ot_writer_open_duckdb,
+    .writer_add = ot_writer_add,
+    .writer_finish = ot_writer_finish,
+    .writer_free = ot_writer_free,
+};

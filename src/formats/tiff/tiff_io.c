@@ -1,0 +1,420 @@
+/* File access for the tiff backend: a pread-based libtiff client with a small read window,
+ * silent per-handle error handlers, and a walker for the main IFD chain. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/tiff/tiff_backend.h"
+
+/* Reads at most this long go through the window; IFDs and tag arrays are usually smaller. */
+#define WIN_SMALL 4096
+#define WIN_SIZE (16 * 1024)
+/* Files up to this size are read whole by the first window fill: one system call for a small
+ * image instead of one per header, directory and strip. */
+#define WIN_WHOLE (64 * 1024)
+/* libtiff refuses single allocations above this (corrupt tag counts must not eat memory). */
+#define TIFF_MAX_ALLOC ((tmsize_t)1 << 30)
+/* Upper bound on directories walked in one file (protects against absurd chains). */
+#define MAX_IFDS ((uint64_t)1 << 22)
+
+/* ---- silent error handling -------------------------------------------------------------- */
+
+/* Messages libtiff reports without a handle (rare: allocation failures before the handle
+ * exists) land here, per thread, so the library never prints. */
+static _Thread_local char orphan_msg[256];
+
+static void orphan_error(thandle_t h, const char *module, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void orphan_error(thandle_t h, const char *module, const char *fmt, va_list ap) {
+  (void)h;
+  (void)module;
+  if (orphan_msg[0] == '\0') vsnprintf(orphan_msg, sizeof orphan_msg, fmt, ap);
+}
+
+static void orphan_warning(thandle_t h, const char *module, const char *fmt, va_list ap) {
+  (void)h;
+  (void)module;
+  (void)fmt;
+  (void)ap;
+}
+
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+
+static void install_global_handlers(void) {
+  TIFFSetErrorHandler(NULL);
+  TIFFSetWarningHandler(NULL);
+  TIFFSetErrorHandlerExt(orphan_error);
+  TIFFSetWarningHandlerExt(orphan_warning);
+}
+
+/* Keeps the first message: later ones are usually consequences of it. */
+static int handle_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static int handle_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap) {
+  (void)tif;
+  char *msg = user;
+  if (msg != NULL && msg[0] == '\0') {
+    char body[400];
+    vsnprintf(body, sizeof body, fmt, ap);
+    snprintf(msg, 512, "%s%s%s", module ? module : "", module ? ": " : "", body);
+  }
+  return 1; /* handled: libtiff must not call the global (printing) handlers */
+}
+
+static int handle_warning(TIFF *tif, void *user, const char *module, const char *fmt,
+                          va_list ap) {
+  (void)tif;
+  (void)user;
+  (void)module;
+  (void)fmt;
+  (void)ap;
+  return 1;
+}
+
+static TIFFOpenOptions *make_options(char *msg) {
+  pthread_once(&handlers_once, install_global_handlers);
+  TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
+  if (opts == NULL) return NULL;
+  TIFFOpenOptionsSetErrorHandlerExtR(opts, handle_error, msg);
+  TIFFOpenOptionsSetWarningHandlerExtR(opts, handle_warning, msg);
+  TIFFOpenOptionsSetMaxSingleMemAlloc(opts, TIFF_MAX_ALLOC);
+  return opts;
+}
+
+const char *pb__tiff_msg(const pb__tiff_io *io) {
+  if (io->msg[0] != '\0') return io->msg;
+  if (orphan_msg[0] != '\0') return orphan_msg;
+  return "no details";
+}
+
+/* ---- the file --------------------------------------------------------------------------- */
+
+int pb__tiff_io_open(pb__tiff_io *io, const char *path, uint64_t known_size,
+                     struct pb_error *err) {
+  memset(io, 0, sizeof *io);
+  io->fd = -1;
+  io->path = path;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s", path,
+                        strerror(errno));
+  if (known_size > 0) { /* scanned before: skip the fstat */
+    io->fd = fd;
+    io->size = known_size;
+    return PB_OK;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return pb_error_set(err, PB_EIO, "%s: not a regular file", path);
+  }
+  io->fd = fd;
+  io->size = (uint64_t)st.st_size;
+  return PB_OK;
+}
+
+void pb__tiff_io_close(pb__tiff_io *io) {
+  if (io->fd >= 0) close(io->fd);
+  io->fd = -1;
+  free(io->win);
+  io->win = NULL;
+  io->win_len = 0;
+}
+
+/* Full pread: returns bytes read (short only at end of file), -1 on error. */
+static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+/* Copies up to n bytes at off, preferring the window. Returns bytes copied or -1. */
+static ssize_t io_read_at(pb__tiff_io *io, void *buf, size_t n, uint64_t off) {
+  if (off >= io->size) return 0;
+  if (n > io->size - off) n = (size_t)(io->size - off);
+  if (io->win != NULL && off >= io->win_off && off + n <= io->win_off + io->win_len) {
+    memcpy(buf, io->win + (off - io->win_off), n);
+    return (ssize_t)n;
+  }
+  int whole = io->size <= WIN_WHOLE;
+  if (n > WIN_SMALL && !whole) {
+    ssize_t r = pread_full(io->fd, buf, n, off);
+    if (r > 0) io->bytes_io += r;
+    return r;
+  }
+  if (io->win == NULL) {
+    io->win_cap = whole ? (size_t)io->size : WIN_SIZE;
+    io->win = malloc(io->win_cap > 0 ? io->win_cap : 1);
+    if (io->win == NULL) return -1;
+  }
+  uint64_t at = whole ? 0 : off;
+  ssize_t r = pread_full(io->fd, io->win, io->win_cap, at);
+  if (r < 0) return -1;
+  io->bytes_io += r;
+  io->win_off = at;
+  io->win_len = (size_t)r;
+  if (off >= at + (uint64_t)r) return 0;
+  if (n > at + (uint64_t)r - off) n = (size_t)(at + (uint64_t)r - off);
+  memcpy(buf, io->win + (off - at), n);
+  return (ssize_t)n;
+}
+
+int pb__tiff_io_pread(pb__tiff_io *io, void *buf, size_t n, uint64_t off, const char *what,
+                      struct pb_error *err) {
+  ssize_t r = io_read_at(io, buf, n, off);
+  if (what == NULL) what = "data";
+  if (r < 0)
+    return pb_error_set(err, PB_EIO, "%s: reading %s failed: %s", io->path, what, strerror(errno));
+  if ((size_t)r < n)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: truncated: %s needs bytes [%llu, %llu) but the file has %llu",
+                        io->path, what, (unsigned long long)off,
+                        (unsigned long long)(off + n), (unsigned long long)io->size);
+  return PB_OK;
+}
+
+/* ---- libtiff client procedures ---------------------------------------------------------- */
+
+static tmsize_t client_read(thandle_t h, void *buf, tmsize_t n) {
+  pb__tiff_io *io = (pb__tiff_io *)h;
+  if (n <= 0) return 0;
+  ssize_t r = io_read_at(io, buf, (size_t)n, io->pos);
+  if (r > 0) io->pos += (uint64_t)r;
+  return (tmsize_t)r;
+}
+
+static tmsize_t client_write(thandle_t h, void *buf, tmsize_t n) {
+  (void)h;
+  (void)buf;
+  (void)n;
+  return -1; /* read-only */
+}
+
+static toff_t client_seek(thandle_t h, toff_t off, int whence) {
+  pb__tiff_io *io = (pb__tiff_io *)h;
+  uint64_t base = whence == SEEK_CUR ? io->pos : whence == SEEK_END ? io->size : 0;
+  io->pos = base + off;
+  return io->pos;
+}
+
+static int client_close(thandle_t h) {
+  (void)h;
+  return 0; /* the fd belongs to pb__tiff_io */
+}
+
+static toff_t client_size(thandle_t h) { return ((pb__tiff_io *)h)->size; }
+
+static int client_map(thandle_t h, void **base, toff_t *size) {
+  (void)h;
+  (void)base;
+  (void)size;
+  return 0;
+}
+
+static void client_unmap(thandle_t h, void *base, toff_t size) {
+  (void)h;
+  (void)base;
+  (void)size;
+}
+
+TIFF *pb__tiff_client_open(pb__tiff_io *io, int header_only, struct pb_error *err) {
+  io->msg[0] = '\0';
+  orphan_msg[0] = '\0';
+  io->pos = 0;
+  TIFFOpenOptions *opts = make_options(io->msg);
+  if (opts == NULL) {
+    pb_error_set(err, PB_ENOMEM, "%s: out of memory", io->path);
+    return NULL;
+  }
+  /* 'm': no memory mapping (reads go through the window); 'h': header only. */
+  TIFF *tif = TIFFClientOpenExt(io->path, header_only ? "rmh" : "rm", (thandle_t)io, client_read,
+                                client_write, client_seek, client_close, client_size, client_map,
+                                client_unmap, opts);
+  TIFFOpenOptionsFree(opts);
+  if (tif == NULL)
+    pb_error_set(err, PB_EFORMAT, "%s: libtiff cannot open it: %s", io->path, pb__tiff_msg(io));
+  return tif;
+}
+
+TIFF *pb__tiff_open_write(const char *path, int bigtiff, char *msg, size_t msg_size,
+                          struct pb_error *err) {
+  if (msg_size < 512) {
+    pb_error_set(err, PB_EINVAL, "%s: message buffer too small", path);
+    return NULL;
+  }
+  msg[0] = '\0';
+  orphan_msg[0] = '\0';
+  TIFFOpenOptions *opts = make_options(msg);
+  if (opts == NULL) {
+    pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
+    return NULL;
+  }
+  TIFF *tif = TIFFOpenExt(path, bigtiff ? "w8" : "w", opts);
+  TIFFOpenOptionsFree(opts);
+  if (tif == NULL)
+    pb_error_set(err, PB_EIO, "%s: cannot create: %s", path,
+                 msg[0] ? msg : orphan_msg[0] ? orphan_msg : strerror(errno));
+  return tif;
+}
+
+/* ---- IFD chain ------------------------------------------------------------------------ */
+
+static uint16_t get16(const unsigned char *p, int big) {
+  return big ? (uint16_t)(p[0] << 8 | p[1]) : (uint16_t)(p[1] << 8 | p[0]);
+}
+
+static uint32_t get32(const unsigned char *p, int big) {
+  return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+             : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+static uint64_t get64(const unsigned char *p, int big) {
+  uint64_t a = get32(p, big), b = get32(p + 4, big);
+  return big ? a << 32 | b : b << 32 | a;
+}
+
+/* Open-addressing set of visited offsets, to stop at IFD loops. */
+typedef struct offset_set {
+  uint64_t *slots;
+  size_t cap, n;
+} offset_set;
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/* 1 inserted, 0 already present, -1 out of memory. Offsets are never 0 here. */
+static int set_insert(offset_set *s, uint64_t v) {
+  if ((s->n + 1) * 2 > s->cap) {
+    size_t ncap = s->cap ? s->cap * 2 : 64;
+    uint64_t *ns = calloc(ncap, sizeof *ns);
+    if (ns == NULL) return -1;
+    for (size_t i = 0; i < s->cap; i++) {
+      if (s->slots[i] == 0) continue;
+      size_t j = (size_t)mix64(s->slots[i]) & (ncap - 1);
+      while (ns[j] != 0) j = (j + 1) & (ncap - 1);
+      ns[j] = s->slots[i];
+    }
+    free(s->slots);
+    s->slots = ns;
+    s->cap = ncap;
+  }
+  size_t j = (size_t)mix64(v) & (s->cap - 1);
+  while (s->slots[j] != 0) {
+    if (s->slots[j] == v) return 0;
+    j = (j + 1) & (s->cap - 1);
+  }
+  s->slots[j] = v;
+  s->n++;
+  return 1;
+}
+
+int pb__tiff_walk_ifds(pb__tiff_io *io, uint64_t max_ifds, uint64_t **offsets, uint64_t *count,
+                       struct pb_error *err) {
+  *offsets = NULL;
+  *count = 0;
+  unsigned char h[16];
+  if (io->size < 8)
+    return pb_error_set(err, PB_EFORMAT, "%s: not a TIFF file (only %llu bytes)", io->path,
+                        (unsigned long long)io->size);
+  PB_RETURN_NOT_OK(pb__tiff_io_pread(io, h, io->size >= 16 ? 16 : 8, 0, "the header", err));
+  int big;
+  if (h[0] == 'I' && h[1] == 'I') big = 0;
+  else if (h[0] == 'M' && h[1] == 'M') big = 1;
+  else
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: not a TIFF file (starts with bytes %02x %02x %02x %02x, expected "
+                        "'II' or 'MM')",
+                        io->path, h[0], h[1], h[2], h[3]);
+  uint16_t version = get16(h + 2, big);
+  int bigtiff;
+  uint64_t off;
+  if (version == 42) {
+    bigtiff = 0;
+    off = get32(h + 4, big);
+  } else if (version == 43) {
+    if (io->size < 16 || get16(h + 4, big) != 8)
+      return pb_error_set(err, PB_EFORMAT, "%s: broken BigTIFF header", io->path);
+    bigtiff = 1;
+    off = get64(h + 8, big);
+  } else {
+    return pb_error_set(err, PB_EFORMAT, "%s: not a TIFF file (version %u, expected 42 or 43)",
+                        io->path, version);
+  }
+  if (off == 0) return pb_error_set(err, PB_EFORMAT, "%s: TIFF file has no images", io->path);
+  uint64_t limit = max_ifds ? max_ifds : MAX_IFDS;
+  size_t cap = 0;
+  uint64_t n = 0, *v = NULL;
+  offset_set seen = {NULL, 0, 0};
+  int rc = PB_OK;
+  char what[96];
+  while (off != 0 && n < limit) {
+    int ins = set_insert(&seen, off);
+    if (ins < 0) {
+      rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", io->path);
+      break;
+    }
+    if (ins == 0) {
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "%s: broken IFD chain: directory %llu points back to offset %llu (a loop)",
+                        io->path, (unsigned long long)n, (unsigned long long)off);
+      break;
+    }
+    unsigned char b[8];
+    size_t csize = bigtiff ? 8 : 2, esize = bigtiff ? 20 : 12, nsize = bigtiff ? 8 : 4;
+    snprintf(what, sizeof what, "directory %llu at offset %llu", (unsigned long long)n,
+             (unsigned long long)off);
+    if (off >= io->size) {
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "%s: broken IFD chain: %s lies beyond the end of the file (size %llu)",
+                        io->path, what, (unsigned long long)io->size);
+      break;
+    }
+    rc = pb__tiff_io_pread(io, b, csize, off, what, err);
+    if (rc != PB_OK) break;
+    uint64_t entries = bigtiff ? get64(b, big) : get16(b, big);
+    if (entries > (io->size - off) / esize) {
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "%s: broken IFD: %s claims %llu entries, more than the file holds",
+                        io->path, what, (unsigned long long)entries);
+      break;
+    }
+    if (n == cap) {
+      cap = cap ? cap * 2 : 16;
+      uint64_t *nv = realloc(v, cap * sizeof *v);
+      if (nv == NULL) {
+        rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", io->path);
+        break;
+      }
+      v = nv;
+    }
+    v[n++] = off;
+    uint64_t next_at = off + csize + entries * esize;
+    rc = pb__tiff_io_pread(io, b, nsize, next_at, what, err);
+    if (rc != PB_OK) break;
+    off = bigtiff ? get64(b, big) : get32(b, big);
+  }
+  free(seen.slots);
+  if (rc != PB_OK) {
+    free(v);
+    return rc;
+  }
+  *offsets = v;
+  *count = n;
+  return PB_OK;
+}

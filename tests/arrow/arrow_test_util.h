@@ -1,0 +1,67 @@
+/* Small helpers shared by the OME-Arrow backend tests. */
+#ifndef PB_ARROW_TEST_UTIL_H
+#define PB_ARROW_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pipebench/format.h"
+
+#define CHECK(cond)                                                                  \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+
+#define CHECK_EQ(a, b)                                                                \
+  do {                                                                                \
+    long long a_ = (long long)(a), b_ = (long long)(b);                               \
+    if (a_ != b_) {                                                                   \
+      fprintf(stderr, "%s:%d: %s == %s failed: %lld vs %lld\n", __FILE__, __LINE__, #a, \
+              #b, a_, b_);                                                            \
+      exit(1);                                                                        \
+    }                                                                                 \
+  } while (0)
+
+#define CHECK_OK(expr, err)                                                           \
+  do {                                                                                \
+    int rc_ = (expr);                                                                 \
+    if (rc_ != 0) {                                                                   \
+      fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #expr,         \
+              pb_strerror(rc_), (err)->message);                                      \
+      exit(1);                                                                        \
+    }                                                                                 \
+  } while (0)
+
+/* A fresh folder under /tmp for one test. */
+static inline void tmp_dir(char *buf, size_t size, const char *tag) {
+  snprintf(buf, size, "/tmp/pb-arrow-%s-XXXXXX", tag);
+  if (mkdtemp(buf) == NULL) {
+    perror("mkdtemp");
+    exit(1);
+  }
+}
+
+/* Deterministic pixels of any dtype: value depends on index and image number. */
+static inline void fill_pixels(const pb_image_meta *m, void *p, unsigned seed) {
+  int64_t n = pb_image_pixels(m);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t v = (uint32_t)(i * 2654435761u + seed * 40503u);
+    v ^= v >> 13;
+    switch (m->dtype) {
+      case PB_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+      case PB_UINT16: ((uint16_t *)p)[i] = (uint16_t)(i % 7 == 0 ? 0 : v); break;
+      case PB_UINT32: ((uint32_t *)p)[i] = v; break;
+      case PB_INT16: ((int16_t *)p)[i] = (int16_t)(int32_t)(v & 0xffff) ; break;
+      case PB_FLOAT32: ((float *)p)[i] = (float)(int32_t)v * 0.25f; break;
+      case PB_FLOAT64: ((double *)p)[i] = (double)(int32_t)v * 1e-3; break;
+      default: break;
+    }
+  }
+}
+
+#endif
