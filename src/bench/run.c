@@ -12,6 +12,8 @@
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
 
+#define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr"
+
 /* ---- small helpers -------------------------------------------------------------------------- */
 
 int pb__parse_int_list(const char *text, int *v, int max, int lo, int hi, const char *what,
@@ -212,7 +214,10 @@ static int prepare_data(pb_run_ctx *c, struct pb_error *err) {
   } else if (strcmp(c->p.preset, "default") != 0) {
     return pb_error_set(err, PB_EINVAL, "unknown preset '%s' (default, microscopy)", c->p.preset);
   }
-  g.formats = c->p.formats;
+  /* The formats read through DuckDB take milliseconds per image with one image per query
+   * (docs/format-ome-arrow.md has the numbers), which would stretch the default run from minutes
+   * to hours; they are measured when asked for with --formats or present in --data. */
+  g.formats = c->p.formats != NULL ? c->p.formats : PB_RUN_DEFAULT_FORMATS;
   g.progress = gen_progress;
   g.progress_ctx = c;
   snprintf(c->data_dir, sizeof c->data_dir, "%s/dataset-%s", c->p.out, c->p.preset);
