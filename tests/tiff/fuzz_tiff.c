@@ -18,10 +18,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char fuzz_path[256];
 
+static void remove_fuzz_file(void) { unlink(fuzz_path); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (fuzz_path[0] == '\0') /* memory-backed when possible: rewriting a disk file is slow */
+  if (fuzz_path[0] == '\0') { /* memory-backed when possible: rewriting a disk file is slow */
     snprintf(fuzz_path, sizeof fuzz_path, "%s/pb_fuzz_tiff_%d.tif",
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+    atexit(remove_fuzz_file);
+  }
   FILE *fp = fopen(fuzz_path, "wb");
   if (fp == NULL) return 0;
   if (size > 0 && fwrite(data, 1, size, fp) != size) {
@@ -156,7 +160,6 @@ int main(int argc, char **argv) {
   free(buf);
   for (size_t i = 0; i < n; i++) free(seeds[i].data);
   free(seeds);
-  unlink(fuzz_path);
   return 0;
 }
 #endif

@@ -1,5 +1,6 @@
 /* tiff backend: write then read back every compression, striped and tiled (with edge tiles),
  * all dtypes, T/C/Z, regions, metadata, stage times and the writer's folder handling. */
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "formats/format_internal.h"
@@ -225,10 +226,55 @@ static void writer_folder_handling(const char *root) {
   printf("writer folder handling ok\n");
 }
 
+/* One handle per thread (as the loader does): concurrent reads of the same files agree. */
+typedef struct thread_job {
+  const char *path;
+  uint32_t crc[PB_DTYPE_COUNT];
+  int rc;
+} thread_job;
+
+static void *read_all_images(void *arg) {
+  thread_job *j = arg;
+  struct pb_error err = {{0}};
+  pb_dataset *ds;
+  j->rc = pb_dataset_open(j->path, "tiff", &ds, &err);
+  if (j->rc != PB_OK) return NULL;
+  for (int64_t i = 0; i < pb_dataset_count(ds) && j->rc == PB_OK; i++) {
+    pb_image_meta m;
+    j->rc = pb_dataset_meta(ds, i, &m, &err);
+    if (j->rc != PB_OK) break;
+    void *buf = malloc(pb_image_bytes(&m));
+    j->rc = pb_dataset_read(ds, i, buf, pb_image_bytes(&m), NULL, &err);
+    if (j->rc == PB_OK) j->crc[i] = pb_image_crc32(&m, buf);
+    free(buf);
+  }
+  pb_dataset_free(ds);
+  return NULL;
+}
+
+static void threads_agree(const char *root) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/ds_deflate_1", root);
+  thread_job jobs[4];
+  pthread_t th[4];
+  for (int t = 0; t < 4; t++) {
+    memset(&jobs[t], 0, sizeof jobs[t]);
+    jobs[t].path = path;
+    CHECK(pthread_create(&th[t], NULL, read_all_images, &jobs[t]) == 0);
+  }
+  for (int t = 0; t < 4; t++) {
+    CHECK(pthread_join(th[t], NULL) == 0);
+    CHECK_EQ_INT(jobs[t].rc, PB_OK);
+    for (int i = 0; i < PB_DTYPE_COUNT; i++) CHECK_EQ_INT(jobs[t].crc[i], jobs[0].crc[i]);
+  }
+  printf("4 threads, one handle each: same pixels\n");
+}
+
 int main(void) {
   char root[256];
   tt_tempdir(root, sizeof root, "rt");
   roundtrip_all(root);
+  threads_agree(root);
   multi_strip_and_single_file(root);
   writer_folder_handling(root);
   tt_rmtree(root);

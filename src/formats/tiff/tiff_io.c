@@ -272,7 +272,7 @@ TIFF *pb__tiff_open_write(const char *path, int bigtiff, char *msg, size_t msg_s
 /* ---- IFD chain ------------------------------------------------------------------------ */
 
 static uint16_t get16(const unsigned char *p, int big) {
-  return big ? (uint16_t)(p[0] << 8 | p[1]) : (uint16_t)(p[1] << 8 | p[0]);
+  return (uint16_t)(big ? p[0] << 8 | p[1] : p[1] << 8 | p[0]);
 }
 
 static uint32_t get32(const unsigned char *p, int big) {

@@ -99,7 +99,10 @@ int pb__tiff_writer_open(const char *path, const pb_write_params *params, void *
     if (w->path == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   }
   if (rc == PB_OK) {
-    pb__temp_sibling(path, w->tmp, sizeof w->tmp);
+    /* "out/" and "out" are the same folder; the sibling must be next to it, not inside. */
+    size_t n = strlen(w->path);
+    while (n > 1 && w->path[n - 1] == '/') w->path[--n] = '\0';
+    pb__temp_sibling(w->path, w->tmp, sizeof w->tmp);
     rc = pb__mkdirs(w->tmp, err);
     if (rc != PB_OK) w->tmp[0] = '\0';
   }
