@@ -2,6 +2,8 @@
  * pixels that were written (checked by CRC), including with several rows per row group and
  * reads that jump between row groups.
  *
+ * Also with PB_OA_CACHE_MB=0 (the readers' block cache holds one block at a time).
+ *
  * With arguments it is a small timing tool instead:
  *   arrow_random PATH [random|seq] [FORMAT]
  * prints microseconds per image for reading every image once in that order. */
@@ -160,6 +162,12 @@ int main(int argc, char **argv) {
   check_format(dir, "duckdb", "f.duckdb", "lz4", NULL, n);
   check_format(dir, "oa-dataset", "g", NULL, NULL, n);
   check_format(dir, "oa-dataset", "h", "zstd", "chunks_per_row_group=9", n);
+  /* No cache budget: every block is evicted for the next, so reads reload constantly. */
+  CHECK(setenv("PB_OA_CACHE_MB", "0", 1) == 0);
+  check_format(dir, "ome-parquet", "i.parquet", NULL, "row_group_rows=7", 60);
+  check_format(dir, "duckdb", "j.duckdb", NULL, NULL, 60);
+  check_format(dir, "oa-dataset", "k", NULL, "chunks_per_row_group=4", 60);
+  CHECK(unsetenv("PB_OA_CACHE_MB") == 0);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CHECK(system(cmd) == 0);

@@ -57,6 +57,18 @@ int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error
   return PB_OK;
 }
 
+duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_result *out) {
+  duckdb_pending_result pending = NULL;
+  if (duckdb_pending_prepared_streaming(st, &pending) == DuckDBSuccess) {
+    duckdb_state s = duckdb_execute_pending(pending, out);
+    duckdb_destroy_pending(&pending);
+    return s;
+  }
+  if (pending != NULL) duckdb_destroy_pending(&pending);
+  /* No pending result: run it the ordinary way, which leaves the error message in *out. */
+  return duckdb_execute_prepared(st, out);
+}
+
 int pb__oa_quote(char *buf, size_t size, const char *s) {
   size_t o = 0;
   if (size < 3) return PB_EINVAL;

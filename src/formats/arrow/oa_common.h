@@ -19,6 +19,10 @@ int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_erro
 void pb__oa_db_close(pb__oa_db *d);
 /** Runs sql, discarding any result; errors carry DuckDB's message prefixed by what. */
 int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error *err);
+/** Executes a prepared statement with a streaming result (chunks are fetched with
+ * duckdb_fetch_chunk and not first copied into a materialised result). On failure *out holds
+ * DuckDB's error, as with duckdb_execute_prepared. */
+duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_result *out);
 /** Writes s as a single-quoted SQL literal ('' for ') into buf. PB_EINVAL when too long. */
 int pb__oa_quote(char *buf, size_t size, const char *s);
 /** The logical type that the SQL type text names (caller destroys it). */

@@ -416,7 +416,25 @@ typedef struct od_image {
   size_t first, n; /* its chunks in od_reader.chunks, sorted by chunk_id */
 } od_image;
 
+/* A window of consecutive positions [a, b] of od_reader.chunks fetched by one query and kept:
+ * DuckDB's cost per query is mostly per row group of the file, not per row returned, so
+ * neighbouring chunks are read ahead. at[k]: data chunk and row of position a + k (-1: absent). */
+typedef struct od_block {
+  size_t a, b;
+  duckdb_data_chunk *dcs;
+  size_t n_dcs;
+  int32_t *dc_of, *row_of;
+  size_t bytes;
+  uint64_t used;
+} od_block;
+
+enum { OD_MAX_BLOCKS = 64 };
+#define OD_CACHE_DEFAULT_MB 64
+
 typedef struct od_reader {
+  od_block blocks[OD_MAX_BLOCKS];
+  size_t n_blocks, cache_bytes, cache_limit, window;
+  uint64_t clock;
   char path[4096], chunks_path[4400];
   pb__oa_db db;
   duckdb_prepared_statement st;
@@ -428,9 +446,18 @@ typedef struct od_reader {
   size_t *id_order;    /* image indexes sorted by id */
 } od_reader;
 
+static void od_block_free(od_block *b) {
+  for (size_t k = 0; k < b->n_dcs; k++) duckdb_destroy_data_chunk(&b->dcs[k]);
+  free(b->dcs);
+  free(b->dc_of);
+  free(b->row_of);
+  memset(b, 0, sizeof *b);
+}
+
 static void od_close(void *state) {
   od_reader *r = state;
   if (r == NULL) return;
+  for (size_t k = 0; k < r->n_blocks; k++) od_block_free(&r->blocks[k]);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   pb__oa_db_close(&r->db);
   if (r->ids != NULL)
@@ -669,6 +696,23 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     rc = pb_error_set(err, PB_EFORMAT, "%s: %s", r->chunks_path, duckdb_prepare_error(r->st));
     goto fail;
   }
+  /* Read-ahead window: about a quarter of the cache, in chunks of the average raw size. */
+  r->cache_limit = (size_t)OD_CACHE_DEFAULT_MB << 20;
+  const char *env = getenv("PB_OA_CACHE_MB");
+  if (env != NULL && *env != '\0') {
+    char *end;
+    long long mb = strtoll(env, &end, 10);
+    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) r->cache_limit = (size_t)mb << 20;
+  }
+  double total = 0;
+  for (size_t j = 0; j < r->n_chunks; j++) {
+    double v = (double)pb_dtype_size(r->images[r->chunks[j].image].meta.dtype);
+    for (int k = 0; k < PB_NDIM; k++) v *= (double)r->chunks[j].shp[k];
+    total += v;
+  }
+  double avg = r->n_chunks > 0 ? total / (double)r->n_chunks : 1.0;
+  double w = (double)(r->cache_limit / 4) / (avg > 1.0 ? avg : 1.0);
+  r->window = w < 1.0 ? 1 : (w > 65536.0 ? 65536 : (size_t)w);
   *state = r;
   return PB_OK;
 fail:
@@ -696,64 +740,102 @@ static int64_t overlap(const od_chunk *ch, const pb_region *reg) {
   return v;
 }
 
-/* Fetches chunks [a, b] of image i (positions in r->chunks) and places those the region needs. */
-static int fetch_run(od_reader *r, int64_t i, size_t a, size_t b, const pb_region *reg, void *dst,
-                     int64_t *covered, pb_stage_times *times, struct pb_error *err) {
-  const od_image *im = &r->images[i];
-  size_t es = pb_dtype_size(im->meta.dtype);
-  int64_t t0 = pb_now_ns();
+/* Fetches positions [a, b] of r->chunks with one query into block bl. */
+static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, od_block *bl,
+                         struct pb_error *err) {
+  memset(bl, 0, sizeof *bl);
+  bl->a = a;
+  bl->b = b;
+  size_t span = b - a + 1;
+  bl->dc_of = malloc(span * sizeof *bl->dc_of);
+  bl->row_of = malloc(span * sizeof *bl->row_of);
+  if (bl->dc_of == NULL || bl->row_of == NULL) {
+    od_block_free(bl);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  for (size_t k = 0; k < span; k++) bl->dc_of[k] = bl->row_of[k] = -1;
   duckdb_bind_int64(r->st, 1, r->chunks[a].id);
   duckdb_bind_int64(r->st, 2, r->chunks[b].id);
   duckdb_result res;
-  if (duckdb_execute_prepared(r->st, &res) != DuckDBSuccess) {
+  if (pb__oa_execute_streaming(r->st, &res) != DuckDBSuccess) {
     int rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld, chunks %lld..%lld: %s",
                           r->chunks_path, (long long)i, (long long)r->chunks[a].id,
                           (long long)r->chunks[b].id, duckdb_result_error(&res));
     duckdb_destroy_result(&res);
+    od_block_free(bl);
     return rc;
   }
-  if (times) times->read_ns += pb_now_ns() - t0;
   int rc = PB_OK;
+  size_t cap = 0;
   duckdb_data_chunk dc;
-  while (rc == PB_OK && (dc = duckdb_fetch_chunk(res)) != NULL) {
-    int64_t t1 = pb_now_ns();
+  while ((dc = duckdb_fetch_chunk(res)) != NULL) {
+    if (bl->n_dcs >= cap) {
+      size_t nc = cap ? cap * 2 : 8;
+      void *p = realloc(bl->dcs, nc * sizeof *bl->dcs);
+      if (p == NULL || bl->n_dcs >= INT32_MAX) {
+        duckdb_destroy_data_chunk(&dc);
+        rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+        break;
+      }
+      bl->dcs = p;
+      cap = nc;
+    }
+    bl->dcs[bl->n_dcs] = dc;
     idx_t n = duckdb_data_chunk_get_size(dc);
     duckdb_vector vid = duckdb_data_chunk_get_vector(dc, 0), vpx = duckdb_data_chunk_get_vector(dc, 1);
-    for (idx_t row = 0; row < n && rc == PB_OK; row++) {
+    for (idx_t row = 0; row < n; row++) {
       int64_t id = pb__oa_get_int(vid, row, -1);
-      const od_chunk *ch = NULL;
-      size_t lo = a, hi = b + 1; /* ids are sorted within the image */
+      size_t lo = a, hi = b + 1; /* positions are sorted by chunk_id */
       while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (r->chunks[mid].id == id) {
-          ch = &r->chunks[mid];
-          break;
-        }
+        size_t mid = lo + (hi - lo) / 2;
         if (r->chunks[mid].id < id) lo = mid + 1;
         else hi = mid;
       }
-      if (ch == NULL || ch->image != (size_t)i) continue;
-      int64_t vol = overlap(ch, reg);
-      if (vol == 0) continue;
-      size_t len, want = es;
-      for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
-      const char *p = pb__oa_get_blob(vpx, row, &len);
-      if (p == NULL || len != want) {
-        rc = pb_error_set(err, PB_EFORMAT,
-                          "%s: image %lld ('%s'), chunk %lld: pixel_bytes holds %zu bytes, its "
-                          "shape needs %zu",
-                          r->chunks_path, (long long)i, im->meta.id, (long long)id, len, want);
-        break;
-      }
-      if (times) times->bytes_read += (int64_t)len;
-      pb__copy_box(dst, reg->start, reg->count, p, ch->org, ch->shp, es);
-      *covered += vol;
+      if (lo > b || r->chunks[lo].id != id) continue;
+      bl->dc_of[lo - a] = (int32_t)bl->n_dcs;
+      bl->row_of[lo - a] = (int32_t)row;
+      size_t len = 0;
+      pb__oa_get_blob(vpx, row, &len);
+      bl->bytes += len + 64;
     }
-    duckdb_destroy_data_chunk(&dc);
-    if (times) times->decode_ns += pb_now_ns() - t1;
+    bl->n_dcs++;
   }
+  if (rc == PB_OK && duckdb_result_error(&res) != NULL)
+    rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %s", r->chunks_path, (long long)i,
+                      duckdb_result_error(&res));
   duckdb_destroy_result(&res);
+  if (rc != PB_OK) od_block_free(bl);
   return rc;
+}
+
+/* The cached block holding position j, loaded when missing (least recently used blocks over
+ * the cache limit go first). */
+static int od_block_get(od_reader *r, int64_t i, size_t j, od_block **out,
+                        struct pb_error *err) {
+  for (size_t k = 0; k < r->n_blocks; k++)
+    if (r->blocks[k].a <= j && j <= r->blocks[k].b) {
+      r->blocks[k].used = ++r->clock;
+      *out = &r->blocks[k];
+      return PB_OK;
+    }
+  size_t a = j - j % r->window, b = a + r->window - 1;
+  if (b >= r->n_chunks) b = r->n_chunks - 1;
+  od_block nb;
+  PB_RETURN_NOT_OK(od_block_load(r, i, a, b, &nb, err));
+  while (r->n_blocks > 0 &&
+         (r->n_blocks >= OD_MAX_BLOCKS || r->cache_bytes + nb.bytes > r->cache_limit)) {
+    size_t old = 0;
+    for (size_t k = 1; k < r->n_blocks; k++)
+      if (r->blocks[k].used < r->blocks[old].used) old = k;
+    r->cache_bytes -= r->blocks[old].bytes;
+    od_block_free(&r->blocks[old]);
+    r->blocks[old] = r->blocks[--r->n_blocks];
+  }
+  nb.used = ++r->clock;
+  r->blocks[r->n_blocks] = nb;
+  r->cache_bytes += nb.bytes;
+  *out = &r->blocks[r->n_blocks++];
+  return PB_OK;
 }
 
 static int od_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
@@ -770,20 +852,36 @@ static int od_read(void *state, int64_t i, const pb_region *region, void *dst, s
   if ((size_t)need * pb_dtype_size(im->meta.dtype) > dst_size)
     return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
                         (long long)i);
+  size_t es = pb_dtype_size(im->meta.dtype);
   int64_t covered = 0;
-  /* One query per run of consecutive needed chunk ids. */
-  size_t j = im->first, end = im->first + im->n;
-  while (j < end) {
-    if (overlap(&r->chunks[j], region) == 0) {
-      j++;
-      continue;
-    }
-    size_t k = j;
-    while (k + 1 < end && r->chunks[k + 1].id == r->chunks[k].id + 1 &&
-           overlap(&r->chunks[k + 1], region) > 0)
-      k++;
-    PB_RETURN_NOT_OK(fetch_run(r, i, j, k, region, dst, &covered, times, err));
-    j = k + 1;
+  for (size_t j = im->first; j < im->first + im->n; j++) {
+    const od_chunk *ch = &r->chunks[j];
+    int64_t vol = overlap(ch, region);
+    if (vol == 0) continue;
+    int64_t t0 = pb_now_ns();
+    od_block *bl = NULL;
+    int rc = od_block_get(r, i, j, &bl, err);
+    if (times) times->read_ns += pb_now_ns() - t0;
+    if (rc != PB_OK) return rc;
+    int32_t d = bl->dc_of[j - bl->a];
+    if (d < 0)
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld ('%s'): chunk %lld is missing",
+                          r->chunks_path, (long long)i, im->meta.id, (long long)ch->id);
+    int64_t t1 = pb_now_ns();
+    size_t len, want = es;
+    for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
+    const char *p = pb__oa_get_blob(duckdb_data_chunk_get_vector(bl->dcs[d], 1),
+                                    (idx_t)bl->row_of[j - bl->a], &len);
+    if (p == NULL || len != want)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld ('%s'), chunk %lld: pixel_bytes holds %zu bytes, its "
+                          "shape needs %zu",
+                          r->chunks_path, (long long)i, im->meta.id, (long long)ch->id,
+                          p ? len : 0, want);
+    if (times) times->bytes_read += (int64_t)len;
+    pb__copy_box(dst, region->start, region->count, p, ch->org, ch->shp, es);
+    covered += vol;
+    if (times) times->decode_ns += pb_now_ns() - t1;
   }
   if (covered != need)
     return pb_error_set(err, PB_EFORMAT,

@@ -499,6 +499,22 @@ typedef struct ot_img {
   size_t extra;  /* physical sizes and channels, shared by runs of equal images */
 } ot_img;
 
+/* A block of consecutive keys [first, last] fetched by one query and kept decoded: for
+ * Parquet one row group (DuckDB decodes the whole group even for one row), for a DuckDB table
+ * table_block rows. chunk_of[k], row_of[k] locate key first + k: the data chunk and the row in
+ * it (-1: absent). */
+typedef struct ot_block {
+  int64_t first, last;
+  duckdb_data_chunk *chunks;
+  size_t n_chunks;
+  int32_t *chunk_of, *row_of;
+  size_t bytes;
+  uint64_t used;
+} ot_block;
+
+enum { OT_MAX_BLOCKS = 256 };
+#define OT_CACHE_DEFAULT_MB 64
+
 typedef struct ot_reader {
   int kind;
   char path[4096];
@@ -509,11 +525,28 @@ typedef struct ot_reader {
   size_t cap;
   pb_image_meta *extras;
   size_t n_extras, cap_extras;
+  /* Parquet row groups: first file_row_number of each (sorted), with a sentinel at the end. */
+  int64_t *rg_first;
+  size_t n_rg;
+  ot_block blocks[OT_MAX_BLOCKS];
+  size_t n_blocks, cache_bytes, cache_limit;
+  int64_t table_block; /* DuckDB table: rows per block (a query costs about the same for any) */
+  uint64_t clock;
 } ot_reader;
+
+static void block_free(ot_block *b) {
+  for (size_t k = 0; k < b->n_chunks; k++) duckdb_destroy_data_chunk(&b->chunks[k]);
+  free(b->chunks);
+  free(b->chunk_of);
+  free(b->row_of);
+  memset(b, 0, sizeof *b);
+}
 
 static void ot_close(void *state) {
   ot_reader *r = state;
   if (r == NULL) return;
+  for (size_t k = 0; k < r->n_blocks; k++) block_free(&r->blocks[k]);
+  free(r->rg_first);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   pb__oa_db_close(&r->db);
   for (int64_t i = 0; i < r->n; i++) {
@@ -683,6 +716,35 @@ static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_er
   return PB_OK;
 }
 
+/* The first file_row_number of every row group, from the footer (parquet_metadata). */
+static int load_row_groups(ot_reader *r, const char *qpath, struct pb_error *err) {
+  char sql[8600];
+  snprintf(sql, sizeof sql,
+           "SELECT row_group_id, any_value(row_group_num_rows) FROM parquet_metadata(%s) "
+           "GROUP BY 1 ORDER BY 1",
+           qpath);
+  duckdb_result res;
+  if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess)
+    return query_err(&res, PB_EFORMAT, err, r->path, "cannot read the Parquet row groups");
+  idx_t n = duckdb_row_count(&res);
+  r->rg_first = malloc((size_t)(n + 1) * sizeof *r->rg_first);
+  if (r->rg_first == NULL) {
+    duckdb_destroy_result(&res);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  int64_t at = 0;
+  for (idx_t k = 0; k < n; k++) {
+    int64_t rows = duckdb_value_int64(&res, 1, k);
+    if (rows < 0) rows = 0;
+    r->rg_first[k] = at;
+    at += rows;
+  }
+  r->rg_first[n] = at;
+  r->n_rg = (size_t)n;
+  duckdb_destroy_result(&res);
+  return PB_OK;
+}
+
 static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
   ot_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -730,7 +792,26 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     rc = pb_error_set(err, PB_EFORMAT, "%s: %s", path, duckdb_result_error(&res));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) goto fail;
-  snprintf(sql, sizeof sql, "SELECT %s%s%s, %s%s%s FROM %s WHERE %s = $1",
+  r->cache_limit = (size_t)OT_CACHE_DEFAULT_MB << 20;
+  const char *env = getenv("PB_OA_CACHE_MB");
+  if (env != NULL && *env != '\0') {
+    char *end;
+    long long mb = strtoll(env, &end, 10);
+    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) r->cache_limit = (size_t)mb << 20;
+  }
+  double total = 0;
+  for (int64_t j = 0; j < r->n; j++) {
+    double v = (double)pb_dtype_size(r->imgs[j].dtype);
+    for (int k = 0; k < PB_NDIM; k++) v *= (double)r->imgs[j].shape[k];
+    total += v;
+  }
+  double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(r->cache_limit / 4) / avg;
+  r->table_block = rows < 1.0 ? 1 : (rows > 65536.0 ? 65536 : (int64_t)rows);
+  if (kind == OT_PARQUET) {
+    rc = load_row_groups(r, q, err);
+    if (rc != PB_OK) goto fail;
+  }
+  snprintf(sql, sizeof sql, "SELECT %s, %s%s%s, %s%s%s FROM %s WHERE %s BETWEEN $1 AND $2", key,
            has_chunks ? "struct_extract(\"" : "NULL", has_chunks ? col : "",
            has_chunks ? "\", 'chunks')" : "", has_planes ? "struct_extract(\"" : "NULL",
            has_planes ? col : "", has_planes ? "\", 'planes')" : "", src, key);
@@ -780,10 +861,10 @@ static int64_t box_volume(const int64_t a0[PB_NDIM], const int64_t an[PB_NDIM],
 }
 
 /* Places the byte-variant chunks of one row into the region. */
-static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector cl,
+static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector cl, idx_t row,
                       const pb_region *reg, void *dst, int64_t *covered, pb_stage_times *times,
                       struct pb_error *err) {
-  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(cl))[0];
+  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(cl))[row];
   duckdb_vector cs = duckdb_list_vector_get_child(cl);
   static const char *const names[] = {"t", "c", "z", "y", "x", "shape_z", "shape_y", "shape_x",
                                       "dtype", "compression", "pixel_bytes"};
@@ -874,10 +955,10 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
 }
 
 /* Places the numeric planes of one row into the region. */
-static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector pl,
+static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector pl, idx_t row,
                       const pb_region *reg, void *dst, int64_t *covered, pb_stage_times *times,
                       struct pb_error *err) {
-  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(pl))[0];
+  duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(pl))[row];
   duckdb_vector ps = duckdb_list_vector_get_child(pl);
   int fz = pb__oa_field(ps, "z"), ft = pb__oa_field(ps, "t"), fc = pb__oa_field(ps, "c"),
       fp = pb__oa_field(ps, "pixels");
@@ -925,6 +1006,122 @@ static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector p
   return PB_OK;
 }
 
+/* The keys of the block that holds key. */
+static void block_range(const ot_reader *r, int64_t key, int64_t *first, int64_t *last) {
+  if (r->kind == OT_PARQUET && r->n_rg > 0 && key >= 0 && key < r->rg_first[r->n_rg]) {
+    size_t lo = 0, hi = r->n_rg; /* last group whose first row <= key */
+    while (hi - lo > 1) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (r->rg_first[mid] <= key) lo = mid;
+      else hi = mid;
+    }
+    *first = r->rg_first[lo];
+    *last = r->rg_first[lo + 1] - 1;
+    if (*last - *first >= 2048) { /* huge groups (other writers): a 2048-row window */
+      *first += (key - *first) / 2048 * 2048;
+      if (*last > *first + 2047) *last = *first + 2047;
+    }
+    return;
+  }
+  if (r->kind == OT_PARQUET || key < 0) { /* no footer information: just the row */
+    *first = *last = key;
+    return;
+  }
+  *first = key - key % r->table_block;
+  *last = *first + r->table_block - 1;
+}
+
+/* Runs the pixel query for one block and keeps its data chunks. */
+static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, ot_block *b,
+                      struct pb_error *err) {
+  memset(b, 0, sizeof *b);
+  b->first = first;
+  b->last = last;
+  size_t span = (size_t)(last - first + 1);
+  b->chunk_of = malloc(span * sizeof *b->chunk_of);
+  b->row_of = malloc(span * sizeof *b->row_of);
+  if (b->chunk_of == NULL || b->row_of == NULL) {
+    block_free(b);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  for (size_t k = 0; k < span; k++) b->chunk_of[k] = b->row_of[k] = -1;
+  duckdb_bind_int64(r->st, 1, first);
+  duckdb_bind_int64(r->st, 2, last);
+  duckdb_result res;
+  if (pb__oa_execute_streaming(r->st, &res) != DuckDBSuccess) {
+    block_free(b);
+    char what[64];
+    snprintf(what, sizeof what, "image %lld", (long long)i);
+    return query_err(&res, PB_EDUCKDB, err, r->path, what);
+  }
+  size_t cap = 0, rows = 0;
+  int rc = PB_OK;
+  for (;;) {
+    duckdb_data_chunk ch = duckdb_fetch_chunk(res);
+    if (ch == NULL) break;
+    if (grow((void **)&b->chunks, &cap, b->n_chunks + 1, sizeof *b->chunks) != PB_OK ||
+        b->n_chunks >= INT32_MAX) {
+      duckdb_destroy_data_chunk(&ch);
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+      break;
+    }
+    b->chunks[b->n_chunks] = ch;
+    duckdb_vector kv = duckdb_data_chunk_get_vector(ch, 0);
+    idx_t n = duckdb_data_chunk_get_size(ch);
+    for (idx_t k = 0; k < n; k++) {
+      int64_t key = pb__oa_get_int(kv, k, -1);
+      if (key < first || key > last) continue;
+      b->chunk_of[key - first] = (int32_t)b->n_chunks;
+      b->row_of[key - first] = (int32_t)k;
+      rows++;
+    }
+    b->n_chunks++;
+  }
+  if (rc == PB_OK && duckdb_result_error(&res) != NULL)
+    rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %s", r->path, (long long)i,
+                      duckdb_result_error(&res));
+  duckdb_destroy_result(&res);
+  if (rc != PB_OK) {
+    block_free(b);
+    return rc;
+  }
+  const ot_img *im = &r->imgs[i];
+  size_t per = 1;
+  for (int k = 0; k < PB_NDIM; k++) per *= (size_t)im->shape[k];
+  b->bytes = rows * per * pb_dtype_size(im->dtype) + 256;
+  return PB_OK;
+}
+
+/* The cached block holding key, loading it (and evicting the least recently used blocks over
+ * the cache limit) when needed. */
+static int block_get(ot_reader *r, int64_t i, int64_t key, ot_block **out,
+                     struct pb_error *err) {
+  for (size_t k = 0; k < r->n_blocks; k++)
+    if (r->blocks[k].first <= key && key <= r->blocks[k].last) {
+      r->blocks[k].used = ++r->clock;
+      *out = &r->blocks[k];
+      return PB_OK;
+    }
+  int64_t first, last;
+  block_range(r, key, &first, &last);
+  ot_block nb;
+  PB_RETURN_NOT_OK(block_load(r, i, first, last, &nb, err));
+  while (r->n_blocks > 0 &&
+         (r->n_blocks >= OT_MAX_BLOCKS || r->cache_bytes + nb.bytes > r->cache_limit)) {
+    size_t old = 0;
+    for (size_t k = 1; k < r->n_blocks; k++)
+      if (r->blocks[k].used < r->blocks[old].used) old = k;
+    r->cache_bytes -= r->blocks[old].bytes;
+    block_free(&r->blocks[old]);
+    r->blocks[old] = r->blocks[--r->n_blocks];
+  }
+  nb.used = ++r->clock;
+  r->blocks[r->n_blocks] = nb;
+  r->cache_bytes += nb.bytes;
+  *out = &r->blocks[r->n_blocks++];
+  return PB_OK;
+}
+
 static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                    pb_stage_times *times, struct pb_error *err) {
   ot_reader *r = state;
@@ -940,50 +1137,43 @@ static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, s
     return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
                         (long long)i);
   int64_t t0 = pb_now_ns();
-  duckdb_bind_int64(r->st, 1, im->key);
-  duckdb_result res;
-  if (duckdb_execute_prepared(r->st, &res) != DuckDBSuccess) {
-    char what[64];
-    snprintf(what, sizeof what, "image %lld", (long long)i);
-    return query_err(&res, PB_EDUCKDB, err, r->path, what);
-  }
-  duckdb_data_chunk ch = duckdb_fetch_chunk(res);
+  ot_block *b = NULL;
+  int rc = block_get(r, i, im->key, &b, err);
   if (times) times->read_ns += pb_now_ns() - t0;
-  int rc = PB_OK;
+  if (rc != PB_OK) return rc;
   int64_t covered = 0;
-  if (ch == NULL || duckdb_data_chunk_get_size(ch) < 1) {
-    rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld: row %lld not found", r->path, (long long)i,
-                      (long long)im->key);
-  } else {
-    int64_t t1 = pb_now_ns();
-    duckdb_vector cl = duckdb_data_chunk_get_vector(ch, 0), pl = duckdb_data_chunk_get_vector(ch, 1);
-    int has_c = pb__oa_valid(cl, 0) && pb__oa_field(duckdb_list_vector_get_child(cl), "t") >= 0 &&
-                ((duckdb_list_entry *)duckdb_vector_get_data(cl))[0].length > 0;
-    int has_p = pb__oa_valid(pl, 0) && pb__oa_field(duckdb_list_vector_get_child(pl), "z") >= 0 &&
-                ((duckdb_list_entry *)duckdb_vector_get_data(pl))[0].length > 0;
-    if (has_p)
-      rc = put_planes(r, i, im, pl, region, dst, &covered, times, err);
-    else if (has_c && pb__oa_field(duckdb_list_vector_get_child(cl), "pixel_bytes") >= 0)
-      rc = put_chunks(r, i, im, cl, region, dst, &covered, times, err);
-    else if (has_c)
-      rc = pb_error_set(err, PB_EUNSUPPORTED,
-                        "%s: image %lld: numeric chunks (chunks[].pixels) are not read yet; "
-                        "planes are empty",
-                        r->path, (long long)i);
-    else
-      rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld: both planes and chunks are empty",
-                        r->path, (long long)i);
-    if (rc == PB_OK && covered != need)
-      rc = pb_error_set(err, PB_EFORMAT,
-                        "%s: image %lld: planes/chunks cover %lld of the %lld pixels asked for",
-                        r->path, (long long)i, (long long)covered, (long long)need);
-    if (times) {
-      times->decode_ns += pb_now_ns() - t1 - times->decompress_ns;
-      times->bytes_decoded += need * (int64_t)pb_dtype_size(im->dtype);
-    }
+  int32_t ci = im->key >= b->first && im->key <= b->last ? b->chunk_of[im->key - b->first] : -1;
+  if (ci < 0)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: row %lld not found", r->path,
+                        (long long)i, (long long)im->key);
+  duckdb_data_chunk ch = b->chunks[ci];
+  idx_t row = (idx_t)b->row_of[im->key - b->first];
+  int64_t t1 = pb_now_ns();
+  duckdb_vector cl = duckdb_data_chunk_get_vector(ch, 1), pl = duckdb_data_chunk_get_vector(ch, 2);
+  int has_c = pb__oa_valid(cl, row) && pb__oa_field(duckdb_list_vector_get_child(cl), "t") >= 0 &&
+              ((duckdb_list_entry *)duckdb_vector_get_data(cl))[row].length > 0;
+  int has_p = pb__oa_valid(pl, row) && pb__oa_field(duckdb_list_vector_get_child(pl), "z") >= 0 &&
+              ((duckdb_list_entry *)duckdb_vector_get_data(pl))[row].length > 0;
+  if (has_p)
+    rc = put_planes(r, i, im, pl, row, region, dst, &covered, times, err);
+  else if (has_c && pb__oa_field(duckdb_list_vector_get_child(cl), "pixel_bytes") >= 0)
+    rc = put_chunks(r, i, im, cl, row, region, dst, &covered, times, err);
+  else if (has_c)
+    rc = pb_error_set(err, PB_EUNSUPPORTED,
+                      "%s: image %lld: numeric chunks (chunks[].pixels) are not read yet; "
+                      "planes are empty",
+                      r->path, (long long)i);
+  else
+    rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld: both planes and chunks are empty",
+                      r->path, (long long)i);
+  if (rc == PB_OK && covered != need)
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: image %lld: planes/chunks cover %lld of the %lld pixels asked for",
+                      r->path, (long long)i, (long long)covered, (long long)need);
+  if (times) {
+    times->decode_ns += pb_now_ns() - t1 - times->decompress_ns;
+    times->bytes_decoded += need * (int64_t)pb_dtype_size(im->dtype);
   }
-  if (ch != NULL) duckdb_destroy_data_chunk(&ch);
-  duckdb_destroy_result(&res);
   return rc;
 }
 
