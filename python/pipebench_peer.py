@@ -111,19 +111,27 @@ def main():
     rows = []
     for bs in cfg["batch_sizes"]:
         for w in cfg["workers"]:
-            per_epoch = len(ds) // bs + (1 if len(ds) % bs else 0)
-            want = min(cfg["batches"], per_epoch - 1)
+            # Same window rule as pipebench: at least 8 prefetch queues long, across epochs.
+            prefetch = 2
+            want = max(cfg["batches"], 8 * prefetch * max(w, 1))
             for r in range(cfg["repeats"]):
+                # persistent_workers keeps worker processes across epochs, as pipebench keeps
+                # its threads; prefetch_factor 2 matches pipebench's prefetch depth.
+                extra = {"persistent_workers": True, "prefetch_factor": prefetch} if w > 0 else {}
                 dl = DataLoader(ds, batch_size=bs, num_workers=w, shuffle=False,
-                                pin_memory=False)
+                                pin_memory=False, **extra)
                 t0 = time.perf_counter_ns()
                 it = iter(dl)
                 next(it)
                 first = (time.perf_counter_ns() - t0) / 1e9
                 lat, samples = [], 0
-                for _ in range(want):
+                while len(lat) < want:
                     a = time.perf_counter_ns()
-                    b = next(it)
+                    try:
+                        b = next(it)
+                    except StopIteration:
+                        it = iter(dl)
+                        b = next(it)
                     lat.append((time.perf_counter_ns() - a) / 1e9)
                     samples += b.shape[0]
                 del it, dl
