@@ -57,10 +57,11 @@ typedef struct pb_engine_info {
                                   its running statistics not, as torch counts them) */
   double flops_per_image;    /**< forward FLOPs, a multiply-add counted as 2 */
   int64_t bytes_weights;     /**< weights as the backend holds them (after folding) */
-  int64_t bytes_activations; /**< activations, inputs, outputs, gradients */
+  int64_t bytes_activations; /**< activations, gradients, and the tensors made with
+                                  pb_engine_tensor_new while they live */
   int64_t bytes_scratch;     /**< primitive scratchpads and workspaces */
   int64_t bytes_total;       /**< sum of the three: the engine's peak, since it allocates
-                                  everything at creation and nothing afterwards */
+                                  everything at creation (and tensors) and nothing while running */
   double compile_ms;         /**< time spent creating primitives and reordering weights */
 } pb_engine_info;
 
@@ -111,8 +112,9 @@ PB_API int pb_engine_synchronize(pb_engine *e, struct pb_error *err);
 PB_API int pb_engine_forward_host(pb_engine *e, const float *input, size_t input_count,
                                   float *output, size_t output_count, struct pb_error *err);
 
-/** Writes the weights (as float32, torch's state_dict names and layouts, batch norm unfolded)
- * as one NAME.npy per tensor into dir, which must exist. */
+/** Writes the weights the engine was built with (float32, torch's state_dict names and layouts,
+ * batch norm unfolded: weight, bias, running_mean, running_var) as one NAME.npy per tensor into
+ * dir, which must exist. They are rebuilt from the seed: training steps are not reflected. */
 PB_API int pb_engine_export_weights(pb_engine *e, const char *dir, struct pb_error *err);
 
 /** Models and dtypes known to the library, for help texts and error messages. */

@@ -255,7 +255,9 @@ static int run_infer(const cli_args *a) {
   double flops = 0;
   int n_threads = (int)threads;
   if (rc == 0 && strcmp(framework, "torch") == 0) {
-    printf("device: cpu (%s, torch in a subprocess)\n", env.cpu_model);
+    /* torch defaults to physical cores; give it what oneDNN gets (all online CPUs) */
+    if (threads == 0) threads = env.cpu_cores > 0 ? env.cpu_cores : 1;
+    printf("device: cpu (%s, torch in a subprocess, %ld threads)\n", env.cpu_model, threads);
     fflush(stdout);
     rc = run_torch(model, dtype, threads, warmup, iters, (uint64_t)seed, bss, nbs, inputs, c, h, w,
                    res, fw_version, sizeof fw_version);
@@ -372,6 +374,7 @@ static int run_infer(const cli_args *a) {
   if (rc == 0) {
     int n = 0;
     for (int i = 0; i < nbs; i++) n += res[i].n > 0 && res[i].n < pb_percentile_min_n(0.99);
+    fflush(stdout);
     if (n > 0)
       fprintf(stderr, "note: p99 of fewer than %zu samples is close to the maximum; raise --iterations\n",
               pb_percentile_min_n(0.99));

@@ -159,12 +159,17 @@ int pb_engine_tensor_new(pb_engine *e, pb_tensor_role role, pb_tensor **out, str
     return pb_error_set(err, PB_ENOMEM, "cannot allocate a %zu-byte tensor", role_bytes(e, role));
   }
   memset(t->ptr, 0, e->vt->host_visible ? t->bytes : 0);
+  /* tensors count as the engine's activations while they live */
+  e->info.bytes_activations += (int64_t)t->bytes;
+  e->info.bytes_total += (int64_t)t->bytes;
   *out = t;
   return 0;
 }
 
 void pb_tensor_free(pb_tensor *t) {
   if (t == NULL) return;
+  t->e->info.bytes_activations -= (int64_t)t->bytes;
+  t->e->info.bytes_total -= (int64_t)t->bytes;
   t->e->vt->tensor_release(t->e, t->ptr, t->bytes);
   free(t);
 }

@@ -1,7 +1,7 @@
 /* Training on oneDNN for sequential conv nets (conv [+ReLU], global average pool, linear): the
- * embed model. Every tensor stays in a plain layout (NCHW, torch's weight layouts) so the SGD
- * update is one loop per weight and gradients can be checked against finite differences. All
- * activations of the forward pass are kept for the backward pass. */
+ * embed model. Layouts are oneDNN's choice (blocked), as for inference; each weight and its
+ * gradient share one layout, so the SGD update is one element-wise loop over the buffer
+ * (padding stays zero). All activations of the forward pass are kept for the backward pass. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,11 +34,8 @@ typedef struct act {
   void *p, *dp;
 } act;
 
-static int new_act(pb__dn *o, act *a, int nd, const dnnl_dims_t dims, int grad,
-                   struct pb_error *err) {
-  static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
-                                           dnnl_abcd};
-  dnnl_memory_desc_init_by_tag(&a->md, nd, dims, dnnl_f32, tags[nd]);
+static int new_act(pb__dn *o, act *a, const dnnl_memory_desc_t *md, int grad, struct pb_error *err) {
+  a->md = *md;
   size_t n = dnnl_memory_desc_get_size(&a->md);
   a->p = pb__dn_alloc(o, n, &o->bytes_act);
   a->dp = grad ? pb__dn_alloc(o, n, &o->bytes_act) : NULL;
@@ -51,16 +48,25 @@ static int new_act(pb__dn *o, act *a, int nd, const dnnl_dims_t dims, int grad,
   return 0;
 }
 
-static int add_param(pb__dn *o, struct pb__dn_train *tr, const pb__param *p, dnnl_memory_t *wm,
-                     dnnl_memory_t *gm, const dnnl_memory_desc_t *md, struct pb_error *err) {
+static const dnnl_memory_desc_t *query(const pb__dn_step *s, dnnl_query_t what) {
+  return dnnl_primitive_desc_query_md(s->pd, what, 0);
+}
+
+/* A weight in layout md (its torch values reordered from the plain user_md) and its gradient
+ * in the same layout. */
+static int add_param(pb__dn *o, struct pb__dn_train *tr, const pb__param *p,
+                     const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *md,
+                     dnnl_memory_t *wm, dnnl_memory_t *gm, struct pb_error *err) {
   tparam *t = &tr->params[tr->n_params++];
   snprintf(t->name, sizeof t->name, "%s", p->name);
-  t->n = p->count;
-  t->w = pb__dn_alloc(o, (size_t)p->count * 4, &o->bytes_w);
-  t->g = pb__dn_alloc(o, (size_t)p->count * 4, &o->bytes_act);
+  size_t bytes = dnnl_memory_desc_get_size(md);
+  t->n = (int64_t)(bytes / sizeof(float));
+  t->w = pb__dn_alloc(o, bytes, &o->bytes_w);
+  t->g = pb__dn_alloc(o, bytes, &o->bytes_act);
   if (t->w == NULL || t->g == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  memcpy(t->w, p->data, (size_t)p->count * 4);
-  memset(t->g, 0, (size_t)p->count * 4);
+  memset(t->w, 0, bytes);
+  memset(t->g, 0, bytes);
+  PB_RETURN_NOT_OK(pb__dn_reorder_now(o, user_md, p->data, md, t->w, err));
   *wm = pb__dn_mem(o, md, t->w);
   *gm = pb__dn_mem(o, md, t->g);
   if (*wm == NULL || *gm == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -103,25 +109,29 @@ static int train_conv(pb__dn *o, const pb__graph *g, const pb__op *op, act *in, 
   dnnl_dims_t str = {op->stride, op->stride}, pl = {op->pad, op->pad}, pr;
   pr[0] = (so->h - 1) * op->stride + op->k - si->h - op->pad;
   pr[1] = (so->w - 1) * op->stride + op->k - si->w - op->pad;
-  PB_RETURN_NOT_OK(new_act(o, out, 4, od, 1, err));
-  dnnl_memory_desc_t wmd, bmd;
-  dnnl_memory_desc_init_by_tag(&wmd, 4, wd, dnnl_f32, dnnl_abcd);
+  dnnl_memory_desc_t wany, dany, bmd, wuser;
+  dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&dany, 4, od, dnnl_f32, dnnl_format_tag_any);
   dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_a);
-  dnnl_memory_t wm, gwm, bm, gbm;
-  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->w], &wm, &gwm, &wmd, err));
-  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->b], &bm, &gbm, &bmd, err));
+  dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_abcd);
   dnnl_convolution_desc_t fd, dd, wdsc;
   dnnl_status_t st = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                        dnnl_convolution_direct, &in->md, &wmd,
-                                                        &bmd, &out->md, str, pl, pr);
+                                                        dnnl_convolution_direct, &in->md, &wany,
+                                                        &bmd, &dany, str, pl, pr);
   if (st != dnnl_success) return pb__dn_err(err, st, "convolution descriptor");
   pb__dn_step *s = fstep(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   MAKE(o, s, &fd, NULL, "convolution forward");
+  dnnl_memory_desc_t wmd = *query(s, dnnl_query_weights_md);
+  PB_RETURN_NOT_OK(new_act(o, out, query(s, dnnl_query_dst_md), 1, err));
+  dnnl_memory_t wm, gwm, bm, gbm;
+  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->w], &wuser, &wmd, &wm, &gwm, err));
+  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->b], &bmd, &bmd, &bm, &gbm, err));
   pb__dn_arg(s, DNNL_ARG_SRC, in->mem);
   pb__dn_arg(s, DNNL_ARG_WEIGHTS, wm);
   pb__dn_arg(s, DNNL_ARG_BIAS, bm);
   pb__dn_arg(s, DNNL_ARG_DST, out->mem);
+  /* gradients in the weights' own layout, so the update needs no reorder */
   st = dnnl_convolution_backward_weights_desc_init(&wdsc, dnnl_convolution_direct, &in->md, &wmd,
                                                    &bmd, &out->md, str, pl, pr);
   if (st != dnnl_success) return pb__dn_err(err, st, "convolution backward-weights descriptor");
@@ -133,20 +143,37 @@ static int train_conv(pb__dn *o, const pb__graph *g, const pb__op *op, act *in, 
   pb__dn_arg(b, DNNL_ARG_DIFF_WEIGHTS, gwm);
   pb__dn_arg(b, DNNL_ARG_DIFF_BIAS, gbm);
   if (!need_dsrc) return 0;
-  st = dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &in->md, &wmd,
+  /* backward data wants its own weights layout (transposed blocks): a reorder per step */
+  st = dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &in->md, &wany,
                                                 &out->md, str, pl, pr);
   if (st != dnnl_success) return pb__dn_err(err, st, "convolution backward-data descriptor");
+  pb__dn_step data;
+  memset(&data, 0, sizeof data);
+  MAKE(o, &data, &dd, s->pd, "convolution backward data");
+  const dnnl_memory_desc_t *want = query(&data, dnnl_query_weights_md);
+  dnnl_memory_t wb = wm;
+  if (!dnnl_memory_desc_equal(want, &wmd)) {
+    void *p = pb__dn_alloc(o, dnnl_memory_desc_get_size(want), &o->bytes_act);
+    wb = p ? pb__dn_mem(o, want, p) : NULL;
+    if (wb == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    b = &bw->s[bw->n++];
+    memset(b, 0, sizeof *b);
+    st = dnnl_reorder_primitive_desc_create(&b->pd, &wmd, o->eng, want, o->eng, NULL);
+    if (st == dnnl_success) st = dnnl_primitive_create(&b->prim, b->pd);
+    if (st != dnnl_success) return pb__dn_err(err, st, "weights reorder");
+    pb__dn_arg(b, DNNL_ARG_FROM, wm);
+    pb__dn_arg(b, DNNL_ARG_TO, wb);
+  }
   b = &bw->s[bw->n++];
-  memset(b, 0, sizeof *b);
-  MAKE(o, b, &dd, s->pd, "convolution backward data");
+  *b = data;
   pb__dn_arg(b, DNNL_ARG_DIFF_DST, out->dmem);
-  pb__dn_arg(b, DNNL_ARG_WEIGHTS, wm);
+  pb__dn_arg(b, DNNL_ARG_WEIGHTS, wb);
   pb__dn_arg(b, DNNL_ARG_DIFF_SRC, in->dmem);
   return 0;
 }
 
 static int train_relu(pb__dn *o, act *in, act *out, pending *bw, struct pb_error *err) {
-  PB_RETURN_NOT_OK(new_act(o, out, in->md.ndims, in->md.dims, 1, err));
+  PB_RETURN_NOT_OK(new_act(o, out, &in->md, 1, err));
   dnnl_eltwise_desc_t fd, bd;
   dnnl_status_t st = dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, dnnl_eltwise_relu,
                                                     &in->md, 0.f, 0.f);
@@ -171,14 +198,16 @@ static int train_gap(pb__dn *o, const pb__graph *g, const pb__op *op, act *in, a
                      pending *bw, struct pb_error *err) {
   const pb__tshape *si = &g->tensors[op->in];
   dnnl_dims_t od = {o->N, si->c, 1, 1}, k = {si->h, si->w}, one = {1, 1}, zero = {0, 0};
-  PB_RETURN_NOT_OK(new_act(o, out, 4, od, 1, err));
+  dnnl_memory_desc_t dany;
+  dnnl_memory_desc_init_by_tag(&dany, 4, od, dnnl_f32, dnnl_format_tag_any);
   dnnl_pooling_desc_t fd, bd;
   dnnl_status_t st = dnnl_pooling_forward_desc_init(&fd, dnnl_forward_training, dnnl_pooling_avg,
-                                                    &in->md, &out->md, one, k, zero, zero);
+                                                    &in->md, &dany, one, k, zero, zero);
   if (st != dnnl_success) return pb__dn_err(err, st, "pooling descriptor");
   pb__dn_step *s = fstep(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   MAKE(o, s, &fd, NULL, "pooling forward");
+  PB_RETURN_NOT_OK(new_act(o, out, query(s, dnnl_query_dst_md), 1, err));
   pb__dn_arg(s, DNNL_ARG_SRC, in->mem);
   pb__dn_arg(s, DNNL_ARG_DST, out->mem);
   st = dnnl_pooling_backward_desc_init(&bd, dnnl_pooling_avg, &in->md, &out->md, one, k, zero, zero);
@@ -191,47 +220,48 @@ static int train_gap(pb__dn *o, const pb__graph *g, const pb__op *op, act *in, a
   return 0;
 }
 
+/* Inner product straight on the pooled (N, C, 1, 1) tensor in its layout; logits plain. */
 static int train_linear(pb__dn *o, const pb__graph *g, const pb__op *op, act *in, act *out,
                         pending *bw, struct pb_error *err) {
-  dnnl_dims_t sd = {o->N, op->cin}, od = {o->N, op->cout}, wd = {op->cout, op->cin}, bd = {op->cout};
-  dnnl_memory_desc_t smd, wmd, bmd;
-  dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_f32, dnnl_ab); /* (N,C,1,1) seen as (N,C) */
-  dnnl_memory_desc_init_by_tag(&wmd, 2, wd, dnnl_f32, dnnl_ab);
+  dnnl_dims_t od = {o->N, op->cout}, wd = {op->cout, op->cin, 1, 1}, bd = {op->cout};
+  dnnl_memory_desc_t omd, wany, wuser, bmd;
+  dnnl_memory_desc_init_by_tag(&omd, 2, od, dnnl_f32, dnnl_ab);
+  dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_abcd); /* torch (out, in) */
   dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_a);
-  PB_RETURN_NOT_OK(new_act(o, out, 2, od, 1, err));
-  dnnl_memory_t src = pb__dn_mem(o, &smd, in->p), dsrc = pb__dn_mem(o, &smd, in->dp);
-  if (src == NULL || dsrc == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  dnnl_memory_t wm, gwm, bm, gbm;
-  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->w], &wm, &gwm, &wmd, err));
-  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->b], &bm, &gbm, &bmd, err));
+  PB_RETURN_NOT_OK(new_act(o, out, &omd, 1, err));
   dnnl_inner_product_desc_t fd, dd, wdsc;
-  dnnl_status_t st = dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &smd, &wmd,
-                                                          &bmd, &out->md);
+  dnnl_status_t st = dnnl_inner_product_forward_desc_init(&fd, dnnl_forward_training, &in->md,
+                                                          &wany, &bmd, &out->md);
   if (st != dnnl_success) return pb__dn_err(err, st, "inner product descriptor");
   pb__dn_step *s = fstep(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   MAKE(o, s, &fd, NULL, "inner product forward");
-  pb__dn_arg(s, DNNL_ARG_SRC, src);
+  dnnl_memory_desc_t wmd = *query(s, dnnl_query_weights_md);
+  dnnl_memory_t wm, gwm, bm, gbm;
+  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->w], &wuser, &wmd, &wm, &gwm, err));
+  PB_RETURN_NOT_OK(add_param(o, o->tr, &g->params[op->b], &bmd, &bmd, &bm, &gbm, err));
+  pb__dn_arg(s, DNNL_ARG_SRC, in->mem);
   pb__dn_arg(s, DNNL_ARG_WEIGHTS, wm);
   pb__dn_arg(s, DNNL_ARG_BIAS, bm);
   pb__dn_arg(s, DNNL_ARG_DST, out->mem);
-  st = dnnl_inner_product_backward_weights_desc_init(&wdsc, &smd, &wmd, &bmd, &out->md);
+  st = dnnl_inner_product_backward_weights_desc_init(&wdsc, &in->md, &wmd, &bmd, &out->md);
   if (st != dnnl_success) return pb__dn_err(err, st, "inner product backward-weights descriptor");
   pb__dn_step *b = &bw->s[bw->n++];
   memset(b, 0, sizeof *b);
   MAKE(o, b, &wdsc, s->pd, "inner product backward weights");
-  pb__dn_arg(b, DNNL_ARG_SRC, src);
+  pb__dn_arg(b, DNNL_ARG_SRC, in->mem);
   pb__dn_arg(b, DNNL_ARG_DIFF_DST, out->dmem);
   pb__dn_arg(b, DNNL_ARG_DIFF_WEIGHTS, gwm);
   pb__dn_arg(b, DNNL_ARG_DIFF_BIAS, gbm);
-  st = dnnl_inner_product_backward_data_desc_init(&dd, &smd, &wmd, &out->md);
+  st = dnnl_inner_product_backward_data_desc_init(&dd, &in->md, &wmd, &out->md);
   if (st != dnnl_success) return pb__dn_err(err, st, "inner product backward-data descriptor");
   b = &bw->s[bw->n++];
   memset(b, 0, sizeof *b);
   MAKE(o, b, &dd, s->pd, "inner product backward data");
   pb__dn_arg(b, DNNL_ARG_DIFF_DST, out->dmem);
   pb__dn_arg(b, DNNL_ARG_WEIGHTS, wm);
-  pb__dn_arg(b, DNNL_ARG_DIFF_SRC, dsrc);
+  pb__dn_arg(b, DNNL_ARG_DIFF_SRC, in->dmem);
   return 0;
 }
 
