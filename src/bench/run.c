@@ -11,6 +11,7 @@
 #include "bench/run_internal.h"
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
+#include "results/report_internal.h"
 
 #define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr"
 
@@ -359,6 +360,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
     write_summary(c, &e2);
   } else {
     rc = write_summary(c, err);
+    if (rc == PB_OK) (void)pb__report_after_run(c->p.out, c->p.report, c->p.report_ctx);
   }
 done:
   cJSON_Delete(c->summary);

@@ -14,6 +14,8 @@ static const cli_command *const commands[] = {
     &cli_cmd_calibrate,
     &cli_cmd_infer,
     &cli_cmd_train,
+    &cli_cmd_report,
+    &cli_cmd_revs,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,56 @@
+/* pipebench report: plots (PNG, through PLplot's pngcairo driver) and a written report
+ * (Markdown and self-contained HTML) from a results folder, without running anything. */
+#ifndef PIPEBENCH_REPORT_H
+#define PIPEBENCH_REPORT_H
+
+#include "pipebench/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Told about every file the report functions write (status 0, path of the new file, message
+ * NULL) and every input they had to skip or replace (status < 0, path of the input, message
+ * saying why). Called on the caller's thread. */
+typedef void (*pb_report_note_fn)(void *ctx, int status, const char *path, const char *message);
+
+/** Draws a PNG for every result table in out_dir (a `pipebench run --out` folder): reads
+ * out_dir/data/pipebench_track{1,2,3,4}.parquet (or the .csv twin when the Parquet file is
+ * missing or unreadable) and any benchmark_results_*.csv of `pipebench infer` in out_dir or
+ * out_dir/data, and writes out_dir/images/pipebench_track{1,2,3,4}.png and
+ * pipebench_infer.png (each atomically). A missing or corrupt table is skipped; the others are
+ * still drawn. *n_written (may be NULL) counts the PNGs written.
+ *
+ * Returns 0 when at least one PNG was written; then err->message lists what was skipped ("" if
+ * nothing). Otherwise: PB_ENOTFOUND (no folder, or no table in it), the code of the first table
+ * that could not be read, PB_EUNSUPPORTED when PLplot's pngcairo driver is not installed, or an
+ * I/O error. PLplot is serialised by a process-wide lock; while it draws, this thread's
+ * stdout and stderr (file descriptors 1 and 2) point to a scratch file so that nothing PLplot
+ * prints reaches the terminal (output of other threads in those moments is dropped too). */
+PB_API int pb_report_plots(const char *out_dir, int *n_written, struct pb_error *err);
+/** pb_report_plots with a note callback (NULL for none). */
+PB_API int pb_report_plots_ex(const char *out_dir, pb_report_note_fn note, void *note_ctx,
+                              int *n_written, struct pb_error *err);
+
+/** Writes out_dir/report.md and out_dir/report.html (self-contained: the PNGs of
+ * out_dir/images are embedded as base64 data URIs), both atomically. They open with the
+ * answers (fastest format for random access and for bulk loading, whether the model loop is
+ * data-bound, throughput against the calibrated limits, pipebench against the torch peer,
+ * unstable measurements), then one section per track with its plot and a compact table.
+ * Unreadable tables are named in the report and skipped. Returns 0, PB_ENOTFOUND when out_dir
+ * holds neither a table nor pipebench_summary.json, or an I/O error. */
+PB_API int pb_report_write(const char *out_dir, struct pb_error *err);
+PB_API int pb_report_write_ex(const char *out_dir, pb_report_note_fn note, void *note_ctx,
+                              struct pb_error *err);
+
+/** Draws `pipebench infer` results: every benchmark_results_*.csv in csv_dir (for a
+ * framework/model/device/batch size found in several files, the newest file wins) as latency
+ * p50 and throughput against batch size, one line per model and framework, into png_path
+ * (atomically; NULL: csv_dir/pipebench_infer.png). PB_ENOTFOUND when csv_dir holds no such
+ * file; PB_EUNSUPPORTED without the pngcairo driver. */
+PB_API int pb_report_plot_infer(const char *csv_dir, const char *png_path, struct pb_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

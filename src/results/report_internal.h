@@ -1,0 +1,66 @@
+/* Internals shared by the plots and the written report (not public API). */
+#ifndef PB_REPORT_INTERNAL_H
+#define PB_REPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipebench/report.h"
+#include "pipebench/results.h"
+
+#define PB__RP_MAX_DISTINCT 32
+#define PB__RP_TRACKS 4
+
+/* A row filter: column == string (s != NULL) or column == integer. */
+typedef struct pb__rp_filter {
+  const char *col;
+  const char *s;
+  int64_t i;
+} pb__rp_filter;
+
+/* The tables of a results folder, loaded once. t[k] is NULL when track k+1 could not be read;
+ * then status[k] < 0 and why[k] says why (PB_ENOTFOUND: simply absent). */
+typedef struct pb__rp_data {
+  char dir[4096];
+  pb_table *t[PB__RP_TRACKS];
+  int status[PB__RP_TRACKS];
+  char path[PB__RP_TRACKS][4200]; /* the file used (or tried first) */
+  char why[PB__RP_TRACKS][1024];
+  pb_table *infer; /* merged benchmark_results_*.csv rows, or NULL */
+  char infer_dir[4200];
+  int infer_files;
+} pb__rp_data;
+
+/* Loads every table of dir; each failure or fallback is passed to note. */
+void pb__rp_load(const char *dir, pb__rp_data *d, pb_report_note_fn note, void *ctx);
+void pb__rp_free(pb__rp_data *d);
+/* Reads and merges the infer CSVs of one folder (newest file wins per configuration). */
+int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_error *err);
+
+/* Row helpers; a missing column reads as NULL / NaN. */
+int pb__rp_match(const pb_table *t, size_t row, const pb__rp_filter *f, int nf);
+const char *pb__rp_str(const pb_table *t, size_t row, const char *col);
+double pb__rp_f64(const pb_table *t, size_t row, const char *col);
+/* Median of col over matching rows (NaN if none; *n gets the count when not NULL). */
+double pb__rp_median(const pb_table *t, const char *col, const pb__rp_filter *f, int nf, int *n);
+/* Distinct values of a string column among matching rows, in order of first appearance. */
+int pb__rp_distinct_str(const pb_table *t, const char *col, const pb__rp_filter *f, int nf,
+                        const char **out, int max);
+/* Distinct values of an integer column among matching rows, sorted ascending. */
+int pb__rp_distinct_i64(const pb_table *t, const char *col, const pb__rp_filter *f, int nf,
+                        int64_t *out, int max);
+/* Number of matching rows whose bool column is true. */
+int pb__rp_count_true(const pb_table *t, const char *col, const pb__rp_filter *f, int nf);
+
+/* The fixed colour of a format (0xRRGGBB), the same in every plot. */
+uint32_t pb__rp_format_color(const char *format);
+
+/* Draws one track's plot (k = 1..4) or the infer plot (k = 0) into png (atomic). */
+int pb__plot_track(const pb__rp_data *d, int k, const char *png, struct pb_error *err);
+
+/* The end of pb_run: draws the plots and writes the report of out_dir, telling each outcome
+ * to line (may be NULL). Returns the first failure; pb_run does not fail on it, the tables are
+ * already safe. */
+int pb__report_after_run(const char *out_dir, void (*line)(void *ctx, const char *text), void *ctx);
+
+#endif
