@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "pipebench/engine.h"
+#include "pipebench/report.h"
 #include "pipebench/format.h"
 #include "pipebench/results.h"
 #include "pipebench/stats.h"
@@ -387,6 +388,21 @@ static int run_infer(const cli_args *a) {
     if (mkdir_p(outdir) != 0) rc = cli_fail(CMD, "cannot create %s: %s", outdir, strerror(errno));
     else if (pb_table_write(t, path, PB_SINK_CSV, &err) != 0) rc = cli_fail(CMD, "%s", err.message);
     else printf("results: %s\n", path);
+    if (rc == CLI_OK) {
+      /* The plot goes beside the raw folder, into images/ (results/raw -> results/images); a
+       * plot that cannot be drawn is a note, the CSV is the result. */
+      char img_dir[4096], png[4200];
+      snprintf(img_dir, sizeof img_dir, "%s", outdir);
+      char *slash = strrchr(img_dir, '/');
+      if (slash != NULL) snprintf(slash, sizeof img_dir - (size_t)(slash - img_dir), "/images");
+      else snprintf(img_dir, sizeof img_dir, "images");
+      snprintf(png, sizeof png, "%s/pipebench_infer.png", img_dir);
+      struct pb_error perr = {{0}};
+      if (mkdir_p(img_dir) != 0 || pb_report_plot_infer(outdir, png, &perr) != PB_OK)
+        fprintf(stderr, "note: no plot: %s\n", perr.message[0] ? perr.message : strerror(errno));
+      else
+        fprintf(stderr, "plot: %s\n", png);
+    }
   }
   pb_table_free(t);
   for (int i = 0; i < nbs; i++) free(res[i].lat_s);
