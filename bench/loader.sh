@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Issue targets for the loader, as ratios measured in one run (track 2 of `pipebench run`):
+#   preload, batch 16, 2 workers: >= 50% of the memory-copy limit and >= 10x the torch
+#   DataLoader peer on the same cache; on-demand tiff and ome-zarr >= 5x the peer;
+#   1 -> 2 workers >= 1.7x where not memory-bound; timer overhead < 1% of the shortest interval.
+#   bench/loader.sh [BUILD_DIR] [OUT]      (extra `pipebench run` options via PB_RUN_ARGS)
+set -euo pipefail
+build=${1:-build}; out=${2:-results/bench-loader}
+py=${PB_PYTHON:-/usr/bin/python3}
+"$build/pipebench" run --out "$out" --tracks 2 --formats "${PB_FORMATS:-raw,tiff,ome-zarr}" \
+  --batch-sizes 16,64 --workers 0,1,2,4 --caches none,preload --repeats 3 ${PB_RUN_ARGS:-}
+"$py" - "$out/data/pipebench_track2.csv" <<'PY'
+import csv, statistics as st, sys
+rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+def med(loader, fmt, cache, bs, w, key="samples_per_sec"):
+    v = [float(r[key]) for r in rows if r["loader"] == loader and r["format"] == fmt and
+         r["cache"] == cache and r["batch_size"] == str(bs) and r["num_workers"] == str(w) and r[key]]
+    return st.median(v) if v else float("nan")
+def verdict(x, target, more=True):
+    ok = x >= target if more else x < target
+    return "met" if ok else "MISSED"
+fmts = sorted({r["format"] for r in rows})
+print("\ntarget                                             value    verdict")
+for f in fmts:
+    frac = med("pipebench", f, "preload", 16, 2, "memcpy_fraction")
+    if frac == frac:
+        print(f"preload {f:9s} b16 w2, of memcpy limit        {frac*100:7.1f}%  {verdict(frac, 0.5)} (>= 50%)")
+    peer = med("torch-dataloader", f, "preload", 16, 2)
+    if peer == peer:
+        r = med("pipebench", f, "preload", 16, 2) / peer
+        print(f"preload {f:9s} b16 w2 vs torch DataLoader     {r:7.1f}x  {verdict(r, 10)} (>= 10x)")
+for f in ("tiff", "ome-zarr"):
+    for bs in (16, 64):
+        for w in (0, 1, 2, 4):
+            peer = med("torch-dataloader", f, "none", bs, w)
+            if peer == peer:
+                r = med("pipebench", f, "none", bs, w) / peer
+                print(f"on-demand {f:8s} b{bs:<3d} w{w} vs torch DataLoader {r:7.1f}x  {verdict(r, 5)} (>= 5x)")
+for f in fmts:
+    for bs in (16, 64):
+        a, b = med("pipebench", f, "none", bs, 1), med("pipebench", f, "none", bs, 2)
+        print(f"1 -> 2 workers {f:9s} b{bs:<3d}                  {b/a:7.2f}x  {verdict(b/a, 1.7)} (>= 1.7x where not memory-bound)")
+tof = [float(r["timer_overhead_fraction"]) for r in rows if r.get("timer_overhead_fraction")]
+if tof:
+    print(f"timer overhead, worst row, of shortest interval  {max(tof)*100:7.3f}%  {verdict(max(tof), 0.01, more=False)} (< 1%)")
+PY
