@@ -50,6 +50,22 @@ PB_API int pb_report_write_ex(const char *out_dir, pb_report_note_fn note, void 
  * file; PB_EUNSUPPORTED without the pngcairo driver. */
 PB_API int pb_report_plot_infer(const char *csv_dir, const char *png_path, struct pb_error *err);
 
+/** Draws a `pipebench revs` results file (the JSON list of runs): every (experiment, metric,
+ * branch) that pb_revs_compare finds against the baseline is one row with the ratio of medians
+ * to the baseline as a marker and its 99% bootstrap interval as a bar, a line at 1 and dashed
+ * lines at the change threshold, significant changes coloured and marked (worse: vermillion
+ * triangle; better: blue inverted triangle). The ratio axis is logarithmic when the ratios
+ * span more than a factor 4. Writes png_path atomically (NULL:
+ * dirname(revs_json)/images/pipebench_revs.png, the folder created). The baseline is the
+ * branch of the first run and the factor 1.1, as in pb_revs_compare(path, NULL, 0, ...).
+ * Returns 0; PB_EFORMAT for a file that is not a revs list; PB_ENOTFOUND when nothing can be
+ * compared; PB_EUNSUPPORTED without the pngcairo driver; or an I/O error. */
+PB_API int pb_report_plot_revs(const char *revs_json, const char *png_path, struct pb_error *err);
+/** pb_report_plot_revs with the baseline branch (NULL: the first run's) and the factor of
+ * pb_revs_compare (<= 0: 1.1), so that the plot matches a `--compare --baseline --factor` table. */
+PB_API int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const char *baseline,
+                                  double factor, struct pb_error *err);
+
 #ifdef __cplusplus
 }
 #endif

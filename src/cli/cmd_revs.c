@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pipebench/report.h"
 #include "pipebench/revs.h"
 
 #define CMD "revs"
@@ -158,6 +159,10 @@ static int run_revs(const cli_args *a) {
   int regressed = 0;
   int rc = print_comparison(output, cli_get(a, "baseline"), factor, &regressed);
   if (rc != CLI_OK) return rc;
+  fflush(stdout);
+  struct pb_error perr = {{0}};
+  if (pb_report_plot_revs_ex(output, NULL, cli_get(a, "baseline"), factor, &perr) != 0)
+    fprintf(stderr, "pipebench revs: note: no plot: %s\n", perr.message);
   if (regressed && cli_has(a, "fail-on-regression")) {
     fprintf(stderr, "pipebench revs: a significant slowdown against the baseline (exit 3)\n");
     return CLI_REGRESSION;

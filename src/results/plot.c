@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pipebench/revs.h"
 #include "results/report_internal.h"
 #include "results/results_internal.h"
 
@@ -185,16 +186,33 @@ typedef struct layout {
 static double chr_norm_y(const layout *L, double scale) { return L->pg->chr_mm * scale / L->pg->page_h_mm; }
 static double chr_norm_x(const layout *L, double scale) { return L->pg->chr_mm * scale / L->pg->page_w_mm; }
 
+/* Estimated width in mm of text drawn at scale (PLplot 5.15 has no public string-length call):
+ * a generous average glyph width, so that what is fitted never touches its neighbour. */
+static double text_mm(const layout *L, const char *s, double scale) {
+  size_t n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
+  return 0.68 * L->pg->chr_mm * scale * (double)n;
+}
+
+/* The largest scale up to want at which text fits into avail_mm (never below 60% of want). */
+static double fit_scale(const layout *L, const char *s, double want, double avail_mm) {
+  double w = text_mm(L, s, want);
+  if (w <= avail_mm || w <= 0) return want;
+  double k = avail_mm / w;
+  return want * (k < 0.6 ? 0.6 : k);
+}
+
 static void page_title(const layout *L, const char *title, const char *subtitle) {
   plvpor(0, 1, 0, 1);
   plwind(0, 1, 0, 1);
   plcol0(1);
   plscol0(1, 0, 0, 0);
   plcol0(1);
-  plschr(0, BIG);
+  double room = L->pg->page_w_mm - 2 * L->pg->chr_mm * TXT;
+  plschr(0, fit_scale(L, title, BIG, room));
   plptex(0.5, 1.0 - 1.3 * chr_norm_y(L, BIG), 1, 0, 0.5, title);
   if (subtitle != NULL && subtitle[0]) {
-    plschr(0, TXT * 0.9);
+    plschr(0, fit_scale(L, subtitle, TXT * 0.9, room));
     color(0x444444);
     plptex(0.5, 1.0 - 1.3 * chr_norm_y(L, BIG) - 1.9 * chr_norm_y(L, TXT), 1, 0, 0.5, subtitle);
   }
@@ -229,16 +247,29 @@ static void panel(layout *L, int i, double x0, double x1, double y0, double y1, 
   plwidth(2.5);
   const char *xo = xlabels ? "bc" : (ylog == 2 ? "bcnstl" : "bcnst");
   plbox(xo, 0, 0, ylog ? "bcnstvl" : "bcnstv", 0, 0);
-  if (xlabels != NULL)
+  if (xlabels != NULL) {
+    /* one scale for all category labels, small enough that neighbours keep a gap */
+    double step_mm = (L->vx1 - L->vx0) * L->pg->page_w_mm / (x1 - x0), ls = TXT;
+    for (int k = 0; k < nx; k++) {
+      double s = fit_scale(L, xlabels[k], TXT, 0.8 * step_mm);
+      if (s < ls) ls = s;
+    }
+    plschr(0, ls);
     for (int k = 0; k < nx; k++) {
       color(xlabel_colors ? xlabel_colors[k] : 0x000000);
-      plmtex("b", 1.3, (k - x0) / (x1 - x0), 0.5, xlabels[k]);
+      plmtex("b", 1.3 * TXT / ls, (k - x0) / (x1 - x0), 0.5, xlabels[k]);
     }
+    plschr(0, TXT);
+  }
   color(0x000000);
   if (xlabel && xlabel[0]) plmtex("b", 3.0, 0.5, 0.5, xlabel);
   if (ylabel && ylabel[0]) plmtex("l", 5.2, 0.5, 0.5, ylabel);
-  plschr(0, TITLE);
-  plmtex("t", 1.7, 0.5, 0.5, title);
+  /* the title is centred on the plot area; it must stay inside its own grid cell */
+  double cx = 0.5 * (L->vx0 + L->vx1), room = cx - c * cw;
+  if ((c + 1) * cw - cx < room) room = (c + 1) * cw - cx;
+  double ts = fit_scale(L, title, TITLE, 2.0 * room * L->pg->page_w_mm - L->pg->chr_mm * TXT);
+  plschr(0, ts);
+  plmtex("t", 1.7 * TITLE / ts, 0.5, 0.5, title);
   plschr(0, TXT);
 }
 
@@ -314,7 +345,7 @@ static void legend(const layout *L, const legend_item *it, int n, double y_top) 
   M.wy1 = L->pg->page_h_mm;
   for (int i = 0; i < n; i++) {
     double sw = it[i].kind == 3 ? 0 : (it[i].kind == 2 ? 4.5 * ch : 1.6 * ch);
-    double tw = 0.70 * ch * (double)strlen(it[i].text);
+    double tw = text_mm(L, it[i].text, TXT);
     if (x + sw + tw > L->pg->page_w_mm - ch && x > 2 * ch) {
       x = 2 * ch;
       y -= 2.0 * ch;
@@ -335,7 +366,7 @@ static void legend(const layout *L, const legend_item *it, int n, double y_top) 
     }
     color(0x000000);
     plptex(x + sw + 0.4 * ch, y, 1, 0, 0, it[i].text);
-    x += sw + tw + 2.2 * ch;
+    x += sw + tw + 2.0 * ch;
   }
 }
 
@@ -494,7 +525,8 @@ static void draw_track2(const void *ctx, plot_page *pg) {
   L.top = 1.0 - 4.2 * chr_norm_y(&L, BIG);
   L.bottom = 6.2 * chr_norm_y(&L, TXT);
   char sub[256];
-  snprintf(sub, sizeof sub, "steady state from the second batch; transform normalize; page cache %s; points: median over rounds",
+  snprintf(sub, sizeof sub, "steady state from the second batch; transform normalize; page cache %s; first batch: cache none; "
+           "medians over rounds",
            meta_or(t, "pipebench.cache_state", "?"));
   page_title(&L, "Track 2: loader throughput by batch size and worker threads", sub);
   char bl[32][16];
@@ -551,7 +583,7 @@ static void draw_track2(const void *ctx, plot_page *pg) {
     wlp[w] = wl[w];
   }
   char title[128], ylab[64];
-  snprintf(title, sizeof title, "first batch, batch %lld, cache none", nb ? (long long)bss[ref] : 0LL);
+  snprintf(title, sizeof title, "first batch time, batch %lld", nb ? (long long)bss[ref] : 0LL);
   snprintf(ylab, sizeof ylab, "first batch time (%s)", unit);
   if (nb > 0 && fhi > 0) {
     panel(&L, nf, -0.5, nw - 0.5, fa, fb, 1, title, "worker threads", ylab, wlp, nw, NULL);
@@ -576,8 +608,8 @@ static void draw_track2(const void *ctx, plot_page *pg) {
   int refw = 0;
   for (int w = 0; w < nw; w++)
     if (llabs(ws[w] - 2) < llabs(ws[refw] - 2)) refw = w;
-  snprintf(title, sizeof title, "cache modes, batch %lld, %lld workers", nb ? (long long)bss[ref] : 0LL,
-           nw ? (long long)ws[refw] : 0LL);
+  snprintf(title, sizeof title, "cache modes, batch %lld, %lld worker%s", nb ? (long long)bss[ref] : 0LL,
+           nw ? (long long)ws[refw] : 0LL, nw && ws[refw] == 1 ? "" : "s");
   if (nc > 0 && nb > 0 && nw > 0) {
     panel(&L, nf + 1, -0.5, nc - 0.5, ya, yb, 1, title, "cache mode", "samples/s", caches, nc, NULL);
     double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
@@ -595,7 +627,7 @@ static void draw_track2(const void *ctx, plot_page *pg) {
   int ne = 0;
   char wtext[16][32];
   for (int w = 0; w < nw && w < 12; w++) {
-    snprintf(wtext[w], sizeof wtext[w], "%lld workers", (long long)ws[w]);
+    snprintf(wtext[w], sizeof wtext[w], "%lld worker%s", (long long)ws[w], ws[w] == 1 ? "" : "s");
     ex[ne++] = (legend_item){2, tint(0x000000, 0.45 * w / (nw > 1 ? nw - 1 : 1)), w, 0, 0, wtext[w]};
   }
   ex[ne++] = (legend_item){2, 0x000000, -1, 0, 0, "pipebench"};
@@ -818,6 +850,274 @@ static void draw_infer(const void *ctx, plot_page *pg) {
       n++;
     }
   legend(&L, it, n, 5.4 * chr_norm_y(&L, TXT));
+}
+
+/* ---- revs: each branch against the baseline -------------------------------------------------- */
+
+#define REVS_MAX_ROWS 150 /* more rows would not be readable on one page */
+
+typedef struct revs_ctx {
+  const pb_revs_comparison *c;
+  const size_t *order; /* rows top to bottom */
+  size_t n, n_all;
+  double factor;
+  const char *source;
+} revs_ctx;
+
+/* Significantly worse: a longer time, a lower throughput, more memory. */
+static int revs_worse(const pb_revs_comparison *c) {
+  return c->higher_is_better ? c->verdict == PB_FASTER : c->verdict == PB_SLOWER;
+}
+
+static uint32_t revs_rgb(const pb_revs_comparison *c) {
+  if (c->verdict == PB_SAME) return 0x666666;
+  return revs_worse(c) ? 0xD55E00 : 0x0072B2; /* Okabe-Ito vermillion / blue */
+}
+
+static void revs_label(const pb_revs_comparison *c, char *out, size_t size) {
+  snprintf(out, size, "%s: %s, %s", c->experiment, c->metric, c->branch);
+}
+
+/* The value column: ratio, its interval, the verdict. */
+static void revs_value(const pb_revs_comparison *c, char *out, size_t size) {
+  snprintf(out, size, "%.3g [%.3g, %.3g] %s", c->ratio.ratio, c->ratio.lo, c->ratio.hi,
+           c->verdict == PB_SAME ? "no change" : c->verdict_text);
+}
+
+static void draw_revs(const void *ctx, plot_page *pg) {
+  const revs_ctx *R = ctx;
+  /* PLplot's default character height grows with the page; a tall page of many rows keeps the
+   * text size of the other plots (those are 800-1340 pixels high). */
+  if (pg->chr_mm > 9.4) {
+    pg->chr_mm = 9.4;
+    plschr(9.4, 1.0);
+  }
+  layout L = {pg, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  double lo = 1.0 / R->factor, hi = R->factor, wl = 0, wr = 0;
+  char text[400];
+  for (size_t k = 0; k < R->n; k++) {
+    const pb_revs_comparison *c = &R->c[R->order[k]];
+    const double v[3] = {c->ratio.ratio, c->ratio.lo, c->ratio.hi};
+    for (int j = 0; j < 3; j++)
+      if (isfinite(v[j]) && v[j] > 0) {
+        if (v[j] < lo) lo = v[j];
+        if (v[j] > hi) hi = v[j];
+      }
+    revs_label(c, text, sizeof text);
+    if (text_mm(&L, text, TXT) > wl) wl = text_mm(&L, text, TXT);
+    revs_value(c, text, sizeof text);
+    if (text_mm(&L, text, TXT) > wr) wr = text_mm(&L, text, TXT);
+  }
+  int xlog = hi / lo > 4.0;
+  double xa, xb;
+  if (xlog) {
+    log_range(lo, hi, &xa, &xb);
+  } else {
+    double pad = 0.06 * (hi - lo);
+    xa = lo - pad;
+    xb = hi + pad;
+    if (xa < 0) xa = 0;
+  }
+  L.top = 1.0 - 4.6 * chr_norm_y(&L, BIG);
+  L.bottom = 6.6 * chr_norm_y(&L, TXT);
+  char sub[512];
+  snprintf(sub, sizeof sub,
+           "ratio = median(branch) / median(baseline); bar: 99%% bootstrap interval; significant: "
+           "beyond %.3gx either way and (Mann-Whitney p < 0.002 or disjoint 99%% CIs)%s",
+           R->factor, R->n < R->n_all ? "; first rows only" : "");
+  char title[400];
+  snprintf(title, sizeof title, "pipebench revs: each branch against baseline '%s' (%s)",
+           R->n ? R->c[R->order[0]].baseline : "?", R->source);
+  page_title(&L, title, sub);
+  /* label column left, value column right, the plot between */
+  double lw = wl / pg->page_w_mm + 2.0 * chr_norm_x(&L, TXT);
+  double rw = wr / pg->page_w_mm + 3.0 * chr_norm_x(&L, TXT);
+  /* the plot keeps at least a third of the width; long labels get smaller type instead */
+  double ls = TXT;
+  if (lw > 0.42) {
+    ls = TXT * (0.42 - 2.0 * chr_norm_x(&L, TXT)) / (lw - 2.0 * chr_norm_x(&L, TXT));
+    if (ls < 0.75 * TXT) ls = 0.75 * TXT;
+    lw = 0.42;
+  }
+  if (lw < 0.12) lw = 0.12;
+  if (rw > 0.24) rw = 0.24;
+  L.vx0 = lw;
+  L.vx1 = 1.0 - rw;
+  L.vy0 = L.bottom + 4.0 * chr_norm_y(&L, TXT);
+  L.vy1 = L.top - 1.0 * chr_norm_y(&L, TXT);
+  L.wx0 = xa;
+  L.wx1 = xb;
+  L.wy0 = -0.6;
+  L.wy1 = (double)R->n - 0.4;
+  plvpor(L.vx0, L.vx1, L.vy0, L.vy1);
+  plwind(L.wx0, L.wx1, L.wy0, L.wy1);
+  /* significant rows get a light band in their colour, experiments a separating rule */
+  for (size_t k = 0; k < R->n; k++) {
+    const pb_revs_comparison *c = &R->c[R->order[k]];
+    double y = (double)(R->n - 1 - k);
+    if (c->verdict != PB_SAME) {
+      PLFLT bx[4] = {xa, xb, xb, xa}, by[4] = {y - 0.5, y - 0.5, y + 0.5, y + 0.5};
+      color(tint(revs_rgb(c), 0.86));
+      plpsty(0);
+      plfill(4, bx, by);
+    }
+    if (k > 0 && strcmp(c->experiment, R->c[R->order[k - 1]].experiment) != 0) {
+      PLFLT sx[2] = {xa, xb}, sy[2] = {y + 0.5, y + 0.5};
+      color(0x888888);
+      plwidth(1.5);
+      plline(2, sx, sy);
+    }
+  }
+  plschr(0, TXT);
+  plwidth(1);
+  color(0xD0D0D0);
+  plbox(xlog ? "gl" : "g", 0, 0, "", 0, 0);
+  /* the change threshold either way (dashed) and no change (solid) */
+  const double ref[3] = {1.0 / R->factor, R->factor, 1.0};
+  for (int j = 0; j < 3; j++) {
+    double x = xlog ? log10(ref[j]) : ref[j];
+    PLFLT lx[2] = {x, x}, ly[2] = {L.wy0, L.wy1};
+    if (j < 2) {
+      PLINT mark = 2500, space = 1500;
+      plstyl(1, &mark, &space);
+      color(0x777777);
+      plwidth(2);
+    } else {
+      color(0x000000);
+      plwidth(3);
+    }
+    plline(2, lx, ly);
+    plstyl(0, NULL, NULL);
+  }
+  color(0x000000);
+  plwidth(2.5);
+  plbox(xlog ? "bcnstl" : "bcnst", 0, 0, "bc", 0, 0);
+  plmtex("b", 3.0, 0.5, 0.5,
+         xlog ? "ratio to baseline (log scale; times and memory: below 1 is better, throughput: above 1)"
+              : "ratio to baseline (times and memory: below 1 is better, throughput: above 1)");
+  double row_mm = (L.vy1 - L.vy0) * pg->page_h_mm / (L.wy1 - L.wy0);
+  double ms = row_mm * 0.25 < 3.2 ? row_mm * 0.25 : 3.2; /* marker radius, mm */
+  for (size_t k = 0; k < R->n; k++) {
+    const pb_revs_comparison *c = &R->c[R->order[k]];
+    double y = (double)(R->n - 1 - k), pos = (y - L.wy0) / (L.wy1 - L.wy0);
+    uint32_t rgb = revs_rgb(c);
+    revs_label(c, text, sizeof text);
+    color(0x000000);
+    plschr(0, ls);
+    plmtex("lv", 0.8 * TXT / ls, pos, 1.0, text);
+    plschr(0, TXT);
+    revs_value(c, text, sizeof text);
+    color(c->verdict == PB_SAME ? 0x000000 : rgb);
+    plmtex("rv", 0.8, pos, 0.0, text);
+    double a = c->ratio.lo, b = c->ratio.hi, r = c->ratio.ratio;
+    if (xlog) {
+      a = lg(a);
+      b = lg(b);
+      r = lg(r);
+    }
+    color(rgb);
+    plwidth(3);
+    if (isfinite(a) && isfinite(b)) {
+      PLFLT ex[2] = {a, b}, ey[2] = {y, y};
+      plline(2, ex, ey);
+      for (int j = 0; j < 2; j++) {
+        PLFLT tx[2] = {j ? b : a, j ? b : a}, ty[2] = {y - 0.22, y + 0.22};
+        plline(2, tx, ty);
+      }
+    }
+    if (isfinite(r)) {
+      int shape = c->verdict == PB_SAME ? 0 : revs_worse(c) ? 2 : 4;
+      marker(&L, r, y, shape, ms, rgb, c->verdict != PB_SAME);
+    }
+  }
+  legend_item it[4] = {
+      {2, 0xD55E00, 2, 0, 0, "worse (significant): slower, lower throughput, more memory"},
+      {2, 0x0072B2, 4, 0, 0, "better (significant)"},
+      {2, 0x666666, 0, 0, 1, "no significant change"},
+      {3, 0, 0, 0, 0, "|  dashed: the change threshold"},
+  };
+  legend(&L, it, 4, 5.8 * chr_norm_y(&L, TXT));
+}
+
+/* Rank of s among the first appearances of field f in c[0..n). */
+static size_t revs_rank(const pb_revs_comparison *c, size_t n, size_t i, int f) {
+  const char *s = f == 0 ? c[i].experiment : f == 1 ? c[i].metric : c[i].branch;
+  for (size_t j = 0; j < n; j++) {
+    const char *t = f == 0 ? c[j].experiment : f == 1 ? c[j].metric : c[j].branch;
+    if (strcmp(s, t) == 0) return j;
+  }
+  return n;
+}
+
+static int mkdir_one(const char *dir, struct pb_error *err);
+
+int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const char *baseline,
+                           double factor, struct pb_error *err) {
+  if (revs_json == NULL) return pb_error_set(err, PB_EINVAL, "pb_report_plot_revs: NULL path");
+  if (!(factor > 0)) factor = 1.1;
+  if (factor < 1) factor = 1.0 / factor;
+  pb_revs_comparison *c = NULL;
+  size_t n = 0;
+  int rc = pb_revs_compare(revs_json, baseline, factor, &c, &n, err);
+  if (rc != PB_OK) return rc;
+  if (n == 0) {
+    free(c);
+    return pb_error_set(err, PB_ENOTFOUND,
+                        "%s: nothing to plot: no successful run of another branch shares an "
+                        "experiment with the baseline",
+                        revs_json);
+  }
+  char png[4300];
+  if (png_path != NULL) {
+    snprintf(png, sizeof png, "%s", png_path);
+  } else {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", revs_json);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    size_t u = strlen(dir);
+    snprintf(dir + u, sizeof dir - u, "%simages", dir[u - 1] == '/' ? "" : "/");
+    if ((rc = mkdir_one(dir, err)) != PB_OK) {
+      free(c);
+      return rc;
+    }
+    snprintf(png, sizeof png, "%s/pipebench_revs.png", dir);
+  }
+  /* rows grouped by experiment, then metric, then branch, each in order of first appearance */
+  size_t *order = malloc(n * sizeof *order), *key = malloc(3 * n * sizeof *key);
+  if (order == NULL || key == NULL) {
+    free(order);
+    free(key);
+    free(c);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    order[i] = i;
+    for (int f = 0; f < 3; f++) key[3 * i + (size_t)f] = revs_rank(c, n, i, f);
+  }
+  for (size_t i = 1; i < n; i++) /* stable insertion sort: at most a few hundred rows */
+    for (size_t j = i; j > 0; j--) {
+      const size_t *ka = &key[3 * order[j - 1]], *kb = &key[3 * order[j]];
+      int gt = ka[0] != kb[0] ? ka[0] > kb[0] : ka[1] != kb[1] ? ka[1] > kb[1] : ka[2] > kb[2];
+      if (!gt) break;
+      size_t t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  const char *base = strrchr(revs_json, '/');
+  revs_ctx R = {c, order, n < REVS_MAX_ROWS ? n : REVS_MAX_ROWS, n, factor, base ? base + 1 : revs_json};
+  int h = 360 + 44 * (int)R.n;
+  rc = plot_png(png, 1800, h < 640 ? 640 : h, draw_revs, &R, err);
+  free(order);
+  free(key);
+  free(c);
+  return rc;
+}
+
+int pb_report_plot_revs(const char *revs_json, const char *png_path, struct pb_error *err) {
+  return pb_report_plot_revs_ex(revs_json, png_path, NULL, 0, err);
 }
 
 /* ---- entry points ---------------------------------------------------------------------------- */

@@ -140,6 +140,35 @@ static int png_stats(const char *path, int *w, int *h, double *var, double *ink)
   return 0;
 }
 
+/* ---- a revs results file ------------------------------------------------------------------ */
+
+/* Two experiments, a baseline and two branches: one clearly slower, one like the baseline. */
+static void write_revs(const char *path) {
+  FILE *f = fopen(path, "wb");
+  if (f == NULL) {
+    failures++;
+    return;
+  }
+  static const char *const branches[] = {"main", "slow", "same"}, *const exps[] = {"tiny", "embed"};
+  fputs("[", f);
+  for (int e = 0; e < 2; e++)
+    for (int b = 0; b < 3; b++) {
+      double k = b == 1 ? 1.6 : 1.0;
+      fprintf(f, "%s{\"branch\": \"%s\", \"experiment\": \"%s\", \"success\": true, \"error\": null, "
+                 "\"git_info\": {\"branch\": \"%s\"}, \"task\": {\"kind\": \"command\"}, "
+                 "\"samples\": {\"elapsed_seconds\": [",
+              e || b ? ", " : "", branches[b], exps[e], branches[b]);
+      for (int r = 0; r < 6; r++) fprintf(f, "%s%.4f", r ? ", " : "", k * (1.0 + 0.01 * r));
+      fputs("], \"throughput_samples_per_second\": [", f);
+      for (int r = 0; r < 6; r++) fprintf(f, "%s%.4f", r ? ", " : "", 100.0 / k * (1.0 + 0.01 * r));
+      fputs("], \"peak_memory_mb\": [", f);
+      for (int r = 0; r < 6; r++) fprintf(f, "%s%.4f", r ? ", " : "", 150.0 + r);
+      fputs("]}}", f);
+    }
+  fputs("]\n", f);
+  fclose(f);
+}
+
 /* ---- a small results folder ------------------------------------------------------------- */
 
 static const char *const formats[] = {"raw", "tiff", "ome-zarr"};
@@ -336,10 +365,43 @@ int main(void) {
   CHECK(file_has(html, "src=\"data:image/png;base64,iVBORw0KGgo"));
 
   /* the infer plot on its own */
-  char png[600];
+  char png[600], path_revs_dir[600];
   snprintf(png, sizeof png, "%s/infer.png", dir);
   CHECK_OK(pb_report_plot_infer(sub, png, &e), e);
   CHECK(access(png, F_OK) == 0);
+
+  /* the revs plot: default place next to the JSON, one row per (experiment, metric, branch) */
+  char revs[600];
+  snprintf(revs, sizeof revs, "%s/revs/revs.json", dir);
+  snprintf(path_revs_dir, sizeof path_revs_dir, "%s/revs", dir);
+  mkdir(path_revs_dir, 0777);
+  write_revs(revs);
+  CHECK_OK(pb_report_plot_revs(revs, NULL, &e), e);
+  {
+    char rpng[700];
+    snprintf(rpng, sizeof rpng, "%s/images/pipebench_revs.png", path_revs_dir);
+    int w = 0, h = 0;
+    double var = 0, ink = 0;
+    int prc = png_stats(rpng, &w, &h, &var, &ink);
+    CHECK_EQ(prc, 0);
+    CHECK_EQ(w, 1800);
+    /* 2 experiments x 3 metrics x 2 branches = 12 rows */
+    CHECK_EQ(h, 360 + 44 * 12);
+    if (!(var > 500 && ink > 0.02 && ink < 0.8)) {
+      fprintf(stderr, "%s: looks blank or flooded: variance %.1f, non-white share %.3f\n", rpng, var, ink);
+      failures++;
+    }
+  }
+  /* an explicit path, another baseline and factor */
+  snprintf(png, sizeof png, "%s/revs_same.png", dir);
+  CHECK_OK(pb_report_plot_revs_ex(revs, png, "same", 1.2, &e), e);
+  CHECK(access(png, F_OK) == 0);
+  /* not a revs file; an unknown baseline */
+  snprintf(png, sizeof png, "%s/revs_bad.png", dir);
+  snprintf(path_revs_dir, sizeof path_revs_dir, "%s/data/pipebench_summary.json", dir);
+  CHECK(pb_report_plot_revs(path_revs_dir, png, &e) == PB_EFORMAT);
+  CHECK(pb_report_plot_revs_ex(revs, png, "nope", 0, &e) == PB_ENOTFOUND);
+  CHECK(access(png, F_OK) != 0);
 
   /* corrupt track 2 (both twins): named on stderr, the others still drawn, exit 0 */
   char path[600], errp[600], args[1400];
