@@ -678,10 +678,18 @@ static int compile_inference(pb__dn *o, const pb__graph *g, struct pb_error *err
   dnnl_memory_desc_t in_f32 = plain(4, id, dnnl_f32);
   o->tmd[0] = in_f32;
   if (o->dt != dnnl_f32) {
-    /* the caller's float32 input is converted first; tensor 0 becomes the converted copy */
+    /* The caller's float32 input is converted first; tensor 0 becomes the converted copy.
+     * Each convolution takes the layout its producer wrote, so this one decides them all: from
+     * plain NCHW the first convolution writes nChw16c and so do the rest. oneDNN 2.6's AMX
+     * convolutions take only channels-last (NHWC) activations, so on nChw16c every bf16
+     * convolution fell back to the avx512_core_bf16 kernels, slower than float32 there. With
+     * AMX the copy is NHWC; without it nChw16c stays, as its kernels beat the NHWC ones. */
     pb__dn_step *s = new_step(o);
     if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    dnnl_memory_desc_t want = plain(4, id, o->dt);
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    unsigned amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
+    dnnl_memory_desc_t want;
+    dnnl_memory_desc_init_by_tag(&want, 4, id, o->dt, (isa & amx) == amx ? dnnl_acdb : dnnl_abcd);
     dnnl_status_t st = dnnl_reorder_primitive_desc_create(&s->pd, &in_f32, o->eng, &want, o->eng, NULL);
     if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, s->pd);
     if (st != dnnl_success) return pb__dn_err(err, st, "input reorder");
