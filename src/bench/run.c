@@ -298,6 +298,53 @@ static void calib_progress(void *ctx, const char *what, int step, int steps) {
   if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, buf, step, steps);
 }
 
+/* Every item of list must be one of the names (NULL-terminated). */
+static int check_names(const char *list, const char *what, const char *const *names,
+                       struct pb_error *err) {
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s", list ? list : "");
+  char *save = NULL;
+  int n = 0;
+  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+    int ok = 0;
+    for (int k = 0; names[k] != NULL; k++) ok |= strcmp(tok, names[k]) == 0;
+    if (!ok) {
+      char known[256] = "";
+      for (int k = 0; names[k] != NULL; k++) {
+        if (k) strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, names[k], sizeof known - strlen(known) - 1);
+      }
+      return pb_error_set(err, PB_EINVAL, "unknown %s '%s' (%s)", what, tok, known);
+    }
+  }
+  if (n == 0) return pb_error_set(err, PB_EINVAL, "no %s given", what);
+  return PB_OK;
+}
+
+/* Options are checked before anything is measured, so a typo costs no time and leaves no
+ * half-made results behind. */
+static int validate(const pb_run_params *p, struct pb_error *err) {
+  static const char *const transforms[] = {"none", "normalize", "augment", NULL};
+  static const char *const caches[] = {"none", "preload", "shared", NULL};
+  int v[64];
+  if (pb__list_has(p->tracks, "1")) PB_RETURN_NOT_OK(check_names(p->transforms, "transform", transforms, err));
+  if (pb__list_has(p->tracks, "2")) {
+    PB_RETURN_NOT_OK(check_names(p->caches, "cache mode", caches, err));
+    int rc = pb__parse_int_list(p->batch_sizes, v, 64, 1, 65536, "batch sizes", err);
+    if (rc < 0) return rc;
+    rc = pb__parse_int_list(p->workers, v, 64, 0, 256, "workers", err);
+    if (rc < 0) return rc;
+  }
+  if (p->formats != NULL) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", p->formats);
+    char *save = NULL;
+    for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+      if (pb_format_find(tok) == NULL) return pb_error_set(err, PB_EINVAL, "unknown format '%s'", tok);
+  }
+  return PB_OK;
+}
+
 int pb_run(const pb_run_params *params, struct pb_error *err) {
   pb_run_ctx *c = calloc(1, sizeof *c);
   if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -327,6 +374,10 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   if (c->p.repeats < 1 || c->p.samples < 1 || c->p.batches < 1 || c->p.warmup < 0) {
     free(c);
     return pb_error_set(err, PB_EINVAL, "repeats, samples and batches must be at least 1");
+  }
+  if ((rc = validate(&c->p, err)) != PB_OK) {
+    free(c);
+    return rc;
   }
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/data", c->p.out);

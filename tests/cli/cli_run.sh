@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# pipebench run: bad options fail fast and clearly; a small real run writes every output, and a
+# failed run leaves earlier results whole.
+. "$(dirname "$0")/lib.sh"
+pb=${PB_CLI:?}
+py=${PB_PYTHON:-/usr/bin/python3}
+
+for args in "--tracks 9" "--cache lukewarm" "--preset huge" "--formats frob" \
+            "--tracks 2 --batch-sizes 0" "--tracks 2 --workers -1" "--tracks 1 --transforms sharpen" \
+            "--tracks 2 --caches warmish" "--repeats 0" "--bogus"; do
+  # shellcheck disable=SC2086
+  run "$pb" run $args --out "$work/bad"
+  expect_rc 1 "run $args"; expect_err "try 'pipebench run --help'" "run $args hint"
+  [[ ! -e $work/bad/data/pipebench_summary.json ]] && pass || fail "run $args wrote results"
+done
+run "$pb" run --data "$work/missing" --out "$work/bad2"
+expect_rc 2 "run with a missing dataset"; expect_err "missing" "missing dataset named"
+
+# A small run over a small dataset: tables, CSV twins, summary, plots and report.
+run "$pb" gen --out "$work/ds" --rows 40 --size 32x32 --formats raw,tiff,ome-zarr
+expect_rc 0 "gen for run"
+run "$pb" run --data "$work/ds" --out "$work/r" --repeats 1 --samples 10 --warmup 2 --batches 4 \
+  --batch-sizes 4 --workers 0,2 --caches none,preload --transforms none --steps 3 --no-peer
+expect_rc 0 "small run"
+for t in 1 2 3 4; do
+  [[ -s $work/r/data/pipebench_track$t.parquet && -s $work/r/data/pipebench_track$t.csv ]] && pass || fail "track $t tables"
+  [[ -s $work/r/images/pipebench_track$t.png ]] && pass || fail "track $t plot"
+done
+[[ -s $work/r/report.md && -s $work/r/report.html ]] && pass || fail "report written"
+if "$py" - "$work/r/data" <<'PY'
+import csv, json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/pipebench_summary.json"))
+assert s["kind"] == "pipebench.run" and "error" not in s, s.get("error")
+assert s["calibration"]["memcpy_gbps"] > 0
+rows = list(csv.DictReader(l for l in open(d + "/pipebench_track2.csv") if not l.startswith("#")))
+assert {r["format"] for r in rows} == {"raw", "tiff", "ome-zarr"}
+for r in rows:
+    assert int(r["num_batches"]) >= 8 * 2 * max(1, int(r["num_workers"])), r   # window rule
+    assert float(r["samples_per_sec"]) > 0 and float(r["first_batch_time"]) > 0
+rows = list(csv.DictReader(l for l in open(d + "/pipebench_track1.csv") if not l.startswith("#")))
+assert all(int(r["num_samples"]) == 10 for r in rows)
+assert {r["cache"] for r in rows} == {"none", "preload"}
+rows = list(csv.DictReader(l for l in open(d + "/pipebench_track3.csv") if not l.startswith("#")))
+assert all(0 <= float(r["data_wait_fraction"]) <= 1 for r in rows)
+PY
+then pass; else fail "run outputs hold what they should"; fi
+
+# A run that fails (track 4 with a Python that does not exist) leaves the earlier tables whole.
+before=$(md5sum < "$work/r/data/pipebench_track4.parquet")
+run "$pb" run --data "$work/ds" --out "$work/r" --tracks 4 --formats raw --samples 5 --warmup 1 \
+  --repeats 1 --python /nonexistent/python
+expect_rc 2 "run with a missing Python"; expect_err "nonexistent" "missing Python named"
+[[ $(md5sum < "$work/r/data/pipebench_track4.parquet") == "$before" ]] && pass || fail "failed run kept the old track 4 table"
+finish
