@@ -15,64 +15,116 @@
 
 /* ---- batches -------------------------------------------------------------------------------- */
 
-/* Batch buffers are recycled: fresh large allocations would fault in new pages for every
- * batch (and, with threads, unmapping them costs TLB shootdowns on every core). The pool is
- * shared by the loader and its live batches and freed by the last of them. */
-typedef struct buf_pool {
+/* Whole batches (header, index array, data buffer) are recycled: fresh large allocations
+ * would fault in new pages for every batch (and, with threads, unmapping them costs TLB
+ * shootdowns on every core). Each worker has its own free list and a batch goes back to the
+ * list of the worker that built it, so a worker keeps writing into buffers that are still in
+ * its own cache; from one shared list, a buffer last written on one core would be rewritten
+ * on another, every cache line moving between cores (a fixed cost per batch that made small
+ * batches scale poorly). The pool is shared by the loader and its live batches and freed by
+ * the last of them. */
+typedef struct batch_impl batch_impl;
+
+typedef struct pool_list {
   pthread_mutex_t mu;
+  batch_impl **items;
+  int n;
+  char pad[64]; /* keeps neighbouring lists' hot fields off one cache line */
+} pool_list;
+
+typedef struct buf_pool {
   atomic_int refs;
-  size_t size; /* bytes of each buffer */
-  void **bufs;
-  int n, cap;
+  size_t size;    /* bytes of each data buffer */
+  size_t nidx;    /* entries of each index array */
+  int nlists, cap; /* cap: batches kept per list */
+  pool_list *lists;
 } buf_pool;
 
-static buf_pool *pool_new(size_t size, int cap) {
+struct batch_impl {
+  pb_batch pub; /* first, so a pb_batch * is a batch_impl * */
+  atomic_int refs;
+  int home;       /* the free list it returns to */
+  buf_pool *pool; /* where it goes back to; holds a reference */
+};
+
+static void batch_destroy(buf_pool *p, batch_impl *bi) {
+  if (bi == NULL) return;
+  pb_free(bi->pub.data, p->size);
+  free(bi->pub.indices);
+  free(bi);
+}
+
+static buf_pool *pool_new(size_t size, size_t nidx, int nlists, int cap) {
   buf_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
-  p->bufs = calloc((size_t)cap, sizeof *p->bufs);
-  if (p->bufs == NULL) {
+  p->lists = calloc((size_t)nlists, sizeof *p->lists);
+  int ok = p->lists != NULL;
+  for (int i = 0; ok && i < nlists; i++) {
+    p->lists[i].items = calloc((size_t)cap, sizeof *p->lists[i].items);
+    ok = p->lists[i].items != NULL;
+  }
+  if (!ok) {
+    for (int i = 0; p->lists != NULL && i < nlists; i++) free(p->lists[i].items);
+    free(p->lists);
     free(p);
     return NULL;
   }
-  pthread_mutex_init(&p->mu, NULL);
+  for (int i = 0; i < nlists; i++) pthread_mutex_init(&p->lists[i].mu, NULL);
   atomic_init(&p->refs, 1);
   p->size = size;
+  p->nidx = nidx;
+  p->nlists = nlists;
   p->cap = cap;
   return p;
 }
 
 static void pool_unref(buf_pool *p) {
   if (p == NULL || atomic_fetch_sub(&p->refs, 1) != 1) return;
-  for (int i = 0; i < p->n; i++) pb_free(p->bufs[i], p->size);
-  pthread_mutex_destroy(&p->mu);
-  free(p->bufs);
+  for (int i = 0; i < p->nlists; i++) {
+    pool_list *q = &p->lists[i];
+    for (int j = 0; j < q->n; j++) batch_destroy(p, q->items[j]);
+    pthread_mutex_destroy(&q->mu);
+    free(q->items);
+  }
+  free(p->lists);
   free(p);
 }
 
-static void *pool_get(buf_pool *p) {
-  void *b = NULL;
-  pthread_mutex_lock(&p->mu);
-  if (p->n > 0) b = p->bufs[--p->n];
-  pthread_mutex_unlock(&p->mu);
-  return b != NULL ? b : pb_alloc(p->size);
-}
-
-static void pool_put(buf_pool *p, void *b) {
-  if (b == NULL) return;
-  pthread_mutex_lock(&p->mu);
-  if (p->n < p->cap) {
-    p->bufs[p->n++] = b;
-    b = NULL;
+/* A batch from list home (recycled or new), holding one pool reference; NULL when out of
+ * memory. Its header fields are the caller's to fill. */
+static batch_impl *pool_get(buf_pool *p, int home) {
+  pool_list *q = &p->lists[home];
+  batch_impl *bi = NULL;
+  pthread_mutex_lock(&q->mu);
+  if (q->n > 0) bi = q->items[--q->n];
+  pthread_mutex_unlock(&q->mu);
+  if (bi == NULL) {
+    bi = calloc(1, sizeof *bi);
+    if (bi == NULL) return NULL;
+    bi->pub.indices = malloc(p->nidx * sizeof(int64_t));
+    bi->pub.data = pb_alloc(p->size);
+    if (bi->pub.indices == NULL || bi->pub.data == NULL) {
+      batch_destroy(p, bi);
+      return NULL;
+    }
+    bi->home = home;
+    bi->pool = p;
   }
-  pthread_mutex_unlock(&p->mu);
-  pb_free(b, p->size);
+  atomic_init(&bi->refs, 1);
+  atomic_fetch_add(&p->refs, 1);
+  return bi;
 }
 
-typedef struct batch_impl {
-  pb_batch pub; /* first, so a pb_batch * is a batch_impl * */
-  atomic_int refs;
-  buf_pool *pool; /* where data goes back to; holds a reference */
-} batch_impl;
+static void pool_put(buf_pool *p, batch_impl *bi) {
+  pool_list *q = &p->lists[bi->home];
+  pthread_mutex_lock(&q->mu);
+  if (q->n < p->cap) {
+    q->items[q->n++] = bi;
+    bi = NULL;
+  }
+  pthread_mutex_unlock(&q->mu);
+  batch_destroy(p, bi);
+}
 
 size_t pb_out_dtype_size(pb_out_dtype d) { return d == PB_OUT_FLOAT32 ? 4 : 2; }
 
@@ -88,10 +140,9 @@ const char *pb_out_dtype_name(pb_out_dtype d) {
 static void batch_release(batch_impl *bi) {
   if (bi == NULL) return;
   if (atomic_fetch_sub(&bi->refs, 1) != 1) return;
-  pool_put(bi->pool, bi->pub.data);
-  pool_unref(bi->pool);
-  free(bi->pub.indices);
-  free(bi);
+  buf_pool *p = bi->pool;
+  pool_put(p, bi);
+  pool_unref(p);
 }
 
 void pb_batch_free(pb_batch *batch) { batch_release((batch_impl *)batch); }
@@ -237,6 +288,7 @@ typedef struct worker {
   pb__warp_entry *table;
   pthread_t thread;
   int started;
+  int home; /* its free list in the batch pool */
 } worker;
 
 typedef struct slot {
@@ -399,18 +451,15 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
   int64_t t0 = now();
   int64_t first = b * l->p.batch_size;
   int64_t n = l->per_rank - first < l->p.batch_size ? l->per_rank - first : l->p.batch_size;
-  batch_impl *bi = calloc(1, sizeof *bi);
-  if (bi == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  atomic_init(&bi->refs, 1);
-  atomic_fetch_add(&l->pool->refs, 1);
-  bi->pool = l->pool;
-  bi->pub.indices = malloc((size_t)n * sizeof(int64_t));
-  bi->pub.data = pool_get(l->pool);
-  if (bi->pub.indices == NULL || bi->pub.data == NULL) {
-    batch_release(bi);
+  batch_impl *bi = pool_get(l->pool, w->home);
+  if (bi == NULL)
     return pb_error_set(err, PB_ENOMEM, "out of memory for a batch of %zu bytes", l->pool->size);
-  }
   pb_batch *pb = &bi->pub;
+  void *data = pb->data;
+  int64_t *indices = pb->indices;
+  memset(pb, 0, sizeof *pb); /* a recycled batch keeps nothing of its last use */
+  pb->data = data;
+  pb->indices = indices;
   pb->dtype = l->p.out_dtype;
   pb->number = b;
   pb->epoch = epoch;
@@ -724,6 +773,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
     goto fail;
   }
   for (int i = 0; i < nctx; i++) {
+    l->wk[i].home = i;
     rc = worker_init(l, &l->wk[i], err);
     if (rc != PB_OK) goto fail;
     if (l->p.cache == PB_CACHE_NONE) {
@@ -738,9 +788,10 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   }
   pb_dataset_free(ds0);
   ds0 = NULL;
-  /* Enough buffers for the queue, the batches being built and a few held by the caller. */
-  l->pool = pool_new((size_t)l->p.batch_size * l->sample_bytes,
-                     l->nthreads * (l->p.prefetch + 1) + 4);
+  /* One free list per worker, each keeping enough batches for that worker's share of the
+   * queue, the one it is building and a few held by the caller. */
+  l->pool = pool_new((size_t)l->p.batch_size * l->sample_bytes, (size_t)l->p.batch_size, nctx,
+                     l->p.prefetch + 1 + 4);
   if (l->pool == NULL) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;
