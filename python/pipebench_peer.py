@@ -125,7 +125,9 @@ def main():
                 next(it)
                 first = (time.perf_counter_ns() - t0) / 1e9
                 lat, samples = [], 0
-                while len(lat) < want:
+                window = cfg.get("window_ms", 0) / 1e3
+                w0 = time.perf_counter()
+                while len(lat) < want or time.perf_counter() - w0 < window:
                     a = time.perf_counter_ns()
                     try:
                         b = next(it)

@@ -22,6 +22,7 @@ typedef struct pb_run_params {
   int warmup;              /**< track 1: samples run and dropped before each round */
   int samples;             /**< track 1: samples measured per round */
   int batches;             /**< track 2: batches measured per round (after the first) */
+  double window_ms;        /**< track 2: a round's steady window lasts at least this long */
   const char *batch_sizes; /**< track 2 */
   const char *workers;     /**< track 2 */
   const char *caches;      /**< track 2: none, preload, shared */
@@ -47,6 +48,7 @@ typedef struct pb_run_params {
   {                                                                                             \
     .data = NULL, .out = "results/run", .formats = NULL, .tracks = "1,2,3,4",                     \
     .preset = "default", .cold = 0, .repeats = 3, .warmup = 10, .samples = 100, .batches = 50,  \
+    .window_ms = 100,                                                                           \
     .batch_sizes = "1,4,16,64", .workers = "0,1,2,4", .caches = "none,preload,shared",          \
     .transforms = "none,normalize,augment", .seed = 42, .python = "/usr/bin/python3",           \
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \

@@ -124,6 +124,7 @@ static int run_peer(pb_run_ctx *c, pb_table *t, int fi, const char *cache, const
   cJSON *w = cJSON_AddArrayToObject(cfg, "workers");
   for (int i = 0; i < nw; i++) cJSON_AddItemToArray(w, cJSON_CreateNumber(ws[i]));
   cJSON_AddNumberToObject(cfg, "batches", c->p.batches);
+  cJSON_AddNumberToObject(cfg, "window_ms", c->p.window_ms);
   cJSON_AddNumberToObject(cfg, "repeats", c->p.repeats);
   char *text = cJSON_Print(cfg);
   cJSON_Delete(cfg);

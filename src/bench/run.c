@@ -264,6 +264,7 @@ static int write_summary(pb_run_ctx *c, struct pb_error *err) {
   cJSON_AddNumberToObject(cfg, "warmup", c->p.warmup);
   cJSON_AddNumberToObject(cfg, "samples", c->p.samples);
   cJSON_AddNumberToObject(cfg, "batches", c->p.batches);
+  cJSON_AddNumberToObject(cfg, "window_ms", c->p.window_ms);
   cJSON_AddStringToObject(cfg, "batch_sizes", c->p.batch_sizes);
   cJSON_AddStringToObject(cfg, "workers", c->p.workers);
   cJSON_AddStringToObject(cfg, "caches", c->p.caches);

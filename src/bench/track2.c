@@ -20,7 +20,7 @@ typedef struct t2_best {
 } t2_best;
 
 static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int workers,
-                   double *lat, t2_best *best, struct pb_error *err) {
+                   double **latp, size_t *lat_cap, t2_best *best, struct pb_error *err) {
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   lp.format = c->formats[fi];
   lp.batch_size = bs;
@@ -66,7 +66,20 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int wo
     int64_t samples = 0, bytes = 0;
     pb_batch_times sum = {0};
     int64_t steady0 = pb_now_ns();
-    while (n < want) {
+    /* Also long enough in time: a window of a few milliseconds cannot show how workers scale. */
+    int64_t min_ns = (int64_t)(c->p.window_ms * 1e6);
+    while (n < want || (pb_now_ns() - steady0 < min_ns && n < 10000000)) {
+      if ((size_t)n >= *lat_cap) {
+        size_t ncap = *lat_cap * 2 + 64;
+        double *nl = realloc(*latp, ncap * sizeof *nl);
+        if (nl == NULL) {
+          rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+          break;
+        }
+        *latp = nl;
+        *lat_cap = ncap;
+      }
+      double *lat = *latp;
       int64_t a = pb_now_ns();
       rc = pb_loader_next(ld, &b, err);
       if (rc == PB_OK && b == NULL) {
@@ -89,7 +102,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int wo
     double steady = (double)(pb_now_ns() - steady0) / 1e9;
     if (rc != PB_OK) break;
     pb_summary s;
-    if ((rc = pb_summarize(lat, (size_t)n, &s)) != PB_OK) break;
+    if ((rc = pb_summarize(*latp, (size_t)n, &s)) != PB_OK) break;
     pb__row_common(c, t, c->formats[fi], r);
     pb_table_set_str(t, "loader", "pipebench");
     pb_table_set_str(t, "cache", cache_names[cache]);
@@ -146,6 +159,7 @@ int pb__track2(pb_run_ctx *c, struct pb_error *err) {
     if (ws[w] > maxw) maxw = ws[w];
   size_t cap = (size_t)c->p.batches > (size_t)16 * (size_t)maxw ? (size_t)c->p.batches : (size_t)16 * (size_t)maxw;
   double *lat = calloc(cap + 1, sizeof *lat);
+  cap += 1;
   if (lat == NULL) {
     pb_table_free(t);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -172,7 +186,7 @@ int pb__track2(pb_run_ctx *c, struct pb_error *err) {
           snprintf(what, sizeof what, "track 2: %s cache=%s batch=%d workers=%d", c->formats[fi],
                    cache_names[caches[k]], bss[b], ws[w]);
           pb__run_progress(c, what);
-          rc = measure(c, t, fi, caches[k], bss[b], ws[w], lat, &best, err);
+          rc = measure(c, t, fi, caches[k], bss[b], ws[w], &lat, &cap, &best, err);
         }
   free(lat);
   if (rc == PB_OK && c->p.peer) rc = pb__track2_peer(c, t, bss, nb, ws, nw, err);

@@ -19,6 +19,7 @@ static const cli_opt opts[] = {
     {"samples", "N", "track 1 and 4: samples measured per round (default 100)"},
     {"warmup", "N", "track 1 and 4: samples run and dropped first (default 10)"},
     {"batches", "N", "track 2: batches measured per round after the first (default 50)"},
+    {"window-ms", "MS", "track 2: each round's steady window lasts at least this long (default 100)"},
     {"batch-sizes", "LIST...", "track 2 batch sizes (default 1,4,16,64)"},
     {"workers", "LIST...", "track 2 worker counts (default 0,1,2,4)"},
     {"caches", "LIST", "track 2 cache modes: none, preload, shared (default all)"},
@@ -55,6 +56,9 @@ static int run(const cli_args *a) {
   PB_RETURN_NOT_OK(cli_get_long(a, "run", "steps", 50, 1, 10000000, &steps));
   PB_RETURN_NOT_OK(cli_get_long(a, "run", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
   PB_RETURN_NOT_OK(cli_get_double(a, "run", "emulate-ms", 0, 0, 1e6, &emulate));
+  double window_ms;
+  PB_RETURN_NOT_OK(cli_get_double(a, "run", "window-ms", 100, 0, 1e7, &window_ms));
+  p.window_ms = window_ms;
   p.repeats = (int)repeats;
   p.samples = (int)samples;
   p.warmup = (int)warmup;
