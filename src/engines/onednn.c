@@ -220,7 +220,7 @@ static void release_dead(pb__dn *o, const pb__graph *g, int op_index) {
 
 static dnnl_memory_desc_t plain(int nd, const dnnl_dims_t dims, dnnl_data_type_t dt) {
   static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
-                                           dnnl_abcd};
+                                           dnnl_abcd, dnnl_abcde};
   dnnl_memory_desc_t md;
   dnnl_memory_desc_init_by_tag(&md, nd, dims, dt, tags[nd]);
   return md;
@@ -444,25 +444,37 @@ static int op_layernorm(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
   return 0;
 }
 
-/* Multi-head attention on a (T, 3D) qkv tensor: scores = q k^T / sqrt(dh) as one batched
- * matmul over (image, head) reading q and k in place through strides, softmax in place, then
- * scores x v written straight into the (T, D) layout with heads side by side. */
+/* Multi-head attention on a (T, 3D) qkv tensor. One reorder first copies q, k and v out of the
+ * projection into contiguous (image, head, T, dh) blocks: oneDNN 2.6 runs batched matmuls that
+ * read q, k or v in place through strides only with its generic gemm (avx512_core_bf16 at best,
+ * never AMX), while on contiguous blocks it picks brgemm. Then scores = q k^T / sqrt(dh) (k read
+ * as a transposed view), softmax in place, and scores x v written straight into the (T, D)
+ * layout with heads side by side that the output projection reads (brgemm takes that dst). */
 static int op_attention(pb__dn *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
   const pb__tshape *si = &g->tensors[op->in];
   dnnl_dim_t N = o->N, T = si->c, D = op->cout, H = op->heads, dh = D / H;
   size_t es = o->dt == dnnl_bf16 ? 2 : 4;
-  dnnl_memory_desc_t q, kt, v, sc, out;
-  dnnl_dims_t qd = {N, H, T, dh}, qs = {T * 3 * D, dh, 3 * D, 1};
-  dnnl_dims_t kd = {N, H, dh, T}, ks = {T * 3 * D, dh, 1, 3 * D};
-  dnnl_dims_t sd = {N, H, T, T}, od = {N, H, T, dh}, os = {T * D, dh, D, 1};
-  dnnl_memory_desc_init_by_strides(&q, 4, qd, o->dt, qs);
+  size_t one = (size_t)(N * H * T * dh) * es; /* bytes of each of q, k, v */
+  int tsc = o->scratch_tensor, theads = o->scratch_tensor + 2;
+  /* qkv as (which, image, head, t, d) through strides, copied into plain abcde */
+  dnnl_dims_t hd = {3, N, H, T, dh}, hs = {D, T * 3 * D, dh, 3 * D, 1};
+  dnnl_memory_desc_t split, heads = plain(5, hd, o->dt);
+  dnnl_memory_desc_init_by_strides(&split, 5, hd, o->dt, hs);
+  dnnl_memory_desc_t saved = o->tmd[op->in];
+  o->tmd[op->in] = split;
+  int rc = reorder_step(o, op->in, theads, &heads, err);
+  o->tmd[op->in] = saved;
+  PB_RETURN_NOT_OK(rc);
+  dnnl_memory_desc_t q, kt, sc, out;
+  dnnl_dims_t qd = {N, H, T, dh}, kd = {N, H, dh, T}, ks = {H * T * dh, T * dh, 1, dh};
+  dnnl_dims_t sd = {N, H, T, T}, os = {T * D, dh, D, 1};
+  q = plain(4, qd, o->dt);
   dnnl_memory_desc_init_by_strides(&kt, 4, kd, o->dt, ks);
-  dnnl_memory_desc_init_by_strides(&v, 4, qd, o->dt, qs);
-  dnnl_memory_desc_init_by_strides(&out, 4, od, o->dt, os);
+  dnnl_memory_desc_init_by_strides(&out, 4, qd, o->dt, os);
   sc = plain(4, sd, o->dt);
   dnnl_matmul_desc_t m1, m2;
   dnnl_status_t st = dnnl_matmul_desc_init(&m1, &q, &kt, NULL, &sc);
-  if (st == dnnl_success) st = dnnl_matmul_desc_init(&m2, &sc, &v, NULL, &out);
+  if (st == dnnl_success) st = dnnl_matmul_desc_init(&m2, &sc, &q, NULL, &out);
   if (st != dnnl_success) return pb__dn_err(err, st, "attention matmul descriptor");
   dnnl_softmax_desc_t smd;
   st = dnnl_softmax_forward_desc_init(&smd, dnnl_forward_inference, &sc, 3);
@@ -472,7 +484,7 @@ static int op_attention(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
       pb__dn_attr(&a0, 0, PB__ACT_NONE, 1.0f) != 0)
     return pb_error_set(err, PB_ENOMEM, "attr");
   pb__dn_step *s1 = new_step(o);
-  int rc = s1 ? pb__dn_make(o, s1, &m1, a1, NULL, "attention scores", err) : PB_ENOMEM;
+  rc = s1 ? pb__dn_make(o, s1, &m1, a1, NULL, "attention scores", err) : PB_ENOMEM;
   pb__dn_step *s2 = rc == 0 ? new_step(o) : NULL;
   if (rc == 0) rc = s2 ? pb__dn_make(o, s2, &smd, a0, NULL, "softmax", err) : PB_ENOMEM;
   pb__dn_step *s3 = rc == 0 ? new_step(o) : NULL;
@@ -480,17 +492,16 @@ static int op_attention(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
   dnnl_primitive_attr_destroy(a1);
   dnnl_primitive_attr_destroy(a0);
   if (rc != 0) return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
-  int tmp = o->scratch_tensor;
-  PB_RETURN_NOT_OK(tensor_place(o, tmp, &sc, err));
+  PB_RETURN_NOT_OK(tensor_place(o, tsc, &sc, err));
   dnnl_dims_t flat = {N * T, D};
   dnnl_memory_desc_t omd = plain(2, flat, o->dt);
   PB_RETURN_NOT_OK(tensor_place(o, op->out, &omd, err));
   /* s1..s3 may have moved when the step list grew: index from the end */
   s1 = &o->steps[o->n_steps - 3], s2 = &o->steps[o->n_steps - 2], s3 = &o->steps[o->n_steps - 1];
-  dnnl_memory_t mq = tensor_mem(o, op->in, &q, 0);
-  dnnl_memory_t mk = tensor_mem(o, op->in, &kt, (size_t)D * es);
-  dnnl_memory_t mv = tensor_mem(o, op->in, &v, 2 * (size_t)D * es);
-  dnnl_memory_t ms = tensor_mem(o, tmp, &sc, 0), mo = tensor_mem(o, op->out, &out, 0);
+  dnnl_memory_t mq = tensor_mem(o, theads, &q, 0);
+  dnnl_memory_t mk = tensor_mem(o, theads, &kt, one);
+  dnnl_memory_t mv = tensor_mem(o, theads, &q, 2 * one);
+  dnnl_memory_t ms = tensor_mem(o, tsc, &sc, 0), mo = tensor_mem(o, op->out, &out, 0);
   if (!mq || !mk || !mv || !ms || !mo) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb__dn_arg(s1, DNNL_ARG_SRC, mq);
   pb__dn_arg(s1, DNNL_ARG_WEIGHTS, mk);
@@ -500,61 +511,83 @@ static int op_attention(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
   pb__dn_arg(s3, DNNL_ARG_SRC, ms);
   pb__dn_arg(s3, DNNL_ARG_WEIGHTS, mv);
   pb__dn_arg(s3, DNNL_ARG_DST, mo);
-  o->bufs[o->tbuf[tmp]].busy = 0;
-  o->tbuf[tmp] = -1;
+  o->bufs[o->tbuf[tsc]].busy = 0, o->tbuf[tsc] = -1;
+  o->bufs[o->tbuf[theads]].busy = 0, o->tbuf[theads] = -1;
   return 0;
 }
 
-/* Patch embedding: a k/k conv into channels-last float32 (which is already (patches, D)),
- * then a small loop puts the class token first and adds the position embedding. */
+/* Patch embedding: a k/k conv whose output a reorder writes straight into the patch rows of the
+ * token tensor (channels-last is already (patches, D)), a small loop that puts the class token
+ * first in each image, then one in-place binary add of the position embedding. */
 static int op_patch_tokens(pb__dn *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
   const pb__tshape *si = &g->tensors[op->in];
   int64_t gh = si->h / op->k, gw = si->w / op->k, D = op->cout, T = gh * gw + 1;
+  size_t es = o->dt == dnnl_bf16 ? 2 : 4;
   /* The conv writes oneDNN's preferred layout (a plain-source conv into channels-last has only
-   * the reference implementation); a reorder then makes it channels-last float32. */
-  int tmp = o->scratch_tensor, tmp2 = o->scratch_tensor + 1;
-  dnnl_dims_t dd = {o->N, D, gh, gw};
-  dnnl_memory_desc_t nhwc;
-  dnnl_memory_desc_init_by_tag(&nhwc, 4, dd, dnnl_f32, dnnl_acdb);
+   * the reference implementation); the reorder makes it channels-last. */
+  int tmp2 = o->scratch_tensor + 1;
   pb__op conv = *op;
   conv.kind = PB__OP_CONV, conv.pad = 0, conv.res = -1, conv.act = PB__ACT_NONE;
   PB_RETURN_NOT_OK(op_conv(o, g, &conv, tmp2, gh, gw, NULL, err));
-  PB_RETURN_NOT_OK(reorder_step(o, tmp2, tmp, &nhwc, err));
-  o->bufs[o->tbuf[tmp2]].busy = 0;
-  o->tbuf[tmp2] = -1;
   dnnl_dims_t td = {o->N * T, D};
   dnnl_memory_desc_t tmd = plain(2, td, o->dt);
   PB_RETURN_NOT_OK(tensor_place(o, op->out, &tmd, err));
+  dnnl_dims_t dd = {o->N, D, gh, gw}, ds = {T * D, 1, gw * D, D};
+  dnnl_memory_desc_t rows;
+  dnnl_memory_desc_init_by_strides(&rows, 4, dd, o->dt, ds);
+  pb__dn_step *s = new_step(o);
+  if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  dnnl_status_t st =
+      dnnl_reorder_primitive_desc_create(&s->pd, &o->tmd[tmp2], o->eng, &rows, o->eng, NULL);
+  if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, s->pd);
+  if (st != dnnl_success) return pb__dn_err(err, st, "patch reorder");
+  dnnl_memory_t a = tensor_mem(o, tmp2, &o->tmd[tmp2], 0);
+  dnnl_memory_t b = tensor_mem(o, op->out, &rows, (size_t)D * es);
+  if (!a || !b) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb__dn_arg(s, DNNL_ARG_FROM, a);
+  pb__dn_arg(s, DNNL_ARG_TO, b);
+  o->bufs[o->tbuf[tmp2]].busy = 0;
+  o->tbuf[tmp2] = -1;
   size_t pb = (size_t)(T * D) * sizeof(float);
   float *pos = pb__dn_alloc(o, pb, &o->bytes_w), *cls = pb__dn_alloc(o, (size_t)D * 4, &o->bytes_w);
   if (pos == NULL || cls == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   memcpy(pos, g->params[op->pos].data, pb);
   memcpy(cls, g->params[op->cls].data, (size_t)D * 4);
-  pb__dn_step *s = new_step(o);
+  s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   s->custom = 1;
-  s->c_src = tensor_ptr(o, tmp);
   s->c_dst = tensor_ptr(o, op->out);
-  s->c_cls = cls, s->c_pos = pos, s->c_T = T, s->c_D = D, s->c_bf16 = o->dt == dnnl_bf16;
-  o->bufs[o->tbuf[tmp]].busy = 0;
-  o->tbuf[tmp] = -1;
+  s->c_cls = cls, s->c_T = T, s->c_D = D, s->c_bf16 = o->dt == dnnl_bf16;
+  /* tokens (N, T, D) += pos (1, T, D), broadcast over images */
+  dnnl_dims_t xd = {o->N, T, D}, pd = {1, T, D};
+  dnnl_memory_desc_t x = plain(3, xd, o->dt), p1 = plain(3, pd, dnnl_f32);
+  dnnl_binary_desc_t bd;
+  st = dnnl_binary_desc_init(&bd, dnnl_binary_add, &x, &p1, &x);
+  if (st != dnnl_success) return pb__dn_err(err, st, "binary descriptor");
+  dnnl_primitive_attr_t attr;
+  if (pb__dn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
+  s = new_step(o);
+  int rc = s ? pb__dn_make(o, s, &bd, attr, NULL, "position embedding", err) : PB_ENOMEM;
+  dnnl_primitive_attr_destroy(attr);
+  if (rc != 0) return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
+  dnnl_memory_t mx = tensor_mem(o, op->out, &x, 0), mp = pb__dn_mem(o, &p1, pos);
+  if (!mx || !mp) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb__dn_arg(s, DNNL_ARG_SRC_0, mx);
+  pb__dn_arg(s, DNNL_ARG_SRC_1, mp);
+  pb__dn_arg(s, DNNL_ARG_DST, mx);
   return 0;
 }
 
+/* Row 0 of each image: the class token. */
 static void run_patch_tokens(const pb__dn *o, const pb__dn_step *s) {
   int64_t T = s->c_T, D = s->c_D;
   for (int64_t n = 0; n < o->N; n++) {
-    for (int64_t t = 0; t < T; t++) {
-      const float *src = t == 0 ? s->c_cls : s->c_src + (n * (T - 1) + t - 1) * D;
-      const float *pos = s->c_pos + t * D;
-      size_t at = (size_t)((n * T + t) * D);
-      if (s->c_bf16) {
-        uint16_t *dst = (uint16_t *)s->c_dst + at;
-        for (int64_t d = 0; d < D; d++) dst[d] = pb__dn_f32_to_bf16(src[d] + pos[d]);
-      } else {
-        float *dst = (float *)s->c_dst + at;
-        for (int64_t d = 0; d < D; d++) dst[d] = src[d] + pos[d];
-      }
+    size_t at = (size_t)(n * T * D);
+    if (s->c_bf16) {
+      uint16_t *dst = (uint16_t *)s->c_dst + at;
+      for (int64_t d = 0; d < D; d++) dst[d] = pb__dn_f32_to_bf16(s->c_cls[d]);
+    } else {
+      memcpy((float *)s->c_dst + at, s->c_cls, (size_t)D * sizeof(float));
     }
   }
 }
@@ -660,8 +693,9 @@ int pb__dn_finish_scratch(pb__dn *o, pb__dn_step *steps, int n, struct pb_error 
 }
 
 static int compile_inference(pb__dn *o, const pb__graph *g, struct pb_error *err) {
-  /* two spare tensor slots for temporaries (scores, outputs before a reorder) */
-  int nt = g->n_tensors + 2;
+  /* three spare tensor slots for temporaries (scores, outputs before a reorder, attention's
+   * per-head q, k and v) */
+  int nt = g->n_tensors + 3;
   o->tmd = calloc((size_t)nt, sizeof *o->tmd);
   o->tbuf = malloc((size_t)nt * sizeof *o->tbuf);
   o->last_use = malloc((size_t)nt * sizeof *o->last_use);

@@ -21,7 +21,7 @@ typedef struct pb__dn_step {
   size_t scratch_bytes;
   int custom; /* 1: patch tokens; 2: custom_fn */
   void (*custom_fn)(const struct pb__dn *o, const struct pb__dn_step *s);
-  const float *c_src, *c_cls, *c_pos;
+  const float *c_cls;
   void *c_dst;
   int64_t c_T, c_D;
   int c_bf16;
