@@ -77,7 +77,10 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
     pb_table_set_f64(t, "convert_us_mean", (double)sum.convert_ns / n / 1e3);
     pb_table_set_f64(t, "transform_us_mean", (double)sum.transform_ns / n / 1e3);
     pb_table_set_f64(t, "bytes_read_mean", (double)sum.bytes_read / n);
-    pb_table_set_f64(t, "timer_overhead_fraction", c->cal.timer_overhead_ns / 1e9 / s.min);
+    double tof = c->cal.timer_overhead_ns / 1e9 / s.min;
+    pb_table_set_f64(t, "timer_overhead_fraction", tof);
+    /* The timer costs over 1% of the shortest interval: single latencies are that uncertain. */
+    pb_table_set_bool(t, "timer_limited", tof > 0.01);
     if (random && tr == 0 && cache == 0 && (best->format[0] == '\0' || s.p50 < best->p50)) {
       best->p50 = s.p50;
       snprintf(best->format, sizeof best->format, "%s", c->formats[fi]);
