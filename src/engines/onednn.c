@@ -34,14 +34,6 @@ void pb__dn_set_threads(int n) {
   if (set != NULL && n > 0) set(n);
 }
 
-uint16_t pb__dn_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
 /* ---- bookkeeping ------------------------------------------------------------------------- */
 
 void *pb__dn_alloc(pb__dn *o, size_t n, int64_t *counter) {
@@ -585,7 +577,7 @@ static void run_patch_tokens(const pb__dn *o, const pb__dn_step *s) {
     size_t at = (size_t)(n * T * D);
     if (s->c_bf16) {
       uint16_t *dst = (uint16_t *)s->c_dst + at;
-      for (int64_t d = 0; d < D; d++) dst[d] = pb__dn_f32_to_bf16(s->c_cls[d]);
+      for (int64_t d = 0; d < D; d++) dst[d] = pb__f32_to_bf16(s->c_cls[d]);
     } else {
       memcpy((float *)s->c_dst + at, s->c_cls, (size_t)D * sizeof(float));
     }

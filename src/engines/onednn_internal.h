@@ -5,6 +5,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "core/bf16.h"
+
 #include "engines/engine_internal.h"
 
 #define PB__DN_MAX_ARGS 12
@@ -68,7 +70,6 @@ typedef struct pb__dn {
 
 int pb__dn_err(struct pb_error *err, dnnl_status_t s, const char *what);
 void pb__dn_set_threads(int n);
-uint16_t pb__dn_f32_to_bf16(float f);
 void *pb__dn_alloc(pb__dn *o, size_t n, int64_t *counter);
 dnnl_memory_t pb__dn_mem(pb__dn *o, const dnnl_memory_desc_t *md, void *ptr);
 pb__dn_step *pb__dn_add_step(pb__dn *o, pb__dn_step **list, int *n, int *cap);

@@ -62,14 +62,6 @@ uint16_t pb__f32_to_f16(float f) {
   return (uint16_t)(o | sign);
 }
 
-uint16_t pb__f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
-
 float pb__f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;

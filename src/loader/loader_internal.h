@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/bf16.h"
 #include "pipebench/loader.h"
 
 /** dst[i] = (float)src[i] * a + b for n native pixels of type dt. */
@@ -17,7 +18,6 @@ void pb__convert_affine(const void *src, pb_dtype dt, void *dst, pb_out_dtype ou
 void pb__pack_f16(const float *src, uint16_t *dst, size_t n);
 void pb__pack_bf16(const float *src, uint16_t *dst, size_t n);
 uint16_t pb__f32_to_f16(float f);
-uint16_t pb__f32_to_bf16(float f);
 /** Exact widening back to float (used by tests and the Python reference). */
 float pb__f16_to_f32(uint16_t h);
 float pb__bf16_to_f32(uint16_t h);
