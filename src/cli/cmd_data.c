@@ -53,6 +53,21 @@ static int write_params(const cli_args *a, const char *cmd, pb_write_params *w) 
   return CLI_OK;
 }
 
+/* Reads image i of ds into *pixels, growing the buffer (pb_alloc'd, *cap bytes) when the image
+ * needs more room. Shared by inspect and convert. */
+static int read_image(pb_dataset *ds, int64_t i, const pb_image_meta *m, void **pixels, size_t *cap,
+                      struct pb_error *err) {
+  size_t need = pb_image_bytes(m);
+  if (need > *cap) {
+    pb_free(*pixels, *cap);
+    *pixels = pb_alloc(need);
+    *cap = *pixels ? need : 0;
+    if (*pixels == NULL)
+      return pb_error_set(err, PB_ENOMEM, "out of memory for image %lld (%zu bytes)", (long long)i, need);
+  }
+  return pb_dataset_read(ds, i, *pixels, *cap, NULL, err);
+}
+
 static const cli_opt gen_opts[] = {
     {"out", "DIR", "output folder (required)"},
     {"rows", "N", "number of images (default 1000)"},
@@ -181,17 +196,7 @@ static int inspect_run(const cli_args *a) {
     if (rc != PB_OK) break;
     char hex[16] = "";
     if (crc) {
-      size_t need = pb_image_bytes(&m);
-      if (need > cap) {
-        pb_free(pixels, cap);
-        pixels = pb_alloc(need);
-        cap = pixels ? need : 0;
-        if (pixels == NULL) {
-          rc = pb_error_set(&err, PB_ENOMEM, "out of memory for image %lld (%zu bytes)", (long long)i, need);
-          break;
-        }
-      }
-      rc = pb_dataset_read(ds, i, pixels, cap, NULL, &err);
+      rc = read_image(ds, i, &m, &pixels, &cap, &err);
       if (rc != PB_OK) break;
       snprintf(hex, sizeof hex, "%08x", pb_image_crc32(&m, pixels));
     }
@@ -281,17 +286,7 @@ static int convert_run(const cli_args *a) {
     pb_image_meta m;
     rc = pb_dataset_meta(ds, i, &m, &err);
     if (rc != PB_OK) break;
-    size_t need = pb_image_bytes(&m);
-    if (need > cap) {
-      pb_free(pixels, cap);
-      pixels = pb_alloc(need);
-      cap = pixels ? need : 0;
-      if (pixels == NULL) {
-        rc = pb_error_set(&err, PB_ENOMEM, "out of memory for image %lld", (long long)i);
-        break;
-      }
-    }
-    rc = pb_dataset_read(ds, i, pixels, cap, NULL, &err);
+    rc = read_image(ds, i, &m, &pixels, &cap, &err);
     if (rc == PB_OK) rc = pb_writer_add(wr, &m, pixels, &err);
     cli_progress("convert", (long)(i + 1), (long)n, (double)(pb_now_ns() - start) / 1e9);
   }
