@@ -39,6 +39,11 @@ int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_er
 void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat);
 /** Adds p50..max, cv, CI, outliers, unstable, p99_reliable columns (names get prefix). */
 void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix);
+/** How many consecutive items to time as one interval so that the timer (overhead_ns per
+ * reading) costs under 1% of every interval: ceil(200 * overhead / shortest pilot interval),
+ * within [1, cap] (twice the bound, as a margin). pilot_s holds n single-item times in seconds;
+ * n == 0 gives 1. */
+int pb__timer_group(double overhead_ns, const double *pilot_s, size_t n, int cap);
 int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_error *err);
 
 #endif

@@ -8,6 +8,8 @@
 #include "bench/run_internal.h"
 #include "pipebench/loader.h"
 
+enum { PB_T1_PILOT = 8, PB_T1_MAX_GROUP = 1024 };
+
 static const char *const transform_names[] = {"none", "normalize", "augment"};
 static const char *const cache_names[] = {"none", "preload"};
 
@@ -30,12 +32,19 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
   PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   int rc = PB_OK;
   int64_t epoch = 0;
+  /* Warm-up samples are timed one by one as a pilot: when the shortest is under 100 timer
+   * readings, samples are timed in groups of g (each interval then costs the timer at most
+   * 1%) and every statistic is of the per-sample group means. */
+  int warm = c->p.warmup < PB_T1_PILOT ? PB_T1_PILOT : c->p.warmup;
+  double pilot[PB_T1_PILOT];
   for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = pb_loader_reset(ld, epoch++, err);
     pb_batch_times sum = {0};
-    int measured = 0;
-    for (int k = 0; k < c->p.warmup + c->p.samples && rc == PB_OK;) {
+    int measured = 0, g = 1, in_group = 0, regroups = 0;
+    double tcost = c->cal.timer_overhead_ns / 1e9;
+    int64_t items = 0, g0 = 0;
+    for (int k = 0; rc == PB_OK && (k < warm || measured < c->p.samples);) {
       pb_batch *b = NULL;
       int64_t t0 = pb_now_ns();
       rc = pb_loader_next(ld, &b, err);
@@ -43,10 +52,33 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
       if (rc != PB_OK) break;
       if (b == NULL) { /* epoch over: start the next one, untimed */
         rc = pb_loader_reset(ld, epoch++, err);
+        in_group = 0; /* a group never spans the untimed reset: a partial one is dropped */
         continue;
       }
-      if (k >= c->p.warmup) {
-        lat[measured++] = (double)(t1 - t0) / 1e9;
+      if (k < warm) {
+        if (k >= warm - PB_T1_PILOT) pilot[k - (warm - PB_T1_PILOT)] = (double)(t1 - t0) / 1e9;
+        if (k == warm - 1)
+          g = pb__timer_group(c->cal.timer_overhead_ns, pilot, PB_T1_PILOT, PB_T1_MAX_GROUP);
+      } else {
+        if (in_group == 0) g0 = t0;
+        items++;
+        if (++in_group == g) {
+          double span = (double)(t1 - g0) / 1e9;
+          lat[measured++] = span / g;
+          in_group = 0;
+          if (span < 100 * tcost && g < PB_T1_MAX_GROUP && regroups < 4) {
+            /* Shorter than the pilot foresaw: start over with larger groups. */
+            double per = span / g;
+            int ng = pb__timer_group(c->cal.timer_overhead_ns, &per, 1, PB_T1_MAX_GROUP);
+            g = ng > 2 * g ? ng : (2 * g < PB_T1_MAX_GROUP ? 2 * g : PB_T1_MAX_GROUP);
+            regroups++;
+            measured = 0;
+            items = 0;
+            memset(&sum, 0, sizeof sum);
+            pb_batch_free(b);
+            continue;
+          }
+        }
         sum.read_ns += b->times.read_ns;
         sum.decompress_ns += b->times.decompress_ns;
         sum.decode_ns += b->times.decode_ns;
@@ -64,22 +96,25 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
     pb_table_set_str(t, "access_pattern", random ? "random" : "sequential");
     pb_table_set_str(t, "transform", transform_names[tr]);
     pb_table_set_str(t, "cache", cache_names[cache]);
-    pb_table_set_i64(t, "num_samples", measured);
-    pb_table_set_i64(t, "warmup", c->p.warmup);
+    pb_table_set_i64(t, "num_samples", (int64_t)measured * g);
+    pb_table_set_i64(t, "num_intervals", measured);
+    pb_table_set_i64(t, "timer_group", g);
+    pb_table_set_i64(t, "timer_regroups", regroups);
+    pb_table_set_i64(t, "warmup", warm);
     pb__add_summary_columns(t, &s, "");
     double total = 0;
     for (int k = 0; k < measured; k++) total += lat[k];
     pb_table_set_f64(t, "samples_per_sec", (double)measured / total);
-    double n = measured > 0 ? (double)measured : 1.0;
+    double n = items > 0 ? (double)items : 1.0;
     pb_table_set_f64(t, "read_us_mean", (double)sum.read_ns / n / 1e3);
     pb_table_set_f64(t, "decompress_us_mean", (double)sum.decompress_ns / n / 1e3);
     pb_table_set_f64(t, "decode_us_mean", (double)sum.decode_ns / n / 1e3);
     pb_table_set_f64(t, "convert_us_mean", (double)sum.convert_ns / n / 1e3);
     pb_table_set_f64(t, "transform_us_mean", (double)sum.transform_ns / n / 1e3);
     pb_table_set_f64(t, "bytes_read_mean", (double)sum.bytes_read / n);
-    double tof = c->cal.timer_overhead_ns / 1e9 / s.min;
+    /* The timer's share of the shortest interval timed (a group of g samples). */
+    double tof = c->cal.timer_overhead_ns / 1e9 / (s.min * g);
     pb_table_set_f64(t, "timer_overhead_fraction", tof);
-    /* The timer costs over 1% of the shortest interval: single latencies are that uncertain. */
     pb_table_set_bool(t, "timer_limited", tof > 0.01);
     if (random && tr == 0 && cache == 0 && (best->format[0] == '\0' || s.p50 < best->p50)) {
       best->p50 = s.p50;

@@ -37,9 +37,15 @@ rows = list(csv.DictReader(l for l in open(d + "/pipebench_track2.csv") if not l
 assert {r["format"] for r in rows} == {"raw", "tiff", "ome-zarr"}
 for r in rows:
     assert int(r["num_batches"]) >= 8 * 2 * max(1, int(r["num_workers"])), r   # window rule
+    g = int(r["timer_group"])                       # batches per timed interval
+    assert g >= 1 and int(r["num_batches"]) == g * int(r["num_intervals"]), r
     assert float(r["samples_per_sec"]) > 0 and float(r["first_batch_time"]) > 0
 rows = list(csv.DictReader(l for l in open(d + "/pipebench_track1.csv") if not l.startswith("#")))
-assert all(int(r["num_samples"]) == 10 for r in rows)
+assert all(int(r["num_intervals"]) == 10 for r in rows)
+assert all(int(r["num_samples"]) == 10 * int(r["timer_group"]) for r in rows)
+assert all(int(r["warmup"]) >= 8 for r in rows)   # the warm-up doubles as the timer's pilot
+# A preloaded 32x32 sample takes well under a microsecond: such samples are timed in groups.
+assert all(int(r["timer_group"]) > 1 for r in rows if r["cache"] == "preload"), rows
 assert {r["cache"] for r in rows} == {"none", "preload"}
 rows = list(csv.DictReader(l for l in open(d + "/pipebench_track3.csv") if not l.startswith("#")))
 assert all(0 <= float(r["data_wait_fraction"]) <= 1 for r in rows)

@@ -1,0 +1,41 @@
+/* pb__timer_group: how many items each timed interval holds so that the timer costs under 1%
+ * of it. Worked cases with a 25 ns timer: 200 * 25 ns = 5 us is the interval wanted. */
+#include <math.h>
+#include <stdio.h>
+
+#include "bench/run_internal.h"
+
+static int failures = 0;
+
+#define EXPECT_EQ(got, want)                                                           \
+  do {                                                                                 \
+    int g_ = (got), w_ = (want);                                                       \
+    if (g_ != w_) {                                                                    \
+      fprintf(stderr, "%s:%d: %s = %d, expected %d\n", __FILE__, __LINE__, #got, g_, w_); \
+      failures++;                                                                      \
+    }                                                                                  \
+  } while (0)
+
+int main(void) {
+  double slow[] = {40e-6, 12e-6, 30e-6};        /* shortest 12 us >= 5 us: one at a time */
+  EXPECT_EQ(pb__timer_group(25.0, slow, 3, 1024), 1);
+  double pops[] = {20e-6, 0.3e-6, 15e-6, 0.5e-6}; /* shortest 0.3 us: ceil(5 / 0.3) = 17 */
+  EXPECT_EQ(pb__timer_group(25.0, pops, 4, 1024), 17);
+  double exact[] = {1e-6};                      /* 5 us / 1 us = 5 exactly */
+  EXPECT_EQ(pb__timer_group(25.0, exact, 1, 1024), 5);
+  EXPECT_EQ(pb__timer_group(25.0, pops, 4, 8), 8); /* capped */
+  double zero[] = {2e-6, 0.0};                  /* below the clock's resolution: the cap */
+  EXPECT_EQ(pb__timer_group(25.0, zero, 2, 64), 64);
+  EXPECT_EQ(pb__timer_group(25.0, pops, 0, 1024), 1); /* no pilot */
+  EXPECT_EQ(pb__timer_group(0.0, pops, 4, 1024), 1);  /* no timer cost measured */
+  double nan_[] = {NAN};
+  EXPECT_EQ(pb__timer_group(25.0, nan_, 1, 32), 32);
+  /* Every interval of g items of the pilot's shortest length then costs the timer <= 0.5%. */
+  int g = pb__timer_group(27.0, pops, 4, 1 << 20);
+  if (27e-9 / (g * 0.3e-6) > 0.005) {
+    fprintf(stderr, "group %d leaves the timer at %.4f of an interval\n", g, 27e-9 / (g * 0.3e-6));
+    failures++;
+  }
+  if (failures == 0) printf("timer_group: all checks passed\n");
+  return failures != 0;
+}
