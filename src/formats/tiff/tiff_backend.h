@@ -105,4 +105,7 @@ int pb__tiff_writer_add(void *wstate, const pb_image_meta *meta, const void *pix
 int pb__tiff_writer_finish(void *wstate, struct pb_error *err);
 void pb__tiff_writer_free(void *wstate);
 
+/** How many reads so far took the cached uncompressed-strip layout instead of libtiff. */
+long pb__tiff_direct_reads(void);
+
 #endif

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,11 @@ typedef struct tiff_file {
   int64_t n_planes;
   uint64_t *ifd;        /* directory offset per plane index (n_planes) */
   uint64_t file_size;   /* when scanned */
+  /* Where every plane's pixels lie when all of them are uncompressed strips stored one after
+   * another (what pipebench, tifffile and most writers make by default): libtiff parsed them at
+   * scan time, so a read only opens the file and preads rows. NULL: read through libtiff. */
+  uint64_t *plane_at;
+  int swapped;
 } tiff_file;
 
 typedef struct tiff_state {
@@ -99,6 +105,7 @@ static void file_free(tiff_file *f) {
   if (f == NULL) return;
   free(f->channels);
   free(f->ifd);
+  free(f->plane_at);
   free(f);
 }
 
@@ -301,6 +308,145 @@ static int layout_from_ome(tiff_file *f, const pb__ome_info *o, const char *path
   return PB_OK;
 }
 
+static void swab_array(void *p, size_t n_elems, size_t esize) {
+  if (esize == 2) TIFFSwabArrayOfShort(p, (tmsize_t)n_elems);
+  else if (esize == 4) TIFFSwabArrayOfLong(p, (tmsize_t)n_elems);
+  else if (esize == 8) TIFFSwabArrayOfDouble(p, (tmsize_t)n_elems);
+}
+
+/* Reads exactly n bytes at off; a short read means the file changed since it was scanned. */
+static int pread_exact(int fd, unsigned char *buf, size_t n, uint64_t off, const char *path,
+                       struct pb_error *err) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = pread(fd, buf + got, n - got, (off_t)(off + got));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0)
+      return pb_error_set(err, PB_EIO, "%s: read failed at byte %llu: %s", path,
+                          (unsigned long long)(off + got), strerror(errno));
+    if (k == 0)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: file ends at byte %llu, pixels run to %llu (truncated since it "
+                          "was opened?)",
+                          path, (unsigned long long)(off + got), (unsigned long long)(off + n));
+    got += (size_t)k;
+  }
+  return PB_OK;
+}
+
+/* Up to this many planes per file, the scan also records where each plane's pixels lie. */
+#define DIRECT_MAX_PLANES 4096
+
+/* PB_TIFF_DIRECT=0 reads every page through libtiff (tests compare both ways); read when a
+ * file is scanned. */
+static int direct_enabled(void) {
+  const char *e = getenv("PB_TIFF_DIRECT");
+  return !(e != NULL && strcmp(e, "0") == 0);
+}
+
+static long direct_reads; /* reads served by the cached layout, for tests */
+
+long pb__tiff_direct_reads(void) { return __atomic_load_n(&direct_reads, __ATOMIC_RELAXED); }
+
+/* Fills f->plane_at when every plane is one run of uncompressed strips, contiguous in the file,
+ * of exactly the plane's bytes, with one sample per pixel or interleaved samples; otherwise
+ * leaves it NULL. Anything libtiff cannot answer keeps the general path. */
+static void direct_layout(tiff_file *f, TIFF *tif, const pb__tiff_io *io) {
+  if (!direct_enabled() || f->n_planes > DIRECT_MAX_PLANES) return;
+  if (f->spp > 1 && f->planar == PLANARCONFIG_SEPARATE) return;
+  size_t es = pb_dtype_size(f->dtype);
+  uint64_t plane_bytes = (uint64_t)f->width * f->height * f->spp * es;
+  uint64_t *at = malloc((size_t)f->n_planes * sizeof *at);
+  if (at == NULL) return;
+  int ok = 1;
+  for (int64_t p = 0; p < f->n_planes && ok; p++) {
+    uint32_t w = 0, h = 0;
+    uint16_t bps = 1, spp = 1, fmt = SAMPLEFORMAT_UINT, comp = COMPRESSION_NONE;
+    ok = TIFFSetSubDirectory(tif, f->ifd[p]) && !TIFFIsTiled(tif) &&
+         TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) && TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
+    if (!ok) break;
+    TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bps);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &fmt);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &comp);
+    ok = comp == COMPRESSION_NONE && w == f->width && h == f->height && bps == f->bps &&
+         spp == f->spp && fmt == f->sample_format;
+    if (!ok) break;
+    uint32_t ns = TIFFNumberOfStrips(tif);
+    uint64_t start = TIFFGetStrileOffset(tif, 0), end = start;
+    for (uint32_t k = 0; k < ns && ok; k++) {
+      ok = TIFFGetStrileOffset(tif, k) == end;
+      end += TIFFGetStrileByteCount(tif, k);
+    }
+    ok = ok && ns > 0 && end - start == plane_bytes && start <= io->size &&
+         plane_bytes <= io->size - start;
+    at[p] = start;
+  }
+  if (ok) {
+    f->plane_at = at;
+    f->swapped = TIFFIsByteSwapped(tif);
+  } else {
+    free(at);
+  }
+}
+
+/* The cached layout's read: one open, one pread per plane (or per run of rows of a crop that
+ * spans whole rows), no libtiff. */
+static int read_direct(const tiff_file *f, const char *path, const pb_region *r,
+                       unsigned char *dst, pb_stage_times *tm, struct pb_error *err) {
+  int64_t t0 = pb_now_ns();
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s", path,
+                        strerror(errno));
+  size_t es = pb_dtype_size(f->dtype);
+  int64_t spp = f->spp, row = (int64_t)f->width * spp * (int64_t)es;
+  int64_t c0 = r->start[PB_C], c1 = c0 + r->count[PB_C];
+  (void)c1;
+  int whole_rows = r->start[PB_X] == 0 && r->count[PB_X] == f->width && spp == 1;
+  int rc = PB_OK;
+  int64_t bytes = 0;
+  size_t out_row = (size_t)r->count[PB_X] * es;
+  unsigned char *line = NULL;
+  if (!whole_rows && (line = malloc((size_t)row)) == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int64_t t = 0; rc == PB_OK && t < r->count[PB_T]; t++)
+    for (int64_t c = 0; rc == PB_OK && c < r->count[PB_C]; c++)
+      for (int64_t z = 0; rc == PB_OK && z < r->count[PB_Z]; z++) {
+        int64_t gc = c0 + c;
+        int64_t plane = plane_of(f, r->start[PB_T] + t, gc / spp, r->start[PB_Z] + z);
+        uint64_t base = f->plane_at[plane] + (uint64_t)(r->start[PB_Y] * row);
+        size_t d_off = (size_t)(((t * r->count[PB_C] + c) * r->count[PB_Z] + z) * r->count[PB_Y]) * out_row;
+        if (whole_rows) {
+          size_t n = (size_t)(r->count[PB_Y] * row);
+          rc = pread_exact(fd, dst + d_off, n, base, path, err);
+          bytes += (int64_t)n;
+          continue;
+        }
+        /* A crop, or one channel out of interleaved samples: row by row. */
+        for (int64_t y = 0; rc == PB_OK && y < r->count[PB_Y]; y++) {
+          rc = pread_exact(fd, line, (size_t)row, base + (uint64_t)(y * row), path, err);
+          bytes += row;
+          for (int64_t x = 0; rc == PB_OK && x < r->count[PB_X]; x++)
+            memcpy(dst + d_off + (size_t)(y * r->count[PB_X] + x) * es,
+                   line + (size_t)(((r->start[PB_X] + x) * spp) + gc % spp) * es, es);
+        }
+      }
+  free(line);
+  close(fd);
+  int64_t t1 = pb_now_ns();
+  if (rc == PB_OK && f->swapped) {
+    size_t n = es;
+    for (int k = 0; k < PB_NDIM; k++) n *= (size_t)r->count[k];
+    swab_array(dst, n / es, es);
+  }
+  if (tm != NULL) {
+    tm->read_ns += t1 - t0;
+    tm->decode_ns += pb_now_ns() - t1;
+    tm->bytes_read += bytes;
+  }
+  return rc;
+}
+
 static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error *err) {
   char path[4096];
   if (file_path(st, i, path, sizeof path) != PB_OK)
@@ -440,6 +586,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   }
   for (int64_t p = 0; p < f->n_planes; p++) f->ifd[p] = offs[map[p]];
   f->file_size = io.size;
+  direct_layout(f, tif, &io);
 done:
   if (tif != NULL) TIFFClose(tif);
   pb__tiff_io_close(&io);
@@ -496,11 +643,6 @@ static int grow(unsigned char **buf, size_t *cap, size_t need) {
   return PB_OK;
 }
 
-static void swab_array(void *p, size_t n_elems, size_t esize) {
-  if (esize == 2) TIFFSwabArrayOfShort(p, (tmsize_t)n_elems);
-  else if (esize == 4) TIFFSwabArrayOfLong(p, (tmsize_t)n_elems);
-  else if (esize == 8) TIFFSwabArrayOfDouble(p, (tmsize_t)n_elems);
-}
 
 /* Where one read is going: region, destination and the running stage times. */
 typedef struct read_ctx {
@@ -806,6 +948,16 @@ static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst,
   char path[4096];
   if (file_path(st, (size_t)i, path, sizeof path) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", st->root);
+  if (f->plane_at != NULL) {
+    __atomic_fetch_add(&direct_reads, 1, __ATOMIC_RELAXED);
+    int rc = read_direct(f, path, region, dst, times, err);
+    if (rc != PB_OK) {
+      pb_error_prefix(err, "image %lld: ", (long long)i);
+      return rc;
+    }
+    if (times != NULL) times->bytes_decoded += (int64_t)need;
+    return PB_OK;
+  }
   read_ctx cx;
   memset(&cx, 0, sizeof cx);
   cx.st = st;
