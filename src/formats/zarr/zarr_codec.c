@@ -467,6 +467,24 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
     return PB_OK;
   }
   if (a->sharded) return place_shard(a, s, src, o, region, dst, times, err);
+  if (a->pipe.n == 0 && src->mem == NULL) {
+    /* Uncompressed, and the chunk lands whole in the destination: read it straight there. */
+    size_t bytes = a->esize;
+    for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
+    int64_t off = direct_offset(region, o, a->inner, a->esize);
+    if (off >= 0 && src->size == bytes) {
+      const unsigned char *p;
+      size_t cap = bytes;
+      unsigned char *target = dst + off;
+      PB_RETURN_NOT_OK(src_get(src, 0, bytes, &target, &cap, &p, times, err));
+      if (a->pipe.big_endian && a->esize > 1) {
+        int64_t t0 = pb_now_ns();
+        swap_bytes(target, bytes, a->esize);
+        if (times != NULL) times->decode_ns += pb_now_ns() - t0;
+      }
+      return PB_OK;
+    }
+  }
   const unsigned char *p;
   PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->file, &s->file_cap, &p, times, err));
   return place_chunk(a, s, p, src->size, o, region, dst, times, err);
