@@ -67,8 +67,60 @@ static int parse_formats(const char *list, const char *names[MAX_FORMATS], int *
   return PB_OK;
 }
 
+static cJSON *write_json(const pb_write_params *w, const char *options) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "compression", w->compression ? w->compression : "default");
+  cJSON_AddNumberToObject(o, "level", w->level);
+  cJSON *chunk = cJSON_AddArrayToObject(o, "chunk");
+  for (int k = 0; k < PB_NDIM; k++) cJSON_AddItemToArray(chunk, cJSON_CreateNumber((double)w->chunk[k]));
+  cJSON_AddStringToObject(o, "options", options ? options : "");
+  return o;
+}
+
+/* The manifest already in dir, when it describes the very same images (rows, seed, dtype,
+ * shape and every CRC-32 equal): the formats written by an earlier gen then stay listed next to
+ * the new ones. NULL otherwise (that manifest is replaced). */
+static cJSON *same_images_manifest(const char *dir, const pb_gen_params *p, const uint32_t *crcs) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  void *data = NULL;
+  size_t size = 0;
+  struct pb_error e;
+  if (pb__read_file(path, &data, &size, &e) != PB_OK) return NULL;
+  cJSON *old = cJSON_ParseWithLength(data, size);
+  free(data);
+  if (old == NULL) return NULL;
+  int same = 1;
+  cJSON *it = cJSON_GetObjectItem(old, "rows");
+  same &= cJSON_IsNumber(it) && it->valuedouble == (double)p->rows;
+  it = cJSON_GetObjectItem(old, "seed");
+  same &= cJSON_IsNumber(it) && it->valuedouble == (double)p->seed;
+  it = cJSON_GetObjectItem(old, "dtype");
+  same &= cJSON_IsString(it) && strcmp(it->valuestring, pb_dtype_name(p->dtype)) == 0;
+  it = cJSON_GetObjectItem(old, "shape");
+  same &= cJSON_IsArray(it) && cJSON_GetArraySize(it) == PB_NDIM;
+  for (int k = 0; same && k < PB_NDIM; k++) {
+    cJSON *v = cJSON_GetArrayItem(it, k);
+    same &= cJSON_IsNumber(v) && v->valuedouble == (double)p->shape[k];
+  }
+  it = cJSON_GetObjectItem(old, "crc32");
+  same &= cJSON_IsArray(it) && cJSON_GetArraySize(it) == p->rows;
+  for (int64_t i = 0; same && i < p->rows; i++) {
+    cJSON *v = cJSON_GetArrayItem(it, (int)i);
+    char hex[12];
+    snprintf(hex, sizeof hex, "%08x", crcs[i]);
+    same &= cJSON_IsString(v) && strcmp(v->valuestring, hex) == 0;
+  }
+  same &= cJSON_IsObject(cJSON_GetObjectItem(old, "formats"));
+  if (!same) {
+    cJSON_Delete(old);
+    return NULL;
+  }
+  return old;
+}
+
 static char *manifest_json(const pb_gen_params *p, const char *const *names, int n,
-                           const uint32_t *crcs) {
+                           const uint32_t *crcs, char (*opts)[1024], const cJSON *old) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "kind", "pipebench.dataset");
   cJSON_AddStringToObject(root, "pipebench_version", pb_version());
@@ -82,17 +134,25 @@ static char *manifest_json(const pb_gen_params *p, const char *const *names, int
   cJSON *shape = cJSON_AddArrayToObject(root, "shape");
   for (int k = 0; k < PB_NDIM; k++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[k]));
   cJSON_AddStringToObject(root, "axes", "tczyx");
-  cJSON *w = cJSON_AddObjectToObject(root, "write");
-  cJSON_AddStringToObject(w, "compression", p->write.compression ? p->write.compression : "default");
-  cJSON_AddNumberToObject(w, "level", p->write.level);
-  cJSON *chunk = cJSON_AddArrayToObject(w, "chunk");
-  for (int k = 0; k < PB_NDIM; k++) cJSON_AddItemToArray(chunk, cJSON_CreateNumber((double)p->write.chunk[k]));
-  cJSON_AddStringToObject(w, "options", p->write.options ? p->write.options : "");
+  cJSON_AddItemToObject(root, "write", write_json(&p->write, p->write.options));
   cJSON *f = cJSON_AddObjectToObject(root, "formats");
+  cJSON *fw = cJSON_AddObjectToObject(root, "format_write"); /* how each format was written */
   for (int i = 0; i < n; i++) {
     char path[4096];
     pb_gen_format_path(".", names[i], path, sizeof path);
     cJSON_AddStringToObject(f, names[i], path + 2);
+    cJSON_AddItemToObject(fw, names[i], write_json(&p->write, opts[i]));
+  }
+  if (old != NULL) { /* formats an earlier gen wrote from the same images, not rewritten now */
+    const cJSON *of = cJSON_GetObjectItem(old, "formats"), *ofw = cJSON_GetObjectItem(old, "format_write");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, of) {
+      if (!cJSON_IsString(e) || cJSON_GetObjectItem(f, e->string) != NULL) continue;
+      cJSON_AddStringToObject(f, e->string, e->valuestring);
+      const cJSON *how = ofw ? cJSON_GetObjectItem(ofw, e->string) : NULL;
+      if (how == NULL) how = cJSON_GetObjectItem(old, "write");
+      if (how != NULL) cJSON_AddItemToObject(fw, e->string, cJSON_Duplicate(how, 1));
+    }
   }
   cJSON *c = cJSON_AddArrayToObject(root, "crc32");
   for (int64_t i = 0; i < p->rows; i++) {
@@ -214,7 +274,9 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     }
   }
   if (rc == PB_OK) {
-    char *text = manifest_json(&p, names, n, crcs);
+    cJSON *old = same_images_manifest(dir, &p, crcs);
+    char *text = manifest_json(&p, names, n, crcs, opts, old);
+    cJSON_Delete(old);
     char mpath[4096];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
     rc = text ? pb_write_file_atomic(mpath, text, strlen(text), err)

@@ -134,7 +134,9 @@ const cli_command cli_cmd_gen = {
     .details = "Writes DIR/<format> for each format (DIR/images.parquet, DIR/images.duckdb and\n"
                "DIR/images.pbraw for single-file formats) and DIR/manifest.json with the\n"
                "parameters and each image's CRC-32. An earlier dataset in DIR is replaced only\n"
-               "once the new one is complete.",
+               "once the new one is complete. Running gen again with the same rows, size, dtype\n"
+               "and seed but other formats or settings adds those formats to the manifest\n"
+               "(format_write says how each was written).",
     .opts = gen_opts,
     .run = gen_run,
 };

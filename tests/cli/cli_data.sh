@@ -80,4 +80,18 @@ run "$pb" gen --out "$d" --rows 2 --formats tiff --compression nonsense-codec
 run "$pb" inspect "$d/tiff" --json
 expect_rc 0 "old dataset still readable after a failed gen"
 
+# A second gen of the same images into the same folder adds its formats to the manifest (each
+# with how it was written); different images replace the manifest.
+m=$work/merge
+run "$pb" gen --out "$m" --rows 6 --size 16x16 --formats raw,tiff --compression none
+expect_rc 0 "gen raw,tiff"
+run "$pb" gen --out "$m" --rows 6 --size 16x16 --formats ome-zarr --compression zstd
+expect_rc 0 "gen ome-zarr into the same folder"
+"$py" -c 'import json,sys; m=json.load(open(sys.argv[1])); assert set(m["formats"])=={"raw","tiff","ome-zarr"}, m["formats"]; assert m["format_write"]["tiff"]["compression"]=="none" and m["format_write"]["ome-zarr"]["compression"]=="zstd", m["format_write"]' "$m/manifest.json" \
+  && pass || fail "same images: formats merged in the manifest"
+run "$pb" gen --out "$m" --rows 7 --size 16x16 --formats ome-zarr
+expect_rc 0 "gen other images into the same folder"
+"$py" -c 'import json,sys; m=json.load(open(sys.argv[1])); assert set(m["formats"])=={"ome-zarr"}, m["formats"]' "$m/manifest.json" \
+  && pass || fail "other images: the manifest lists only what they were written as"
+
 finish
