@@ -4,14 +4,23 @@
 #   DataLoader peer on the same cache; on-demand tiff and ome-zarr >= 5x the peer;
 #   1 -> 2 workers >= 1.7x where not memory-bound; timer overhead < 1% of the shortest interval.
 #   bench/loader.sh [BUILD_DIR] [OUT]      (extra `pipebench run` options via PB_RUN_ARGS)
+# Also prints how opening and reading the TIFF files alone scales from 1 to 2 threads
+# (bench/files_scaling): the limit for formats with one file per image.
 set -euo pipefail
 build=${1:-build}; out=${2:-results/bench-loader}
 py=${PB_PYTHON:-/usr/bin/python3}
 "$build/pipebench" run --out "$out" --tracks 2 --formats "${PB_FORMATS:-raw,tiff,ome-zarr}" \
-  --batch-sizes 16,64 --workers 0,1,2,4 --caches none,preload --repeats 3 ${PB_RUN_ARGS:-}
-"$py" - "$out/data/pipebench_track2.csv" <<'PY'
-import csv, statistics as st, sys
+  --batch-sizes 16,64 --workers 0,1,2,4 --caches none,preload --repeats 3 --python "$py" ${PB_RUN_ARGS:-}
+# The machine's own limit for one file per image: open + read + close of the same TIFF files
+# with 1 and 2 threads, no parsing. Its 1 -> 2 ratio is what file-per-image loading can reach.
+scaling=$(mktemp)
+tool=$build/bench/files_scaling; [[ -x $tool ]] || tool=$build/files_scaling
+data=$out/dataset-default/tiff
+if [[ -x $tool && -d $data ]]; then "$tool" "$data" 1,2 | tee "$scaling"; fi
+"$py" - "$out/data/pipebench_track2.csv" "$scaling" <<'PY'
+import csv, json, statistics as st, sys
 rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+floor = {r["threads"]: r for r in (json.loads(l) for l in open(sys.argv[2]) if l.strip())}
 def med(loader, fmt, cache, bs, w, key="samples_per_sec"):
     v = [float(r[key]) for r in rows if r["loader"] == loader and r["format"] == fmt and
          r["cache"] == cache and r["batch_size"] == str(bs) and r["num_workers"] == str(w) and r[key]]
@@ -40,7 +49,10 @@ for f in fmts:
     for bs in (16, 64):
         a, b = med("pipebench", f, "none", bs, 1), med("pipebench", f, "none", bs, 2)
         print(f"1 -> 2 workers {f:9s} b{bs:<3d}                  {b/a:7.2f}x  {verdict(b/a, 1.7)} (>= 1.7x where not memory-bound)")
+if 2 in floor:
+    print(f"1 -> 2 threads, open+read+close of the tiff files {floor[2]['vs_first']:7.2f}x  (the file-per-image floor's own scaling)")
 tof = [float(r["timer_overhead_fraction"]) for r in rows if r.get("timer_overhead_fraction")]
 if tof:
     print(f"timer overhead, worst row, of shortest interval  {max(tof)*100:7.3f}%  {verdict(max(tof), 0.01, more=False)} (< 1%)")
 PY
+rm -f "$scaling"

@@ -21,7 +21,9 @@ typedef struct t2_best {
   int bs, workers;
 } t2_best;
 
-static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int workers,
+/* One round (repeat r) of one configuration: a fresh loader, its first batch, a pilot, the
+ * steady window. Rounds of all configurations are interleaved by the caller. */
+static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int workers, int r,
                    double **latp, size_t *lat_cap, t2_best *best, struct pb_error *err) {
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   lp.format = c->formats[fi];
@@ -55,7 +57,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int wo
   if (want < 8 * capacity) want = 8 * capacity;
   int64_t epoch = 0;
   int rc = PB_OK;
-  for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
+  do {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = PB_OK;
     int64_t t0 = pb_now_ns();
@@ -181,7 +183,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int wo
       best->workers = workers;
       snprintf(best->format, sizeof best->format, "%s", c->formats[fi]);
     }
-  }
+  } while (0);
   pb_loader_free(ld);
   if (rc != PB_OK) pb_error_prefix(err, "track 2, %s: ", c->formats[fi]);
   return rc;
@@ -223,18 +225,23 @@ int pb__track2(pb_run_ctx *c, struct pb_error *err) {
     if (abs(bss[b] - 16) < abs(bss[ref_b] - 16)) ref_b = b;
   for (int w = 0; w < nw; w++)
     if (abs(ws[w] - 2) < abs(ws[ref_w] - 2)) ref_w = w;
-  c->total_steps = (long)nb * nw * (c->nf + (nc - 1)) + (long)(c->nf - 1) * (nc - 1);
-  for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
-    for (int k = 0; k < nc && rc == PB_OK; k++)
-      for (int b = 0; b < nb && rc == PB_OK; b++)
-        for (int w = 0; w < nw && rc == PB_OK; w++) {
-          if (caches[k] != PB_CACHE_NONE && fi > 0 && (b != ref_b || w != ref_w)) continue;
-          char what[128];
-          snprintf(what, sizeof what, "track 2: %s cache=%s batch=%d workers=%d", c->formats[fi],
-                   cache_names[caches[k]], bss[b], ws[w]);
-          pb__run_progress(c, what);
-          rc = measure(c, t, fi, caches[k], bss[b], ws[w], &lat, &cap, &best, err);
-        }
+  c->total_steps = ((long)nb * nw * (c->nf + (nc - 1)) + (long)(c->nf - 1) * (nc - 1)) *
+                   c->p.repeats;
+  /* Repeats outermost: every configuration gets one round before any gets a second, so a
+   * drift of the machine (clock speed, other load) spreads over all of them alike and ratios
+   * between configurations (1 vs 2 workers, say) compare rounds taken side by side. */
+  for (int r = 0; r < c->p.repeats && rc == PB_OK; r++)
+    for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
+      for (int k = 0; k < nc && rc == PB_OK; k++)
+        for (int b = 0; b < nb && rc == PB_OK; b++)
+          for (int w = 0; w < nw && rc == PB_OK; w++) {
+            if (caches[k] != PB_CACHE_NONE && fi > 0 && (b != ref_b || w != ref_w)) continue;
+            char what[160];
+            snprintf(what, sizeof what, "track 2: %s cache=%s batch=%d workers=%d (round %d of %d)",
+                     c->formats[fi], cache_names[caches[k]], bss[b], ws[w], r + 1, c->p.repeats);
+            pb__run_progress(c, what);
+            rc = measure(c, t, fi, caches[k], bss[b], ws[w], r, &lat, &cap, &best, err);
+          }
   free(lat);
   if (rc == PB_OK && c->p.peer) rc = pb__track2_peer(c, t, bss, nb, ws, nw, err);
   if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track2.parquet", err);
