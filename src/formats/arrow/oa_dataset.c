@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "formats/arrow/oa_common.h"
+#include "formats/arrow/oa_pq.h"
 
 #define OD_MANIFEST "_ome_arrow_dataset.json"
 #define OD_VERSION "pipebench-0.1.0"
@@ -23,6 +24,7 @@ typedef struct od_chunk {
   int64_t id;       /* chunk_id */
   int64_t org[PB_NDIM], shp[PB_NDIM];
   size_t image;
+  int64_t row;      /* reader: its file row in chunks.parquet (direct page reads) */
 } od_chunk;
 
 static int grow(void **p, size_t *cap, size_t need, size_t esize) {
@@ -444,6 +446,8 @@ typedef struct od_reader {
   size_t n_chunks;
   char **ids;          /* image ids, for the index lookup */
   size_t *id_order;    /* image indexes sorted by id */
+  pb__pq_col *px;      /* direct reads of chunks.parquet's pixel_bytes (NULL: DuckDB only) */
+  pb__pq_rows rows;
 } od_reader;
 
 static void od_block_free(od_block *b) {
@@ -459,6 +463,8 @@ static void od_close(void *state) {
   if (r == NULL) return;
   for (size_t k = 0; k < r->n_blocks; k++) od_block_free(&r->blocks[k]);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
+  pb__pq_free(r->px);
+  pb__pq_rows_destroy(&r->rows);
   pb__oa_db_close(&r->db);
   if (r->ids != NULL)
     for (size_t i = 0; i < r->n_images; i++) free(r->ids[i]);
@@ -658,6 +664,60 @@ static int load_index(od_reader *r, struct pb_error *err) {
   return PB_OK;
 }
 
+typedef struct od_idrow {
+  int64_t id, row;
+} od_idrow;
+
+static int cmp_idrow(const void *a, const void *b) {
+  const od_idrow *x = a, *y = b;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Sets up direct page reads of pixel_bytes: the file row of every chunk id (read from the
+ * chunk_id column by the same reader) and the column's layout. Leaves r->px NULL (DuckDB reads
+ * everything) when anything is off. */
+static void direct_open(od_reader *r) {
+  if (!pb__oa_direct_enabled() || r->n_chunks == 0) return;
+  const char *leaves[2] = {"pixel_bytes", "chunk_id"};
+  pb__pq_col *cols[2];
+  int in_file[2];
+  struct pb_error e;
+  if (pb__pq_open_many(&r->db, r->chunks_path, leaves, 2, cols, in_file, &e) != PB_OK) return;
+  pb__pq_rows q;
+  memset(&q, 0, sizeof q);
+  od_idrow *ir = NULL;
+  int ok = cols[0] != NULL && cols[1] != NULL &&
+           pb__pq_physical(cols[0]) == PB__PQ_BYTE_ARRAY &&
+           pb__pq_physical(cols[1]) == PB__PQ_INT64 &&
+           pb__pq_row_count(cols[0]) == pb__pq_row_count(cols[1]) &&
+           pb__pq_read_all(cols[1], &q, &e) == PB_OK && q.n_rows == q.n_vals &&
+           q.n_elems == q.n_rows;
+  size_t n = q.n_rows;
+  if (ok) ok = (ir = malloc((n ? n : 1) * sizeof *ir)) != NULL;
+  for (size_t k = 0; k < n && ok; k++) {
+    ok = q.elem_nulls[k] == 0;
+    memcpy(&ir[k].id, q.data + k * 8, 8);
+    ir[k].row = (int64_t)k;
+  }
+  pb__pq_rows_destroy(&q);
+  pb__pq_free(cols[1]);
+  if (ok) qsort(ir, n, sizeof *ir, cmp_idrow);
+  for (size_t k = 1; k < n && ok; k++) ok = ir[k].id != ir[k - 1].id; /* ids must be unique */
+  for (size_t j = 0; j < r->n_chunks && ok; j++) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (ir[mid].id < r->chunks[j].id) lo = mid + 1;
+      else hi = mid;
+    }
+    ok = lo < n && ir[lo].id == r->chunks[j].id;
+    r->chunks[j].row = ok ? ir[lo].row : -1;
+  }
+  free(ir);
+  if (ok) r->px = cols[0];
+  else pb__pq_free(cols[0]);
+}
+
 static int od_open(const char *path, void **state, struct pb_error *err) {
   od_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -713,6 +773,7 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
   double avg = r->n_chunks > 0 ? total / (double)r->n_chunks : 1.0;
   double w = (double)(r->cache_limit / 4) / (avg > 1.0 ? avg : 1.0);
   r->window = w < 1.0 ? 1 : (w > 65536.0 ? 65536 : (size_t)w);
+  direct_open(r);
   *state = r;
   return PB_OK;
 fail:
@@ -838,9 +899,8 @@ static int od_block_get(od_reader *r, int64_t i, size_t j, od_block **out,
   return PB_OK;
 }
 
-static int od_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
-                   pb_stage_times *times, struct pb_error *err) {
-  od_reader *r = state;
+static int od_read_duck(od_reader *r, int64_t i, const pb_region *region, void *dst,
+                        size_t dst_size, pb_stage_times *times, struct pb_error *err) {
   const od_image *im = &r->images[i];
   pb_region full;
   if (region == NULL) {
@@ -889,6 +949,84 @@ static int od_read(void *state, int64_t i, const pb_region *region, void *dst, s
                         r->path, (long long)i, im->meta.id, (long long)covered, (long long)need);
   if (times) times->bytes_decoded += need * (int64_t)pb_dtype_size(im->meta.dtype);
   return PB_OK;
+}
+
+/* Reads image i's chunks through the direct page reader (region already checked). */
+static int od_read_direct(od_reader *r, int64_t i, const pb_region *region, void *dst,
+                          pb_stage_times *times, struct pb_error *err) {
+  const od_image *im = &r->images[i];
+  size_t es = pb_dtype_size(im->meta.dtype);
+  int64_t covered = 0, need = 1;
+  for (int k = 0; k < PB_NDIM; k++) need *= region->count[k];
+  for (size_t j = im->first; j < im->first + im->n; j++) {
+    const od_chunk *ch = &r->chunks[j];
+    int64_t vol = overlap(ch, region);
+    if (vol == 0) continue;
+    int64_t t0 = pb_now_ns();
+    pb__pq_rows_clear(&r->rows);
+    int rc = pb__pq_read(r->px, ch->row, 1, &r->rows, err);
+    if (times) times->read_ns += pb_now_ns() - t0;
+    if (rc != PB_OK) {
+      pb_error_prefix(err, "%s: image %lld ('%s'), chunk %lld (row %lld): ", r->chunks_path,
+                      (long long)i, im->meta.id, (long long)ch->id, (long long)ch->row);
+      return rc;
+    }
+    int64_t t1 = pb_now_ns();
+    const pb__pq_rows *q = &r->rows;
+    size_t want = es, len = 0;
+    for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
+    const unsigned char *p = NULL;
+    if (q->n_rows == 1 && q->n_elems == 1 && q->n_vals == 1 && q->elem_nulls[0] == 0) {
+      p = q->data + q->val_off[0];
+      len = q->val_off[1] - q->val_off[0];
+    }
+    if (p == NULL || len != want)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld ('%s'), chunk %lld: pixel_bytes holds %zu bytes, its "
+                          "shape needs %zu",
+                          r->chunks_path, (long long)i, im->meta.id, (long long)ch->id,
+                          p ? len : 0, want);
+    if (times) times->bytes_read += (int64_t)len;
+    pb__copy_box(dst, region->start, region->count, p, ch->org, ch->shp, es);
+    covered += vol;
+    if (times) times->decode_ns += pb_now_ns() - t1;
+  }
+  if (covered != need)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: image %lld ('%s'): chunks cover %lld of the %lld pixels asked for",
+                        r->path, (long long)i, im->meta.id, (long long)covered, (long long)need);
+  if (times) times->bytes_decoded += need * (int64_t)es;
+  return PB_OK;
+}
+
+static int od_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                   pb_stage_times *times, struct pb_error *err) {
+  od_reader *r = state;
+  if (r->px == NULL) return od_read_duck(r, i, region, dst, dst_size, times, err);
+  const od_image *im = &r->images[i];
+  pb_region full;
+  const pb_region *reg = region;
+  if (reg == NULL) {
+    pb__region_full(&full, im->meta.shape);
+    reg = &full;
+  }
+  int64_t need = 1;
+  for (int k = 0; k < PB_NDIM; k++) need *= reg->count[k];
+  if ((size_t)need * pb_dtype_size(im->meta.dtype) > dst_size)
+    return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
+                        (long long)i);
+  struct pb_error fe;
+  fe.message[0] = '\0';
+  int rc = od_read_direct(r, i, reg, dst, times, &fe);
+  if (rc == PB_OK) {
+    pb__oa_direct_note(1);
+    return PB_OK;
+  }
+  /* DuckDB decides; when it fails too, the direct path's error is the more precise one. */
+  pb__oa_direct_note(0);
+  if (od_read_duck(r, i, region, dst, dst_size, times, err) == PB_OK) return PB_OK;
+  if (err != NULL) *err = fe;
+  return rc;
 }
 
 static int od_probe(const char *path) {

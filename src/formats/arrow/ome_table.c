@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "formats/arrow/oa_common.h"
+#include "formats/arrow/oa_pq.h"
 
 enum { OT_PARQUET = 0, OT_DUCKDB = 1 };
 enum { OT_NUMERIC = 0, OT_BYTES = 1 };
@@ -141,10 +142,14 @@ static int ot_writer_open_kind(int kind, const char *path, const pb_write_params
   }
   snprintf(w->pq_codec, sizeof w->pq_codec, "zstd");
   if (pb__opt_get(params->options, "parquet_codec", v, sizeof v)) {
+    /* The names oa-dataset's --compression takes mean the same here. */
+    if (strcmp(v, "none") == 0) snprintf(v, sizeof v, "uncompressed");
+    if (strcmp(v, "lz4") == 0) snprintf(v, sizeof v, "lz4_raw");
     if (strcmp(v, "zstd") != 0 && strcmp(v, "snappy") != 0 && strcmp(v, "uncompressed") != 0 &&
         strcmp(v, "lz4_raw") != 0 && strcmp(v, "gzip") != 0) {
       rc = pb_error_set(err, PB_EINVAL,
-                        "option parquet_codec=%s: use zstd, snappy, lz4_raw, gzip or uncompressed",
+                        "option parquet_codec=%s: use zstd, snappy, lz4_raw (lz4), gzip or "
+                        "uncompressed (none)",
                         v);
       goto fail;
     }
@@ -532,7 +537,25 @@ typedef struct ot_reader {
   size_t n_blocks, cache_bytes, cache_limit;
   int64_t table_block; /* DuckDB table: rows per block (a query costs about the same for any) */
   uint64_t clock;
+  /* Direct page reads (Parquet only; see oa_pq.h): the pixel columns, and per file row where
+   * its planes (t, c, z) or byte chunks (box, codec, dtype) are; a count of -1 sends the row
+   * to DuckDB. */
+  int direct;
+  int64_t n_file;
+  pb__pq_col *px_planes, *px_chunks;
+  int32_t *pl_first, *pl_n, *pl_tcz;
+  int32_t *ck_first, *ck_n;
+  struct ot_piece *ck;
+  pb__pq_rows rows;
+  void *conv;
+  size_t conv_n;
 } ot_reader;
+
+/* One byte chunk of a row, as the direct path places it. */
+typedef struct ot_piece {
+  int32_t box[8]; /* t c z y x shape_z shape_y shape_x */
+  char codec[16], dtype[16];
+} ot_piece;
 
 static void block_free(ot_block *b) {
   for (size_t k = 0; k < b->n_chunks; k++) duckdb_destroy_data_chunk(&b->chunks[k]);
@@ -542,9 +565,29 @@ static void block_free(ot_block *b) {
   memset(b, 0, sizeof *b);
 }
 
+static void direct_free(ot_reader *r) {
+  pb__pq_free(r->px_planes);
+  pb__pq_free(r->px_chunks);
+  free(r->pl_first);
+  free(r->pl_n);
+  free(r->pl_tcz);
+  free(r->ck_first);
+  free(r->ck_n);
+  free(r->ck);
+  pb__pq_rows_destroy(&r->rows);
+  free(r->conv);
+  r->px_planes = r->px_chunks = NULL;
+  r->pl_first = r->pl_n = r->pl_tcz = r->ck_first = r->ck_n = NULL;
+  r->ck = NULL;
+  r->conv = NULL;
+  r->conv_n = 0;
+  r->direct = 0;
+}
+
 static void ot_close(void *state) {
   ot_reader *r = state;
   if (r == NULL) return;
+  direct_free(r);
   for (size_t k = 0; k < r->n_blocks; k++) block_free(&r->blocks[k]);
   free(r->rg_first);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
@@ -745,6 +788,156 @@ static int load_row_groups(ot_reader *r, const char *qpath, struct pb_error *err
   return PB_OK;
 }
 
+/* ---- direct page reads: what is loaded at open ------------------------------------------ */
+
+/* Every row of a small leaf column (NULL: not readable directly). */
+static int small_column(ot_reader *r, pb__pq_col *c, int physical, pb__pq_rows *out) {
+  struct pb_error e;
+  if (c == NULL || pb__pq_physical(c) != physical || pb__pq_row_count(c) != r->n_file)
+    return PB_EUNSUPPORTED;
+  int rc = pb__pq_read_all(c, out, &e);
+  if (rc == PB_OK && out->n_rows != (size_t)r->n_file) rc = PB_EFORMAT;
+  return rc;
+}
+
+/* The single value of element e, or NULL (several values, or a null). */
+static const unsigned char *only_value(const pb__pq_rows *q, size_t e, size_t *len) {
+  if (q->elem_val[e + 1] - q->elem_val[e] != 1 || q->elem_nulls[e] != 0) return NULL;
+  size_t v = q->elem_val[e];
+  if (q->width > 0) {
+    *len = q->width;
+    return q->data + v * q->width;
+  }
+  *len = q->val_off[v + 1] - q->val_off[v];
+  return q->data + q->val_off[v];
+}
+
+/* Per file row: count and first index of the elements that all columns q[0..n) agree on and
+ * that hold one value each; -1 where they do not. */
+static int piece_rows(ot_reader *r, pb__pq_rows *q, int n, int32_t **first, int32_t **count) {
+  *first = malloc((size_t)(r->n_file ? r->n_file : 1) * sizeof **first);
+  *count = malloc((size_t)(r->n_file ? r->n_file : 1) * sizeof **count);
+  if (*first == NULL || *count == NULL) return PB_ENOMEM;
+  for (int64_t k = 0; k < r->n_file; k++) {
+    size_t a = q[0].row_elem[k], b = q[0].row_elem[k + 1];
+    int ok = b - a < INT32_MAX && a < INT32_MAX;
+    for (int j = 1; j < n && ok; j++)
+      ok = q[j].row_elem[k] == a && q[j].row_elem[k + 1] == b;
+    for (int j = 0; j < n && ok; j++)
+      for (size_t e = a; e < b && ok; e++) {
+        size_t len;
+        ok = only_value(&q[j], e, &len) != NULL;
+      }
+    (*first)[k] = (int32_t)a;
+    (*count)[k] = ok ? (int32_t)(b - a) : -1;
+  }
+  return PB_OK;
+}
+
+/* Leaves the direct path reads: planes (pixels, t, c, z), then chunks (pixel_bytes, box, dtype,
+ * compression). */
+enum { L_PL_PIX, L_PL_T, L_PL_C, L_PL_Z, L_CK_BYTES, L_CK_T, L_CK_DTYPE = L_CK_T + 8,
+       L_CK_CODEC, L_COUNT };
+
+static int direct_planes(ot_reader *r, pb__pq_col **cols, const int *in_file) {
+  if (!in_file[L_PL_PIX]) return PB_OK; /* no planes: every row has none */
+  if (cols[L_PL_PIX] == NULL) return PB_EUNSUPPORTED;
+  r->px_planes = cols[L_PL_PIX];
+  cols[L_PL_PIX] = NULL;
+  pb__pq_rows q[3];
+  memset(q, 0, sizeof q);
+  int rc = PB_OK;
+  for (int k = 0; k < 3 && rc == PB_OK; k++)
+    rc = small_column(r, cols[L_PL_T + k], PB__PQ_INT32, &q[k]);
+  if (rc == PB_OK) rc = piece_rows(r, q, 3, &r->pl_first, &r->pl_n);
+  if (rc == PB_OK) {
+    size_t ne = q[0].n_elems;
+    r->pl_tcz = malloc((ne ? ne : 1) * 3 * sizeof *r->pl_tcz);
+    if (r->pl_tcz == NULL) rc = PB_ENOMEM;
+    for (size_t x = 0; x < ne && rc == PB_OK; x++)
+      for (int k = 0; k < 3; k++) {
+        size_t len;
+        const unsigned char *v = only_value(&q[k], x, &len);
+        int32_t t = -1;
+        if (v != NULL) memcpy(&t, v, 4);
+        r->pl_tcz[x * 3 + (size_t)k] = t;
+      }
+  }
+  for (int k = 0; k < 3; k++) pb__pq_rows_destroy(&q[k]);
+  return rc;
+}
+
+static int direct_chunks(ot_reader *r, pb__pq_col **cols, const int *in_file) {
+  if (!in_file[L_CK_BYTES]) return PB_OK; /* numeric chunks or none: DuckDB decides */
+  if (cols[L_CK_BYTES] == NULL || pb__pq_physical(cols[L_CK_BYTES]) != PB__PQ_BYTE_ARRAY)
+    return PB_EUNSUPPORTED;
+  r->px_chunks = cols[L_CK_BYTES];
+  cols[L_CK_BYTES] = NULL;
+  pb__pq_rows q[10];
+  memset(q, 0, sizeof q);
+  int at[10], nq = 0, rc = PB_OK; /* the columns present, in q[0..nq) */
+  for (int k = 0; k < 10 && rc == PB_OK; k++) {
+    at[k] = -1;
+    if (k >= 8 && !in_file[L_CK_T + k]) continue; /* dtype, compression: optional */
+    rc = small_column(r, cols[L_CK_T + k], k < 8 ? PB__PQ_INT32 : PB__PQ_BYTE_ARRAY, &q[nq]);
+    at[k] = nq++;
+  }
+  if (rc == PB_OK) rc = piece_rows(r, q, nq, &r->ck_first, &r->ck_n);
+  if (rc == PB_OK) {
+    size_t ne = q[0].n_elems;
+    r->ck = calloc(ne ? ne : 1, sizeof *r->ck);
+    if (r->ck == NULL) rc = PB_ENOMEM;
+    for (size_t x = 0; x < ne && rc == PB_OK; x++) {
+      ot_piece *pc = &r->ck[x];
+      snprintf(pc->codec, sizeof pc->codec, "none");
+      for (int k = 0; k < 10; k++) {
+        if (at[k] < 0) continue;
+        size_t len;
+        const unsigned char *v = only_value(&q[at[k]], x, &len);
+        if (v == NULL) continue; /* the row is marked -1 already */
+        if (k < 8) {
+          memcpy(&pc->box[k], v, 4);
+        } else {
+          char *d = k == 8 ? pc->dtype : pc->codec;
+          size_t m = len < 15 ? len : 15;
+          memcpy(d, v, m);
+          d[m] = '\0';
+        }
+      }
+    }
+  }
+  for (int k = 0; k < 10; k++) pb__pq_rows_destroy(&q[k]);
+  return rc;
+}
+
+/* Sets up direct page reads for a Parquet file, or leaves them off (DuckDB reads everything). */
+static void direct_open(ot_reader *r, const char *col) {
+  if (r->kind != OT_PARQUET || !pb__oa_direct_enabled() || r->n_rg == 0) return;
+  r->n_file = r->rg_first[r->n_rg];
+  static const char *const tails[L_COUNT] = {
+      "planes, list, element, pixels, list, element", "planes, list, element, t",
+      "planes, list, element, c", "planes, list, element, z", "chunks, list, element, pixel_bytes",
+      "chunks, list, element, t", "chunks, list, element, c", "chunks, list, element, z",
+      "chunks, list, element, y", "chunks, list, element, x", "chunks, list, element, shape_z",
+      "chunks, list, element, shape_y", "chunks, list, element, shape_x",
+      "chunks, list, element, dtype", "chunks, list, element, compression"};
+  char names[L_COUNT][320];
+  const char *leaves[L_COUNT];
+  for (int k = 0; k < L_COUNT; k++) {
+    snprintf(names[k], sizeof names[k], "%.256s, %s", col, tails[k]);
+    leaves[k] = names[k];
+  }
+  pb__pq_col *cols[L_COUNT];
+  int in_file[L_COUNT];
+  struct pb_error e;
+  if (pb__pq_open_many(&r->db, r->path, leaves, L_COUNT, cols, in_file, &e) != PB_OK) return;
+  int ok = direct_planes(r, cols, in_file) == PB_OK && direct_chunks(r, cols, in_file) == PB_OK &&
+           (r->px_planes != NULL || r->px_chunks != NULL);
+  for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
+  if (ok) r->direct = 1;
+  else direct_free(r);
+}
+
 static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
   ot_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -810,6 +1003,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   if (kind == OT_PARQUET) {
     rc = load_row_groups(r, q, err);
     if (rc != PB_OK) goto fail;
+    direct_open(r, col);
   }
   snprintf(sql, sizeof sql, "SELECT %s, %s%s%s, %s%s%s FROM %s WHERE %s BETWEEN $1 AND $2", key,
            has_chunks ? "struct_extract(\"" : "NULL", has_chunks ? col : "",
@@ -860,6 +1054,62 @@ static int64_t box_volume(const int64_t a0[PB_NDIM], const int64_t an[PB_NDIM],
   return v;
 }
 
+/* Checks one byte chunk (box org/shp, leaf codec, dtype name, its bytes) and copies what the
+ * region needs; both the DuckDB and the direct path use it, so they agree. */
+static int place_chunk(ot_reader *r, int64_t i, const ot_img *im, size_t j,
+                       const int64_t org[PB_NDIM],
+                       const int64_t shp[PB_NDIM], const char *codec, const char *dname,
+                       const char *b, size_t blen, const pb_region *reg, void *dst,
+                       int64_t *covered, void **scratch, size_t *scratch_n,
+                       pb_stage_times *times, struct pb_error *err) {
+  size_t es = pb_dtype_size(im->dtype);
+  for (int a = 0; a < PB_NDIM; a++)
+    if (org[a] < 0 || shp[a] < 1 || org[a] + shp[a] > im->shape[a])
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, chunk %zu: box at %c=%lld size %lld lies outside "
+                          "the image",
+                          r->path, (long long)i, j, "TCZYX"[a], (long long)org[a],
+                          (long long)shp[a]);
+  int64_t vol = box_volume(org, shp, reg->start, reg->count);
+  if (vol == 0) return PB_OK;
+  pb_dtype cd;
+  if (dname[0] != '\0' && (pb_dtype_parse(dname, &cd) != PB_OK || cd != im->dtype))
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld, chunk %zu: dtype '%s', image is %s",
+                        r->path, (long long)i, j, dname, pb_dtype_name(im->dtype));
+  size_t raw = (size_t)(shp[2] * shp[3] * shp[4]) * es;
+  if (b == NULL)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld, chunk %zu: pixel_bytes is NULL",
+                        r->path, (long long)i, j);
+  if (times) times->bytes_read += (int64_t)blen;
+  const void *src = b;
+  if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
+    if (blen != raw)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, chunk %zu: pixel_bytes holds %zu bytes, its shape "
+                          "%lldx%lldx%lld of %s needs %zu",
+                          r->path, (long long)i, j, blen, (long long)shp[2], (long long)shp[3],
+                          (long long)shp[4], pb_dtype_name(im->dtype), raw);
+  } else {
+    if (raw > *scratch_n) {
+      free(*scratch);
+      *scratch = malloc(raw);
+      *scratch_n = *scratch ? raw : 0;
+      if (*scratch == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    }
+    int64_t t0 = pb_now_ns();
+    int rc = pb__oa_decode(codec, b, blen, *scratch, raw, err);
+    if (times) times->decompress_ns += pb_now_ns() - t0;
+    if (rc != PB_OK) {
+      pb_error_prefix(err, "%s: image %lld, chunk %zu (%s): ", r->path, (long long)i, j, codec);
+      return rc;
+    }
+    src = *scratch;
+  }
+  pb__copy_box(dst, reg->start, reg->count, src, org, shp, es);
+  *covered += vol;
+  return PB_OK;
+}
+
 /* Places the byte-variant chunks of one row into the region. */
 static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector cl, idx_t row,
                       const pb_region *reg, void *dst, int64_t *covered, pb_stage_times *times,
@@ -875,7 +1125,6 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
       return pb_error_set(err, PB_EFORMAT, "%s: image %lld: chunks have no field '%s'", r->path,
                           (long long)i, names[k]);
   }
-  size_t es = pb_dtype_size(im->dtype);
   void *scratch = NULL;
   size_t scratch_n = 0;
   int rc = PB_OK;
@@ -886,69 +1135,13 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
       org[a] = pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)f[a]), k, -1);
     for (int a = 0; a < 3; a++)
       shp[PB_Z + a] = pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)f[5 + a]), k, -1);
-    for (int a = 0; a < PB_NDIM; a++)
-      if (org[a] < 0 || shp[a] < 1 || org[a] + shp[a] > im->shape[a]) {
-        rc = pb_error_set(err, PB_EFORMAT,
-                          "%s: image %lld, chunk %llu: box at %c=%lld size %lld lies outside "
-                          "the image",
-                          r->path, (long long)i, (unsigned long long)j, "TCZYX"[a],
-                          (long long)org[a], (long long)shp[a]);
-        break;
-      }
-    if (rc != PB_OK) break;
-    int64_t vol = box_volume(org, shp, reg->start, reg->count);
-    if (vol == 0) continue;
     char codec[16] = "none", dname[16] = "";
     if (f[9] >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[9]), k, codec, sizeof codec);
     if (f[8] >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[8]), k, dname, sizeof dname);
-    pb_dtype cd;
-    if (dname[0] != '\0' && (pb_dtype_parse(dname, &cd) != PB_OK || cd != im->dtype)) {
-      rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld, chunk %llu: dtype '%s', image is %s",
-                        r->path, (long long)i, (unsigned long long)j, dname,
-                        pb_dtype_name(im->dtype));
-      break;
-    }
-    size_t blen;
+    size_t blen = 0;
     const char *b = pb__oa_get_blob(duckdb_struct_vector_get_child(cs, (idx_t)f[10]), k, &blen);
-    size_t raw = (size_t)(shp[2] * shp[3] * shp[4]) * es;
-    if (b == NULL) {
-      rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld, chunk %llu: pixel_bytes is NULL",
-                        r->path, (long long)i, (unsigned long long)j);
-      break;
-    }
-    if (times) times->bytes_read += (int64_t)blen;
-    const void *src = b;
-    if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
-      if (blen != raw) {
-        rc = pb_error_set(err, PB_EFORMAT,
-                          "%s: image %lld, chunk %llu: pixel_bytes holds %zu bytes, its shape "
-                          "%lldx%lldx%lld of %s needs %zu",
-                          r->path, (long long)i, (unsigned long long)j, blen, (long long)shp[2],
-                          (long long)shp[3], (long long)shp[4], pb_dtype_name(im->dtype), raw);
-        break;
-      }
-    } else {
-      if (raw > scratch_n) {
-        free(scratch);
-        scratch = malloc(raw);
-        scratch_n = scratch ? raw : 0;
-        if (scratch == NULL) {
-          rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-          break;
-        }
-      }
-      int64_t t0 = pb_now_ns();
-      rc = pb__oa_decode(codec, b, blen, scratch, raw, err);
-      if (times) times->decompress_ns += pb_now_ns() - t0;
-      if (rc != PB_OK) {
-        pb_error_prefix(err, "%s: image %lld, chunk %llu (%s): ", r->path, (long long)i,
-                        (unsigned long long)j, codec);
-        break;
-      }
-      src = scratch;
-    }
-    pb__copy_box(dst, reg->start, reg->count, src, org, shp, es);
-    *covered += vol;
+    rc = place_chunk(r, i, im, (size_t)j, org, shp, codec, dname, b, blen, reg, dst, covered,
+                     &scratch, &scratch_n, times, err);
   }
   free(scratch);
   return rc;
@@ -1122,9 +1315,8 @@ static int block_get(ot_reader *r, int64_t i, int64_t key, ot_block **out,
   return PB_OK;
 }
 
-static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
-                   pb_stage_times *times, struct pb_error *err) {
-  ot_reader *r = state;
+static int ot_read_duck(ot_reader *r, int64_t i, const pb_region *region, void *dst,
+                        size_t dst_size, pb_stage_times *times, struct pb_error *err) {
   const ot_img *im = &r->imgs[i];
   pb_region full;
   if (region == NULL) {
@@ -1175,6 +1367,165 @@ static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, s
     times->bytes_decoded += need * (int64_t)pb_dtype_size(im->dtype);
   }
   return rc;
+}
+
+/* Expected Parquet physical type and annotation of numeric pixels of dtype d. */
+static int pixel_physical(pb_dtype d, const char **converted) {
+  switch (d) {
+  case PB_UINT8: *converted = "UINT_8"; return PB__PQ_INT32;
+  case PB_UINT16: *converted = "UINT_16"; return PB__PQ_INT32;
+  case PB_INT16: *converted = "INT_16"; return PB__PQ_INT32;
+  case PB_UINT32: *converted = "UINT_32"; return PB__PQ_INT32;
+  case PB_FLOAT32: *converted = ""; return PB__PQ_FLOAT;
+  case PB_FLOAT64: *converted = ""; return PB__PQ_DOUBLE;
+  default: *converted = ""; return -1;
+  }
+}
+
+/* Reads image i through the direct page reader. *used is 0 when the row is one DuckDB must
+ * read (then nothing was done). */
+static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *dst,
+                          pb_stage_times *times, int *used, struct pb_error *err) {
+  const ot_img *im = &r->imgs[i];
+  int64_t key = im->key;
+  *used = 0;
+  if (key < 0 || key >= r->n_file) return PB_OK;
+  int planes = r->pl_n != NULL ? r->pl_n[key] : 0;
+  int chunks = r->ck_n != NULL ? r->ck_n[key] : 0;
+  pb__pq_col *col;
+  if (planes > 0 && r->px_planes != NULL) col = r->px_planes;
+  else if (planes == 0 && chunks > 0 && r->px_chunks != NULL) col = r->px_chunks;
+  else return PB_OK;
+  const char *conv = "";
+  if (col == r->px_planes && (pixel_physical(im->dtype, &conv) != pb__pq_physical(col) ||
+                              strcmp(conv, pb__pq_converted(col)) != 0))
+    return PB_OK; /* DuckDB reports the type mismatch */
+  *used = 1;
+  int64_t t0 = pb_now_ns();
+  pb__pq_rows_clear(&r->rows);
+  int rc = pb__pq_read(col, key, 1, &r->rows, err);
+  if (times) times->read_ns += pb_now_ns() - t0;
+  if (rc != PB_OK) {
+    pb_error_prefix(err, "%s: image %lld (row %lld): ", r->path, (long long)i, (long long)key);
+    return rc;
+  }
+  int64_t t1 = pb_now_ns(), covered = 0, need = 1;
+  for (int k = 0; k < PB_NDIM; k++) need *= reg->count[k];
+  const pb__pq_rows *q = &r->rows;
+  size_t e0 = q->row_elem[0], ne = q->row_elem[1] - e0;
+  size_t es = pb_dtype_size(im->dtype);
+  if (col == r->px_planes) {
+    if (ne != (size_t)planes)
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel lists for %d planes",
+                          r->path, (long long)i, ne, planes);
+    int64_t Y = im->shape[PB_Y], X = im->shape[PB_X];
+    size_t w = q->width, px = (size_t)(Y * X);
+    for (size_t j = 0; j < ne && rc == PB_OK; j++) {
+      const int32_t *tcz = &r->pl_tcz[((size_t)r->pl_first[key] + j) * 3];
+      int64_t org[PB_NDIM] = {tcz[0], tcz[1], tcz[2], 0, 0};
+      int64_t shp[PB_NDIM] = {1, 1, 1, Y, X};
+      if (org[0] < 0 || org[0] >= im->shape[0] || org[1] < 0 || org[1] >= im->shape[1] ||
+          org[2] < 0 || org[2] >= im->shape[2])
+        return pb_error_set(err, PB_EFORMAT, "%s: image %lld, plane %zu: (t=%lld, c=%lld, z=%lld) "
+                            "lies outside the image", r->path, (long long)i, j,
+                            (long long)org[0], (long long)org[1], (long long)org[2]);
+      size_t nv = q->elem_val[e0 + j + 1] - q->elem_val[e0 + j];
+      if (nv != px || q->elem_nulls[e0 + j] != 0)
+        return pb_error_set(err, PB_EFORMAT,
+                            "%s: image %lld, plane %zu: %zu pixels (%zu null), expected %lld x "
+                            "%lld", r->path, (long long)i, j, nv, q->elem_nulls[e0 + j],
+                            (long long)Y, (long long)X);
+      int64_t vol = box_volume(org, shp, reg->start, reg->count);
+      if (vol == 0) continue;
+      const unsigned char *src = q->data + q->elem_val[e0 + j] * w;
+      if (w != es) { /* INT32 holding 8- or 16-bit values: keep the low bytes */
+        if (r->conv_n < px * es) {
+          free(r->conv);
+          r->conv = malloc(px * es);
+          r->conv_n = r->conv ? px * es : 0;
+          if (r->conv == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+        }
+        const int32_t *in = (const int32_t *)(const void *)src;
+        if (es == 2) {
+          uint16_t *o = r->conv;
+          for (size_t k = 0; k < px; k++) o[k] = (uint16_t)in[k];
+        } else {
+          uint8_t *o = r->conv;
+          for (size_t k = 0; k < px; k++) o[k] = (uint8_t)in[k];
+        }
+        src = r->conv;
+      }
+      if (times) times->bytes_read += (int64_t)(px * es);
+      pb__copy_box(dst, reg->start, reg->count, src, org, shp, es);
+      covered += vol;
+    }
+  } else {
+    if (ne != (size_t)chunks)
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel_bytes for %d chunks",
+                          r->path, (long long)i, ne, chunks);
+    void *scratch = NULL;
+    size_t scratch_n = 0;
+    for (size_t j = 0; j < ne && rc == PB_OK; j++) {
+      const ot_piece *pc = &r->ck[(size_t)r->ck_first[key] + j];
+      int64_t org[PB_NDIM] = {pc->box[0], pc->box[1], pc->box[2], pc->box[3], pc->box[4]};
+      int64_t shp[PB_NDIM] = {1, 1, pc->box[5], pc->box[6], pc->box[7]};
+      size_t e = e0 + j, blen = 0;
+      const char *b = NULL;
+      if (q->elem_val[e + 1] - q->elem_val[e] == 1 && q->elem_nulls[e] == 0) {
+        size_t v = q->elem_val[e];
+        b = (const char *)q->data + q->val_off[v];
+        blen = q->val_off[v + 1] - q->val_off[v];
+      }
+      rc = place_chunk(r, i, im, j, org, shp, pc->codec, pc->dtype, b, blen, reg, dst, &covered,
+                       &scratch, &scratch_n, times, err);
+    }
+    free(scratch);
+    if (rc != PB_OK) return rc;
+  }
+  if (covered != need)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: image %lld: planes/chunks cover %lld of the %lld pixels asked for",
+                        r->path, (long long)i, (long long)covered, (long long)need);
+  if (times) {
+    times->decode_ns += pb_now_ns() - t1;
+    times->bytes_decoded += need * (int64_t)es;
+  }
+  return PB_OK;
+}
+
+static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                   pb_stage_times *times, struct pb_error *err) {
+  ot_reader *r = state;
+  if (!r->direct) return ot_read_duck(r, i, region, dst, dst_size, times, err);
+  const ot_img *im = &r->imgs[i];
+  pb_region full;
+  const pb_region *reg = region;
+  if (reg == NULL) {
+    pb__region_full(&full, im->shape);
+    reg = &full;
+  }
+  int64_t need = 1;
+  for (int k = 0; k < PB_NDIM; k++) need *= reg->count[k];
+  if ((size_t)need * pb_dtype_size(im->dtype) > dst_size)
+    return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
+                        (long long)i);
+  struct pb_error fe;
+  fe.message[0] = '\0';
+  int used = 0;
+  int rc = ot_read_direct(r, i, reg, dst, times, &used, &fe);
+  if (used && rc == PB_OK) {
+    pb__oa_direct_note(1);
+    return PB_OK;
+  }
+  /* Not for the direct path, or it failed: DuckDB reads it. When DuckDB fails too, the direct
+   * path's error is the more precise one. */
+  pb__oa_direct_note(0);
+  int rc2 = ot_read_duck(r, i, region, dst, dst_size, times, err);
+  if (rc2 != PB_OK && used) {
+    if (err != NULL) *err = fe;
+    return rc;
+  }
+  return rc2;
 }
 
 /* ---- probes and vtables ------------------------------------------------------------------- */

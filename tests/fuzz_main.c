@@ -1,7 +1,8 @@
-/* Standalone driver for the ome-zarr fuzz targets when libFuzzer is absent: replays every file
- * of a corpus folder, then runs seeded random mutations of those seeds, so CTest keeps them as
- * regression tests. Usage: fuzz_zarr_x [CORPUS_DIR [ITERATIONS]] (default: the
- * target's folder under tests/zarr/corpus/, 4000 mutations) */
+/* Standalone driver for fuzz targets (ome-zarr metadata and chunks, Parquet pages) when
+ * libFuzzer is absent: replays every file of a corpus folder, then runs seeded random mutations
+ * of those seeds, so CTest keeps them as regression tests.
+ * Usage: TARGET [CORPUS_DIR [ITERATIONS]] (default: the target's corpus folder, PB_FUZZ_CORPUS,
+ * and 4000 mutations) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,8 @@
 
 #include "formats/format_internal.h"
 
-#ifndef ZARR_FUZZ_CORPUS
-#define ZARR_FUZZ_CORPUS "corpus"
+#ifndef PB_FUZZ_CORPUS
+#define PB_FUZZ_CORPUS "corpus"
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -61,7 +62,7 @@ static void mutate(pb_rng *rng, uint8_t *buf, size_t *n, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : ZARR_FUZZ_CORPUS;
+  const char *dir = argc > 1 ? argv[1] : PB_FUZZ_CORPUS;
   long iters = argc > 2 ? strtol(argv[2], NULL, 10) : 4000;
   struct pb_error err;
   char **names;
