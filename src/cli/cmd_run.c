@@ -11,7 +11,7 @@
 static const cli_opt opts[] = {
     {"tracks", "LIST", "tracks to run: 1 per-sample, 2 loader, 3 model loop, 4 stages (default 1,2,3,4)"},
     {"data", "DIR", "a 'pipebench gen' folder or one dataset (default: generate the preset)"},
-    {"formats", "LIST", "formats to measure (default: all in --data; raw,tiff,ome-zarr when generating)"},
+    {"formats", "LIST", "formats to measure (default: all in --data; raw,tiff,ome-zarr,oa-dataset,ome-parquet when generating)"},
     {"out", "DIR", "results folder (default results/run)"},
     {"preset", "NAME", "default (1000 x 100x100 uint16) or microscopy (200 x 3x1080x1080 uint16)"},
     {"cache", "STATE", "warm (page cache allowed) or cold (files evicted before each round)"},

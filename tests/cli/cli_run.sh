@@ -52,6 +52,14 @@ assert all(0 <= float(r["data_wait_fraction"]) <= 1 for r in rows)
 PY
 then pass; else fail "run outputs hold what they should"; fi
 
+# A generated dataset lacking an asked format gets it added, the rest is reused.
+run "$pb" gen --out "$work/g/dataset-default" --rows 1000 --size 100x100 --formats raw
+expect_rc 0 "gen the default dataset as raw"
+run "$pb" run --out "$work/g" --tracks 1 --formats raw,tiff --samples 3 --warmup 1 --repeats 1 --transforms none
+expect_rc 0 "run adds tiff to the dataset"; expect_err "as tiff into" "only the missing format generated"
+"$py" -c 'import json,sys; assert set(json.load(open(sys.argv[1]))["formats"])=={"raw","tiff"}' "$work/g/dataset-default/manifest.json" \
+  && pass || fail "manifest lists raw and tiff"
+
 # A run that fails (track 4 with a Python that does not exist) leaves the earlier tables whole.
 before=$(md5sum < "$work/r/data/pipebench_track4.parquet")
 run "$pb" run --data "$work/ds" --out "$work/r" --tracks 4 --formats raw --samples 5 --warmup 1 \
