@@ -396,7 +396,84 @@ static void answer_peer(doc *d, const pb_table *t2, const pb_table *t4) {
            text);
 }
 
+/* Round-to-round stability of one track: rows grouped by configuration (the key columns that
+ * exist), and the coefficient of variation of metric over each group's rounds. Returns the
+ * number of configurations with 2+ rounds in *n_cfg and those above 5% as the result. */
+static int rounds_unstable(const pb_table *t, const char *const *keys, int nk, const char *metric,
+                           int *n_cfg, double *worst) {
+  *n_cfg = 0;
+  *worst = 0;
+  long mc = pb_table_col_index(t, metric);
+  if (mc < 0) return 0;
+  long kc[8];
+  int nkc = 0;
+  for (int k = 0; k < nk && nkc < 8; k++) {
+    long c = pb_table_col_index(t, keys[k]);
+    if (c >= 0) kc[nkc++] = c;
+  }
+  size_t rows = pb_table_rows(t);
+  unsigned char *done = calloc(rows ? rows : 1, 1);
+  if (done == NULL) return 0;
+  int bad = 0;
+  for (size_t a = 0; a < rows; a++) {
+    if (done[a]) continue;
+    double sum = 0, sq = 0;
+    int n = 0;
+    for (size_t b = a; b < rows; b++) {
+      int same = 1;
+      for (int k = 0; k < nkc && same; k++) {
+        size_t c = (size_t)kc[k];
+        if (pb_table_col_type(t, c) == PB_COL_STRING) {
+          const char *x = pb_table_get_str(t, a, c), *y = pb_table_get_str(t, b, c);
+          same = (x == NULL && y == NULL) || (x != NULL && y != NULL && strcmp(x, y) == 0);
+        } else {
+          same = pb_table_get_i64(t, a, c) == pb_table_get_i64(t, b, c);
+        }
+      }
+      if (!same) continue;
+      done[b] = 1;
+      double v = pb_table_get_f64(t, b, (size_t)mc);
+      if (!isfinite(v)) continue;
+      sum += v;
+      sq += v * v;
+      n++;
+    }
+    if (n < 2) continue;
+    (*n_cfg)++;
+    double mean = sum / n, var = (sq - n * mean * mean) / (n - 1);
+    double cv = mean != 0 && var > 0 ? sqrt(var) / fabs(mean) : 0;
+    if (cv > *worst) *worst = cv;
+    bad += cv > 0.05;
+  }
+  free(done);
+  return bad;
+}
+
+static void answer_rounds(doc *d, const pb__rp_data *data) {
+  static const char *const k1[] = {"format", "access_pattern", "transform", "cache", "cache_state"};
+  static const char *const k2[] = {"loader", "format", "cache", "batch_size", "num_workers", "cache_state"};
+  static const char *const k3[] = {"format", "cache", "model", "mode", "batch_size", "num_workers", "cache_state"};
+  struct { const pb_table *t; const char *const *keys; int nk; const char *metric, *what; } v[] = {
+      {data->t[0], k1, 5, "p50", "p50 per sample"},
+      {data->t[1], k2, 6, "samples_per_sec", "samples/s"},
+      {data->t[2], k3, 7, "step_time_p50", "step time p50"},
+  };
+  for (int k = 0; k < 3; k++) {
+    if (v[k].t == NULL) continue;
+    int n_cfg;
+    double worst;
+    int bad = rounds_unstable(v[k].t, v[k].keys, v[k].nk, v[k].metric, &n_cfg, &worst);
+    if (n_cfg == 0) continue;
+    doc_li(d, "Round to round (track %d, %s): %d of %d configurations vary by more than 5%% "
+              "(coefficient of variation over their rounds; worst %.1f%%).%s",
+           k + 1, v[k].what, bad, n_cfg, 100 * worst,
+           bad > 0 ? " Differences between formats smaller than that are noise; more --repeats "
+                     "narrow it." : "");
+  }
+}
+
 static void answer_unstable(doc *d, const pb__rp_data *data) {
+  answer_rounds(d, data);
   int total_bad = 0;
   for (int k = 0; k < PB__RP_TRACKS; k++) {
     const pb_table *t = data->t[k];
@@ -414,7 +491,10 @@ static void answer_unstable(doc *d, const pb__rp_data *data) {
       bad += u;
     }
     if (bad > 0)
-      doc_li(d, "Unstable measurements in track %d: %d of %zu rows (coefficient of variation above 5%% or outliers by the modified z-score); differences smaller than their spread are noise (more --repeats or --samples help).",
+      doc_li(d, "Spread within a round, track %d: %d of %zu rows have single-sample or "
+                "single-batch times with a coefficient of variation above 5%% or outliers by the "
+                "modified z-score (column unstable). Per-item times of a loader naturally spread "
+                "this much; the round-to-round line above says whether the results repeat.",
              k + 1, bad, rows);
     total_bad += bad;
   }
