@@ -305,7 +305,7 @@ static int lz4_frame_decode(const void *src, size_t n, void *dst, size_t dst_n) 
 }
 
 int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
-                  struct pb_error *err) {
+                  ZSTD_DCtx **zctx, struct pb_error *err) {
   if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
     if (n != dst_n)
       return pb_error_set(err, PB_EFORMAT, "chunk holds %zu bytes, its shape needs %zu", n, dst_n);
@@ -313,7 +313,14 @@ int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_
     return PB_OK;
   }
   if (strcmp(codec, "zstd") == 0) {
-    size_t r = ZSTD_decompress(dst, dst_n, src, n);
+    size_t r;
+    if (zctx != NULL) {
+      if (*zctx == NULL && (*zctx = ZSTD_createDCtx()) == NULL)
+        return pb_error_set(err, PB_ENOMEM, "out of memory for a zstd context");
+      r = ZSTD_decompressDCtx(*zctx, dst, dst_n, src, n);
+    } else {
+      r = ZSTD_decompress(dst, dst_n, src, n);
+    }
     if (ZSTD_isError(r))
       return pb_error_set(err, PB_ECODEC, "zstd cannot decompress the chunk: %s",
                           ZSTD_getErrorName(r));

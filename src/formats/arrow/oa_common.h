@@ -5,6 +5,7 @@
 
 #include <duckdb.h>
 #include <stdint.h>
+#include <zstd.h>
 
 #include "formats/format_internal.h"
 
@@ -62,9 +63,11 @@ int pb__oa_codec_check(const char *name, struct pb_error *err);
 int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void **out,
                   size_t *out_n, struct pb_error *err);
 /** Decompresses exactly dst_n bytes; lz4 accepts a size-prefixed block, a bare block or an
- * LZ4 frame. On failure returns PB_ECODEC with the codec's message in err. */
+ * LZ4 frame. zctx: a zstd context kept by the caller (created on first use, freed with
+ * ZSTD_freeDCtx), or NULL for a one-off. On failure returns PB_ECODEC with the codec's
+ * message in err. */
 int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
-                  struct pb_error *err);
+                  ZSTD_DCtx **zctx, struct pb_error *err);
 
 /* ---- spool: a temporary file that collects encoded pixels until finish -------------------- */
 typedef struct pb__oa_spool {
