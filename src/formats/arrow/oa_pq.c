@@ -532,6 +532,14 @@ struct pb__pq_col {
   size_t *dict_off;
   size_t dict_off_cap;
   ZSTD_DCtx *zctx;
+  /* Where the last read stopped inside the loaded page (the next row's levels and how many
+   * values come before it), so that reading the following row does not scan the page's
+   * levels from the start again (sequential reads of many-row pages). */
+  int res_ok;
+  size_t res_g;
+  int64_t res_row, res_off;
+  lv_it res_ri, res_di;
+  uint64_t res_e, res_v;
 };
 
 static int src_read(const pq_src *s, int64_t off, void *dst, size_t n) {
@@ -742,6 +750,7 @@ static int64_t v1_levels(pb__pq_col *c, const uint8_t *b, size_t n) {
 static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error *err) {
   if (c->pc_off == p->off) return PB_OK;
   c->pc_off = -1;
+  c->res_ok = 0;
   const pq_hdr *h = &p->h;
   int64_t data = p->off + (int64_t)h->hlen;
   size_t cs = (size_t)h->csize, us = (size_t)h->usize;
@@ -998,6 +1007,14 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
     lv_init(&ri, c->rep, c->rep_n, rbw);
     lv_init(&di, c->def, c->def_n, dbw);
     uint64_t n = (uint64_t)p->h.num_values, e = 0, v_before = 0, nv = 0;
+    if (first && c->res_ok && c->res_g == g && c->res_row == lr && c->res_off == p->off) {
+      ri = c->res_ri; /* row lr is where the previous read stopped */
+      di = c->res_di;
+      e = c->res_e;
+      v_before = c->res_v;
+      first = 0;
+    }
+    c->res_ok = 0;
     if (first) { /* pass the entries before row lr */
       uint64_t k0 = (uint64_t)(lr - p->rows_before), zeros = 0;
       for (;;) {
@@ -1079,6 +1096,14 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
         if (rv == 0) {
           if (started == want) {
             done = 1;
+            c->res_ok = 1;
+            c->res_g = g;
+            c->res_row = lr + want;
+            c->res_off = p->off;
+            c->res_ri = ri;
+            c->res_di = di;
+            c->res_e = e;
+            c->res_v = v_before + nv;
             break;
           }
           if (rows_reserve(out) != 0) return pb_error_set(err, PB_ENOMEM, "out of memory");
