@@ -1463,5 +1463,6 @@ int pb__pq_read_mem(const uint8_t *data, size_t size, int physical, int codec, i
   free(c.in);
   free(c.dict);
   free(c.dict_off);
+  ZSTD_freeDCtx(c.zctx);
   return rc;
 }
