@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -488,4 +489,74 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
   const unsigned char *p;
   PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->file, &s->file_cap, &p, times, err));
   return place_chunk(a, s, p, src->size, o, region, dst, times, err);
+}
+
+int pb__zarr_place_fd(const pb__zarr_array *a, pb__zarr_scratch *s, int fd,
+                      const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
+                      pb_stage_times *times, struct pb_error *err) {
+  int64_t o[PB_NDIM];
+  for (int k = 0; k < PB_NDIM; k++) o[k] = g[k] * a->chunk[k];
+  size_t bytes = a->esize;
+  for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
+  int64_t t0 = pb_now_ns();
+  int64_t off = a->pipe.n == 0 ? direct_offset(region, o, a->inner, a->esize) : -1;
+  if (off >= 0) { /* uncompressed, whole in dst: the chunk's bytes and one more, to see the end */
+    unsigned char extra;
+    size_t got = 0;
+    int eof = 0;
+    while (!eof && got <= bytes) {
+      struct iovec v[2];
+      int nv = 0;
+      if (got < bytes) {
+        v[nv].iov_base = dst + off + got;
+        v[nv++].iov_len = bytes - got;
+      }
+      v[nv].iov_base = &extra;
+      v[nv++].iov_len = 1;
+      ssize_t r = preadv(fd, v, nv, (off_t)got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
+      size_t want = (got < bytes ? bytes - got : 0) + 1;
+      got += (size_t)r;
+      eof = (size_t)r < want; /* a regular file reads short only at its end */
+    }
+    if (got != bytes)
+      return pb_error_set(err, PB_EFORMAT, "chunk holds %s%zu bytes, expected %zu",
+                          got > bytes ? "more than " : "", got > bytes ? bytes : got, bytes);
+    int64_t t1 = pb_now_ns();
+    if (times != NULL) {
+      times->read_ns += t1 - t0;
+      times->bytes_read += (int64_t)bytes;
+    }
+    if (a->pipe.big_endian && a->esize > 1) {
+      swap_bytes(dst + off, bytes, a->esize);
+      if (times != NULL) times->decode_ns += pb_now_ns() - t1;
+    }
+    return PB_OK;
+  }
+  /* Otherwise the whole file into the scratch buffer, growing it as needed. */
+  size_t n = 0;
+  for (;;) {
+    if (s->file == NULL || n == s->file_cap) { /* grow, keeping what was read */
+      if ((int64_t)n > PB__ZARR_MAX_CHUNK_BYTES)
+        return pb_error_set(err, PB_EFORMAT, "chunk file larger than 4 GiB");
+      size_t ncap = s->file == NULL ? bytes + 4096 : s->file_cap * 2;
+      unsigned char *nb = pb_alloc(ncap);
+      if (nb == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for a chunk file");
+      if (n > 0) memcpy(nb, s->file, n);
+      pb_free(s->file, s->file_cap);
+      s->file = nb;
+      s->file_cap = ncap;
+    }
+    ssize_t r = pread(fd, s->file + n, s->file_cap - n, (off_t)n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  if (times != NULL) {
+    times->read_ns += pb_now_ns() - t0;
+    times->bytes_read += (int64_t)n;
+  }
+  return place_chunk(a, s, s->file, n, o, region, dst, times, err);
 }

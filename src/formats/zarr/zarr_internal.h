@@ -124,6 +124,12 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
                         const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
                         pb_stage_times *times, struct pb_error *err);
 
+/** The same for an unsharded chunk open as fd, size unknown: the file is read to its end with
+ * no fstat (an uncompressed chunk that lands whole in dst is read straight into it). */
+int pb__zarr_place_fd(const pb__zarr_array *a, pb__zarr_scratch *s, int fd,
+                      const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
+                      pb_stage_times *times, struct pb_error *err);
+
 /* The writer (zarr_writer.c); the vtable lives in zarr_dataset.c. */
 int pb__zarr_writer_open(const char *path, const pb_write_params *params, void **wstate,
                          struct pb_error *err);
