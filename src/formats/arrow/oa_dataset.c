@@ -899,19 +899,47 @@ static int od_block_get(od_reader *r, int64_t i, size_t j, od_block **out,
   return PB_OK;
 }
 
-static int od_read_duck(od_reader *r, int64_t i, const pb_region *region, void *dst,
-                        size_t dst_size, pb_stage_times *times, struct pb_error *err) {
-  const od_image *im = &r->images[i];
-  pb_region full;
-  if (region == NULL) {
-    pb__region_full(&full, im->meta.shape);
-    region = &full;
+/* Chunk j's stored bytes through DuckDB: the cached block that holds it. */
+static int od_chunk_duck(od_reader *r, int64_t i, size_t j, const unsigned char **p,
+                         size_t *len, struct pb_error *err) {
+  od_block *bl = NULL;
+  PB_RETURN_NOT_OK(od_block_get(r, i, j, &bl, err));
+  int32_t d = bl->dc_of[j - bl->a];
+  if (d < 0)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld ('%s'): chunk %lld is missing",
+                        r->chunks_path, (long long)i, r->images[i].meta.id,
+                        (long long)r->chunks[j].id);
+  *p = (const unsigned char *)pb__oa_get_blob(duckdb_data_chunk_get_vector(bl->dcs[d], 1),
+                                              (idx_t)bl->row_of[j - bl->a], len);
+  return PB_OK;
+}
+
+/* Chunk j's stored bytes through the direct page reader (NULL when the row is not one value). */
+static int od_chunk_direct(od_reader *r, int64_t i, size_t j, const unsigned char **p,
+                           size_t *len, struct pb_error *err) {
+  const od_chunk *ch = &r->chunks[j];
+  pb__pq_rows_clear(&r->rows);
+  int rc = pb__pq_read(r->px, ch->row, 1, &r->rows, err);
+  if (rc != PB_OK) {
+    pb_error_prefix(err, "%s: image %lld ('%s'), chunk %lld (row %lld): ", r->chunks_path,
+                    (long long)i, r->images[i].meta.id, (long long)ch->id, (long long)ch->row);
+    return rc;
   }
-  int64_t need = 1;
-  for (int k = 0; k < PB_NDIM; k++) need *= region->count[k];
-  if ((size_t)need * pb_dtype_size(im->meta.dtype) > dst_size)
-    return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
-                        (long long)i);
+  const pb__pq_rows *q = &r->rows;
+  *p = NULL;
+  *len = 0;
+  if (q->n_rows == 1 && q->n_elems == 1 && q->n_vals == 1 && q->elem_nulls[0] == 0) {
+    *p = q->data + q->val_off[0];
+    *len = q->val_off[1] - q->val_off[0];
+  }
+  return PB_OK;
+}
+
+/* Places image i's chunks that meet the region (checked by the caller), their bytes taken
+ * directly from the pages or through DuckDB. */
+static int od_read_chunks(od_reader *r, int64_t i, const pb_region *region, int64_t need,
+                          void *dst, int direct, pb_stage_times *times, struct pb_error *err) {
+  const od_image *im = &r->images[i];
   size_t es = pb_dtype_size(im->meta.dtype);
   int64_t covered = 0;
   for (size_t j = im->first; j < im->first + im->n; j++) {
@@ -919,67 +947,14 @@ static int od_read_duck(od_reader *r, int64_t i, const pb_region *region, void *
     int64_t vol = overlap(ch, region);
     if (vol == 0) continue;
     int64_t t0 = pb_now_ns();
-    od_block *bl = NULL;
-    int rc = od_block_get(r, i, j, &bl, err);
+    const unsigned char *p = NULL;
+    size_t len = 0;
+    int rc = direct ? od_chunk_direct(r, i, j, &p, &len, err) : od_chunk_duck(r, i, j, &p, &len, err);
     if (times) times->read_ns += pb_now_ns() - t0;
     if (rc != PB_OK) return rc;
-    int32_t d = bl->dc_of[j - bl->a];
-    if (d < 0)
-      return pb_error_set(err, PB_EFORMAT, "%s: image %lld ('%s'): chunk %lld is missing",
-                          r->chunks_path, (long long)i, im->meta.id, (long long)ch->id);
     int64_t t1 = pb_now_ns();
-    size_t len, want = es;
+    size_t want = es;
     for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
-    const char *p = pb__oa_get_blob(duckdb_data_chunk_get_vector(bl->dcs[d], 1),
-                                    (idx_t)bl->row_of[j - bl->a], &len);
-    if (p == NULL || len != want)
-      return pb_error_set(err, PB_EFORMAT,
-                          "%s: image %lld ('%s'), chunk %lld: pixel_bytes holds %zu bytes, its "
-                          "shape needs %zu",
-                          r->chunks_path, (long long)i, im->meta.id, (long long)ch->id,
-                          p ? len : 0, want);
-    if (times) times->bytes_read += (int64_t)len;
-    pb__copy_box(dst, region->start, region->count, p, ch->org, ch->shp, es);
-    covered += vol;
-    if (times) times->decode_ns += pb_now_ns() - t1;
-  }
-  if (covered != need)
-    return pb_error_set(err, PB_EFORMAT,
-                        "%s: image %lld ('%s'): chunks cover %lld of the %lld pixels asked for",
-                        r->path, (long long)i, im->meta.id, (long long)covered, (long long)need);
-  if (times) times->bytes_decoded += need * (int64_t)pb_dtype_size(im->meta.dtype);
-  return PB_OK;
-}
-
-/* Reads image i's chunks through the direct page reader (region already checked). */
-static int od_read_direct(od_reader *r, int64_t i, const pb_region *region, void *dst,
-                          pb_stage_times *times, struct pb_error *err) {
-  const od_image *im = &r->images[i];
-  size_t es = pb_dtype_size(im->meta.dtype);
-  int64_t covered = 0, need = 1;
-  for (int k = 0; k < PB_NDIM; k++) need *= region->count[k];
-  for (size_t j = im->first; j < im->first + im->n; j++) {
-    const od_chunk *ch = &r->chunks[j];
-    int64_t vol = overlap(ch, region);
-    if (vol == 0) continue;
-    int64_t t0 = pb_now_ns();
-    pb__pq_rows_clear(&r->rows);
-    int rc = pb__pq_read(r->px, ch->row, 1, &r->rows, err);
-    if (times) times->read_ns += pb_now_ns() - t0;
-    if (rc != PB_OK) {
-      pb_error_prefix(err, "%s: image %lld ('%s'), chunk %lld (row %lld): ", r->chunks_path,
-                      (long long)i, im->meta.id, (long long)ch->id, (long long)ch->row);
-      return rc;
-    }
-    int64_t t1 = pb_now_ns();
-    const pb__pq_rows *q = &r->rows;
-    size_t want = es, len = 0;
-    for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
-    const unsigned char *p = NULL;
-    if (q->n_rows == 1 && q->n_elems == 1 && q->n_vals == 1 && q->elem_nulls[0] == 0) {
-      p = q->data + q->val_off[0];
-      len = q->val_off[1] - q->val_off[0];
-    }
     if (p == NULL || len != want)
       return pb_error_set(err, PB_EFORMAT,
                           "%s: image %lld ('%s'), chunk %lld: pixel_bytes holds %zu bytes, its "
@@ -1002,29 +977,28 @@ static int od_read_direct(od_reader *r, int64_t i, const pb_region *region, void
 static int od_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                    pb_stage_times *times, struct pb_error *err) {
   od_reader *r = state;
-  if (r->px == NULL) return od_read_duck(r, i, region, dst, dst_size, times, err);
   const od_image *im = &r->images[i];
   pb_region full;
-  const pb_region *reg = region;
-  if (reg == NULL) {
+  if (region == NULL) {
     pb__region_full(&full, im->meta.shape);
-    reg = &full;
+    region = &full;
   }
   int64_t need = 1;
-  for (int k = 0; k < PB_NDIM; k++) need *= reg->count[k];
+  for (int k = 0; k < PB_NDIM; k++) need *= region->count[k];
   if ((size_t)need * pb_dtype_size(im->meta.dtype) > dst_size)
     return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
                         (long long)i);
+  if (r->px == NULL) return od_read_chunks(r, i, region, need, dst, 0, times, err);
   struct pb_error fe;
   fe.message[0] = '\0';
-  int rc = od_read_direct(r, i, reg, dst, times, &fe);
+  int rc = od_read_chunks(r, i, region, need, dst, 1, times, &fe);
   if (rc == PB_OK) {
     pb__oa_direct_note(1);
     return PB_OK;
   }
   /* DuckDB decides; when it fails too, the direct path's error is the more precise one. */
   pb__oa_direct_note(0);
-  if (od_read_duck(r, i, region, dst, dst_size, times, err) == PB_OK) return PB_OK;
+  if (od_read_chunks(r, i, region, need, dst, 0, times, err) == PB_OK) return PB_OK;
   if (err != NULL) *err = fe;
   return rc;
 }
