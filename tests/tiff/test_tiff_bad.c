@@ -145,6 +145,18 @@ int main(void) {
     expect_failure(bad, bad, "truncated file");
   }
 
+  /* Cut inside the OME-XML: the pixels may still be whole, but libtiff would only warn and
+   * drop the description, so the file must be refused, naming the tag. */
+  {
+    size_t e = find_tag(orig, 270);
+    size_t at = rd32(orig + e + 8) + rd32(orig + e + 4) / 2;
+    if (at < n) {
+      snprintf(bad, sizeof bad, "%s/trunc_description.tif", root);
+      spit(bad, orig, at);
+      expect_failure(bad, "tag 270 of the first directory", "truncated OME-XML");
+    }
+  }
+
   /* First IFD offset beyond the end. */
   memcpy(b, orig, n);
   wr32(b + 4, 0x7FFFFFF0u);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -324,6 +325,48 @@ static int set_insert(offset_set *s, uint64_t v) {
   return 1;
 }
 
+/* Bytes per value of a TIFF field type, 0 for types this check does not know. */
+static uint64_t type_size(uint16_t t) {
+  switch (t) {
+  case 1: case 2: case 6: case 7: return 1;
+  case 3: case 8: return 2;
+  case 4: case 9: case 11: case 13: return 4;
+  case 5: case 10: case 12: case 16: case 17: case 18: return 8;
+  default: return 0;
+  }
+}
+
+/* Checks that the out-of-line data of every entry of one directory's entry table at `at` lies
+ * inside the file. libtiff only warns about such a tag and drops it, so a truncated file would
+ * read with its metadata (the OME-XML) silently gone. On failure the reason is left in io->msg
+ * and PB_EFORMAT returned. */
+static int check_entries(pb__tiff_io *io, uint64_t at, uint64_t entries, size_t esize,
+                         int bigtiff, int big) {
+  size_t inline_n = bigtiff ? 8 : 4;
+  for (uint64_t k = 0; k < entries; k++) {
+    unsigned char e[20];
+    struct pb_error e2;
+    if (pb__tiff_io_pread(io, e, esize, at + k * esize, "a directory entry", &e2) != PB_OK) {
+      snprintf(io->msg, sizeof io->msg, "%s", e2.message);
+      return PB_EFORMAT;
+    }
+    uint16_t tag = get16(e, big), type = get16(e + 2, big);
+    uint64_t count = bigtiff ? get64(e + 4, big) : get32(e + 4, big);
+    uint64_t ts = type_size(type);
+    if (ts == 0 || count > UINT64_MAX / ts || count * ts <= inline_n) continue;
+    uint64_t off = bigtiff ? get64(e + 12, big) : get32(e + 8, big), n = count * ts;
+    if (off > io->size || n > io->size - off) {
+      snprintf(io->msg, sizeof io->msg,
+               "tag %u of the first directory has %llu bytes at offset %llu, past the end of "
+               "the file (size %llu): truncated or damaged",
+               tag, (unsigned long long)n, (unsigned long long)off,
+               (unsigned long long)io->size);
+      return PB_EFORMAT;
+    }
+  }
+  return PB_OK;
+}
+
 int pb__tiff_walk_ifds(pb__tiff_io *io, uint64_t max_ifds, uint64_t **offsets, uint64_t *count,
                        struct pb_error *err) {
   *offsets = NULL;
@@ -402,6 +445,14 @@ int pb__tiff_walk_ifds(pb__tiff_io *io, uint64_t max_ifds, uint64_t **offsets, u
         break;
       }
       v = nv;
+    }
+    if (n == 0) { /* the first directory's tag data must lie in the file (truncation) */
+      rc = check_entries(io, off + csize, entries, esize, bigtiff, big);
+      if (rc != PB_OK) {
+        pb_error_set(err, PB_EFORMAT, "%s: %s", io->path, io->msg);
+        io->msg[0] = '\0';
+        break;
+      }
     }
     v[n++] = off;
     uint64_t next_at = off + csize + entries * esize;
