@@ -284,7 +284,7 @@ static void add_calibration(cJSON *root, const pb_calibration *cal) {
   cJSON_AddNumberToObject(o, "timer_resolution_ns", cal->timer_resolution_ns);
 }
 
-static int write_summary(pb_run_ctx *c, struct pb_error *err) {
+static int write_summary(pb_run_ctx *c, const char *name, struct pb_error *err) {
   cJSON *root = c->summary;
   cJSON *cfg = cJSON_AddObjectToObject(root, "configuration");
   cJSON_AddStringToObject(cfg, "data", c->data_dir);
@@ -314,7 +314,7 @@ static int write_summary(pb_run_ctx *c, struct pb_error *err) {
   char *text = cJSON_Print(root);
   if (text == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   char path[4096];
-  snprintf(path, sizeof path, "%s/data/pipebench_summary.json", c->p.out);
+  snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
   int rc = pb_write_file_atomic(path, text, strlen(text), err);
   free(text);
   if (rc == PB_OK) pb__run_report(c, "wrote %s", path);
@@ -438,11 +438,13 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   if (pb__list_has(c->p.tracks, "3") && rc == PB_OK) rc = pb__track3(c, err);
   if (pb__list_has(c->p.tracks, "4") && rc == PB_OK) rc = pb__track4(c, err);
   if (rc != PB_OK) {
+    /* A failed run leaves the last good summary alone; what it did and why it stopped go to
+     * a file of their own. */
     cJSON_AddStringToObject(c->summary, "error", err ? err->message : pb_strerror(rc));
     struct pb_error e2;
-    write_summary(c, &e2);
+    write_summary(c, "pipebench_summary_failed.json", &e2);
   } else {
-    rc = write_summary(c, err);
+    rc = write_summary(c, "pipebench_summary.json", err);
     if (rc == PB_OK) (void)pb__report_after_run(c->p.out, c->p.report, c->p.report_ctx);
   }
 done:

@@ -62,8 +62,11 @@ expect_rc 0 "run adds tiff to the dataset"; expect_err "as tiff into" "only the 
 
 # A run that fails (track 4 with a Python that does not exist) leaves the earlier tables whole.
 before=$(md5sum < "$work/r/data/pipebench_track4.parquet")
+summary_before=$(md5sum < "$work/r/data/pipebench_summary.json")
 run "$pb" run --data "$work/ds" --out "$work/r" --tracks 4 --formats raw --samples 5 --warmup 1 \
   --repeats 1 --python /nonexistent/python
 expect_rc 2 "run with a missing Python"; expect_err "nonexistent" "missing Python named"
 [[ $(md5sum < "$work/r/data/pipebench_track4.parquet") == "$before" ]] && pass || fail "failed run kept the old track 4 table"
+[[ $(md5sum < "$work/r/data/pipebench_summary.json") == "$summary_before" ]] && pass || fail "failed run kept the old summary"
+grep -q nonexistent "$work/r/data/pipebench_summary_failed.json" && pass || fail "failed run's summary says why"
 finish
