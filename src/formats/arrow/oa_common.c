@@ -400,3 +400,18 @@ void pb__oa_spool_close(pb__oa_spool *s) {
   }
   s->fd = -1;
 }
+
+size_t pb__oa_lru_oldest(const uint64_t *first, size_t n, size_t stride) {
+  const unsigned char *base = (const unsigned char *)first;
+  size_t old = 0;
+  uint64_t lo = *first;
+  for (size_t k = 1; k < n; k++) {
+    uint64_t u;
+    memcpy(&u, base + k * stride, sizeof u);
+    if (u < lo) {
+      lo = u;
+      old = k;
+    }
+  }
+  return old;
+}

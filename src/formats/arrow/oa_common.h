@@ -85,4 +85,8 @@ void pb__oa_spool_close(pb__oa_spool *s);
 /** OME pixel type names: uint8 uint16 uint32 int16 float double. */
 const char *pb__oa_ome_type(pb_dtype d);
 
+/** Index of the least recently used of n cache blocks: the smallest of n use counters that lie
+ * stride bytes apart from first (&blocks[0].used, sizeof blocks[0]). n must be at least 1. */
+size_t pb__oa_lru_oldest(const uint64_t *first, size_t n, size_t stride);
+
 #endif

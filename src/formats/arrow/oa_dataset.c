@@ -885,9 +885,7 @@ static int od_block_get(od_reader *r, int64_t i, size_t j, od_block **out,
   PB_RETURN_NOT_OK(od_block_load(r, i, a, b, &nb, err));
   while (r->n_blocks > 0 &&
          (r->n_blocks >= OD_MAX_BLOCKS || r->cache_bytes + nb.bytes > r->cache_limit)) {
-    size_t old = 0;
-    for (size_t k = 1; k < r->n_blocks; k++)
-      if (r->blocks[k].used < r->blocks[old].used) old = k;
+    size_t old = pb__oa_lru_oldest(&r->blocks[0].used, r->n_blocks, sizeof r->blocks[0]);
     r->cache_bytes -= r->blocks[old].bytes;
     od_block_free(&r->blocks[old]);
     r->blocks[old] = r->blocks[--r->n_blocks];

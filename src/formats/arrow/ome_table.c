@@ -1337,9 +1337,7 @@ static int block_get(ot_reader *r, int64_t i, int64_t key, ot_block **out,
   PB_RETURN_NOT_OK(block_load(r, i, first, last, &nb, err));
   while (r->n_blocks > 0 &&
          (r->n_blocks >= OT_MAX_BLOCKS || r->cache_bytes + nb.bytes > r->cache_limit)) {
-    size_t old = 0;
-    for (size_t k = 1; k < r->n_blocks; k++)
-      if (r->blocks[k].used < r->blocks[old].used) old = k;
+    size_t old = pb__oa_lru_oldest(&r->blocks[0].used, r->n_blocks, sizeof r->blocks[0]);
     r->cache_bytes -= r->blocks[old].bytes;
     block_free(&r->blocks[old]);
     r->blocks[old] = r->blocks[--r->n_blocks];
