@@ -1,7 +1,8 @@
 /* The direct page reader (PB_OA_DIRECT on) returns exactly what DuckDB returns
  * (PB_OA_DIRECT=0), byte for byte, for ome-parquet (numeric and byte variants) and oa-dataset,
  * every Parquet codec, several dtypes, multi-channel Z stacks, several rows per row group,
- * whole images and crops; and it really served the reads (no silent fallback). */
+ * whole images and crops, with the file mapped (the default) and read with pread
+ * (PB_OA_MMAP=0); and it really served the reads (no silent fallback). */
 #include <stdint.h>
 
 #include "arrow_test_util.h"
@@ -37,13 +38,16 @@ static void write_set(const char *path, const char *format, pb_dtype dtype, cons
   free(px);
 }
 
-static pb_dataset *open_with(const char *path, const char *format, int direct) {
+/* mode 0: DuckDB; 1: direct, file mapped; 2: direct, pages read with pread. */
+static pb_dataset *open_with(const char *path, const char *format, int mode) {
   struct pb_error err = {{0}};
-  if (direct) unsetenv("PB_OA_DIRECT");
+  if (mode > 0) unsetenv("PB_OA_DIRECT");
   else setenv("PB_OA_DIRECT", "0", 1);
+  if (mode == 2) setenv("PB_OA_MMAP", "0", 1);
   pb_dataset *ds = NULL;
   CHECK_OK(pb_dataset_open(path, format, &ds, &err), &err);
   unsetenv("PB_OA_DIRECT");
+  unsetenv("PB_OA_MMAP");
   return ds;
 }
 
@@ -51,11 +55,12 @@ static pb_dataset *open_with(const char *path, const char *format, int direct) {
 static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
   struct pb_error err = {{0}};
   pb_dataset *fast = open_with(path, format, 1), *slow = open_with(path, format, 0);
+  pb_dataset *pr = open_with(path, format, 2);
   CHECK_EQ(pb_dataset_count(fast), N_IMAGES);
   pb_image_meta m;
   pb_image_meta_init(&m, "direct", dtype, SHAPE);
   size_t nb = pb_image_bytes(&m);
-  unsigned char *a = malloc(nb), *b = malloc(nb), *want = malloc(nb);
+  unsigned char *a = malloc(nb), *b = malloc(nb), *p = malloc(nb), *want = malloc(nb);
   static const pb_region crops[3] = {
       {{0, 0, 0, 0, 0}, {1, 2, 3, 24, 20}},
       {{0, 1, 1, 5, 3}, {1, 1, 2, 13, 15}},
@@ -68,11 +73,13 @@ static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
       int i = pass == 0 ? k : N_IMAGES - 1 - k;
       memset(a, 0xAB, nb);
       memset(b, 0xCD, nb);
+      memset(p, 0xEF, nb);
       CHECK_OK(pb_dataset_read(fast, i, a, nb, NULL, &err), &err);
       CHECK_OK(pb_dataset_read(slow, i, b, nb, NULL, &err), &err);
-      reads++;
+      CHECK_OK(pb_dataset_read(pr, i, p, nb, NULL, &err), &err);
+      reads += 2;
       fill_pixels(&m, want, (unsigned)i + 1);
-      if (memcmp(a, b, nb) != 0 || memcmp(a, want, nb) != 0) {
+      if (memcmp(a, b, nb) != 0 || memcmp(a, want, nb) != 0 || memcmp(p, want, nb) != 0) {
         fprintf(stderr, "%s (%s): image %d differs between direct and DuckDB reads\n", path,
                 format, i);
         exit(1);
@@ -82,10 +89,12 @@ static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
         for (int d = 0; d < PB_NDIM; d++) n *= (size_t)crops[c].count[d];
         memset(a, 0xAB, n);
         memset(b, 0xCD, n);
+        memset(p, 0xEF, n);
         CHECK_OK(pb_dataset_read_region(fast, i, &crops[c], a, n, NULL, &err), &err);
         CHECK_OK(pb_dataset_read_region(slow, i, &crops[c], b, n, NULL, &err), &err);
-        reads++;
-        if (memcmp(a, b, n) != 0) {
+        CHECK_OK(pb_dataset_read_region(pr, i, &crops[c], p, n, NULL, &err), &err);
+        reads += 2;
+        if (memcmp(a, b, n) != 0 || memcmp(p, b, n) != 0) {
           fprintf(stderr, "%s (%s): image %d crop %d differs\n", path, format, i, c);
           exit(1);
         }
@@ -100,7 +109,9 @@ static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
   }
   free(a);
   free(b);
+  free(p);
   free(want);
+  pb_dataset_free(pr);
   pb_dataset_free(fast);
   pb_dataset_free(slow);
   return served;

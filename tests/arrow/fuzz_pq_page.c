@@ -1,7 +1,7 @@
 /* Fuzz target: Parquet page headers and pages as the direct reader decodes them. Byte 0 picks
  * the physical type (INT32, FLOAT, DOUBLE, BYTE_ARRAY, INT64) and the codec (none, snappy, gzip,
  * zstd, lz4_raw); byte 1 the maximum repetition (0..2) and definition (0..7) levels; byte 2 the
- * row to read; the rest is one column chunk (an optional dictionary page, then data pages).
+ * row to read (bits 0-2) and whether values may be borrowed (bit 3); the rest is one column chunk (an optional dictionary page, then data pages).
  * Decoding must fail cleanly, never crash or read out of bounds. */
 #include <stdint.h>
 #include <string.h>
@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (def < rep) def = rep;
   pb__pq_rows rows;
   memset(&rows, 0, sizeof rows);
+  rows.may_borrow = (data[2] >> 3) & 1;
   struct pb_error err;
   int rc = pb__pq_read_mem(data + 3, size - 3, phys[data[0] % 5], codecs[(data[0] / 5) % 5], rep,
                            def, data[2] % 8, &rows, &err);
@@ -29,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       __builtin_trap();
     volatile unsigned sum = 0;
     size_t bytes = rows.width > 0 ? rows.n_vals * rows.width : rows.n_data;
-    for (size_t k = 0; k < bytes; k++) sum += rows.data[k];
+    for (size_t k = 0; k < bytes; k++) sum += pb__pq_rows_data(&rows)[k];
     (void)sum;
   }
   pb__pq_rows_destroy(&rows);

@@ -917,6 +917,7 @@ static int od_chunk_direct(od_reader *r, int64_t i, size_t j, const unsigned cha
                            size_t *len, struct pb_error *err) {
   const od_chunk *ch = &r->chunks[j];
   pb__pq_rows_clear(&r->rows);
+  r->rows.may_borrow = 1; /* the bytes are placed before the next read */
   int rc = pb__pq_read(r->px, ch->row, 1, &r->rows, err);
   if (rc != PB_OK) {
     pb_error_prefix(err, "%s: image %lld ('%s'), chunk %lld (row %lld): ", r->chunks_path,
@@ -927,7 +928,7 @@ static int od_chunk_direct(od_reader *r, int64_t i, size_t j, const unsigned cha
   *p = NULL;
   *len = 0;
   if (q->n_rows == 1 && q->n_elems == 1 && q->n_vals == 1 && q->elem_nulls[0] == 0) {
-    *p = q->data + q->val_off[0];
+    *p = pb__pq_rows_data(q) + q->val_off[0];
     *len = q->val_off[1] - q->val_off[0];
   }
   return PB_OK;

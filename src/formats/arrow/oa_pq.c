@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -29,6 +30,11 @@ int pb__oa_direct_enabled(void) {
   const char *e = getenv("PB_OA_DIRECT");
   return e == NULL || strcmp(e, "0") != 0;
 }
+int pb__oa_mmap_enabled(void) {
+  const char *e = getenv("PB_OA_MMAP");
+  return e == NULL || strcmp(e, "0") != 0;
+}
+
 void pb__oa_direct_note(int served) {
   if (served) atomic_fetch_add(&g_served, 1);
   else atomic_fetch_add(&g_fell_back, 1);
@@ -503,11 +509,14 @@ typedef struct pq_rg {
   int built;
 } pq_rg;
 
-/* The bytes a page needs, from the file or from memory (fuzzing). */
+/* The bytes a page needs: from the file mapped read-only (the default: pages are decoded
+ * straight from the page cache, with no copy and no system call per read), from the file by
+ * pread (PB_OA_MMAP=0, or where mapping fails), or from memory (fuzzing). */
 typedef struct pq_src {
   int fd;
   const uint8_t *mem;
   int64_t size;
+  void *map; /* the mapping to release (mem points into it), or NULL */
 } pq_src;
 
 struct pb__pq_col {
@@ -558,6 +567,15 @@ static int src_read(const pq_src *s, int64_t off, void *dst, size_t n) {
   return 0;
 }
 
+/* The n bytes at off where the source holds them in memory, else NULL (also when out of
+ * bounds: the caller's src_read then reports the short file). */
+static const uint8_t *src_view(const pq_src *s, int64_t off, size_t n) {
+  if (s->mem == NULL || off < 0 || (uint64_t)off > (uint64_t)s->size ||
+      n > (uint64_t)(s->size - off))
+    return NULL;
+  return s->mem + off;
+}
+
 static int need_buf(uint8_t **p, size_t *cap, size_t n) {
   if (n <= *cap) return 0;
   size_t c = *cap ? *cap : 4096;
@@ -580,7 +598,21 @@ static int grow_n(void **p, size_t *cap, size_t need, size_t esize) {
   return 0;
 }
 
-void pb__pq_rows_clear(pb__pq_rows *r) { r->n_rows = r->n_elems = r->n_vals = r->n_data = 0; }
+void pb__pq_rows_clear(pb__pq_rows *r) {
+  r->n_rows = r->n_elems = r->n_vals = r->n_data = 0;
+  r->borrowed = NULL;
+}
+
+/* Copies borrowed values into r's own buffer (before anything else is appended, and before
+ * the page they lie in may be replaced). */
+static int unborrow(pb__pq_rows *r) {
+  if (r->borrowed == NULL) return 0;
+  const unsigned char *b = r->borrowed;
+  r->borrowed = NULL;
+  if (need_buf(&r->data, &r->cap_data, r->n_data + 1) != 0) return -1;
+  if (r->n_data > 0) memcpy(r->data, b, r->n_data);
+  return 0;
+}
 
 void pb__pq_rows_destroy(pb__pq_rows *r) {
   if (r == NULL) return;
@@ -601,6 +633,7 @@ static int rows_reserve(pb__pq_rows *r) {
 void pb__pq_free(pb__pq_col *c) {
   if (c == NULL) return;
   if (c->src.fd >= 0) close(c->src.fd);
+  if (c->src.map != NULL) munmap(c->src.map, (size_t)c->src.size);
   for (size_t g = 0; g < c->n_rgs; g++) free(c->rgs[g].pages);
   free(c->rgs);
   free(c->buf);
@@ -629,14 +662,18 @@ static int read_header(pb__pq_col *c, size_t g, int64_t off, int64_t end, pq_hdr
     int64_t avail = end - off;
     if (avail <= 0) return perr(err, g, off, "page header lies outside the column chunk");
     size_t take = (int64_t)n < avail ? n : (size_t)avail;
-    uint8_t *b = small;
-    if (take > sizeof small) {
-      if (need_buf(&c->in, &c->in_cap, take) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      b = c->in;
+    const uint8_t *b = src_view(&c->src, off, take);
+    if (b == NULL) {
+      uint8_t *d = small;
+      if (take > sizeof small) {
+        if (need_buf(&c->in, &c->in_cap, take) != 0)
+          return pb_error_set(err, PB_ENOMEM, "out of memory");
+        d = c->in;
+      }
+      if (src_read(&c->src, off, d, take) != 0)
+        return perr(err, g, off, "cannot read the page header (file truncated?)");
+      b = d;
     }
-    if (src_read(&c->src, off, b, take) != 0)
-      return perr(err, g, off, "cannot read the page header (file truncated?)");
     int rc = parse_header(b, take, h);
     if (rc == 0) break;
     if (rc < 0 || (int64_t)take == avail || n >= ((size_t)1 << 24))
@@ -756,12 +793,21 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
   size_t cs = (size_t)h->csize, us = (size_t)h->usize;
   int fixed_plain = c->width > 0 && h->enc == EN_PLAIN;
   const char *what = "decompression";
+  /* the page's stored bytes where they are in memory already (a mapped file) */
+  const uint8_t *view = src_view(&c->src, data, cs);
   c->vals_file = -1;
   if (h->type == PT_DATA) {
     if ((c->max_rep > 0 && h->rep_enc != EN_RLE) || (c->max_def > 0 && h->def_enc != EN_RLE))
       return pb_error_set(err, PB_EUNSUPPORTED, "row group %zu, page at byte %lld: level "
                           "encoding %d/%d", g, (long long)p->off, h->rep_enc, h->def_enc);
-    if (c->codec == PB__PQ_UNCOMPRESSED && fixed_plain) {
+    if (c->codec == PB__PQ_UNCOMPRESSED && view != NULL) {
+      /* levels and values used where they lie */
+      if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
+      int64_t lv = v1_levels(c, view, cs);
+      if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
+      c->vals = view + lv;
+      c->vals_n = cs - (size_t)lv;
+    } else if (c->codec == PB__PQ_UNCOMPRESSED && fixed_plain) {
       /* Only the levels now; the values are read where they are needed. */
       if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
       size_t take = cs < 4096 ? cs : 4096;
@@ -791,11 +837,17 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
       c->vals_file = data + lv;
       c->vals_n = cs - (size_t)lv;
     } else {
-      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0 || need_buf(&c->in, &c->in_cap, cs + 1) != 0)
+      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
-      if (src_read(&c->src, data, c->in, cs) != 0)
-        return perr(err, g, p->off, "cannot read the page (file truncated?)");
-      if (decompress(c->codec, c->in, cs, c->buf, us, &what, &c->zctx) != 0) {
+      const uint8_t *in = view;
+      if (in == NULL) {
+        if (need_buf(&c->in, &c->in_cap, cs + 1) != 0)
+          return pb_error_set(err, PB_ENOMEM, "out of memory");
+        if (src_read(&c->src, data, c->in, cs) != 0)
+          return perr(err, g, p->off, "cannot read the page (file truncated?)");
+        in = c->in;
+      }
+      if (decompress(c->codec, in, cs, c->buf, us, &what, &c->zctx) != 0) {
         char m[96];
         snprintf(m, sizeof m, "%s of the page failed (corrupt data or wrong sizes)", what);
         return perr(err, g, p->off, m);
@@ -811,32 +863,46 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
     if ((c->max_rep == 0 && rl != 0) || (c->max_def == 0 && dl != 0))
       return perr(err, g, p->off, "levels where the schema has none");
     if (!comp && cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
-    if (!comp && fixed_plain) {
+    if (rl + dl > cs || rl + dl > us) return perr(err, g, p->off, "levels longer than the page");
+    const uint8_t *lv = NULL; /* where the level sections lie */
+    if (!comp && view != NULL) {
+      lv = view;
+      c->vals = view + rl + dl;
+      c->vals_n = cs - rl - dl;
+    } else if (!comp && fixed_plain) {
       if (need_buf(&c->buf, &c->buf_cap, rl + dl + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
       if (src_read(&c->src, data, c->buf, rl + dl) != 0)
         return perr(err, g, p->off, "cannot read the page (file truncated?)");
+      lv = c->buf;
       c->vals = NULL;
       c->vals_file = data + (int64_t)(rl + dl);
       c->vals_n = cs - rl - dl;
     } else {
-      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0 || need_buf(&c->in, &c->in_cap, cs + 1) != 0)
+      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
-      if (src_read(&c->src, data, c->in, cs) != 0)
-        return perr(err, g, p->off, "cannot read the page (file truncated?)");
-      memcpy(c->buf, c->in, rl + dl);
-      if (decompress(comp ? c->codec : PB__PQ_UNCOMPRESSED, c->in + rl + dl, cs - rl - dl,
+      const uint8_t *in = view;
+      if (in == NULL) {
+        if (need_buf(&c->in, &c->in_cap, cs + 1) != 0)
+          return pb_error_set(err, PB_ENOMEM, "out of memory");
+        if (src_read(&c->src, data, c->in, cs) != 0)
+          return perr(err, g, p->off, "cannot read the page (file truncated?)");
+        in = c->in;
+      }
+      memcpy(c->buf, in, rl + dl);
+      if (decompress(comp ? c->codec : PB__PQ_UNCOMPRESSED, in + rl + dl, cs - rl - dl,
                      c->buf + rl + dl, us - rl - dl, &what, &c->zctx) != 0) {
         char m[96];
         snprintf(m, sizeof m, "%s of the page failed (corrupt data or wrong sizes)", what);
         return perr(err, g, p->off, m);
       }
+      lv = c->buf;
       c->vals = c->buf + rl + dl;
       c->vals_n = us - rl - dl;
     }
-    c->rep = c->buf;
+    c->rep = lv;
     c->rep_n = rl;
-    c->def = c->buf + rl;
+    c->def = lv + rl;
     c->def_n = dl;
   }
   if (h->enc != EN_PLAIN && h->enc != EN_PLAIN_DICT && h->enc != EN_RLE_DICT)
@@ -856,12 +922,18 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
     return pb_error_set(err, PB_EUNSUPPORTED, "row group %zu: dictionary encoding %d", g, h->enc);
   size_t cs = (size_t)h->csize, us = (size_t)h->usize;
   c->dict_rg = -1;
-  if (need_buf(&c->dict, &c->dict_cap, us + 1) != 0 || need_buf(&c->in, &c->in_cap, cs + 1) != 0)
+  if (need_buf(&c->dict, &c->dict_cap, us + 1) != 0)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
-  if (src_read(&c->src, rg->dict_off + (int64_t)h->hlen, c->in, cs) != 0)
-    return perr(err, g, rg->dict_off, "cannot read the dictionary page (file truncated?)");
+  const uint8_t *in = src_view(&c->src, rg->dict_off + (int64_t)h->hlen, cs);
+  if (in == NULL) {
+    if (need_buf(&c->in, &c->in_cap, cs + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (src_read(&c->src, rg->dict_off + (int64_t)h->hlen, c->in, cs) != 0)
+      return perr(err, g, rg->dict_off, "cannot read the dictionary page (file truncated?)");
+    in = c->in;
+  }
   const char *what = "decompression";
-  if (decompress(c->codec, c->in, cs, c->dict, us, &what, &c->zctx) != 0)
+  if (decompress(c->codec, in, cs, c->dict, us, &what, &c->zctx) != 0)
     return perr(err, g, rg->dict_off, "cannot decompress the dictionary page");
   size_t n = (size_t)h->num_values;
   if (c->width > 0) {
@@ -886,6 +958,15 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
 
 /* Appends one byte-array value to out. */
 static int put_bytes(pb__pq_rows *out, const uint8_t *p, size_t n) {
+  if (unborrow(out) != 0) return -1;
+  if (out->may_borrow && out->n_data == 0 && out->n_vals == 0) {
+    if (grow_n((void **)&out->val_off, &out->cap_vals, 2, sizeof *out->val_off) != 0) return -1;
+    out->borrowed = p;
+    out->val_off[0] = 0;
+    out->val_off[1] = out->n_data = n;
+    out->n_vals = 1;
+    return 0;
+  }
   if (need_buf(&out->data, &out->cap_data, out->n_data + n + 1) != 0 ||
       grow_n((void **)&out->val_off, &out->cap_vals, out->n_vals + 2, sizeof *out->val_off) != 0)
     return -1;
@@ -906,6 +987,13 @@ static int take_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t v0, u
     if (v0 > c->vals_n / w || nv > c->vals_n / w - v0)
       return perr(err, g, p->off, "fewer values than its levels say");
     size_t n = (size_t)nv * w;
+    if (unborrow(out) != 0) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (out->may_borrow && out->n_data == 0 && c->vals != NULL) {
+      out->borrowed = c->vals + v0 * w;
+      out->n_data = n;
+      out->n_vals += (size_t)nv;
+      return PB_OK;
+    }
     if (need_buf(&out->data, &out->cap_data, out->n_data + n + 1) != 0)
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     if (c->vals != NULL) memcpy(out->data + out->n_data, c->vals + v0 * w, n);
@@ -935,7 +1023,8 @@ static int take_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t v0, u
   lv_init(&it, c->vals + 1, c->vals_n - 1, bw);
   uint64_t skip = v0, dummy = 0;
   if (lv_count(&it, skip, 0, &dummy) != 0) return perr(err, g, p->off, "bad dictionary indices");
-  if (w > 0 && need_buf(&out->data, &out->cap_data, out->n_data + (size_t)nv * w + 1) != 0)
+  if (unborrow(out) != 0 ||
+      (w > 0 && need_buf(&out->data, &out->cap_data, out->n_data + (size_t)nv * w + 1) != 0))
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   for (uint64_t k = 0; k < nv; k++) {
     uint32_t ix;
@@ -973,6 +1062,7 @@ static int new_elem(pb__pq_rows *out) {
 /* Reads local rows [lr, lr + want) of row group g into out. */
 static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_rows *out,
                      struct pb_error *err) {
+  if (unborrow(out) != 0) return pb_error_set(err, PB_ENOMEM, "out of memory");
   PB_RETURN_NOT_OK(build_rg(c, g, err));
   pq_rg *rg = &c->rgs[g];
   if (lr < 0 || want < 1 || lr + want > rg->n_rows)
@@ -1002,6 +1092,8 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
       int cont = c->max_rep > 0 && p->h.type == PT_DATA && p->cont;
       if (started >= want && !cont) break;
     }
+    if (out->borrowed != NULL && c->pc_off != p->off && unborrow(out) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory"); /* the page is about to change */
     PB_RETURN_NOT_OK(load_page(c, g, p, err));
     lv_it ri, di;
     lv_init(&ri, c->rep, c->rep_n, rbw);
@@ -1418,6 +1510,13 @@ int pb__pq_open_many(pb__oa_db *db, const char *path, const char *const *leaves,
       break;
     }
     out[k]->src.size = (int64_t)st.st_size;
+    if (pb__oa_mmap_enabled() && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+      void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, out[k]->src.fd, 0);
+      if (m != MAP_FAILED) {
+        out[k]->src.map = m;
+        out[k]->src.mem = m;
+      }
+    }
   }
   if (rc != PB_OK)
     for (size_t k = 0; k < n; k++) {
@@ -1458,6 +1557,7 @@ int pb__pq_read_mem(const uint8_t *data, size_t size, int physical, int codec, i
                          : pb_error_set(err, PB_EINVAL, "row %lld of %lld", (long long)row,
                                         (long long)rg.n_rows);
   }
+  if (unborrow(out) != 0 && rc == PB_OK) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   free(rg.pages);
   free(c.buf);
   free(c.in);

@@ -34,7 +34,17 @@ typedef struct pb__pq_rows {
   size_t *val_off;    /* byte arrays: n_vals + 1 offsets into data; fixed width: unused */
   size_t width;       /* bytes per value (fixed width), 0 for byte arrays */
   size_t n_data, cap_rows, cap_elems, cap_vals, cap_data;
+  /* Set by the caller: values that lie in one page may be left where they are (the mapped
+   * file, or the column's decoded page) instead of copied into data. Such values stay valid
+   * until the next read of the column. Read them through pb__pq_rows_data. */
+  int may_borrow;
+  const unsigned char *borrowed; /* the values, when borrowed; NULL otherwise */
 } pb__pq_rows;
+
+/** Where the values of r lie (offsets as for data). */
+static inline const unsigned char *pb__pq_rows_data(const pb__pq_rows *r) {
+  return r->borrowed != NULL ? r->borrowed : r->data;
+}
 
 void pb__pq_rows_clear(pb__pq_rows *r);
 void pb__pq_rows_destroy(pb__pq_rows *r);
@@ -67,6 +77,9 @@ int pb__pq_read_mem(const uint8_t *data, size_t size, int physical, int codec, i
 
 /** Whether the direct path may be used (environment PB_OA_DIRECT, default on). */
 int pb__oa_direct_enabled(void);
+/** Whether direct reads map the Parquet file (environment PB_OA_MMAP, default on; 0 reads
+ * each page with pread). */
+int pb__oa_mmap_enabled(void);
 /** Process-wide counters, for tests: image reads served by the direct path, and reads of files
  * open with the direct path that DuckDB served instead (rows it does not take, or a direct read
  * that failed). */

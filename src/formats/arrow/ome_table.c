@@ -143,7 +143,10 @@ static int ot_writer_open_kind(int kind, const char *path, const pb_write_params
                       w->codec);
     goto fail;
   }
-  snprintf(w->pq_codec, sizeof w->pq_codec, "zstd");
+  /* Parquet's codec: zstd, unless the leaves are compressed already: compressing them again
+   * saves next to nothing and makes every read decompress twice, the whole page first. */
+  snprintf(w->pq_codec, sizeof w->pq_codec, "%s",
+           strcmp(w->codec, "none") != 0 ? "uncompressed" : "zstd");
   if (pb__opt_get(params->options, "parquet_codec", v, sizeof v)) {
     /* The names oa-dataset's --compression takes mean the same here. */
     if (strcmp(v, "none") == 0) snprintf(v, sizeof v, "uncompressed");
@@ -842,10 +845,10 @@ static const unsigned char *only_value(const pb__pq_rows *q, size_t e, size_t *l
   size_t v = q->elem_val[e];
   if (q->width > 0) {
     *len = q->width;
-    return q->data + v * q->width;
+    return pb__pq_rows_data(q) + v * q->width;
   }
   *len = q->val_off[v + 1] - q->val_off[v];
-  return q->data + q->val_off[v];
+  return pb__pq_rows_data(q) + q->val_off[v];
 }
 
 /* Per file row: count and first index of the elements that all columns q[0..n) agree on and
@@ -1437,6 +1440,7 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
   *used = 1;
   int64_t t0 = pb_now_ns();
   pb__pq_rows_clear(&r->rows);
+  r->rows.may_borrow = 1; /* the pixels are placed before the next read */
   int rc = pb__pq_read(col, key, 1, &r->rows, err);
   if (times) times->read_ns += pb_now_ns() - t0;
   if (rc != PB_OK) {
@@ -1474,7 +1478,7 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
                             (long long)Y, (long long)X);
       int64_t vol = box_volume(org, shp, reg->start, reg->count);
       if (vol == 0) continue;
-      const unsigned char *src = q->data + q->elem_val[e0 + j] * w;
+      const unsigned char *src = pb__pq_rows_data(q) + q->elem_val[e0 + j] * w;
       if (w != es && whole) { /* the plane lands whole in dst: narrow straight into it */
         size_t at = (size_t)(((org[0] * im->shape[1] + org[1]) * im->shape[2] + org[2]) * Y * X);
         narrow_int32(src, px, es, (unsigned char *)dst + at * es);
@@ -1510,7 +1514,7 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
       const char *b = NULL;
       if (q->elem_val[e + 1] - q->elem_val[e] == 1 && q->elem_nulls[e] == 0) {
         size_t v = q->elem_val[e];
-        b = (const char *)q->data + q->val_off[v];
+        b = (const char *)pb__pq_rows_data(q) + q->val_off[v];
         blen = q->val_off[v + 1] - q->val_off[v];
       }
       rc = place_chunk(r, i, im, j, org, shp, pc->codec, pc->dtype, b, blen, reg, dst, &covered,
