@@ -117,6 +117,7 @@ static int bench_one(const char *format, const char *path, int reads, double mem
     double mbps = (double)bytes * (double)n / seq_s / 1e6;
     size_t n_files = 0;
     double floor_s = file_floor(path, &n_files);
+    if (n_files < (size_t)n) floor_s = 0; /* many images per file: no per-file floor */
     double floor_mbps = floor_s > 0 ? (double)bytes * (double)n / floor_s / 1e6 : 0.0;
     printf("{\"format\":\"%s\",\"reads\":%d,\"p50_us\":%.2f,\"p95_us\":%.2f,\"p99_us\":%.2f,"
            "\"images_per_s\":%.1f,\"seq_mb_per_s\":%.1f,\"seq_memcpy_fraction\":%.4f,"
