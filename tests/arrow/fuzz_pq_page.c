@@ -1,8 +1,9 @@
 /* Fuzz target: Parquet page headers and pages as the direct reader decodes them. Byte 0 picks
  * the physical type (INT32, FLOAT, DOUBLE, BYTE_ARRAY, INT64) and the codec (none, snappy, gzip,
  * zstd, lz4_raw); byte 1 the maximum repetition (0..2) and definition (0..7) levels; byte 2 the
- * row to read (bits 0-2) and whether values may be borrowed (bit 3); the rest is one column chunk (an optional dictionary page, then data pages).
- * Decoding must fail cleanly, never crash or read out of bounds. */
+ * row to read (bits 0-2) and whether values may be lent (bit 3); the rest is one column chunk
+ * (an optional dictionary page, then data pages). Decoding must fail cleanly, never crash or
+ * read out of bounds. */
 #include <stdint.h>
 #include <string.h>
 

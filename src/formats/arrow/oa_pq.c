@@ -653,6 +653,27 @@ static int perr(struct pb_error *err, size_t g, int64_t off, const char *what) {
                       what);
 }
 
+/* The n stored bytes at off (of the page or dictionary page at `page`): where they lie in the
+ * mapped file, else read into c->in. */
+static int stored_bytes(pb__pq_col *c, size_t g, int64_t page, int64_t off, size_t n,
+                        const uint8_t **out, struct pb_error *err) {
+  *out = src_view(&c->src, off, n);
+  if (*out != NULL) return PB_OK;
+  if (need_buf(&c->in, &c->in_cap, n + 1) != 0)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  if (src_read(&c->src, off, c->in, n) != 0)
+    return perr(err, g, page, "cannot read the page (file truncated?)");
+  *out = c->in;
+  return PB_OK;
+}
+
+/* The error for a page whose decompression (codec `what`) failed. */
+static int decomp_fail(struct pb_error *err, size_t g, int64_t page, const char *what) {
+  char m[96];
+  snprintf(m, sizeof m, "%s of the page failed (corrupt data or wrong sizes)", what);
+  return perr(err, g, page, m);
+}
+
 /* Reads and parses the page header at off (within the chunk ending at end). */
 static int read_header(pb__pq_col *c, size_t g, int64_t off, int64_t end, pq_hdr *h,
                        struct pb_error *err) {
@@ -839,19 +860,10 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
     } else {
       if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
-      const uint8_t *in = view;
-      if (in == NULL) {
-        if (need_buf(&c->in, &c->in_cap, cs + 1) != 0)
-          return pb_error_set(err, PB_ENOMEM, "out of memory");
-        if (src_read(&c->src, data, c->in, cs) != 0)
-          return perr(err, g, p->off, "cannot read the page (file truncated?)");
-        in = c->in;
-      }
-      if (decompress(c->codec, in, cs, c->buf, us, &what, &c->zctx) != 0) {
-        char m[96];
-        snprintf(m, sizeof m, "%s of the page failed (corrupt data or wrong sizes)", what);
-        return perr(err, g, p->off, m);
-      }
+      const uint8_t *in;
+      PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
+      if (decompress(c->codec, in, cs, c->buf, us, &what, &c->zctx) != 0)
+        return decomp_fail(err, g, p->off, what);
       int64_t lv = v1_levels(c, c->buf, us);
       if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
       c->vals = c->buf + lv;
@@ -881,21 +893,12 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
     } else {
       if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
-      const uint8_t *in = view;
-      if (in == NULL) {
-        if (need_buf(&c->in, &c->in_cap, cs + 1) != 0)
-          return pb_error_set(err, PB_ENOMEM, "out of memory");
-        if (src_read(&c->src, data, c->in, cs) != 0)
-          return perr(err, g, p->off, "cannot read the page (file truncated?)");
-        in = c->in;
-      }
+      const uint8_t *in;
+      PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
       memcpy(c->buf, in, rl + dl);
       if (decompress(comp ? c->codec : PB__PQ_UNCOMPRESSED, in + rl + dl, cs - rl - dl,
-                     c->buf + rl + dl, us - rl - dl, &what, &c->zctx) != 0) {
-        char m[96];
-        snprintf(m, sizeof m, "%s of the page failed (corrupt data or wrong sizes)", what);
-        return perr(err, g, p->off, m);
-      }
+                     c->buf + rl + dl, us - rl - dl, &what, &c->zctx) != 0)
+        return decomp_fail(err, g, p->off, what);
       lv = c->buf;
       c->vals = c->buf + rl + dl;
       c->vals_n = us - rl - dl;
@@ -924,14 +927,9 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
   c->dict_rg = -1;
   if (need_buf(&c->dict, &c->dict_cap, us + 1) != 0)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
-  const uint8_t *in = src_view(&c->src, rg->dict_off + (int64_t)h->hlen, cs);
-  if (in == NULL) {
-    if (need_buf(&c->in, &c->in_cap, cs + 1) != 0)
-      return pb_error_set(err, PB_ENOMEM, "out of memory");
-    if (src_read(&c->src, rg->dict_off + (int64_t)h->hlen, c->in, cs) != 0)
-      return perr(err, g, rg->dict_off, "cannot read the dictionary page (file truncated?)");
-    in = c->in;
-  }
+  const uint8_t *in;
+  PB_RETURN_NOT_OK(
+      stored_bytes(c, g, rg->dict_off, rg->dict_off + (int64_t)h->hlen, cs, &in, err));
   const char *what = "decompression";
   if (decompress(c->codec, in, cs, c->dict, us, &what, &c->zctx) != 0)
     return perr(err, g, rg->dict_off, "cannot decompress the dictionary page");
