@@ -76,6 +76,13 @@ int pb__timer_group(double overhead_ns, const double *pilot_s, size_t n, int cap
   return g > (double)cap ? cap : (int)g;
 }
 
+int pb__timer_regroup(double overhead_ns, double span_s, int g, int cap) {
+  double per = g > 0 ? span_s / g : span_s;
+  int ng = pb__timer_group(overhead_ns, &per, 1, cap);
+  int twice = 2 * (long)g < (long)cap ? 2 * g : cap;
+  return ng > twice ? ng : twice;
+}
+
 void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix) {
   char k[96];
 #define F(name, v)                                  \

@@ -44,6 +44,9 @@ void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefi
  * within [1, cap] (twice the bound, as a margin). pilot_s holds n single-item times in seconds;
  * n == 0 gives 1. */
 int pb__timer_group(double overhead_ns, const double *pilot_s, size_t n, int cap);
+/** The larger group for a window restarted because an interval of g items lasted only span_s:
+ * what pb__timer_group asks for at span_s / g per item, and at least twice g, within cap. */
+int pb__timer_regroup(double overhead_ns, double span_s, int g, int cap);
 int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_error *err);
 
 #endif

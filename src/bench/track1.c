@@ -68,9 +68,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
           in_group = 0;
           if (span < 100 * tcost && g < PB_T1_MAX_GROUP && regroups < 4) {
             /* Shorter than the pilot foresaw: start over with larger groups. */
-            double per = span / g;
-            int ng = pb__timer_group(c->cal.timer_overhead_ns, &per, 1, PB_T1_MAX_GROUP);
-            g = ng > 2 * g ? ng : (2 * g < PB_T1_MAX_GROUP ? 2 * g : PB_T1_MAX_GROUP);
+            g = pb__timer_regroup(c->cal.timer_overhead_ns, span, g, PB_T1_MAX_GROUP);
             regroups++;
             measured = 0;
             items = 0;

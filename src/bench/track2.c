@@ -119,9 +119,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, int bs, int wo
         if (span < 100 * tcost && g < T2_MAX_GROUP && regroups < 4) {
           /* Shorter than the pilot foresaw (a batch that happened to be ready): restart the
            * window with larger groups rather than keep an interval the timer distorts. */
-          double per = span / g;
-          int ng = pb__timer_group(c->cal.timer_overhead_ns, &per, 1, T2_MAX_GROUP);
-          g = ng > 2 * g ? ng : (2 * g < T2_MAX_GROUP ? 2 * g : T2_MAX_GROUP);
+          g = pb__timer_regroup(c->cal.timer_overhead_ns, span, g, T2_MAX_GROUP);
           regroups++;
           n = 0;
           items = samples = bytes = 0;

@@ -36,6 +36,12 @@ int main(void) {
     fprintf(stderr, "group %d leaves the timer at %.4f of an interval\n", g, 27e-9 / (g * 0.3e-6));
     failures++;
   }
+  /* A restarted window: at least twice the old group, more when the interval asks for it. */
+  EXPECT_EQ(pb__timer_regroup(25.0, 4e-6, 4, 1024), 8);     /* 1 us per item: 5, so twice 4 */
+  EXPECT_EQ(pb__timer_regroup(25.0, 0.4e-6, 4, 1024), 50);  /* 0.1 us per item: 50 */
+  EXPECT_EQ(pb__timer_regroup(25.0, 0.4e-6, 4, 32), 32);    /* capped */
+  EXPECT_EQ(pb__timer_regroup(25.0, 4e-6, 3, 7), 6);        /* twice, under an odd cap */
+  EXPECT_EQ(pb__timer_regroup(25.0, 4e-6, 4, 7), 7);        /* twice would pass the cap */
   if (failures == 0) printf("timer_group: all checks passed\n");
   return failures != 0;
 }
