@@ -8,6 +8,7 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include "core/duck_msg.h"
 #include "duckdb.h"
 #pragma GCC diagnostic pop
 
@@ -97,11 +98,7 @@ static int db_exec(struct db *d, const char *sql, duckdb_result *res, int code,
   duckdb_result *r = res ? res : &local;
   if (duckdb_query(d->con, sql, r) != DuckDBSuccess) {
     const char *m = duckdb_result_error(r);
-    if (m == NULL) m = "DuckDB error";
-    /* DuckDB appends the SQL text with a caret; our own SQL is no help to the reader. */
-    const char *ctx = strstr(m, "\n\nLINE ");
-    int len = ctx ? (int)(ctx - m) : (int)strlen(m);
-    pb_error_set(err, code, "%s: %s: %.*s", path, what, len, m);
+    pb_error_set(err, code, "%s: %s: %.*s", path, what, PB__DUCK_MSG(m));
     duckdb_destroy_result(r);
     return code;
   }

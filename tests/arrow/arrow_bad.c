@@ -49,8 +49,10 @@ static void expect_error(const char *path, const char *format, const char *needl
                          const char *needle2) {
   struct pb_error err = {{0}};
   int rc = open_read_all(path, format, &err);
+  /* DuckDB's messages come without the query it echoes (pipebench's SQL is no help). */
   if (rc == 0 || strstr(err.message, needle1) == NULL ||
-      (needle2 != NULL && strstr(err.message, needle2) == NULL)) {
+      (needle2 != NULL && strstr(err.message, needle2) == NULL) ||
+      strstr(err.message, "LINE 1") != NULL) {
     fprintf(stderr, "expected an error naming '%s' and '%s' for %s, got rc=%d: %s\n", needle1,
             needle2 ? needle2 : "", path, rc, err.message);
     exit(1);

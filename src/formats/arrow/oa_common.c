@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "core/duck_msg.h"
 #include "formats/arrow/oa_common.h"
 
 int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err) {
@@ -49,7 +50,7 @@ int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error
   duckdb_result r;
   if (duckdb_query(d->con, sql, &r) != DuckDBSuccess) {
     const char *m = duckdb_result_error(&r);
-    int rc = pb_error_set(err, PB_EDUCKDB, "%s: %s", what, m ? m : "DuckDB error");
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: %.*s", what, PB__DUCK_MSG(m));
     duckdb_destroy_result(&r);
     return rc;
   }
@@ -92,7 +93,8 @@ int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
   duckdb_prepared_statement st = NULL;
   int rc = PB_OK;
   if (duckdb_prepare(d->con, sql, &st) != DuckDBSuccess) {
-    rc = pb_error_set(err, PB_EDUCKDB, "DuckDB type %s: %s", sql_type, duckdb_prepare_error(st));
+    rc = pb_error_set(err, PB_EDUCKDB, "DuckDB type %s: %.*s", sql_type,
+                      PB__DUCK_MSG(duckdb_prepare_error(st)));
   } else {
     *out = duckdb_prepared_statement_column_logical_type(st, 0);
   }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/duck_msg.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
 
@@ -517,7 +518,7 @@ static int load_images(od_reader *r, struct pb_error *err) {
   snprintf(sql, sizeof sql, "SELECT * FROM read_parquet(%s)", q);
   duckdb_result res;
   if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EFORMAT, "%s: %s", f, duckdb_result_error(&res));
+    int rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", f, PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
     return rc;
   }
@@ -620,7 +621,7 @@ static int load_index(od_reader *r, struct pb_error *err) {
            q);
   duckdb_result res;
   if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EFORMAT, "%s: %s", f, duckdb_result_error(&res));
+    int rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", f, PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
     return rc;
   }
@@ -753,7 +754,8 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
            "SELECT chunk_id, pixel_bytes FROM read_parquet(%s) WHERE chunk_id BETWEEN $1 AND $2",
            q);
   if (duckdb_prepare(r->db.con, sql, &r->st) != DuckDBSuccess) {
-    rc = pb_error_set(err, PB_EFORMAT, "%s: %s", r->chunks_path, duckdb_prepare_error(r->st));
+    rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", r->chunks_path,
+                      PB__DUCK_MSG(duckdb_prepare_error(r->st)));
     goto fail;
   }
   /* Read-ahead window: about a quarter of the cache, in chunks of the average raw size. */
@@ -819,9 +821,9 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, od_block *
   duckdb_bind_int64(r->st, 2, r->chunks[b].id);
   duckdb_result res;
   if (pb__oa_execute_streaming(r->st, &res) != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld, chunks %lld..%lld: %s",
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld, chunks %lld..%lld: %.*s",
                           r->chunks_path, (long long)i, (long long)r->chunks[a].id,
-                          (long long)r->chunks[b].id, duckdb_result_error(&res));
+                          (long long)r->chunks[b].id, PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
     od_block_free(bl);
     return rc;
@@ -862,8 +864,8 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, od_block *
     bl->n_dcs++;
   }
   if (rc == PB_OK && duckdb_result_error(&res) != NULL)
-    rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %s", r->chunks_path, (long long)i,
-                      duckdb_result_error(&res));
+    rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %.*s", r->chunks_path, (long long)i,
+                      PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) od_block_free(bl);
   return rc;

@@ -16,6 +16,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "core/duck_msg.h"
 #include "formats/arrow/oa_pq.h"
 
 enum { PT_DATA = 0, PT_INDEX = 1, PT_DICT = 2, PT_DATA_V2 = 3 };
@@ -1290,8 +1291,8 @@ static int schema_levels(pb__oa_db *db, const char *q, const char *const *leaves
            q);
   duckdb_result res;
   if (duckdb_query(db->con, sql, &res) != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_schema: %s", path,
-                          duckdb_result_error(&res));
+    int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_schema: %.*s", path,
+                          PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
     return rc;
   }
@@ -1408,8 +1409,8 @@ static int chunk_layout(pb__oa_db *db, const char *q, const char *const *leaves,
   duckdb_state st = duckdb_query(db->con, sql, &res);
   free(sql);
   if (st != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_metadata: %s", path,
-                          duckdb_result_error(&res));
+    int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_metadata: %.*s", path,
+                          PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
     return rc;
   }

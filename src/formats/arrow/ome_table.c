@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/duck_msg.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
 
@@ -643,7 +644,7 @@ static void ot_close(void *state) {
 static int query_err(duckdb_result *res, int code, struct pb_error *err, const char *path,
                      const char *what) {
   const char *m = duckdb_result_error(res);
-  int rc = pb_error_set(err, code, "%s: %s: %s", path, what, m ? m : "DuckDB error");
+  int rc = pb_error_set(err, code, "%s: %s: %.*s", path, what, PB__DUCK_MSG(m));
   duckdb_destroy_result(res);
   return rc;
 }
@@ -1021,7 +1022,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     if (rc != PB_OK) break;
   }
   if (rc == PB_OK && duckdb_result_error(&res) != NULL)
-    rc = pb_error_set(err, PB_EFORMAT, "%s: %s", path, duckdb_result_error(&res));
+    rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", path, PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) goto fail;
   r->cache_limit = (size_t)OT_CACHE_DEFAULT_MB << 20;
@@ -1049,8 +1050,8 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
            has_chunks ? "\", 'chunks')" : "", has_planes ? "struct_extract(\"" : "NULL",
            has_planes ? col : "", has_planes ? "\", 'planes')" : "", src, key);
   if (duckdb_prepare(r->db.con, sql, &r->st) != DuckDBSuccess) {
-    rc = pb_error_set(err, PB_EFORMAT, "%s: cannot prepare the pixel query: %s", path,
-                      duckdb_prepare_error(r->st));
+    rc = pb_error_set(err, PB_EFORMAT, "%s: cannot prepare the pixel query: %.*s", path,
+                      PB__DUCK_MSG(duckdb_prepare_error(r->st)));
     goto fail;
   }
   *state = r;
@@ -1310,8 +1311,8 @@ static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, ot_b
     b->n_chunks++;
   }
   if (rc == PB_OK && duckdb_result_error(&res) != NULL)
-    rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %s", r->path, (long long)i,
-                      duckdb_result_error(&res));
+    rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %.*s", r->path, (long long)i,
+                      PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) {
     block_free(b);
