@@ -6,24 +6,11 @@
 #include "arrow_test_util.h"
 #include "formats/format_internal.h"
 
+/* n images of 2 channels x 16 x 20 uint16. */
 static void write_one(const char *path, const char *format, const char *comp, const char *opt,
                       int n) {
-  struct pb_error err = {{0}};
-  pb_write_params p = PB_WRITE_PARAMS_DEFAULTS;
-  p.compression = comp;
-  p.options = opt;
-  pb_writer *w = NULL;
-  CHECK_OK(pb_writer_new(path, format, &p, &w, &err), &err);
-  const int64_t shape[PB_NDIM] = {1, 2, 1, 16, 20};
-  pb_image_meta m;
-  pb_image_meta_init(&m, "bad", PB_UINT16, shape);
-  uint16_t px[2 * 16 * 20];
-  for (int i = 0; i < n; i++) {
-    fill_pixels(&m, px, (unsigned)i);
-    CHECK_OK(pb_writer_add(w, &m, px, &err), &err);
-  }
-  CHECK_OK(pb_writer_finish(w, &err), &err);
-  pb_writer_free(w);
+  static const int64_t shape[PB_NDIM] = {1, 2, 1, 16, 20};
+  write_images(path, format, comp, opt, shape, n, 0);
 }
 
 /* Opens path and reads every image; returns the first error code (0 when all worked). */

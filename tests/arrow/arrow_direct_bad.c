@@ -13,21 +13,7 @@
 static const int64_t SHAPE[PB_NDIM] = {1, 1, 2, 30, 40};
 
 static void write_set(const char *path, const char *format, const char *comp, const char *opt) {
-  struct pb_error err = {{0}};
-  pb_write_params p = PB_WRITE_PARAMS_DEFAULTS;
-  p.compression = comp;
-  p.options = opt;
-  pb_writer *w = NULL;
-  CHECK_OK(pb_writer_new(path, format, &p, &w, &err), &err);
-  pb_image_meta m;
-  pb_image_meta_init(&m, "bad", PB_UINT16, SHAPE);
-  uint16_t px[2 * 30 * 40];
-  for (int i = 0; i < 4; i++) {
-    fill_pixels(&m, px, (unsigned)i + 3);
-    CHECK_OK(pb_writer_add(w, &m, px, &err), &err);
-  }
-  CHECK_OK(pb_writer_finish(w, &err), &err);
-  pb_writer_free(w);
+  write_images(path, format, comp, opt, SHAPE, 4, 3);
 }
 
 /* data_page_offset of leaf in row group 0. */

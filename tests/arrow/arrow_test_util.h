@@ -64,4 +64,28 @@ static inline void fill_pixels(const pb_image_meta *m, void *p, unsigned seed) {
   }
 }
 
+/* Writes n uint16 images of the given shape (pixels fill_pixels(seed0 + i)) as format, with
+ * params' compression and options as given. */
+static inline void write_images(const char *path, const char *format, const char *comp,
+                                const char *opt, const int64_t shape[PB_NDIM], int n,
+                                unsigned seed0) {
+  struct pb_error err = {{0}};
+  pb_write_params p = PB_WRITE_PARAMS_DEFAULTS;
+  p.compression = comp;
+  p.options = opt;
+  pb_writer *w = NULL;
+  CHECK_OK(pb_writer_new(path, format, &p, &w, &err), &err);
+  pb_image_meta m;
+  pb_image_meta_init(&m, "bad", PB_UINT16, shape);
+  void *px = malloc(pb_image_bytes(&m));
+  CHECK(px != NULL);
+  for (int i = 0; i < n; i++) {
+    fill_pixels(&m, px, seed0 + (unsigned)i);
+    CHECK_OK(pb_writer_add(w, &m, px, &err), &err);
+  }
+  CHECK_OK(pb_writer_finish(w, &err), &err);
+  pb_writer_free(w);
+  free(px);
+}
+
 #endif
