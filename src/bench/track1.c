@@ -16,6 +16,7 @@ static const char *const cache_names[] = {"none", "preload"};
 typedef struct t1_best {
   double p50;
   char format[32];
+  int noted; /* 1 + the format whose short epochs were already reported */
 } t1_best;
 
 static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int cache,
@@ -37,11 +38,20 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
    * 1%) and every statistic is of the per-sample group means. */
   int warm = c->p.warmup < PB_T1_PILOT ? PB_T1_PILOT : c->p.warmup;
   double pilot[PB_T1_PILOT];
+  /* A group never spans the untimed reset between epochs, so it can hold at most one epoch's
+   * samples: a larger one would be dropped at every reset and the window would never fill. */
+  int64_t per_epoch = pb_loader_samples_per_epoch(ld);
+  if (per_epoch < 1) {
+    pb_loader_free(ld);
+    return pb_error_set(err, PB_EINVAL, "track 1, %s: the dataset has no images to measure",
+                        c->formats[fi]);
+  }
+  int cap = per_epoch < PB_T1_MAX_GROUP ? (int)per_epoch : PB_T1_MAX_GROUP;
   for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = pb_loader_reset(ld, epoch++, err);
     pb_batch_times sum = {0};
-    int measured = 0, g = 1, in_group = 0, regroups = 0;
+    int measured = 0, g = 1, in_group = 0, regroups = 0, empty = 0;
     double tcost = c->cal.timer_overhead_ns / 1e9;
     int64_t items = 0, g0 = 0;
     for (int k = 0; rc == PB_OK && (k < warm || measured < c->p.samples);) {
@@ -51,14 +61,19 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
       int64_t t1 = pb_now_ns();
       if (rc != PB_OK) break;
       if (b == NULL) { /* epoch over: start the next one, untimed */
+        if (++empty > 1) {
+          rc = pb_error_set(err, PB_EFORMAT, "the loader gave no sample after a reset");
+          break;
+        }
         rc = pb_loader_reset(ld, epoch++, err);
         in_group = 0; /* a group never spans the untimed reset: a partial one is dropped */
         continue;
       }
+      empty = 0;
       if (k < warm) {
         if (k >= warm - PB_T1_PILOT) pilot[k - (warm - PB_T1_PILOT)] = (double)(t1 - t0) / 1e9;
         if (k == warm - 1)
-          g = pb__timer_group(c->cal.timer_overhead_ns, pilot, PB_T1_PILOT, PB_T1_MAX_GROUP);
+          g = pb__timer_group(c->cal.timer_overhead_ns, pilot, PB_T1_PILOT, cap);
       } else {
         if (in_group == 0) g0 = t0;
         items++;
@@ -66,9 +81,9 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
           double span = (double)(t1 - g0) / 1e9;
           lat[measured++] = span / g;
           in_group = 0;
-          if (span < 100 * tcost && g < PB_T1_MAX_GROUP && regroups < 4) {
+          if (span < 100 * tcost && g < cap && regroups < 4) {
             /* Shorter than the pilot foresaw: start over with larger groups. */
-            g = pb__timer_regroup(c->cal.timer_overhead_ns, span, g, PB_T1_MAX_GROUP);
+            g = pb__timer_regroup(c->cal.timer_overhead_ns, span, g, cap);
             regroups++;
             measured = 0;
             items = 0;
@@ -114,6 +129,12 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int random, int tr, int c
     double tof = c->cal.timer_overhead_ns / 1e9 / (s.min * g);
     pb_table_set_f64(t, "timer_overhead_fraction", tof);
     pb_table_set_bool(t, "timer_limited", tof > 0.01);
+    if (tof > 0.01 && g == cap && cap < PB_T1_MAX_GROUP && best->noted != fi + 1) {
+      best->noted = fi + 1;
+      pb__run_report(c, "track 1, %s: an epoch holds only %lld images, so a timed group holds "
+                        "at most that many and the timer can weigh over 1%% on an interval "
+                        "(rows flagged timer_limited)", c->formats[fi], (long long)per_epoch);
+    }
     if (random && tr == 0 && cache == 0 && (best->format[0] == '\0' || s.p50 < best->p50)) {
       best->p50 = s.p50;
       snprintf(best->format, sizeof best->format, "%s", c->formats[fi]);

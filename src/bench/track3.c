@@ -95,6 +95,22 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
   lp.cache = cache ? PB_CACHE_PRELOAD : PB_CACHE_NONE;
   pb_loader *ld = NULL;
   PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
+  int64_t per_epoch = pb_loader_samples_per_epoch(ld);
+  if (pb_loader_batches_per_epoch(ld) < 1) {
+    /* Fewer images than one batch: drop-last would give empty epochs. Measure with a batch of
+     * the whole dataset instead, and say so. */
+    pb_loader_free(ld);
+    ld = NULL;
+    if (per_epoch < 1)
+      return pb_error_set(err, PB_EINVAL, "track 3, %s: the dataset has no images to measure",
+                          c->formats[fi]);
+    if (cache == 0)
+      pb__run_report(c, "track 3, %s: the dataset has %lld images, fewer than batch %d: measured "
+                      "with batch %lld", c->formats[fi], (long long)per_epoch, lp.batch_size,
+                   (long long)per_epoch);
+    lp.batch_size = (int)per_epoch;
+    PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
+  }
   t3_state s;
   int rc = state_new(c, pb_loader_meta(ld), lp.batch_size, &s, err);
   if (rc != PB_OK) {
@@ -105,7 +121,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
   for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = pb_loader_reset(ld, epoch++, err);
-    int n = 0;
+    int n = 0, empty = 0;
     double first_step = NAN, sum_step = 0, sum_wait = 0;
     int64_t samples = 0;
     for (int k = 0; k <= c->p.steps && rc == PB_OK;) {
@@ -115,9 +131,14 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
       int64_t t1 = pb_now_ns();
       if (rc != PB_OK) break;
       if (b == NULL) { /* epoch over: go on with the next, as a training loop does */
+        if (++empty > 1) {
+          rc = pb_error_set(err, PB_EFORMAT, "the loader gave no batch after a reset");
+          break;
+        }
         rc = pb_loader_reset(ld, epoch++, err);
         continue;
       }
+      empty = 0;
       rc = compute(c, &s, b, err);
       int64_t t2 = pb_now_ns();
       if (k == 0) {

@@ -26,7 +26,7 @@ static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, 
   lp.transform = PB_TRANSFORM_NORMALIZE;
   pb_loader *ld = NULL;
   PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
-  int rc = PB_OK, n = 0;
+  int rc = PB_OK, n = 0, empty = 0;
   if (c->p.cold) rc = pb_evict_path(c->paths[fi], err) < 0 ? PB_EIO : PB_OK;
   for (int k = 0; k < c->p.warmup + c->p.samples && rc == PB_OK;) {
     pb_batch *b = NULL;
@@ -35,9 +35,14 @@ static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, 
     int64_t t1 = pb_now_ns();
     if (rc != PB_OK) break;
     if (b == NULL) {
+      if (++empty > 1) {
+        rc = pb_error_set(err, PB_EFORMAT, "the loader gave no sample after a reset");
+        break;
+      }
       rc = pb_loader_reset(ld, k + 1, err);
       continue;
     }
+    empty = 0;
     if (k >= c->p.warmup) {
       s->read[n] = (double)b->times.read_ns / 1e9;
       s->decompress[n] = (double)b->times.decompress_ns / 1e9;
