@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/revs_internal.h"
+#include "revs/revs_internal.h"
 #include "pipebench/revs.h"
 
 static int failures = 0;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference values for pipebench's statistics (src/core/stats.c), computed independently.
+"""Reference values for pipebench's statistics (lib/common/stats.c), computed independently.
 
 Only the standard library is used (statistics, math, fractions, itertools, random), and the
 methods differ from the C code where they can: exact rationals for percentile ranks, binomial

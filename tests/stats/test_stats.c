@@ -1,4 +1,4 @@
-/* Tests for src/core/stats.c against tests/stats/reference.py, which computes every expected
+/* Tests for lib/common/stats.c against tests/stats/reference.py, which computes every expected
  * value independently with Python's standard library (exact rationals, brute-force
  * enumeration). The test runs the script itself (PB_PYTHON, /usr/bin/python3), so the
  * reference cannot drift from the code that produced it.

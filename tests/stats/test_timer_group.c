@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "bench/run_internal.h"
+#include "tracks/run_internal.h"
 
 static int failures = 0;
 

@@ -1,0 +1,419 @@
+/* Shared plumbing of the OME-Arrow backends: DuckDB sessions, vectors, codecs, spool files. */
+#include <errno.h>
+#include <fcntl.h>
+#include <lz4.h>
+#include <lz4frame.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "common/duck_msg.h"
+#include "formats/arrow/oa_common.h"
+
+int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err) {
+  memset(d, 0, sizeof *d);
+  duckdb_config cfg = NULL;
+  if (duckdb_create_config(&cfg) != DuckDBSuccess)
+    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot create a configuration");
+  /* One DuckDB thread per handle: the loader opens a handle per worker, and reading one row
+   * gains nothing from more threads. */
+  duckdb_set_config(cfg, "threads", "1");
+  if (read_only && path != NULL) duckdb_set_config(cfg, "access_mode", "READ_ONLY");
+  char *msg = NULL;
+  duckdb_state st = duckdb_open_ext(path, &d->db, cfg, &msg);
+  duckdb_destroy_config(&cfg);
+  if (st != DuckDBSuccess) {
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: DuckDB cannot open it: %s",
+                          path ? path : "(memory)", msg ? msg : "unknown error");
+    duckdb_free(msg);
+    d->db = NULL;
+    return rc;
+  }
+  if (duckdb_connect(d->db, &d->con) != DuckDBSuccess) {
+    duckdb_close(&d->db);
+    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot connect");
+  }
+  /* Parquet footers are parsed once per file, not once per query. */
+  return pb__oa_exec(d, "SET parquet_metadata_cache = true", "DuckDB setup", err);
+}
+
+void pb__oa_db_close(pb__oa_db *d) {
+  if (d->con != NULL) duckdb_disconnect(&d->con);
+  if (d->db != NULL) duckdb_close(&d->db);
+  d->con = NULL;
+  d->db = NULL;
+}
+
+int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error *err) {
+  duckdb_result r;
+  if (duckdb_query(d->con, sql, &r) != DuckDBSuccess) {
+    const char *m = duckdb_result_error(&r);
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: %.*s", what, PB__DUCK_MSG(m));
+    duckdb_destroy_result(&r);
+    return rc;
+  }
+  duckdb_destroy_result(&r);
+  return PB_OK;
+}
+
+duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_result *out) {
+  duckdb_pending_result pending = NULL;
+  if (duckdb_pending_prepared_streaming(st, &pending) == DuckDBSuccess) {
+    duckdb_state s = duckdb_execute_pending(pending, out);
+    duckdb_destroy_pending(&pending);
+    return s;
+  }
+  if (pending != NULL) duckdb_destroy_pending(&pending);
+  /* No pending result: run it the ordinary way, which leaves the error message in *out. */
+  return duckdb_execute_prepared(st, out);
+}
+
+int pb__oa_quote(char *buf, size_t size, const char *s) {
+  size_t o = 0;
+  if (size < 3) return PB_EINVAL;
+  buf[o++] = '\'';
+  for (; *s; s++) {
+    if (o + 3 >= size) return PB_EINVAL;
+    if (*s == '\'') buf[o++] = '\'';
+    buf[o++] = *s;
+  }
+  buf[o++] = '\'';
+  buf[o] = '\0';
+  return PB_OK;
+}
+
+int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
+                struct pb_error *err) {
+  size_t n = strlen(sql_type) + 64;
+  char *sql = malloc(n);
+  if (sql == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  snprintf(sql, n, "SELECT CAST(NULL AS %s)", sql_type);
+  duckdb_prepared_statement st = NULL;
+  int rc = PB_OK;
+  if (duckdb_prepare(d->con, sql, &st) != DuckDBSuccess) {
+    rc = pb_error_set(err, PB_EDUCKDB, "DuckDB type %s: %.*s", sql_type,
+                      PB__DUCK_MSG(duckdb_prepare_error(st)));
+  } else {
+    *out = duckdb_prepared_statement_column_logical_type(st, 0);
+  }
+  duckdb_destroy_prepare(&st);
+  free(sql);
+  return rc;
+}
+
+/* ---- vectors ------------------------------------------------------------------------------ */
+
+void pb__oa_set_str(duckdb_vector v, idx_t row, const char *s) {
+  if (s == NULL) {
+    pb__oa_set_null(v, row);
+    return;
+  }
+  duckdb_vector_assign_string_element_len(v, row, s, strlen(s));
+}
+
+void pb__oa_set_null(duckdb_vector v, idx_t row) {
+  duckdb_vector_ensure_validity_writable(v);
+  duckdb_validity_set_row_invalid(duckdb_vector_get_validity(v), row);
+}
+
+void pb__oa_set_i16(duckdb_vector v, idx_t row, int16_t x) {
+  ((int16_t *)duckdb_vector_get_data(v))[row] = x;
+}
+void pb__oa_set_i32(duckdb_vector v, idx_t row, int32_t x) {
+  ((int32_t *)duckdb_vector_get_data(v))[row] = x;
+}
+void pb__oa_set_i64(duckdb_vector v, idx_t row, int64_t x) {
+  ((int64_t *)duckdb_vector_get_data(v))[row] = x;
+}
+void pb__oa_set_u32(duckdb_vector v, idx_t row, uint32_t x) {
+  ((uint32_t *)duckdb_vector_get_data(v))[row] = x;
+}
+void pb__oa_set_f32(duckdb_vector v, idx_t row, float x) {
+  ((float *)duckdb_vector_get_data(v))[row] = x;
+}
+
+idx_t pb__oa_list_append(duckdb_vector v, idx_t row, idx_t n) {
+  idx_t at = duckdb_list_vector_get_size(v);
+  duckdb_list_vector_reserve(v, at + n);
+  duckdb_list_vector_set_size(v, at + n);
+  duckdb_list_entry *e = duckdb_vector_get_data(v);
+  e[row].offset = at;
+  e[row].length = n;
+  return at;
+}
+
+int pb__oa_valid(duckdb_vector v, idx_t row) {
+  uint64_t *val = duckdb_vector_get_validity(v);
+  return val == NULL || duckdb_validity_row_is_valid(val, row);
+}
+
+const char *pb__oa_get_blob(duckdb_vector v, idx_t row, size_t *len) {
+  *len = 0;
+  if (!pb__oa_valid(v, row)) return NULL;
+  duckdb_string_t *s = (duckdb_string_t *)duckdb_vector_get_data(v) + row;
+  *len = duckdb_string_t_length(*s);
+  return duckdb_string_t_data(s);
+}
+
+void pb__oa_get_str(duckdb_vector v, idx_t row, char *buf, size_t size) {
+  size_t n;
+  const char *p = pb__oa_get_blob(v, row, &n);
+  if (p == NULL) n = 0;
+  if (n >= size) n = size - 1;
+  if (n > 0) memcpy(buf, p, n);
+  buf[n] = '\0';
+}
+
+static duckdb_type vec_type(duckdb_vector v) {
+  duckdb_logical_type t = duckdb_vector_get_column_type(v);
+  duckdb_type id = duckdb_get_type_id(t);
+  duckdb_destroy_logical_type(&t);
+  return id;
+}
+
+int64_t pb__oa_get_int(duckdb_vector v, idx_t row, int64_t def) {
+  if (!pb__oa_valid(v, row)) return def;
+  const void *p = duckdb_vector_get_data(v);
+  switch (vec_type(v)) {
+    case DUCKDB_TYPE_TINYINT: return ((const int8_t *)p)[row];
+    case DUCKDB_TYPE_SMALLINT: return ((const int16_t *)p)[row];
+    case DUCKDB_TYPE_INTEGER: return ((const int32_t *)p)[row];
+    case DUCKDB_TYPE_BIGINT: return ((const int64_t *)p)[row];
+    case DUCKDB_TYPE_UTINYINT: return ((const uint8_t *)p)[row];
+    case DUCKDB_TYPE_USMALLINT: return ((const uint16_t *)p)[row];
+    case DUCKDB_TYPE_UINTEGER: return ((const uint32_t *)p)[row];
+    case DUCKDB_TYPE_UBIGINT: return (int64_t)((const uint64_t *)p)[row];
+    default: return def;
+  }
+}
+
+double pb__oa_get_real(duckdb_vector v, idx_t row, double def) {
+  if (!pb__oa_valid(v, row)) return def;
+  const void *p = duckdb_vector_get_data(v);
+  switch (vec_type(v)) {
+    case DUCKDB_TYPE_FLOAT: return ((const float *)p)[row];
+    case DUCKDB_TYPE_DOUBLE: return ((const double *)p)[row];
+    default: return (double)pb__oa_get_int(v, row, (int64_t)def);
+  }
+}
+
+int pb__oa_field(duckdb_vector v, const char *name) {
+  duckdb_logical_type t = duckdb_vector_get_column_type(v);
+  int found = -1;
+  if (duckdb_get_type_id(t) == DUCKDB_TYPE_STRUCT) {
+    idx_t n = duckdb_struct_type_child_count(t);
+    for (idx_t i = 0; i < n && found < 0; i++) {
+      char *nm = duckdb_struct_type_child_name(t, i);
+      if (nm != NULL && strcmp(nm, name) == 0) found = (int)i;
+      duckdb_free(nm);
+    }
+  }
+  duckdb_destroy_logical_type(&t);
+  return found;
+}
+
+duckdb_type pb__oa_dtype_duck(pb_dtype d) {
+  switch (d) {
+    case PB_UINT8: return DUCKDB_TYPE_UTINYINT;
+    case PB_UINT16: return DUCKDB_TYPE_USMALLINT;
+    case PB_UINT32: return DUCKDB_TYPE_UINTEGER;
+    case PB_INT16: return DUCKDB_TYPE_SMALLINT;
+    case PB_FLOAT32: return DUCKDB_TYPE_FLOAT;
+    case PB_FLOAT64: return DUCKDB_TYPE_DOUBLE;
+    default: return DUCKDB_TYPE_INVALID;
+  }
+}
+
+const char *pb__oa_dtype_sql(pb_dtype d) {
+  switch (d) {
+    case PB_UINT8: return "UTINYINT";
+    case PB_UINT16: return "USMALLINT";
+    case PB_UINT32: return "UINTEGER";
+    case PB_INT16: return "SMALLINT";
+    case PB_FLOAT32: return "FLOAT";
+    case PB_FLOAT64: return "DOUBLE";
+    default: return "INVALID";
+  }
+}
+
+const char *pb__oa_ome_type(pb_dtype d) {
+  switch (d) {
+    case PB_FLOAT32: return "float";
+    case PB_FLOAT64: return "double";
+    default: return pb_dtype_name(d);
+  }
+}
+
+/* ---- codecs ------------------------------------------------------------------------------- */
+
+int pb__oa_codec_check(const char *name, struct pb_error *err) {
+  if (strcmp(name, "none") == 0 || strcmp(name, "zstd") == 0 || strcmp(name, "lz4") == 0)
+    return PB_OK;
+  return pb_error_set(err, PB_EINVAL, "leaf compression '%s' is not one of none, zstd, lz4",
+                      name);
+}
+
+int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void **out,
+                  size_t *out_n, struct pb_error *err) {
+  *out = NULL;
+  *out_n = 0;
+  if (strcmp(codec, "zstd") == 0) {
+    size_t cap = ZSTD_compressBound(n);
+    void *buf = malloc(cap);
+    if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    size_t r = ZSTD_compress(buf, cap, src, n, level != 0 ? level : 3);
+    if (ZSTD_isError(r)) {
+      free(buf);
+      return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
+    }
+    *out = buf;
+    *out_n = r;
+    return PB_OK;
+  }
+  if (strcmp(codec, "lz4") == 0) {
+    if (n > (size_t)LZ4_MAX_INPUT_SIZE)
+      return pb_error_set(err, PB_EINVAL, "lz4: chunk of %zu bytes is too large", n);
+    int cap = LZ4_compressBound((int)n);
+    unsigned char *buf = malloc((size_t)cap + 4);
+    if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    int r = LZ4_compress_default(src, (char *)buf + 4, (int)n, cap);
+    if (r <= 0) {
+      free(buf);
+      return pb_error_set(err, PB_ECODEC, "lz4: compression failed");
+    }
+    uint32_t sz = (uint32_t)n; /* little-endian prefix, as python-lz4's lz4.block writes */
+    memcpy(buf, &sz, 4);
+    *out = buf;
+    *out_n = (size_t)r + 4;
+    return PB_OK;
+  }
+  void *buf = malloc(n > 0 ? n : 1);
+  if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  memcpy(buf, src, n);
+  *out = buf;
+  *out_n = n;
+  return PB_OK;
+}
+
+static int lz4_frame_decode(const void *src, size_t n, void *dst, size_t dst_n) {
+  LZ4F_dctx *ctx = NULL;
+  if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) return -1;
+  size_t in = n, outn = dst_n;
+  size_t r = LZ4F_decompress(ctx, dst, &outn, src, &in, NULL);
+  LZ4F_freeDecompressionContext(ctx);
+  return (LZ4F_isError(r) || r != 0 || outn != dst_n) ? -1 : 0;
+}
+
+int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
+                  ZSTD_DCtx **zctx, struct pb_error *err) {
+  if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
+    if (n != dst_n)
+      return pb_error_set(err, PB_EFORMAT, "chunk holds %zu bytes, its shape needs %zu", n, dst_n);
+    memcpy(dst, src, n);
+    return PB_OK;
+  }
+  if (strcmp(codec, "zstd") == 0) {
+    size_t r;
+    if (zctx != NULL) {
+      if (*zctx == NULL && (*zctx = ZSTD_createDCtx()) == NULL)
+        return pb_error_set(err, PB_ENOMEM, "out of memory for a zstd context");
+      r = ZSTD_decompressDCtx(*zctx, dst, dst_n, src, n);
+    } else {
+      r = ZSTD_decompress(dst, dst_n, src, n);
+    }
+    if (ZSTD_isError(r))
+      return pb_error_set(err, PB_ECODEC, "zstd cannot decompress the chunk: %s",
+                          ZSTD_getErrorName(r));
+    if (r != dst_n)
+      return pb_error_set(err, PB_ECODEC, "zstd gave %zu bytes, the chunk's shape needs %zu", r,
+                          dst_n);
+    return PB_OK;
+  }
+  if (strcmp(codec, "lz4") == 0) {
+    const unsigned char *s = src;
+    if (dst_n > (size_t)LZ4_MAX_INPUT_SIZE || n > (size_t)INT32_MAX)
+      return pb_error_set(err, PB_ECODEC, "lz4: chunk too large");
+    if (n >= 4 && s[0] == 0x04 && s[1] == 0x22 && s[2] == 0x4D && s[3] == 0x18) {
+      if (lz4_frame_decode(src, n, dst, dst_n) == 0) return PB_OK;
+    }
+    if (n >= 4) {
+      uint32_t sz;
+      memcpy(&sz, s, 4);
+      if (sz == dst_n &&
+          LZ4_decompress_safe((const char *)s + 4, dst, (int)(n - 4), (int)dst_n) == (int)dst_n)
+        return PB_OK;
+    }
+    if (LZ4_decompress_safe(src, dst, (int)n, (int)dst_n) == (int)dst_n) return PB_OK;
+    return pb_error_set(err, PB_ECODEC,
+                        "lz4 cannot decompress the chunk to %zu bytes (tried size-prefixed "
+                        "block, bare block and frame)",
+                        dst_n);
+  }
+  return pb_error_set(err, PB_EUNSUPPORTED, "unknown leaf compression '%s'", codec);
+}
+
+/* ---- spool -------------------------------------------------------------------------------- */
+
+int pb__oa_spool_open(pb__oa_spool *s, const char *near_path, struct pb_error *err) {
+  char tmp[4096];
+  pb__temp_sibling(near_path, tmp, sizeof tmp);
+  snprintf(s->path, sizeof s->path, "%s.spool", tmp);
+  s->size = 0;
+  s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (s->fd < 0)
+    return pb_error_set(err, -errno, "%s: cannot create: %s", s->path, strerror(errno));
+  return PB_OK;
+}
+
+int pb__oa_spool_write(pb__oa_spool *s, const void *p, size_t n, int64_t *off,
+                       struct pb_error *err) {
+  *off = s->size;
+  const char *c = p;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = pwrite(s->fd, c + done, n - done, (off_t)(s->size + (int64_t)done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      return pb_error_set(err, PB_EIO, "%s: write failed: %s", s->path, strerror(errno));
+    done += (size_t)w;
+  }
+  s->size += (int64_t)n;
+  return PB_OK;
+}
+
+int pb__oa_spool_read(pb__oa_spool *s, int64_t off, void *p, size_t n) {
+  char *c = p;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = pread(s->fd, c + done, n - done, (off_t)(off + (int64_t)done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return PB_EIO;
+    done += (size_t)r;
+  }
+  return PB_OK;
+}
+
+void pb__oa_spool_close(pb__oa_spool *s) {
+  if (s->fd >= 0) {
+    close(s->fd);
+    unlink(s->path);
+  }
+  s->fd = -1;
+}
+
+size_t pb__oa_lru_oldest(const uint64_t *first, size_t n, size_t stride) {
+  const unsigned char *base = (const unsigned char *)first;
+  size_t old = 0;
+  uint64_t lo = *first;
+  for (size_t k = 1; k < n; k++) {
+    uint64_t u;
+    memcpy(&u, base + k * stride, sizeof u);
+    if (u < lo) {
+      lo = u;
+      old = k;
+    }
+  }
+  return old;
+}

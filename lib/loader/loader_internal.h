@@ -1,0 +1,40 @@
+/* The loader's hot kernels: pixel conversion, half-precision packing, the rotation warp.
+ * Internal. */
+#ifndef PB_LOADER_INTERNAL_H
+#define PB_LOADER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/bf16.h"
+#include "pipebench/loader.h"
+
+/** dst[i] = (float)src[i] * a + b for n native pixels of type dt. */
+void pb__convert_affine_f32(const void *src, pb_dtype dt, float *dst, size_t n, float a, float b);
+/** The same, written to out (float32, float16 or bfloat16 bits). */
+void pb__convert_affine(const void *src, pb_dtype dt, void *dst, pb_out_dtype out, size_t n,
+                        float a, float b);
+/** Packs n floats into binary16 / bfloat16 bits, rounding to nearest even. */
+void pb__pack_f16(const float *src, uint16_t *dst, size_t n);
+void pb__pack_bf16(const float *src, uint16_t *dst, size_t n);
+uint16_t pb__f32_to_f16(float f);
+/** Exact widening back to float (used by tests and the Python reference). */
+float pb__f16_to_f32(uint16_t h);
+float pb__bf16_to_f32(uint16_t h);
+
+/** One output pixel of a warp: the top-left source sample in a padded plane (-1: outside,
+ * the output is the fill value) and its bilinear fractions. */
+typedef struct pb__warp_entry {
+  int32_t idx;
+  float fx, fy;
+} pb__warp_entry;
+
+/** Plans a horizontal flip (when flip) followed by a rotation by angle_deg about the plane's
+ * centre, for h x w planes read from a (h + 2) x (w + 2) padded copy whose 1-pixel border
+ * holds the fill value. table has h * w entries. */
+void pb__warp_plan(pb__warp_entry *table, int64_t h, int64_t w, double angle_deg, int flip);
+/** Applies a plan: dst (h x w) from the padded source. */
+void pb__warp_apply(const pb__warp_entry *table, int64_t h, int64_t w, const float *padded,
+                    float fill, float *dst);
+
+#endif

@@ -1,0 +1,789 @@
+/* pipebench revs: each task in a detached worktree of its revision, built once, run in
+ * interleaved rounds; one record per task with git info, per-repeat samples and medians. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "tools/peer.h"
+#include "revs/revs_internal.h"
+#include "formats/format_internal.h"
+#include "pipebench/results.h"
+
+#define GIT_TIMEOUT_S 600.0
+#define MAX_METRICS 64
+
+/* Groups of the output's "metrics" object. */
+enum { G_TOTAL, G_EPOCH, G_DATA, G_FINAL, G_SETTINGS, G_COUNT };
+static const char *const group_names[G_COUNT] = {"total_training", "epoch_breakdown",
+                                                 "dataset_info", "final_metrics", "settings"};
+
+/* Names a metrics JSON may use (pipebench train's, the output's own) and where they go. */
+static const struct {
+  const char *src, *name;
+  int group;
+} known[] = {
+    {"total_time_s", "training_seconds", G_TOTAL},
+    {"training_seconds", "training_seconds", G_TOTAL},
+    {"elapsed_seconds", "training_seconds", G_TOTAL},
+    {"peak_rss_mb", "reported_peak_memory_mb", G_TOTAL},
+    {"peak_memory_mb", "reported_peak_memory_mb", G_TOTAL},
+    {"gpu_peak_memory_mb", "gpu_peak_memory_mb", G_TOTAL},
+    {"peak_gpu_memory_mb", "gpu_peak_memory_mb", G_TOTAL},
+    {"engine_memory_mb", "engine_memory_mb", G_TOTAL},
+    {"first_epoch_time_s", "first_epoch_seconds", G_EPOCH},
+    {"first_epoch_seconds", "first_epoch_seconds", G_EPOCH},
+    {"first_batch_data_s", "first_batch_data_seconds", G_EPOCH},
+    {"first_batch_data_seconds", "first_batch_data_seconds", G_EPOCH},
+    {"first_batch_compute_s", "first_batch_forward_seconds", G_EPOCH},
+    {"first_batch_forward_seconds", "first_batch_forward_seconds", G_EPOCH},
+    {"data_time_s", "data_seconds", G_EPOCH},
+    {"compute_time_s", "compute_seconds", G_EPOCH},
+    {"data_wait_fraction", "data_wait_fraction", G_EPOCH},
+    {"images", "num_samples", G_DATA},
+    {"num_samples", "num_samples", G_DATA},
+    {"batch_size", "batch_size", G_DATA},
+    {"epochs", "epochs", G_DATA},
+    {"steps", "steps", G_DATA},
+    {"throughput_ips", "throughput_samples_per_second", G_DATA},
+    {"throughput_samples_per_second", "throughput_samples_per_second", G_DATA},
+    {"samples_per_second", "throughput_samples_per_second", G_DATA},
+    {"final_loss", "final_loss", G_FINAL},
+    {"first_loss", "first_loss", G_FINAL},
+    {"lr", "lr", G_SETTINGS},
+    {"threads", "threads", G_SETTINGS},
+    {"seed", "seed", G_SETTINGS},
+    {"gflops_per_image_forward", "gflops_per_image_forward", G_SETTINGS},
+};
+
+/* pipebench presets an experiment may name when the revision has no configs/NAME. */
+static const struct {
+  const char *name, *options;
+} presets[] = {
+    {"default", ""},
+    {"smoke", "num-images=64"},
+    {"embed", "model=embed num-images=256"},
+    {"embed-mse", "model=embed loss=mse num-images=256"},
+};
+
+typedef struct series {
+  char name[64];
+  int group;
+  double *v;
+  size_t n, cap;
+} series;
+
+/* A checked-out revision, shared by the tasks that use the same commit. */
+typedef struct worktree {
+  char commit[48];
+  char path[4096];
+  int added, built, build_failed;
+  double build_s;
+  char build_error[1024];
+} worktree;
+
+typedef struct task_state {
+  pb_revs_task *t;
+  char commit[48], commit_date[64], timestamp[32];
+  int wt;          /* index into the worktree list, -1 before */
+  int ready;       /* checked out and built: may run */
+  int failed;
+  int runs_done;
+  char error[1024];
+  series m[MAX_METRICS];
+  int nm;
+} task_state;
+
+typedef struct revs_ctx {
+  const pb_revs_params *p;
+  char tmp[4096];
+  char top[4096];
+  worktree *wts;
+  size_t nwt;
+  task_state *ts;
+  size_t nts;
+  long step, total_steps;
+} revs_ctx;
+
+static void report(revs_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(revs_ctx *c, const char *fmt, ...) {
+  if (c->p->report == NULL) return;
+  char line[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  c->p->report(c->p->report_ctx, line);
+}
+
+static void progress(revs_ctx *c, const char *what) {
+  if (c->p->progress != NULL) c->p->progress(c->p->progress_ctx, what, c->step, c->total_steps);
+}
+
+static int canceled(const revs_ctx *c) { return c->p->cancel != NULL && *c->p->cancel != 0; }
+
+static int add_value(task_state *s, const char *name, int group, double v) {
+  if (!isfinite(v)) return PB_OK;
+  int k = 0;
+  while (k < s->nm && strcmp(s->m[k].name, name) != 0) k++;
+  if (k == s->nm) {
+    if (s->nm == MAX_METRICS) return PB_OK; /* more than anyone will compare; drop the rest */
+    snprintf(s->m[k].name, sizeof s->m[k].name, "%s", name);
+    s->m[k].group = group;
+    s->nm++;
+  }
+  series *m = &s->m[k];
+  if (m->n == m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 8;
+    double *nv = realloc(m->v, cap * sizeof *nv);
+    if (nv == NULL) return PB_ENOMEM;
+    m->v = nv;
+    m->cap = cap;
+  }
+  m->v[m->n++] = v;
+  return PB_OK;
+}
+
+static void add_known(task_state *s, const char *key, int dflt_group, double v) {
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (strcmp(known[i].src, key) == 0) {
+      add_value(s, known[i].name, known[i].group, v);
+      return;
+    }
+  add_value(s, key, dflt_group, v);
+}
+
+/* Takes the numbers of a task's metrics JSON: top-level ones and those inside the output's own
+ * groups (so a task may write either pipebench train's flat names or the nested shape). */
+static void take_metrics(task_state *s, const cJSON *root) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, root) {
+    if (cJSON_IsNumber(it)) {
+      add_known(s, it->string, G_FINAL, it->valuedouble);
+    } else if (cJSON_IsObject(it) && it->string != NULL) {
+      int g = -1;
+      for (int k = 0; k < G_COUNT; k++)
+        if (strcmp(it->string, group_names[k]) == 0) g = k;
+      if (strcmp(it->string, "metrics") == 0) {
+        take_metrics(s, it);
+        continue;
+      }
+      if (g < 0) continue;
+      const cJSON *sub;
+      cJSON_ArrayForEach(sub, it) if (cJSON_IsNumber(sub)) add_known(s, sub->string, g, sub->valuedouble);
+    }
+  }
+}
+
+/* ---- git ------------------------------------------------------------------------------- */
+
+/* Runs git with args in the top folder; its stdout (trimmed) into out. */
+static int git(revs_ctx *c, char *out, size_t out_size, struct pb_error *err, ...) {
+  char *argv[16];
+  int n = 0;
+  argv[n++] = "git";
+  argv[n++] = "-C";
+  argv[n++] = c->top[0] ? c->top : ".";
+  va_list ap;
+  va_start(ap, err);
+  const char *a;
+  while (n < 15 && (a = va_arg(ap, const char *)) != NULL) argv[n++] = (char *)a;
+  va_end(ap);
+  argv[n] = NULL;
+  char op[4200], ep[4200];
+  snprintf(op, sizeof op, "%s/git.out", c->tmp);
+  snprintf(ep, sizeof ep, "%s/git.err", c->tmp);
+  /* cleanup runs after a cancel too, so git is never handed the cancel flag */
+  int rc = pb__revs_exec(argv, NULL, NULL, GIT_TIMEOUT_S, op, ep, NULL, NULL, err);
+  if (out != NULL && out_size > 0) {
+    out[0] = '\0';
+    FILE *f = fopen(op, "rb");
+    if (f != NULL) {
+      size_t got = fread(out, 1, out_size - 1, f);
+      out[got] = '\0';
+      fclose(f);
+      while (got > 0 && (out[got - 1] == '\n' || out[got - 1] == '\r' || out[got - 1] == ' '))
+        out[--got] = '\0';
+    }
+  }
+  if (rc != PB_OK) pb_error_prefix(err, "git %s: ", argv[3]);
+  return rc;
+}
+
+static void remove_worktrees(revs_ctx *c) {
+  for (size_t i = 0; i < c->nwt; i++) {
+    if (!c->wts[i].added) continue;
+    git(c, NULL, 0, NULL, "worktree", "remove", "--force", c->wts[i].path, (char *)NULL);
+    c->wts[i].added = 0;
+  }
+  if (c->top[0]) git(c, NULL, 0, NULL, "worktree", "prune", (char *)NULL);
+}
+
+static void remove_tmp(revs_ctx *c) {
+  if (c->tmp[0] == '\0') return;
+  char *argv[] = {"rm", "-rf", c->tmp, NULL};
+  pb__revs_exec(argv, NULL, NULL, 600.0, NULL, NULL, NULL, NULL, NULL);
+  c->tmp[0] = '\0';
+}
+
+/* ---- preparing a task: revision, worktree, build ----------------------------------------- */
+
+typedef struct argv_list {
+  char **v;
+  size_t n, cap;
+} argv_list;
+static void argv_free(argv_list *a);
+static int push_options(argv_list *a, const char *text, struct pb_error *err);
+static int experiment_options(const worktree *w, const char *exp, argv_list *a,
+                              struct pb_error *err);
+
+static int is_pipebench_tree(const char *dir) {
+  char p[4200];
+  snprintf(p, sizeof p, "%s/include/pipebench/core.h", dir);
+  return access(p, F_OK) == 0;
+}
+
+static int build(revs_ctx *c, worktree *w, const pb_revs_task *t, struct pb_error *err) {
+  const char *cmd = c->p->build_cmd;
+  if (cmd == NULL) {
+    if (t->kind == PB_REVS_COMMAND || c->p->binary != NULL) return PB_OK;
+    if (!is_pipebench_tree(w->path))
+      return pb_error_set(err, PB_EINVAL,
+                          "revision %.12s is not pipebench's repository, so there is no default "
+                          "build: give --build-cmd and --binary, or use a command task file",
+                          w->commit);
+    cmd = "cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "
+          "-DPB_DUCKDB_DIR=\"$PB_REVS_REPO/third_party/duckdb\" >/dev/null && "
+          "cmake --build build -j \"$(nproc)\" --target pipebench_cli";
+  }
+  char log[4200], env_repo[4200], env_commit[100];
+  snprintf(log, sizeof log, "%s/build-%.12s.log", c->tmp, w->commit);
+  snprintf(env_repo, sizeof env_repo, "PB_REVS_REPO=%s", c->top);
+  snprintf(env_commit, sizeof env_commit, "PB_REVS_COMMIT=%s", w->commit);
+  char *env[] = {env_repo, env_commit, NULL};
+  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+  pb__revs_child res;
+  int rc = pb__revs_exec(argv, w->path, env, c->p->timeout_s, log, log, c->p->cancel, &res, err);
+  w->build_s = res.wall_s;
+  if (rc != PB_OK && rc != PB_ECANCELED) pb_error_prefix(err, "build failed (%s): ", cmd);
+  return rc;
+}
+
+static int prepare(revs_ctx *c, task_state *s, struct pb_error *err) {
+  const pb_revs_task *t = s->t;
+  if (t->branch[0] == '-')
+    return pb_error_set(err, PB_EINVAL, "branch '%s' is not a revision name", t->branch);
+  char spec[600];
+  snprintf(spec, sizeof spec, "%s^{commit}", t->branch);
+  struct pb_error gerr = {{0}};
+  if (git(c, s->commit, sizeof s->commit, &gerr, "rev-parse", "--verify", "--quiet", spec,
+          (char *)NULL) != PB_OK || s->commit[0] == '\0')
+    return pb_error_set(err, PB_ENOTFOUND, "branch or commit '%s' not found in %s", t->branch,
+                        c->top);
+  char info[200];
+  if (git(c, info, sizeof info, err, "log", "-1", "--format=%H %cI", s->commit, (char *)NULL) ==
+      PB_OK) {
+    const char *sp = strchr(info, ' ');
+    if (sp != NULL) snprintf(s->commit_date, sizeof s->commit_date, "%s", sp + 1);
+  }
+  size_t k = 0;
+  while (k < c->nwt && strcmp(c->wts[k].commit, s->commit) != 0) k++;
+  worktree *w = &c->wts[k];
+  s->wt = (int)k;
+  if (k == c->nwt) {
+    c->nwt++;
+    memset(w, 0, sizeof *w);
+    snprintf(w->commit, sizeof w->commit, "%s", s->commit);
+    snprintf(w->path, sizeof w->path, "%s/wt-%zu-%.12s", c->tmp, k, s->commit);
+    int rc = git(c, NULL, 0, err, "worktree", "add", "--detach", w->path, s->commit,
+                 (char *)NULL);
+    if (rc != PB_OK) {
+      c->nwt--;
+      s->wt = -1;
+      return rc;
+    }
+    w->added = 1;
+  }
+  if (t->kind != PB_REVS_COMMAND) {
+    /* settings errors show before any build or run */
+    if (strcmp(t->trainer, "ddp") == 0)
+      return pb_error_set(err, PB_EUNSUPPORTED,
+                          "trainer ddp: pipebench %s runs one process; use cpu or gpu, or a "
+                          "command task for a multi-process trainer",
+                          t->kind == PB_REVS_TRAIN ? "train" : "infer");
+    argv_list probe = {NULL, 0, 0};
+    int rc = experiment_options(w, t->experiment, &probe, err);
+    argv_free(&probe);
+    PB_RETURN_NOT_OK(rc);
+  }
+  if (w->build_failed) return pb_error_set(err, PB_ECHILD, "%s", w->build_error);
+  if (!w->built) {
+    int rc = build(c, w, t, err);
+    if (rc == PB_ECANCELED) return rc;
+    if (rc != PB_OK) {
+      w->build_failed = 1;
+      snprintf(w->build_error, sizeof w->build_error, "%s", err ? err->message : "build failed");
+      return rc;
+    }
+    /* a command task needs no build; a train task on the same commit may still */
+    w->built = c->p->build_cmd != NULL || t->kind != PB_REVS_COMMAND;
+  }
+  return PB_OK;
+}
+
+/* ---- running a task once ---------------------------------------------------------------- */
+
+static int argv_push(argv_list *a, const char *s) {
+  if (a->n + 2 > a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 32;
+    char **nv = realloc(a->v, cap * sizeof *nv);
+    if (nv == NULL) return PB_ENOMEM;
+    a->v = nv;
+    a->cap = cap;
+  }
+  a->v[a->n] = strdup(s);
+  if (a->v[a->n] == NULL) return PB_ENOMEM;
+  a->n++;
+  a->v[a->n] = NULL;
+  return PB_OK;
+}
+
+static void argv_free(argv_list *a) {
+  for (size_t i = 0; i < a->n; i++) free(a->v[i]);
+  free(a->v);
+  memset(a, 0, sizeof *a);
+}
+
+/* key=value items as "--key value" options. */
+static int push_options(argv_list *a, const char *text, struct pb_error *err) {
+  char **items;
+  size_t n;
+  PB_RETURN_NOT_OK(pb__revs_split_overrides(text, &items, &n, err));
+  int rc = PB_OK;
+  for (size_t i = 0; i < n && rc == PB_OK; i++) {
+    char *eq = strchr(items[i], '=');
+    *eq = '\0';
+    char opt[300];
+    snprintf(opt, sizeof opt, "--%s", items[i]);
+    rc = argv_push(a, opt);
+    if (rc == PB_OK) rc = argv_push(a, eq + 1);
+  }
+  pb__revs_free_strings(items, n);
+  return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
+}
+
+/* The experiment's options: the revision's configs/NAME[.conf|.txt] (key=value lines, '#'
+ * comments), else a preset. */
+static int experiment_options(const worktree *w, const char *exp, argv_list *a,
+                              struct pb_error *err) {
+  static const char *const ext[] = {"", ".conf", ".txt"};
+  if (strchr(exp, '/') == NULL && strcmp(exp, ".") != 0 && strcmp(exp, "..") != 0) {
+    for (int i = 0; i < 3; i++) {
+      char path[4400];
+      snprintf(path, sizeof path, "%s/configs/%s%s", w->path, exp, ext[i]);
+      struct stat st;
+      if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      void *data;
+      size_t size;
+      PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
+      char *text = malloc(size + 1);
+      if (text == NULL) {
+        pb_free(data, size);
+        return pb_error_set(err, PB_ENOMEM, "out of memory");
+      }
+      /* drop comments line by line */
+      size_t k = 0;
+      int comment = 0, bol = 1;
+      for (size_t j = 0; j < size; j++) {
+        char ch = ((char *)data)[j];
+        if (bol && ch == '#') comment = 1;
+        bol = ch == '\n';
+        if (ch == '\n') comment = 0;
+        if (!comment) text[k++] = ch;
+      }
+      text[k] = '\0';
+      pb_free(data, size);
+      int rc = push_options(a, text, err);
+      free(text);
+      if (rc != PB_OK) pb_error_prefix(err, "configs/%s%s: ", exp, ext[i]);
+      return rc;
+    }
+  }
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    if (strcmp(presets[i].name, exp) == 0) return push_options(a, presets[i].options, err);
+  return pb_error_set(err, PB_ENOTFOUND,
+                      "experiment '%s': no configs/%s (or .conf, .txt) in revision %.12s and no "
+                      "pipebench preset of that name (presets: default, smoke, embed, embed-mse)",
+                      exp, exp, w->commit);
+}
+
+static int resolve_binary(revs_ctx *c, const worktree *w, char *out, size_t size) {
+  const char *b = c->p->binary ? c->p->binary : "build/pipebench";
+  if (b[0] == '/') snprintf(out, size, "%s", b);
+  else snprintf(out, size, "%s/%s", w->path, b);
+  return access(out, X_OK) == 0;
+}
+
+static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err) {
+  const pb_revs_task *t = s->t;
+  const worktree *w = &c->wts[s->wt];
+  size_t idx = (size_t)(s - c->ts);
+  char log[4200], metrics[4400];
+  snprintf(log, sizeof log, "%s/task-%zu-run-%d.log", c->tmp, idx + 1, repeat + 1);
+  argv_list a = {NULL, 0, 0};
+  int rc = PB_OK;
+  char *env[16];
+  int ne = 0;
+  char e_branch[700], e_exp[700], e_rep[64], e_commit[100], e_metrics[4500], e_wt[4200];
+  argv_list over = {NULL, 0, 0}; /* command tasks: overrides as environment entries */
+  if (t->kind == PB_REVS_COMMAND) {
+    if (t->metrics[0] == '/') snprintf(metrics, sizeof metrics, "%s", t->metrics);
+    else snprintf(metrics, sizeof metrics, "%s/%s", w->path, t->metrics);
+    rc = argv_push(&a, "/bin/sh");
+    if (rc == PB_OK) rc = argv_push(&a, "-c");
+    if (rc == PB_OK) rc = argv_push(&a, t->command);
+    char **items = NULL;
+    size_t n = 0;
+    if (rc == PB_OK) rc = pb__revs_split_overrides(t->overrides, &items, &n, err);
+    for (size_t i = 0; rc == PB_OK && i < n && i < 8; i++) rc = argv_push(&over, items[i]);
+    pb__revs_free_strings(items, n);
+  } else {
+    snprintf(metrics, sizeof metrics, "%s/task-%zu-run-%d.json", c->tmp, idx + 1, repeat + 1);
+    char bin[4400];
+    if (!resolve_binary(c, w, bin, sizeof bin)) {
+      return pb_error_set(err, PB_ENOTFOUND, "no pipebench binary at %s after the build%s", bin,
+                          c->p->binary ? "" : " (give --binary when the build puts it elsewhere)");
+    }
+    if (strcmp(t->trainer, "ddp") == 0)
+      return pb_error_set(err, PB_EUNSUPPORTED,
+                          "trainer ddp: pipebench %s runs one process; use cpu or gpu, or a "
+                          "command task for a multi-process trainer",
+                          t->kind == PB_REVS_TRAIN ? "train" : "infer");
+    const char *device = strcmp(t->trainer, "gpu") == 0 ? "cuda" : "cpu";
+    char num[32];
+    rc = argv_push(&a, bin);
+    if (t->kind == PB_REVS_TRAIN) {
+      if (rc == PB_OK) rc = argv_push(&a, "train");
+      snprintf(num, sizeof num, "%ld", t->max_epochs);
+      if (rc == PB_OK) rc = argv_push(&a, "--epochs");
+      if (rc == PB_OK) rc = argv_push(&a, num);
+      snprintf(num, sizeof num, "%ld", t->batch_size);
+      if (rc == PB_OK) rc = argv_push(&a, "--batch-size");
+      if (rc == PB_OK) rc = argv_push(&a, num);
+      if (rc == PB_OK) rc = argv_push(&a, "--metrics-out");
+      if (rc == PB_OK) rc = argv_push(&a, metrics);
+    } else {
+      char outdir[4400];
+      snprintf(outdir, sizeof outdir, "%s/infer-%zu-%d", c->tmp, idx + 1, repeat + 1);
+      metrics[0] = '\0'; /* pipebench infer writes a CSV; only the run itself is measured */
+      if (rc == PB_OK) rc = argv_push(&a, "infer");
+      snprintf(num, sizeof num, "%ld", t->batch_size);
+      if (rc == PB_OK) rc = argv_push(&a, "--batch-sizes");
+      if (rc == PB_OK) rc = argv_push(&a, num);
+      if (rc == PB_OK) rc = argv_push(&a, "--output-dir");
+      if (rc == PB_OK) rc = argv_push(&a, outdir);
+      if (rc == PB_OK && t->data_path[0] != '\0') rc = argv_push(&a, "--data-source");
+      if (rc == PB_OK && t->data_path[0] != '\0') rc = argv_push(&a, t->data_path);
+    }
+    if (rc == PB_OK) rc = argv_push(&a, "--device");
+    if (rc == PB_OK) rc = argv_push(&a, device);
+    if (rc == PB_OK) rc = experiment_options(w, t->experiment, &a, err);
+    if (rc == PB_OK) rc = push_options(&a, t->overrides, err);
+  }
+  if (rc != PB_OK) {
+    argv_free(&a);
+    argv_free(&over);
+    return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
+  }
+  snprintf(e_branch, sizeof e_branch, "PB_REVS_BRANCH=%s", t->branch);
+  snprintf(e_exp, sizeof e_exp, "PB_REVS_EXPERIMENT=%s", t->experiment);
+  snprintf(e_rep, sizeof e_rep, "PB_REVS_REPEAT=%d", repeat + 1);
+  snprintf(e_commit, sizeof e_commit, "PB_REVS_COMMIT=%s", s->commit);
+  snprintf(e_metrics, sizeof e_metrics, "PB_REVS_METRICS=%s", metrics);
+  snprintf(e_wt, sizeof e_wt, "PB_REVS_WORKTREE=%s", w->path);
+  env[ne++] = e_branch;
+  env[ne++] = e_exp;
+  env[ne++] = e_rep;
+  env[ne++] = e_commit;
+  env[ne++] = e_metrics;
+  env[ne++] = e_wt;
+  for (size_t i = 0; i < over.n; i++) env[ne++] = over.v[i];
+  env[ne] = NULL;
+  if (metrics[0] != '\0') unlink(metrics); /* a stale file must not pass for this run's */
+  pb__revs_child res;
+  rc = pb__revs_exec(a.v, w->path, env, c->p->timeout_s, log, log, c->p->cancel, &res, err);
+  argv_free(&a);
+  argv_free(&over);
+  if (rc != PB_OK) return rc;
+  add_value(s, "elapsed_seconds", G_TOTAL, res.wall_s);
+  add_value(s, "peak_memory_mb", G_TOTAL, res.maxrss_mb);
+  if (metrics[0] != '\0') {
+    if (access(metrics, F_OK) != 0)
+      return pb_error_set(err, PB_ENOTFOUND, "the task exited 0 but wrote no metrics file %s",
+                          t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
+    cJSON *root = pb__load_json(metrics, err);
+    if (root == NULL) return PB_EFORMAT;
+    if (!cJSON_IsObject(root)) {
+      cJSON_Delete(root);
+      return pb_error_set(err, PB_EFORMAT, "%s: the metrics file must hold a JSON object",
+                          t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
+    }
+    take_metrics(s, root);
+    cJSON_Delete(root);
+  }
+  return PB_OK;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(const series *m) {
+  if (m->n == 0) return NAN;
+  double *tmp = malloc(m->n * sizeof *tmp);
+  if (tmp == NULL) return NAN;
+  memcpy(tmp, m->v, m->n * sizeof *tmp);
+  qsort(tmp, m->n, sizeof *tmp, cmp_double);
+  double r = m->n % 2 ? tmp[m->n / 2] : 0.5 * (tmp[m->n / 2 - 1] + tmp[m->n / 2]);
+  free(tmp);
+  return r;
+}
+
+static cJSON *str_or_null(const char *s) {
+  return s != NULL && s[0] != '\0' ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static cJSON *task_json(const revs_ctx *c, const task_state *s, const pb_env *env) {
+  const pb_revs_task *t = s->t;
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "branch", t->branch);
+  cJSON_AddStringToObject(r, "experiment", t->experiment);
+  cJSON_AddItemToObject(r, "timestamp", str_or_null(s->timestamp));
+  int success = !s->failed && s->runs_done == c->p->repeats;
+  cJSON_AddBoolToObject(r, "success", success);
+  cJSON_AddItemToObject(r, "error", success ? cJSON_CreateNull() : str_or_null(s->error[0] ? s->error : "not run (an earlier task failed)"));
+  cJSON *g = cJSON_AddObjectToObject(r, "git_info");
+  cJSON_AddStringToObject(g, "branch", t->branch);
+  cJSON_AddItemToObject(g, "commit_hash", str_or_null(s->commit));
+  cJSON_AddItemToObject(g, "commit_date", str_or_null(s->commit_date));
+  cJSON *task = cJSON_AddObjectToObject(r, "task");
+  static const char *const kinds[] = {"train", "infer", "command"};
+  cJSON_AddStringToObject(task, "kind", kinds[t->kind]);
+  cJSON_AddNumberToObject(task, "line", t->line);
+  if (t->trainer) cJSON_AddStringToObject(task, "trainer", t->trainer);
+  if (t->max_epochs) cJSON_AddNumberToObject(task, "max_epochs", (double)t->max_epochs);
+  if (t->batch_size) cJSON_AddNumberToObject(task, "batch_size", (double)t->batch_size);
+  if (t->checkpoint_path) cJSON_AddStringToObject(task, "checkpoint_path", t->checkpoint_path);
+  if (t->data_path) cJSON_AddStringToObject(task, "data_path", t->data_path);
+  if (t->command) cJSON_AddStringToObject(task, "command", t->command);
+  if (t->metrics) cJSON_AddStringToObject(task, "metrics", t->metrics);
+  if (t->overrides) cJSON_AddStringToObject(task, "overrides", t->overrides);
+  cJSON_AddNumberToObject(r, "repeats", c->p->repeats);
+  cJSON_AddNumberToObject(r, "repeats_done", s->runs_done);
+  if (s->wt >= 0 && c->wts[s->wt].build_s > 0)
+    cJSON_AddNumberToObject(r, "build_seconds", c->wts[s->wt].build_s);
+  else
+    cJSON_AddNullToObject(r, "build_seconds");
+  cJSON *m = cJSON_AddObjectToObject(r, "metrics");
+  cJSON *grp[G_COUNT];
+  for (int k = 0; k < G_COUNT; k++) grp[k] = cJSON_AddObjectToObject(m, group_names[k]);
+  int have_gpu = 0;
+  for (int k = 0; k < s->nm; k++) {
+    cJSON_AddNumberToObject(grp[s->m[k].group], s->m[k].name, median_of(&s->m[k]));
+    have_gpu |= strcmp(s->m[k].name, "gpu_peak_memory_mb") == 0;
+  }
+  if (!have_gpu) {
+    cJSON_AddNullToObject(grp[G_TOTAL], "gpu_peak_memory_mb");
+    cJSON_AddStringToObject(grp[G_TOTAL], "gpu_memory",
+                            "not available (the task reported no GPU memory)");
+  }
+  cJSON_AddStringToObject(m, "summary", "median over the repeats; per-repeat values in samples");
+  cJSON *smp = cJSON_AddObjectToObject(r, "samples");
+  for (int k = 0; k < s->nm; k++)
+    cJSON_AddItemToObject(smp, s->m[k].name, cJSON_CreateDoubleArray(s->m[k].v, (int)s->m[k].n));
+  cJSON *h = cJSON_AddObjectToObject(r, "host");
+  cJSON_AddStringToObject(h, "hostname", env->hostname);
+  cJSON_AddStringToObject(h, "cpu_model", env->cpu_model);
+  cJSON_AddNumberToObject(h, "cpu_cores", env->cpu_cores);
+  cJSON_AddNumberToObject(h, "memory_bytes", (double)env->memory_bytes);
+  cJSON_AddStringToObject(h, "gpu", env->gpu);
+  cJSON_AddStringToObject(h, "pipebench_version", env->pipebench_version);
+  cJSON_AddStringToObject(h, "pipebench_commit", env->git_commit);
+  return r;
+}
+
+static int write_output(revs_ctx *c, struct pb_error *err) {
+  pb_env env;
+  memset(&env, 0, sizeof env);
+  pb_env_collect(&env, NULL);
+  cJSON *arr = cJSON_CreateArray();
+  if (arr == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (size_t i = 0; i < c->nts; i++) cJSON_AddItemToArray(arr, task_json(c, &c->ts[i], &env));
+  char *text = cJSON_Print(arr);
+  cJSON_Delete(arr);
+  if (text == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  int rc = pb_write_file_atomic(c->p->output, text, strlen(text), err);
+  free(text);
+  return rc;
+}
+
+/* ---- the whole run ----------------------------------------------------------------------- */
+
+static void fail_task(revs_ctx *c, task_state *s, const struct pb_error *e) {
+  s->failed = 1;
+  s->ready = 0;
+  snprintf(s->error, sizeof s->error, "%s", e->message);
+  report(c, "task %zu (%s, %s, line %d) failed: %s", (size_t)(s - c->ts) + 1, s->t->branch,
+         s->t->experiment, s->t->line, s->error);
+}
+
+static int make_tmp(revs_ctx *c, struct pb_error *err) {
+  const char *base = c->p->tmp_dir;
+  if (base == NULL || base[0] == '\0') base = getenv("TMPDIR");
+  if (base == NULL || base[0] == '\0') base = "/tmp";
+  char tmpl[4096];
+  snprintf(tmpl, sizeof tmpl, "%s/pipebench-revs-XXXXXX", base);
+  if (mkdtemp(tmpl) == NULL)
+    return pb_error_set(err, -errno, "cannot create a folder in %s: %s", base, strerror(errno));
+  /* worktree paths are absolute, so the folder is too */
+  if (realpath(tmpl, c->tmp) == NULL) snprintf(c->tmp, sizeof c->tmp, "%s", tmpl);
+  return PB_OK;
+}
+
+int pb_revs_run(const pb_revs_params *p, int *n_failed, struct pb_error *err) {
+  if (n_failed) *n_failed = 0;
+  if (p == NULL || p->config == NULL || p->output == NULL)
+    return pb_error_set(err, PB_EINVAL, "pb_revs_run: config and output are needed");
+  if (p->repeats < 1 || !(p->timeout_s > 0))
+    return pb_error_set(err, PB_EINVAL, "repeats must be >= 1 and the timeout positive");
+  pb_revs_task *tasks = NULL;
+  size_t nt = 0;
+  PB_RETURN_NOT_OK(pb_revs_tasks_read(p->config, &tasks, &nt, err));
+  revs_ctx c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.ts = calloc(nt, sizeof *c.ts);
+  c.wts = calloc(nt, sizeof *c.wts);
+  if (c.ts == NULL || c.wts == NULL) {
+    free(c.ts);
+    free(c.wts);
+    pb_revs_tasks_free(tasks, nt);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  c.nts = nt;
+  for (size_t i = 0; i < nt; i++) {
+    c.ts[i].t = &tasks[i];
+    c.ts[i].wt = -1;
+  }
+  c.total_steps = (long)nt * (long)(p->repeats + 1);
+  int rc = make_tmp(&c, err);
+  if (rc == PB_OK) {
+    char here[4096];
+    const char *repo = p->repo;
+    if (repo == NULL) repo = getcwd(here, sizeof here) ? here : ".";
+    snprintf(c.top, sizeof c.top, "%s", repo);
+    struct pb_error gerr = {{0}};
+    char top[4096];
+    if (git(&c, top, sizeof top, &gerr, "rev-parse", "--show-toplevel", (char *)NULL) != PB_OK ||
+        top[0] == '\0') {
+      rc = pb_error_set(err, PB_ENOTFOUND, "%s is not inside a git repository (%s)", repo,
+                        gerr.message);
+      c.top[0] = '\0';
+    } else {
+      snprintf(c.top, sizeof c.top, "%s", top);
+    }
+  }
+  int first_error = PB_OK;
+  struct pb_error terr;
+  /* Check out and build every task's revision first, so the timed rounds can interleave. */
+  for (size_t i = 0; rc == PB_OK && i < nt && first_error == PB_OK; i++) {
+    task_state *s = &c.ts[i];
+    char what[300];
+    snprintf(what, sizeof what, "preparing %s (%s)", s->t->branch, s->t->experiment);
+    progress(&c, what);
+    pb_utc_iso8601(s->timestamp, sizeof s->timestamp);
+    memset(&terr, 0, sizeof terr);
+    int r = canceled(&c) ? PB_ECANCELED : prepare(&c, s, &terr);
+    c.step++;
+    if (r == PB_ECANCELED) {
+      rc = r;
+      break;
+    }
+    if (r != PB_OK) {
+      fail_task(&c, s, &terr);
+      if (!p->skip_failed) {
+        first_error = r;
+        if (err) snprintf(err->message, sizeof err->message, "task %zu (%s, line %d): %s", i + 1,
+                          s->t->branch, s->t->line, terr.message);
+      }
+      continue;
+    }
+    s->ready = 1;
+  }
+  for (int r = 0; rc == PB_OK && first_error == PB_OK && r < p->repeats; r++) {
+    for (size_t i = 0; i < nt && rc == PB_OK && first_error == PB_OK; i++) {
+      task_state *s = &c.ts[i];
+      if (!s->ready) continue;
+      char what[300];
+      snprintf(what, sizeof what, "%s (%s) run %d/%d", s->t->branch, s->t->experiment, r + 1,
+               p->repeats);
+      progress(&c, what);
+      memset(&terr, 0, sizeof terr);
+      int x = canceled(&c) ? PB_ECANCELED : run_once(&c, s, r, &terr);
+      c.step++;
+      if (x == PB_ECANCELED) {
+        rc = x;
+        break;
+      }
+      if (x != PB_OK) {
+        char msg[1100];
+        snprintf(msg, sizeof msg, "run %d of %d: %s", r + 1, p->repeats, terr.message);
+        snprintf(terr.message, sizeof terr.message, "%s", msg);
+        fail_task(&c, s, &terr);
+        if (!p->skip_failed) {
+          first_error = x;
+          if (err) snprintf(err->message, sizeof err->message, "task %zu (%s, line %d): %s",
+                            i + 1, s->t->branch, s->t->line, terr.message);
+        }
+        continue;
+      }
+      s->runs_done++;
+      if (r + 1 == p->repeats)
+        report(&c, "task %zu (%s, %s): %d runs, median %.3f s", i + 1, s->t->branch,
+               s->t->experiment, s->runs_done, median_of(&s->m[0]));
+    }
+  }
+  remove_worktrees(&c);
+  remove_tmp(&c);
+  int nf = 0;
+  for (size_t i = 0; i < nt; i++) nf += c.ts[i].failed;
+  if (n_failed) *n_failed = nf;
+  if (rc == PB_ECANCELED) {
+    pb_error_set(err, PB_ECANCELED, "interrupted; worktrees removed, %s not written", p->output);
+  } else if (rc == PB_OK) {
+    struct pb_error werr = {{0}};
+    int w = write_output(&c, &werr);
+    if (w != PB_OK) {
+      rc = w;
+      if (err) snprintf(err->message, sizeof err->message, "%s", werr.message);
+    } else {
+      rc = first_error;
+    }
+  }
+  for (size_t i = 0; i < nt; i++)
+    for (int k = 0; k < c.ts[i].nm; k++) free(c.ts[i].m[k].v);
+  free(c.ts);
+  free(c.wts);
+  pb_revs_tasks_free(tasks, nt);
+  return rc;
+}

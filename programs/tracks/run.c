@@ -1,0 +1,461 @@
+/* pipebench run: prepares the data, measures the machine, runs the tracks, writes results. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tracks/run_internal.h"
+#include "formats/format_internal.h"
+#include "pipebench/gen.h"
+#include "report/report_internal.h"
+
+#define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr,oa-dataset,ome-parquet"
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+int pb__parse_int_list(const char *text, int *v, int max, int lo, int hi, const char *what,
+                       struct pb_error *err) {
+  int n = 0;
+  const char *p = text;
+  while (p != NULL && *p != '\0') {
+    char *end;
+    errno = 0;
+    long x = strtol(p, &end, 10);
+    if (end == p || errno != 0 || x < lo || x > hi || (*end != ',' && *end != '\0'))
+      return pb_error_set(err, PB_EINVAL, "%s: '%s' is not a list of integers from %d to %d", what,
+                          text, lo, hi);
+    if (n == max) return pb_error_set(err, PB_EINVAL, "%s: more than %d values", what, max);
+    v[n++] = (int)x;
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (n == 0) return pb_error_set(err, PB_EINVAL, "%s: empty list", what);
+  return n;
+}
+
+int pb__list_has(const char *list, const char *word) {
+  size_t len = strlen(word);
+  for (const char *p = list; p != NULL && *p != '\0';) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, word, len) == 0) return 1;
+    p = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+void pb__run_progress(pb_run_ctx *c, const char *what) {
+  c->step++;
+  if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, what, c->step, c->total_steps);
+}
+
+void pb__run_report(pb_run_ctx *c, const char *fmt, ...) {
+  if (c->p.report == NULL) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  c->p.report(c->p.report_ctx, line);
+}
+
+int pb__timer_group(double overhead_ns, const double *pilot_s, size_t n, int cap) {
+  if (n == 0 || !(overhead_ns > 0) || cap < 1) return 1;
+  double lo = pilot_s[0];
+  for (size_t k = 1; k < n; k++)
+    if (pilot_s[k] < lo) lo = pilot_s[k];
+  /* The timer at 0.5% of the pilot's shortest interval: a margin for later intervals that are
+   * shorter still, so that the 1% bound holds for every interval timed. */
+  double want = 200.0 * overhead_ns * 1e-9;
+  if (!(lo > 0)) return cap;                  /* below the clock's resolution */
+  double g = ceil(want / lo * (1 - 1e-12)); /* 5 us / 1 us is 5, whatever the rounding */
+  if (!(g >= 1)) return 1;
+  return g > (double)cap ? cap : (int)g;
+}
+
+int pb__timer_regroup(double overhead_ns, double span_s, int g, int cap) {
+  double per = g > 0 ? span_s / g : span_s;
+  int ng = pb__timer_group(overhead_ns, &per, 1, cap);
+  int twice = 2 * (long)g < (long)cap ? 2 * g : cap;
+  return ng > twice ? ng : twice;
+}
+
+void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix) {
+  char k[96];
+#define F(name, v)                                  \
+  snprintf(k, sizeof k, "%s%s", prefix, name);      \
+  pb_table_set_f64(t, k, v)
+  F("p50", s->p50);
+  F("p95", s->p95);
+  F("p99", s->p99);
+  F("mean", s->mean);
+  F("std", s->stddev);
+  F("min", s->min);
+  F("max", s->max);
+  F("cv", s->cv);
+  F("median_ci_lo", s->median_ci_lo);
+  F("median_ci_hi", s->median_ci_hi);
+#undef F
+  snprintf(k, sizeof k, "%sn_outliers", prefix);
+  pb_table_set_i64(t, k, (int64_t)s->n_outliers);
+  snprintf(k, sizeof k, "%sunstable", prefix);
+  pb_table_set_bool(t, k, s->unstable);
+  snprintf(k, sizeof k, "%sp99_reliable", prefix);
+  pb_table_set_bool(t, k, s->p99_reliable);
+}
+
+int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_error *err) {
+  int rc = pb_table_new(out);
+  if (rc != PB_OK) return pb_error_set(err, rc, "out of memory");
+  pb_table_set_env(*out, &c->env);
+  pb_table_set_meta(*out, "pipebench.track", track);
+  pb_table_set_meta(*out, "pipebench.cache_state", c->p.cold ? "cold" : "warm");
+  char seed[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->p.seed);
+  pb_table_set_meta(*out, "pipebench.seed", seed);
+  pb_table_set_meta(*out, "pipebench.dataset", c->data_dir);
+  char overhead[64];
+  snprintf(overhead, sizeof overhead, "%.1f", c->cal.timer_overhead_ns);
+  pb_table_set_meta(*out, "pipebench.timer_overhead_ns", overhead);
+  return PB_OK;
+}
+
+/* Columns every row carries, so a row read on its own says where it came from. */
+void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat) {
+  pb_table_append_row(t);
+  pb_table_set_str(t, "format", format);
+  pb_table_set_str(t, "cache_state", c->p.cold ? "cold" : "warm");
+  pb_table_set_i64(t, "repeat", repeat);
+  pb_table_set_str(t, "timestamp", c->env.timestamp_utc);
+  pb_table_set_str(t, "git_commit", c->env.git_commit);
+  pb_table_set_str(t, "hostname", c->env.hostname);
+  pb_table_set_i64(t, "seed", (int64_t)c->p.seed);
+}
+
+int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_error *err) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
+  int rc = pb_table_write(t, path, PB_SINK_AUTO, err);
+  if (rc == PB_OK) pb__run_report(c, "wrote %s (%zu rows)", path, pb_table_rows(t));
+  /* A CSV twin, readable without any Parquet reader. */
+  char *dot = strrchr(path, '.');
+  if (rc == PB_OK && dot != NULL) {
+    snprintf(dot, sizeof path - (size_t)(dot - path), ".csv");
+    rc = pb_table_write(t, path, PB_SINK_CSV, err);
+  }
+  return rc;
+}
+
+/* ---- data ----------------------------------------------------------------------------------- */
+
+static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  void *data = NULL;
+  size_t size = 0;
+  PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
+  char *text = malloc(size + 1);
+  if (text == NULL) {
+    pb_free(data, size);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  memcpy(text, data, size);
+  text[size] = '\0';
+  pb_free(data, size);
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *formats = cJSON_GetObjectItemCaseSensitive(root, "formats");
+  if (root == NULL || !cJSON_IsObject(formats)) {
+    cJSON_Delete(root);
+    return pb_error_set(err, PB_EFORMAT, "%s: not a pipebench dataset manifest", path);
+  }
+  c->nf = 0;
+  const cJSON *f;
+  cJSON_ArrayForEach(f, formats) {
+    if (!cJSON_IsString(f) || f->string == NULL || c->nf == PB_RUN_MAX_FORMATS) continue;
+    if (c->p.formats != NULL && !pb__list_has(c->p.formats, f->string)) continue;
+    snprintf(c->formats[c->nf], sizeof c->formats[c->nf], "%s", f->string);
+    snprintf(c->paths[c->nf], sizeof c->paths[c->nf], "%s/%s", dir, f->valuestring);
+    c->nf++;
+  }
+  cJSON_Delete(root);
+  if (c->p.formats != NULL) {
+    /* Every format asked for must be there. */
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", c->p.formats);
+    char *save = NULL;
+    for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      int found = 0;
+      for (int i = 0; i < c->nf; i++) found |= strcmp(c->formats[i], tok) == 0;
+      if (!found) {
+        if (pb_format_find(tok) == NULL)
+          return pb_error_set(err, PB_EINVAL, "unknown format '%s'", tok);
+        return pb_error_set(err, PB_ENOTFOUND, "%s holds no '%s' data (its manifest lists the formats it has)", dir, tok);
+      }
+    }
+  }
+  if (c->nf == 0) return pb_error_set(err, PB_ENOTFOUND, "%s: no formats to measure", path);
+  return PB_OK;
+}
+
+static void gen_progress(void *ctx, int64_t done, int64_t total) {
+  pb_run_ctx *c = ctx;
+  if (c->p.progress != NULL && (done % 25 == 0 || done == total))
+    c->p.progress(c->p.progress_ctx, "generating the dataset", (long)done, (long)total);
+}
+
+static int prepare_data(pb_run_ctx *c, struct pb_error *err) {
+  struct stat st;
+  if (c->p.data != NULL) {
+    if (stat(c->p.data, &st) != 0)
+      return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or folder", c->p.data);
+    char m[4200];
+    snprintf(m, sizeof m, "%s/manifest.json", c->p.data);
+    snprintf(c->data_dir, sizeof c->data_dir, "%s", c->p.data);
+    if (S_ISDIR(st.st_mode) && stat(m, &st) == 0) return read_manifest(c, c->p.data, err);
+    /* A single dataset: measure it in the format it is in. */
+    pb_dataset *ds = NULL;
+    const char *fmt = NULL;
+    if (c->p.formats != NULL && strchr(c->p.formats, ',') == NULL) fmt = c->p.formats;
+    PB_RETURN_NOT_OK(pb_dataset_open(c->p.data, fmt, &ds, err));
+    snprintf(c->formats[0], sizeof c->formats[0], "%s", pb_dataset_format(ds));
+    snprintf(c->paths[0], sizeof c->paths[0], "%s", c->p.data);
+    pb_dataset_free(ds);
+    c->nf = 1;
+    return PB_OK;
+  }
+  pb_gen_params g = PB_GEN_PARAMS_DEFAULTS;
+  g.seed = c->p.seed;
+  if (strcmp(c->p.preset, "microscopy") == 0) {
+    g.rows = 200;
+    g.shape[PB_C] = 3;
+    g.shape[PB_Y] = g.shape[PB_X] = 1080;
+  } else if (strcmp(c->p.preset, "default") != 0) {
+    return pb_error_set(err, PB_EINVAL, "unknown preset '%s' (default, microscopy)", c->p.preset);
+  }
+  /* OME-Arrow in Parquet is read page by page (docs/format-ome-arrow.md), so it belongs in the
+   * default comparison; the DuckDB database format costs tens of milliseconds per random image
+   * (one query each) and is measured when asked for with --formats or present in --data. */
+  g.formats = c->p.formats != NULL ? c->p.formats : PB_RUN_DEFAULT_FORMATS;
+  g.progress = gen_progress;
+  g.progress_ctx = c;
+  snprintf(c->data_dir, sizeof c->data_dir, "%s/dataset-%s", c->p.out, c->p.preset);
+  /* Reuse a dataset made earlier with the same settings; formats it lacks are added to it (gen
+   * writes the same images, so its manifest takes them in). */
+  char m[4200], missing[512] = "";
+  snprintf(m, sizeof m, "%s/manifest.json", c->data_dir);
+  if (stat(m, &st) == 0) {
+    struct pb_error e2;
+    const char *asked = c->p.formats;
+    c->p.formats = NULL; /* what the dataset has */
+    int have = read_manifest(c, c->data_dir, &e2) == PB_OK;
+    c->p.formats = asked;
+    if (have) {
+      char tmp[512];
+      snprintf(tmp, sizeof tmp, "%s", g.formats);
+      char *save = NULL;
+      for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int i = 0; i < c->nf; i++) found |= strcmp(c->formats[i], tok) == 0;
+        size_t u = strlen(missing);
+        if (!found) snprintf(missing + u, sizeof missing - u, "%s%s", u ? "," : "", tok);
+      }
+      if (missing[0] == '\0' && read_manifest(c, c->data_dir, &e2) == PB_OK) {
+        pb__run_report(c, "using the dataset in %s (delete it to make a new one)", c->data_dir);
+        return PB_OK;
+      }
+      if (missing[0] != '\0') g.formats = missing;
+    }
+  }
+  pb__run_report(c, "generating the %s dataset (%lld images of %lldx%lldx%lld %s) as %s into %s",
+                 c->p.preset, (long long)g.rows, (long long)g.shape[PB_C], (long long)g.shape[PB_Y],
+                 (long long)g.shape[PB_X], pb_dtype_name(g.dtype), g.formats, c->data_dir);
+  PB_RETURN_NOT_OK(pb_gen(c->data_dir, &g, err));
+  return read_manifest(c, c->data_dir, err);
+}
+
+/* ---- summary -------------------------------------------------------------------------------- */
+
+static void add_calibration(cJSON *root, const pb_calibration *cal) {
+  cJSON *o = cJSON_AddObjectToObject(root, "calibration");
+  cJSON_AddNumberToObject(o, "memcpy_gbps", cal->memcpy_gbps.value);
+  cJSON_AddNumberToObject(o, "memcpy_mt_gbps", cal->memcpy_mt_gbps.value);
+  cJSON_AddNumberToObject(o, "read_warm_gbps", cal->read_warm_gbps.value);
+  cJSON_AddNumberToObject(o, "read_cold_gbps", cal->read_cold_gbps.value);
+  cJSON_AddNumberToObject(o, "zstd_gbps", cal->zstd_gbps.value);
+  cJSON_AddNumberToObject(o, "blosc_gbps", cal->blosc_gbps.value);
+  cJSON_AddNumberToObject(o, "timer_overhead_ns", cal->timer_overhead_ns);
+  cJSON_AddNumberToObject(o, "timer_resolution_ns", cal->timer_resolution_ns);
+}
+
+static int write_summary(pb_run_ctx *c, const char *name, struct pb_error *err) {
+  cJSON *root = c->summary;
+  cJSON *cfg = cJSON_AddObjectToObject(root, "configuration");
+  cJSON_AddStringToObject(cfg, "data", c->data_dir);
+  cJSON_AddStringToObject(cfg, "tracks", c->p.tracks);
+  cJSON_AddStringToObject(cfg, "preset", c->p.preset);
+  cJSON_AddStringToObject(cfg, "cache_state", c->p.cold ? "cold" : "warm");
+  cJSON_AddNumberToObject(cfg, "repeats", c->p.repeats);
+  cJSON_AddNumberToObject(cfg, "warmup", c->p.warmup);
+  cJSON_AddNumberToObject(cfg, "samples", c->p.samples);
+  cJSON_AddNumberToObject(cfg, "batches", c->p.batches);
+  cJSON_AddNumberToObject(cfg, "window_ms", c->p.window_ms);
+  cJSON_AddStringToObject(cfg, "batch_sizes", c->p.batch_sizes);
+  cJSON_AddStringToObject(cfg, "workers", c->p.workers);
+  cJSON_AddStringToObject(cfg, "caches", c->p.caches);
+  cJSON_AddStringToObject(cfg, "transforms", c->p.transforms);
+  cJSON_AddNumberToObject(cfg, "seed", (double)c->p.seed);
+  cJSON *fm = cJSON_AddObjectToObject(cfg, "formats");
+  for (int i = 0; i < c->nf; i++) cJSON_AddStringToObject(fm, c->formats[i], c->paths[i]);
+  cJSON *env = cJSON_AddObjectToObject(root, "env");
+  char tmp[64];
+  for (int i = 0; i < pb_env_field_count(); i++) {
+    const char *k, *v;
+    pb_env_field(&c->env, i, &k, &v, tmp, sizeof tmp);
+    cJSON_AddStringToObject(env, k, v);
+  }
+  add_calibration(root, &c->cal);
+  char *text = cJSON_Print(root);
+  if (text == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
+  int rc = pb_write_file_atomic(path, text, strlen(text), err);
+  free(text);
+  if (rc == PB_OK) pb__run_report(c, "wrote %s", path);
+  return rc;
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+static void calib_progress(void *ctx, const char *what, int step, int steps) {
+  pb_run_ctx *c = ctx;
+  char buf[128];
+  snprintf(buf, sizeof buf, "calibrating: %s", what);
+  if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, buf, step, steps);
+}
+
+/* Every item of list must be one of the names (NULL-terminated). */
+static int check_names(const char *list, const char *what, const char *const *names,
+                       struct pb_error *err) {
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s", list ? list : "");
+  char *save = NULL;
+  int n = 0;
+  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+    int ok = 0;
+    for (int k = 0; names[k] != NULL; k++) ok |= strcmp(tok, names[k]) == 0;
+    if (!ok) {
+      char known[256] = "";
+      for (int k = 0; names[k] != NULL; k++) {
+        if (k) strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, names[k], sizeof known - strlen(known) - 1);
+      }
+      return pb_error_set(err, PB_EINVAL, "unknown %s '%s' (%s)", what, tok, known);
+    }
+  }
+  if (n == 0) return pb_error_set(err, PB_EINVAL, "no %s given", what);
+  return PB_OK;
+}
+
+/* Options are checked before anything is measured, so a typo costs no time and leaves no
+ * half-made results behind. */
+static int validate(const pb_run_params *p, struct pb_error *err) {
+  static const char *const transforms[] = {"none", "normalize", "augment", NULL};
+  static const char *const caches[] = {"none", "preload", "shared", NULL};
+  int v[64];
+  if (pb__list_has(p->tracks, "1")) PB_RETURN_NOT_OK(check_names(p->transforms, "transform", transforms, err));
+  if (pb__list_has(p->tracks, "2")) {
+    PB_RETURN_NOT_OK(check_names(p->caches, "cache mode", caches, err));
+    int rc = pb__parse_int_list(p->batch_sizes, v, 64, 1, 65536, "batch sizes", err);
+    if (rc < 0) return rc;
+    rc = pb__parse_int_list(p->workers, v, 64, 0, 256, "workers", err);
+    if (rc < 0) return rc;
+  }
+  if (p->formats != NULL) {
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", p->formats);
+    char *save = NULL;
+    for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+      if (pb_format_find(tok) == NULL) return pb_error_set(err, PB_EINVAL, "unknown format '%s'", tok);
+  }
+  return PB_OK;
+}
+
+int pb_run(const pb_run_params *params, struct pb_error *err) {
+  pb_run_ctx *c = calloc(1, sizeof *c);
+  if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb_run_params defaults = PB_RUN_PARAMS_DEFAULTS;
+  c->p = params != NULL ? *params : defaults;
+  int rc = PB_OK;
+  static const char *const known_tracks[] = {"1", "2", "3", "4"};
+  {
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s", c->p.tracks ? c->p.tracks : "");
+    char *save = NULL;
+    int any = 0;
+    for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      int ok = 0;
+      for (int k = 0; k < 4; k++) ok |= strcmp(tok, known_tracks[k]) == 0;
+      if (!ok) {
+        free(c);
+        return pb_error_set(err, PB_EINVAL, "unknown track '%s' (tracks are 1, 2, 3, 4)", tok);
+      }
+      any = 1;
+    }
+    if (!any) {
+      free(c);
+      return pb_error_set(err, PB_EINVAL, "no track given");
+    }
+  }
+  if (c->p.repeats < 1 || c->p.samples < 1 || c->p.batches < 1 || c->p.warmup < 0) {
+    free(c);
+    return pb_error_set(err, PB_EINVAL, "repeats, samples and batches must be at least 1");
+  }
+  if ((rc = validate(&c->p, err)) != PB_OK) {
+    free(c);
+    return rc;
+  }
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/data", c->p.out);
+  if ((rc = pb__mkdirs(dir, err)) != PB_OK) goto done;
+  if ((rc = pb_env_collect(&c->env, err)) != PB_OK) goto done;
+  if ((rc = prepare_data(c, err)) != PB_OK) goto done;
+
+  /* The machine's limits, measured in this run (small buffers: a few seconds). */
+  pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
+  cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
+  cp.rounds = 3;
+  cp.matmul = 0;
+  cp.dir = c->p.out;
+  cp.progress = calib_progress;
+  cp.progress_ctx = c;
+  if ((rc = pb_calibrate(&cp, &c->cal, err)) != PB_OK) goto done;
+  pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns",
+                 c->cal.memcpy_mt_gbps.value, c->cal.memcpy_threads, c->cal.read_warm_gbps.value,
+                 c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns);
+
+  c->summary = cJSON_CreateObject();
+  cJSON_AddStringToObject(c->summary, "kind", "pipebench.run");
+  cJSON_AddItemToObject(c->summary, "tracks", cJSON_CreateObject());
+  if (pb__list_has(c->p.tracks, "1") && rc == PB_OK) rc = pb__track1(c, err);
+  if (pb__list_has(c->p.tracks, "2") && rc == PB_OK) rc = pb__track2(c, err);
+  if (pb__list_has(c->p.tracks, "3") && rc == PB_OK) rc = pb__track3(c, err);
+  if (pb__list_has(c->p.tracks, "4") && rc == PB_OK) rc = pb__track4(c, err);
+  if (rc != PB_OK) {
+    /* A failed run leaves the last good summary alone; what it did and why it stopped go to
+     * a file of their own. */
+    cJSON_AddStringToObject(c->summary, "error", err ? err->message : pb_strerror(rc));
+    struct pb_error e2;
+    write_summary(c, "pipebench_summary_failed.json", &e2);
+  } else {
+    rc = write_summary(c, "pipebench_summary.json", err);
+    if (rc == PB_OK) (void)pb__report_after_run(c->p.out, c->p.report, c->p.report_ctx);
+  }
+done:
+  cJSON_Delete(c->summary);
+  free(c);
+  return rc;
+}

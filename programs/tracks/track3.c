@@ -1,0 +1,230 @@
+/* Track 3: the end-to-end loop, loader -> model. Each step waits for a batch (data wait) and
+ * then computes on it; accelerator utilisation AU = compute / step time with the first step
+ * (start-up) excluded, as DLIO and MLPerf Storage define it. A compute-emulation mode replaces
+ * the model by a fixed busy time per batch, so storage can be judged without a model. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tracks/run_internal.h"
+#include "pipebench/engine.h"
+#include "pipebench/loader.h"
+
+static const char *const cache_names[] = {"none", "preload"};
+
+static void busy_wait_ns(int64_t ns) {
+  int64_t end = pb_now_ns() + ns;
+  while (pb_now_ns() < end) {
+  }
+}
+
+typedef struct t3_state {
+  pb_engine *engine;
+  pb_tensor *in, *out, *target;
+  int64_t out_count;
+} t3_state;
+
+static void state_free(t3_state *s) {
+  pb_tensor_free(s->target);
+  pb_tensor_free(s->out);
+  pb_tensor_free(s->in);
+  pb_engine_free(s->engine);
+  memset(s, 0, sizeof *s);
+}
+
+static int state_new(pb_run_ctx *c, const pb_image_meta *m, int bs, t3_state *s, struct pb_error *err) {
+  memset(s, 0, sizeof *s);
+  if (c->p.emulate_ms > 0) return PB_OK;
+  if (m->shape[PB_Z] != 1)
+    return pb_error_set(err, PB_EUNSUPPORTED, "track 3 runs 2D models; the images have Z = %lld (use --emulate-ms)",
+                        (long long)m->shape[PB_Z]);
+  pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
+  ep.model = c->p.model;
+  ep.device = "cpu";
+  ep.batch_size = bs;
+  ep.channels = (int)m->shape[PB_C];
+  ep.height = (int)m->shape[PB_Y];
+  ep.width = (int)m->shape[PB_X];
+  ep.seed = c->p.seed;
+  ep.training = c->p.train;
+  ep.threads = 0;
+  int rc = pb_engine_new(&ep, &s->engine, err);
+  if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_INPUT, &s->in, err);
+  if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_OUTPUT, &s->out, err);
+  if (rc == PB_OK && c->p.train) {
+    rc = pb_engine_tensor_new(s->engine, PB_TENSOR_TARGET, &s->target, err);
+    if (rc == PB_OK) {
+      /* Seeded class labels: the loop measures time, not learning. */
+      size_t n = pb_tensor_bytes(s->target) / sizeof(int32_t);
+      int32_t *labels = calloc(n, sizeof *labels);
+      pb_rng rng;
+      pb_rng_init(&rng, c->p.seed);
+      for (size_t i = 0; labels != NULL && i < n; i++) labels[i] = (int32_t)pb_rng_below(&rng, 10);
+      rc = labels ? pb_tensor_write(s->target, labels, n * sizeof *labels, err)
+                  : pb_error_set(err, PB_ENOMEM, "out of memory");
+      free(labels);
+    }
+  }
+  if (rc != PB_OK) state_free(s);
+  return rc;
+}
+
+static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_error *err) {
+  if (c->p.emulate_ms > 0) {
+    busy_wait_ns((int64_t)(c->p.emulate_ms * 1e6));
+    return PB_OK;
+  }
+  PB_RETURN_NOT_OK(pb_tensor_write(s->in, b->data, b->nbytes, err));
+  if (c->p.train) return pb_engine_train_step(s->engine, s->in, s->target, 0.01f, NULL, err);
+  PB_RETURN_NOT_OK(pb_engine_forward(s->engine, s->in, s->out, err));
+  return pb_engine_synchronize(s->engine, err);
+}
+
+static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s, double *wait_s,
+                   cJSON *summary, struct pb_error *err) {
+  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
+  lp.format = c->formats[fi];
+  lp.batch_size = c->p.t3_batch;
+  lp.workers = c->p.t3_workers;
+  lp.prefetch = 2;
+  lp.shuffle = 1;
+  lp.seed = c->p.seed;
+  lp.drop_last = 1; /* the model is built for one batch size */
+  lp.transform = PB_TRANSFORM_NORMALIZE;
+  lp.cache = cache ? PB_CACHE_PRELOAD : PB_CACHE_NONE;
+  pb_loader *ld = NULL;
+  PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
+  int64_t per_epoch = pb_loader_samples_per_epoch(ld);
+  if (pb_loader_batches_per_epoch(ld) < 1) {
+    /* Fewer images than one batch: drop-last would give empty epochs. Measure with a batch of
+     * the whole dataset instead, and say so. */
+    pb_loader_free(ld);
+    ld = NULL;
+    if (per_epoch < 1)
+      return pb_error_set(err, PB_EINVAL, "track 3, %s: the dataset has no images to measure",
+                          c->formats[fi]);
+    if (cache == 0)
+      pb__run_report(c, "track 3, %s: the dataset has %lld images, fewer than batch %d: measured "
+                      "with batch %lld", c->formats[fi], (long long)per_epoch, lp.batch_size,
+                   (long long)per_epoch);
+    lp.batch_size = (int)per_epoch;
+    PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
+  }
+  t3_state s;
+  int rc = state_new(c, pb_loader_meta(ld), lp.batch_size, &s, err);
+  if (rc != PB_OK) {
+    pb_loader_free(ld);
+    return rc;
+  }
+  int64_t epoch = 0;
+  for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
+    if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
+    rc = pb_loader_reset(ld, epoch++, err);
+    int n = 0, empty = 0;
+    double first_step = NAN, sum_step = 0, sum_wait = 0;
+    int64_t samples = 0;
+    for (int k = 0; k <= c->p.steps && rc == PB_OK;) {
+      pb_batch *b = NULL;
+      int64_t t0 = pb_now_ns();
+      rc = pb_loader_next(ld, &b, err);
+      int64_t t1 = pb_now_ns();
+      if (rc != PB_OK) break;
+      if (b == NULL) { /* epoch over: go on with the next, as a training loop does */
+        if (++empty > 1) {
+          rc = pb_error_set(err, PB_EFORMAT, "the loader gave no batch after a reset");
+          break;
+        }
+        rc = pb_loader_reset(ld, epoch++, err);
+        continue;
+      }
+      empty = 0;
+      rc = compute(c, &s, b, err);
+      int64_t t2 = pb_now_ns();
+      if (k == 0) {
+        first_step = (double)(t2 - t0) / 1e9;
+      } else {
+        step_s[n] = (double)(t2 - t0) / 1e9;
+        wait_s[n] = (double)(t1 - t0) / 1e9;
+        sum_step += step_s[n];
+        sum_wait += wait_s[n];
+        samples += b->shape[0];
+        n++;
+      }
+      pb_batch_free(b);
+      k++;
+    }
+    if (rc != PB_OK) break;
+    pb_summary ss, ws;
+    if ((rc = pb_summarize(step_s, (size_t)n, &ss)) != PB_OK) break;
+    if ((rc = pb_summarize(wait_s, (size_t)n, &ws)) != PB_OK) break;
+    double au = sum_step > 0 ? (sum_step - sum_wait) / sum_step : NAN;
+    pb__row_common(c, t, c->formats[fi], r);
+    pb_table_set_str(t, "cache", cache_names[cache]);
+    pb_table_set_str(t, "model", c->p.emulate_ms > 0 ? "emulated" : c->p.model);
+    pb_table_set_str(t, "mode", c->p.train ? "train" : "inference");
+    pb_table_set_f64(t, "emulate_ms", c->p.emulate_ms);
+    pb_table_set_i64(t, "batch_size", lp.batch_size);
+    pb_table_set_i64(t, "num_workers", lp.workers);
+    pb_table_set_i64(t, "num_steps", n);
+    pb_table_set_f64(t, "first_step_time", first_step);
+    pb_table_set_f64(t, "step_time_mean", ss.mean);
+    pb_table_set_f64(t, "step_time_p50", ss.p50);
+    pb_table_set_f64(t, "step_time_p95", ss.p95);
+    pb__add_summary_columns(t, &ss, "step_time_");
+    pb_table_set_f64(t, "data_wait_mean", ws.mean);
+    pb_table_set_f64(t, "data_wait_p50", ws.p50);
+    pb_table_set_f64(t, "data_wait_fraction", 1.0 - au);
+    pb_table_set_f64(t, "accelerator_utilisation", au);
+    pb_table_set_bool(t, "data_bound", au < 0.9);
+    pb_table_set_f64(t, "images_per_sec", sum_step > 0 ? (double)samples / sum_step : NAN);
+    if (r == c->p.repeats - 1) {
+      char key[64];
+      snprintf(key, sizeof key, "%s/%s", c->formats[fi], cache_names[cache]);
+      cJSON *o = cJSON_AddObjectToObject(summary, key);
+      cJSON_AddNumberToObject(o, "accelerator_utilisation", au);
+      cJSON_AddNumberToObject(o, "data_wait_fraction", 1.0 - au);
+      cJSON_AddNumberToObject(o, "step_time_p50_s", ss.p50);
+      cJSON_AddBoolToObject(o, "data_bound", au < 0.9);
+    }
+  }
+  state_free(&s);
+  pb_loader_free(ld);
+  if (rc != PB_OK) pb_error_prefix(err, "track 3, %s: ", c->formats[fi]);
+  return rc;
+}
+
+int pb__track3(pb_run_ctx *c, struct pb_error *err) {
+  if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
+  pb_table *t = NULL;
+  PB_RETURN_NOT_OK(pb__new_table(c, "3", &t, err));
+  double *step_s = calloc((size_t)c->p.steps + 1, sizeof *step_s);
+  double *wait_s = calloc((size_t)c->p.steps + 1, sizeof *wait_s);
+  cJSON *s = cJSON_AddObjectToObject(cJSON_GetObjectItem(c->summary, "tracks"), "3");
+  int rc = step_s && wait_s ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory");
+  c->step = 0;
+  c->total_steps = (long)c->nf * 2;
+  cJSON_AddStringToObject(s, "model", c->p.emulate_ms > 0 ? "emulated" : c->p.model);
+  cJSON *per = cJSON_AddObjectToObject(s, "per_format");
+  for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
+    for (int cache = 0; cache < 2 && rc == PB_OK; cache++) {
+      char what[128];
+      snprintf(what, sizeof what, "track 3: %s cache=%s -> %s", c->formats[fi], cache_names[cache],
+               c->p.emulate_ms > 0 ? "emulated compute" : c->p.model);
+      pb__run_progress(c, what);
+      rc = measure(c, t, fi, cache, step_s, wait_s, per, err);
+    }
+  free(step_s);
+  free(wait_s);
+  if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track3.parquet", err);
+  if (rc == PB_OK) {
+    int bound = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, per) bound |= cJSON_IsTrue(cJSON_GetObjectItem(o, "data_bound"));
+    cJSON_AddBoolToObject(s, "any_data_bound", bound);
+    pb__run_report(c, "track 3: %s", bound ? "some formats leave the model waiting for data (AU < 90%)"
+                                          : "the model is not data-bound with any format (AU >= 90%)");
+  }
+  pb_table_free(t);
+  return rc;
+}

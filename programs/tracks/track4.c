@@ -1,0 +1,211 @@
+/* Track 4: where one sample's time goes, from stored bytes to a torch tensor.
+ * In C: the loader's stage times per sample (read, decompress, decode, convert, transform).
+ * In Python (the binding): hand-off of the same batch to torch through DLPack, next to the
+ * peer path on the same pixels (numpy array -> torch.from_numpy(a).float()). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/peer.h"
+#include "formats/format_internal.h"
+#include "pipebench/loader.h"
+
+typedef struct stage_samples {
+  double *read, *decompress, *decode, *convert, *transform, *total;
+} stage_samples;
+
+static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, struct pb_error *err) {
+  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
+  lp.format = c->formats[fi];
+  lp.batch_size = 1;
+  lp.workers = 0;
+  lp.shuffle = 1;
+  lp.seed = c->p.seed + (uint64_t)r;
+  lp.transform = PB_TRANSFORM_NORMALIZE;
+  pb_loader *ld = NULL;
+  PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
+  int rc = PB_OK, n = 0, empty = 0;
+  if (c->p.cold) rc = pb_evict_path(c->paths[fi], err) < 0 ? PB_EIO : PB_OK;
+  for (int k = 0; k < c->p.warmup + c->p.samples && rc == PB_OK;) {
+    pb_batch *b = NULL;
+    int64_t t0 = pb_now_ns();
+    rc = pb_loader_next(ld, &b, err);
+    int64_t t1 = pb_now_ns();
+    if (rc != PB_OK) break;
+    if (b == NULL) {
+      if (++empty > 1) {
+        rc = pb_error_set(err, PB_EFORMAT, "the loader gave no sample after a reset");
+        break;
+      }
+      rc = pb_loader_reset(ld, k + 1, err);
+      continue;
+    }
+    empty = 0;
+    if (k >= c->p.warmup) {
+      s->read[n] = (double)b->times.read_ns / 1e9;
+      s->decompress[n] = (double)b->times.decompress_ns / 1e9;
+      s->decode[n] = (double)b->times.decode_ns / 1e9;
+      s->convert[n] = (double)b->times.convert_ns / 1e9;
+      s->transform[n] = (double)b->times.transform_ns / 1e9;
+      s->total[n] = (double)(t1 - t0) / 1e9;
+      n++;
+    }
+    pb_batch_free(b);
+    k++;
+  }
+  pb_loader_free(ld);
+  *count = n;
+  return rc;
+}
+
+static int array_of(const cJSON *o, const char *key, double *v, int cap) {
+  const cJSON *a = cJSON_GetObjectItem(o, key), *x;
+  int n = 0;
+  cJSON_ArrayForEach(x, a) if (n < cap && cJSON_IsNumber(x)) v[n++] = x->valuedouble;
+  return n;
+}
+
+static void set_pcts(pb_table *t, const char *prefix, const double *v, int n) {
+  pb_summary s;
+  char k[64];
+  if (pb_summarize(v, (size_t)n, &s) != PB_OK) return;
+  snprintf(k, sizeof k, "%s_p50", prefix);
+  pb_table_set_f64(t, k, s.p50);
+  snprintf(k, sizeof k, "%s_p95", prefix);
+  pb_table_set_f64(t, k, s.p95);
+  snprintf(k, sizeof k, "%s_p99", prefix);
+  pb_table_set_f64(t, k, s.p99);
+  snprintf(k, sizeof k, "%s_mean", prefix);
+  pb_table_set_f64(t, k, s.mean);
+}
+
+static double median_of(const double *v, int n) {
+  pb_summary s;
+  return pb_summarize(v, (size_t)n, &s) == PB_OK ? s.p50 : NAN;
+}
+
+static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
+  char cfg_path[4200], res_path[4200], log_path[4200], script[4200];
+  snprintf(cfg_path, sizeof cfg_path, "%s/data/.track4.json", c->p.out);
+  snprintf(res_path, sizeof res_path, "%s/data/.track4.result.json", c->p.out);
+  snprintf(log_path, sizeof log_path, "%s/data/.track4.log", c->p.out);
+  snprintf(script, sizeof script, "%s/pipebench_track4.py", pb__python_dir());
+  cJSON *cfg = cJSON_CreateObject();
+  cJSON *f = cJSON_AddObjectToObject(cfg, "formats");
+  for (int i = 0; i < c->nf; i++) cJSON_AddStringToObject(f, c->formats[i], c->paths[i]);
+  cJSON_AddNumberToObject(cfg, "samples", c->p.samples);
+  cJSON_AddNumberToObject(cfg, "warmup", c->p.warmup);
+  cJSON_AddNumberToObject(cfg, "repeats", c->p.repeats);
+  cJSON_AddNumberToObject(cfg, "seed", (double)c->p.seed);
+  if (c->p.library != NULL) cJSON_AddStringToObject(cfg, "library", c->p.library);
+  char *text = cJSON_Print(cfg);
+  cJSON_Delete(cfg);
+  int rc = text ? pb__write_file(cfg_path, text, strlen(text), err) : PB_ENOMEM;
+  free(text);
+  if (rc != PB_OK) return rc;
+  unlink(res_path);
+  char *argv[] = {(char *)c->p.python, script, cfg_path, res_path, NULL};
+  rc = pb__run_child(argv, 1800.0, log_path, err);
+  if (rc == PB_OK) {
+    *out = pb__load_json(res_path, err);
+    if (*out == NULL) rc = PB_EFORMAT;
+  }
+  if (rc == PB_OK) {
+    unlink(log_path);
+    unlink(cfg_path);
+    unlink(res_path);
+  }
+  return rc;
+}
+
+int pb__track4(pb_run_ctx *c, struct pb_error *err) {
+  int cap = c->p.samples;
+  double *buf = calloc((size_t)cap * 10, sizeof *buf);
+  if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  stage_samples s = {buf, buf + cap, buf + 2 * cap, buf + 3 * cap, buf + 4 * cap, buf + 5 * cap};
+  double *next_s = buf + 6 * cap, *dl_s = buf + 7 * cap, *np_s = buf + 8 * cap, *conv_s = buf + 9 * cap;
+  pb_table *t = NULL;
+  int rc = pb__new_table(c, "4", &t, err);
+  cJSON *py = NULL;
+  c->step = 0;
+  c->total_steps = (long)c->nf * c->p.repeats + 1;
+  if (rc == PB_OK) {
+    pb__run_progress(c, "track 4: torch hand-off and peer path (Python)");
+    rc = run_python(c, &py, err);
+    if (rc != PB_OK) pb_error_prefix(err, "track 4: ");
+  }
+  cJSON *summary = cJSON_AddObjectToObject(cJSON_GetObjectItem(c->summary, "tracks"), "4");
+  const cJSON *pyrows = cJSON_GetObjectItem(py, "rows");
+  const cJSON *vers = cJSON_GetObjectItem(py, "versions");
+  const cJSON *torch_v = cJSON_GetObjectItem(vers, "torch");
+  for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
+    for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
+      char what[128];
+      snprintf(what, sizeof what, "track 4: %s stages, round %d", c->formats[fi], r + 1);
+      pb__run_progress(c, what);
+      int n = 0;
+      rc = c_stages(c, fi, r, &s, &n, err);
+      if (rc != PB_OK) {
+        pb_error_prefix(err, "track 4, %s: ", c->formats[fi]);
+        break;
+      }
+      const cJSON *row = NULL, *x;
+      cJSON_ArrayForEach(x, pyrows) {
+        const cJSON *fx = cJSON_GetObjectItem(x, "format"), *rx = cJSON_GetObjectItem(x, "repeat");
+        if (cJSON_IsString(fx) && strcmp(fx->valuestring, c->formats[fi]) == 0 &&
+            cJSON_IsNumber(rx) && (int)rx->valuedouble == r)
+          row = x;
+      }
+      int nn = array_of(row, "next_s", next_s, cap), nd = array_of(row, "dlpack_s", dl_s, cap);
+      int np = array_of(row, "numpy_s", np_s, cap), nc = array_of(row, "from_numpy_s", conv_s, cap);
+      pb__row_common(c, t, c->formats[fi], r);
+      pb_table_set_i64(t, "num_samples", n);
+      pb_table_set_str(t, "transform", "normalize");
+      set_pcts(t, "read", s.read, n);
+      set_pcts(t, "decompress", s.decompress, n);
+      set_pcts(t, "decode", s.decode, n);
+      set_pcts(t, "convert", s.convert, n);
+      set_pcts(t, "transform", s.transform, n);
+      set_pcts(t, "loader_total", s.total, n);
+      set_pcts(t, "py_next", next_s, nn);
+      set_pcts(t, "dlpack", dl_s, nd);
+      set_pcts(t, "numpy", np_s, np);
+      set_pcts(t, "conversion", conv_s, nc);
+      pb_table_set_str(t, "peer_version", cJSON_IsString(torch_v) ? torch_v->valuestring : "");
+      /* Overheads as shares of the medians of each path. */
+      double m_next = median_of(next_s, nn), m_dl = median_of(dl_s, nd);
+      double m_np = median_of(np_s, np), m_conv = median_of(conv_s, nc);
+      double torch_path = m_np + m_conv, pb_path = m_next + m_dl;
+      pb_table_set_f64(t, "torch_p50", torch_path);
+      pb_table_set_f64(t, "pipebench_torch_p50", pb_path);
+      pb_table_set_f64(t, "conversion_overhead_pct", 100.0 * m_conv / torch_path);
+      pb_table_set_f64(t, "dlpack_overhead_pct", 100.0 * m_dl / pb_path);
+      pb_table_set_f64(t, "numpy_samples_per_sec", 1.0 / m_np);
+      pb_table_set_f64(t, "torch_samples_per_sec", 1.0 / torch_path);
+      pb_table_set_f64(t, "pipebench_samples_per_sec", 1.0 / pb_path);
+      pb_table_set_f64(t, "pipebench_over_peer", torch_path / pb_path);
+      double m_read = median_of(s.read, n), m_dec = median_of(s.decompress, n);
+      double m_decode = median_of(s.decode, n), m_cv = median_of(s.convert, n);
+      double m_tr = median_of(s.transform, n), m_tot = median_of(s.total, n);
+      double other = m_tot - (m_read + m_dec + m_decode + m_cv + m_tr);
+      pb_table_set_f64(t, "other_p50", other > 0 ? other : 0);
+      if (r == c->p.repeats - 1) {
+        cJSON *o = cJSON_AddObjectToObject(summary, c->formats[fi]);
+        cJSON_AddNumberToObject(o, "read_s", m_read);
+        cJSON_AddNumberToObject(o, "decompress_s", m_dec);
+        cJSON_AddNumberToObject(o, "decode_s", m_decode);
+        cJSON_AddNumberToObject(o, "convert_s", m_cv);
+        cJSON_AddNumberToObject(o, "transform_s", m_tr);
+        cJSON_AddNumberToObject(o, "dlpack_s", m_dl);
+        cJSON_AddNumberToObject(o, "peer_conversion_overhead_pct", 100.0 * m_conv / torch_path);
+        cJSON_AddNumberToObject(o, "pipebench_over_peer", torch_path / pb_path);
+      }
+    }
+  if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track4.parquet", err);
+  cJSON_Delete(py);
+  pb_table_free(t);
+  free(buf);
+  return rc;
+}
