@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "results/results_internal.h"
+#include "table/results_internal.h"
 
 #define TMP_TAG ".pbtmp-"
 
@@ -132,10 +132,14 @@ int pb__atomic_sweep(const char *path) {
   int removed = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
+    /* DuckDB's COPY writes through a file of its own, "tmp_" + the target's name, so a writer
+     * killed inside COPY leaves that one. */
+    const char *name = e->d_name;
+    if (strncmp(name, "tmp_", 4) == 0) name += 4;
+    if (strncmp(name, prefix, (size_t)n) != 0) continue;
     char *end;
-    long pid = strtol(e->d_name + n, &end, 10);
-    if (end == e->d_name + n || *end != '-' || pid <= 0) continue;
+    long pid = strtol(name + n, &end, 10);
+    if (end == name + n || *end != '-' || pid <= 0) continue;
     /* Only a writer that is gone for sure: ESRCH. A live or foreign (EPERM) pid is left. */
     if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
     char full[8192];
