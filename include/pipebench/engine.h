@@ -1,5 +1,6 @@
 /* pipebench engines: image models as layer graphs with seeded weights, behind one interface
- * whose backends run them on a device (oneDNN on the CPU today; cuDNN + cuBLASLt later). */
+ * whose backends run them on a device: oneDNN on the CPU; cuDNN + cuBLASLt on NVIDIA GPUs, in a
+ * module (libpipebench-cuda.so) loaded at run time, so one build runs with or without a GPU. */
 #ifndef PIPEBENCH_ENGINE_H
 #define PIPEBENCH_ENGINE_H
 
@@ -26,8 +27,10 @@ typedef struct pb_tensor pb_tensor;
 typedef struct pb_engine_params {
   const char *model;   /**< "embed", "resnet50", "vit_b_16" */
   const char *device;  /**< "auto" (NULL), "cpu", "cuda" */
-  const char *backend; /**< NULL: the device's backend ("onednn" for cpu) */
-  const char *dtype;   /**< compute type: "float32" (NULL), "bfloat16", "float16" */
+  const char *backend; /**< NULL: the device's backend ("onednn" for cpu, "cudnn" for cuda) */
+  const char *dtype;   /**< compute type: "float32" (NULL), "bfloat16", "float16"; on cuda also
+                            "tf32" (float32 tensors, TF32 tensor-core products: float32 itself
+                            never uses TF32) */
   int batch_size;      /**< images per forward (>= 1); primitives are built for exactly this */
   int channels, height, width; /**< input; 0: the model's default (embed 1x100x100, others
                                     3x224x224). vit_b_16 needs 224x224. */
@@ -62,7 +65,11 @@ typedef struct pb_engine_info {
   int64_t bytes_scratch;     /**< primitive scratchpads and workspaces */
   int64_t bytes_total;       /**< sum of the three: the engine's peak, since it allocates
                                   everything at creation (and tensors) and nothing while running */
-  double compile_ms;         /**< time spent creating primitives and reordering weights */
+  double compile_ms;         /**< time spent creating primitives and reordering weights (on
+                                  cuda also choosing algorithms and capturing the CUDA graph) */
+  char versions[192];        /**< the compute libraries loaded, read at run time (e.g. "oneDNN
+                                  2.7.3" or "CUDA driver 13.0, runtime 13.0, cuDNN 9.14.0,
+                                  cuBLASLt 13.1.0") */
 } pb_engine_info;
 
 /** Builds an engine. Unknown model, device, backend, dtype or loss: PB_EINVAL with a message that
@@ -124,15 +131,42 @@ PB_API const char *pb_engine_model_name(int i);
 PB_API const char *pb_engine_model_list(void);
 PB_API const char *pb_engine_dtype_list(void);
 PB_API const char *pb_engine_device_list(void);
-/** Resolves "auto" (or NULL) to the device that would be used ("cuda" when a GPU backend is
- * built and a GPU is present, else "cpu"). Returns a static string. */
+/** Resolves "auto" (or NULL) to the device that would be used ("cuda" when the CUDA module loads
+ * and a usable GPU is present, else "cpu"). NULL for an unknown name. Returns a static string. */
 PB_API const char *pb_engine_resolve_device(const char *device);
+/** Whether `device` ("cpu", "cuda") can run engines here: 0, or PB_EUNSUPPORTED with one line in
+ * why saying what is missing (no CUDA module in this build, no driver, no GPU, a GPU of another
+ * compute capability, a cuDNN too old), or PB_EINVAL for an unknown device. why may be NULL. */
+PB_API int pb_engine_device_status(const char *device, char *why, size_t why_len);
 
-/** Peak matrix-multiply rate of this machine: oneDNN matmul of large square matrices on
+/** A GPU and the libraries that drive it, read at run time. */
+typedef struct pb_gpu_info {
+  char name[128];
+  int cc_major, cc_minor;   /**< compute capability */
+  int multiprocessors;
+  int64_t memory_bytes;
+  int64_t l2_bytes;
+  char versions[192];       /**< driver, runtime, cuDNN and cuBLASLt versions */
+} pb_gpu_info;
+/** Fills info for GPU 0. PB_EUNSUPPORTED (with the reason) where cuda is unavailable. */
+PB_API int pb_engine_gpu_info(pb_gpu_info *info, struct pb_error *err);
+/** Copy bandwidth of the GPU in GB/s (1e9 bytes/s), the best repeat over about `seconds`.
+ * kind: "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "d2d" (d2d counts bytes read
+ * plus bytes written). bytes 0: 256 MiB (1 GiB for d2d). PB_EUNSUPPORTED where cuda is
+ * unavailable. */
+PB_API int pb_engine_gpu_bandwidth(const char *kind, size_t bytes, double seconds, double *gbps,
+                                   struct pb_error *err);
+
+/** Peak matrix-multiply rate of this machine's CPU: oneDNN matmul of large square matrices on
  * `threads` threads (0: all), repeated for about `seconds`; the best repeat's rate in GFLOP/s.
- * dtype: "float32" or "bfloat16". */
+ * dtype: "float32" or "bfloat16". Same as pb_engine_device_peak_gflops("cpu", ...). */
 PB_API int pb_engine_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
                                  struct pb_error *err);
+/** Peak matrix-multiply rate of a device through its backend: "cpu" as pb_engine_peak_gflops;
+ * "cuda": cuBLASLt on 8192^3 random operands, dtype "bfloat16", "float16", "tf32" or "float32"
+ * (threads ignored). PB_EUNSUPPORTED (with the reason) where the device is unavailable. */
+PB_API int pb_engine_device_peak_gflops(const char *device, const char *dtype, int threads,
+                                        double seconds, double *gflops, struct pb_error *err);
 
 /** Puts one image into a float32 C x H x W slot of a model input: time point 0, the middle z
  * plane, the first c channels (repeated cyclically when the image has fewer, so grey becomes

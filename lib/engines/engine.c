@@ -1,31 +1,233 @@
 /* The engine handle: parameter checks, the table of backends, tensors, weight export (.npy). */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <oneapi/dnnl/dnnl.h>
+
+#include "engines/cuda/cuda_module.h"
 #include "engines/engine_internal.h"
 
-/* Every backend this build has. A CUDA backend (cuDNN + cuBLASLt) adds a row here. */
-static const pb__engine_vtable *const backends[] = {&pb__onednn_backend};
+/* ---- the backends ------------------------------------------------------------------------- */
+
+/* Every backend this build knows, one row each: its device, how to get its table (the CUDA one
+ * comes from a module opened at run time, and may be unavailable with a reason), its matrix
+ * product peak and the versions of the libraries it runs on. Device lists, "available" texts,
+ * auto-resolution and peaks all come from this table. */
+typedef struct backend_row {
+  const char *device, *name;
+  const pb__engine_vtable *(*get)(char *why, size_t why_len);
+  int (*peak)(const char *dtype, int threads, double seconds, double *gflops, struct pb_error *err);
+  void (*versions)(char *buf, size_t n);
+} backend_row;
+
+static const pb__engine_vtable *onednn_get(char *why, size_t why_len) {
+  (void)why, (void)why_len;
+  return &pb__onednn_backend;
+}
+static void onednn_versions(char *buf, size_t n) {
+  const dnnl_version_t *v = dnnl_version();
+  snprintf(buf, n, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+}
+
+/* The CUDA module, opened once. Search order: $PIPEBENCH_CUDA_MODULE, next to libpipebench (or
+ * the program linking it statically), then the install library directory. Never closed: the
+ * CUDA runtime inside it must outlive every engine. */
+static struct {
+  pthread_once_t once;
+  const pb__cuda_module *m;
+  char why[512];
+} cuda = {PTHREAD_ONCE_INIT, NULL, ""};
+
+static void cuda_load(void) {
+  char cand[3][4096];
+  int n = 0;
+  const char *env = getenv("PIPEBENCH_CUDA_MODULE");
+  if (env != NULL && *env) snprintf(cand[n++], sizeof cand[0], "%s", env);
+  Dl_info di;
+  if (dladdr((void *)&cuda, &di) != 0 && di.dli_fname != NULL) {
+    const char *slash = strrchr(di.dli_fname, '/');
+    int len = slash ? (int)(slash - di.dli_fname) : 1;
+    snprintf(cand[n++], sizeof cand[0], "%.*s/%s", len, slash ? di.dli_fname : ".",
+             PB__CUDA_MODULE_FILE);
+  }
+#ifdef PB_INSTALL_LIBDIR
+  snprintf(cand[n++], sizeof cand[0], "%s/%s", PB_INSTALL_LIBDIR, PB__CUDA_MODULE_FILE);
+#endif
+  for (int i = 0; i < n; i++) {
+    if (access(cand[i], F_OK) != 0) {
+      if (i == 0 && env != NULL && *env) {
+        snprintf(cuda.why, sizeof cuda.why, "PIPEBENCH_CUDA_MODULE=%s: no such file", env);
+        return;
+      }
+      continue;
+    }
+    void *h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+      /* e.g. "libcudnn.so.9: cannot open shared object file": the libraries are missing here */
+      snprintf(cuda.why, sizeof cuda.why, "cannot load the CUDA module %s: %s", cand[i], dlerror());
+      return;
+    }
+    pb__cuda_open_fn open_fn;
+    void *sym = dlsym(h, PB__CUDA_ENTRY);
+    memcpy(&open_fn, &sym, sizeof open_fn);
+    if (sym == NULL) {
+      snprintf(cuda.why, sizeof cuda.why, "%s has no %s", cand[i], PB__CUDA_ENTRY);
+      return;
+    }
+    char why[400] = "";
+    cuda.m = open_fn(PB__CUDA_ABI, why, sizeof why);
+    if (cuda.m == NULL) snprintf(cuda.why, sizeof cuda.why, "%s", why);
+    return;
+  }
+  snprintf(cuda.why, sizeof cuda.why,
+           "this build has no CUDA module (%s not found next to libpipebench%s; set "
+           "PIPEBENCH_CUDA_MODULE to its path)",
+           PB__CUDA_MODULE_FILE,
+#ifdef PB_INSTALL_LIBDIR
+           " or in " PB_INSTALL_LIBDIR
+#else
+           ""
+#endif
+  );
+}
+
+static const pb__cuda_module *cuda_module(char *why, size_t why_len) {
+  pthread_once(&cuda.once, cuda_load);
+  if (cuda.m == NULL && why != NULL && why_len > 0) snprintf(why, why_len, "%s", cuda.why);
+  return cuda.m;
+}
+static const pb__engine_vtable *cuda_get(char *why, size_t why_len) {
+  const pb__cuda_module *m = cuda_module(why, why_len);
+  return m ? m->backend : NULL;
+}
+static int cuda_peak(const char *dtype, int threads, double seconds, double *gflops,
+                     struct pb_error *err) {
+  (void)threads;
+  char why[512];
+  const pb__cuda_module *m = cuda_module(why, sizeof why);
+  if (m == NULL) return pb_error_set(err, PB_EUNSUPPORTED, "cuda unavailable: %s", why);
+  return m->peak_gflops(dtype ? dtype : "bfloat16", seconds, gflops, err);
+}
+static void cuda_versions(char *buf, size_t n) {
+  pb__cuda_device d;
+  const pb__cuda_module *m = cuda_module(NULL, 0);
+  if (m != NULL && m->device(&d, NULL) == 0) snprintf(buf, n, "%s", d.versions);
+}
+
+static const backend_row backends[] = {
+    {"cpu", "onednn", onednn_get, pb__onednn_peak_gflops, onednn_versions},
+    {"cuda", "cudnn", cuda_get, cuda_peak, cuda_versions},
+};
 #define N_BACKENDS ((int)(sizeof backends / sizeof backends[0]))
 
 int pb_engine_model_count(void) { return pb__model_count(); }
 const char *pb_engine_model_name(int i) { return pb__model_name(i); }
 const char *pb_engine_model_list(void) { return "embed, resnet50, vit_b_16"; }
-const char *pb_engine_dtype_list(void) { return "float32, bfloat16, float16"; }
-const char *pb_engine_device_list(void) { return "auto, cpu, cuda"; }
+const char *pb_engine_dtype_list(void) { return "float32, tf32 (cuda), bfloat16, float16"; }
+
+/* "auto, cpu, cuda": each device once, in table order (whether usable here or not). */
+static char device_list[128];
+static pthread_once_t device_list_once = PTHREAD_ONCE_INIT;
+static void device_list_make(void) {
+  size_t n = sizeof device_list;
+  size_t off = (size_t)snprintf(device_list, n, "auto");
+  for (int i = 0; i < N_BACKENDS && off < n; i++) {
+    int seen = 0;
+    for (int j = 0; j < i; j++) seen |= strcmp(backends[j].device, backends[i].device) == 0;
+    if (!seen) off += (size_t)snprintf(device_list + off, n - off, ", %s", backends[i].device);
+  }
+}
+const char *pb_engine_device_list(void) {
+  pthread_once(&device_list_once, device_list_make);
+  return device_list;
+}
+
+/* "onednn on cpu, cudnn on cuda (unavailable: no CUDA driver ...)" */
+static void available_into(char *buf, size_t n) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < N_BACKENDS && off < n; i++) {
+    char why[512] = "";
+    const pb__engine_vtable *vt = backends[i].get(why, sizeof why);
+    off += (size_t)snprintf(buf + off, n - off, "%s%s on %s%s%s%s", i ? ", " : "",
+                            backends[i].name, backends[i].device, vt ? "" : " (unavailable: ",
+                            vt ? "" : why, vt ? "" : ")");
+  }
+}
+
+const pb__engine_vtable *pb__engine_backend(const char *device, char *why, size_t why_len) {
+  if (why != NULL && why_len > 0) snprintf(why, why_len, "unknown device '%s'", device);
+  for (int i = 0; i < N_BACKENDS; i++)
+    if (strcmp(backends[i].device, device) == 0) return backends[i].get(why, why_len);
+  return NULL;
+}
 
 const char *pb_engine_resolve_device(const char *device) {
   if (device == NULL || strcmp(device, "auto") == 0) {
+    /* the first device after the CPU whose backend is usable here */
     for (int i = 0; i < N_BACKENDS; i++)
-      if (strcmp(backends[i]->device, "cuda") == 0) return "cuda";
+      if (strcmp(backends[i].device, "cpu") != 0 && backends[i].get(NULL, 0) != NULL)
+        return backends[i].device;
     return "cpu";
   }
-  if (strcmp(device, "cpu") == 0) return "cpu";
-  if (strcmp(device, "cuda") == 0) return "cuda";
+  for (int i = 0; i < N_BACKENDS; i++)
+    if (strcmp(backends[i].device, device) == 0) return backends[i].device;
   return NULL;
+}
+
+int pb_engine_device_status(const char *device, char *why, size_t why_len) {
+  const char *d = pb_engine_resolve_device(device);
+  if (d == NULL) {
+    if (why != NULL && why_len > 0)
+      snprintf(why, why_len, "unknown device '%s' (available: %s)", device,
+               pb_engine_device_list());
+    return PB_EINVAL;
+  }
+  if (why != NULL && why_len > 0) why[0] = '\0';
+  return pb__engine_backend(d, why, why_len) != NULL ? 0 : PB_EUNSUPPORTED;
+}
+
+int pb_engine_gpu_info(pb_gpu_info *info, struct pb_error *err) {
+  memset(info, 0, sizeof *info);
+  char why[512];
+  const pb__cuda_module *m = cuda_module(why, sizeof why);
+  if (m == NULL) return pb_error_set(err, PB_EUNSUPPORTED, "cuda unavailable: %s", why);
+  pb__cuda_device d;
+  PB_RETURN_NOT_OK(m->device(&d, err));
+  snprintf(info->name, sizeof info->name, "%s", d.name);
+  info->cc_major = d.cc_major, info->cc_minor = d.cc_minor;
+  info->multiprocessors = d.sms;
+  info->memory_bytes = d.memory_bytes;
+  info->l2_bytes = d.l2_bytes;
+  snprintf(info->versions, sizeof info->versions, "%s", d.versions);
+  return 0;
+}
+
+int pb_engine_gpu_bandwidth(const char *kind, size_t bytes, double seconds, double *gbps,
+                            struct pb_error *err) {
+  *gbps = 0;
+  char why[512];
+  const pb__cuda_module *m = cuda_module(why, sizeof why);
+  if (m == NULL) return pb_error_set(err, PB_EUNSUPPORTED, "cuda unavailable: %s", why);
+  return m->bandwidth(kind, bytes, seconds, gbps, err);
+}
+
+int pb_engine_device_peak_gflops(const char *device, const char *dtype, int threads,
+                                 double seconds, double *gflops, struct pb_error *err) {
+  *gflops = 0;
+  const char *d = pb_engine_resolve_device(device);
+  if (d == NULL)
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", device,
+                        pb_engine_device_list());
+  for (int i = 0; i < N_BACKENDS; i++)
+    if (strcmp(backends[i].device, d) == 0)
+      return backends[i].peak(dtype, threads, seconds, gflops, err);
+  return pb_error_set(err, PB_EUNSUPPORTED, "no backend for device %s", d);
 }
 
 int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_error *err) {
@@ -40,7 +242,7 @@ int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_err
                         pb_engine_device_list());
   const char *dtype = p.dtype ? p.dtype : "float32";
   if (strcmp(dtype, "float32") != 0 && strcmp(dtype, "bfloat16") != 0 &&
-      strcmp(dtype, "float16") != 0)
+      strcmp(dtype, "float16") != 0 && strcmp(dtype, "tf32") != 0)
     return pb_error_set(err, PB_EINVAL, "unknown dtype '%s' (available: %s)", dtype,
                         pb_engine_dtype_list());
   int known = 0;
@@ -55,20 +257,26 @@ int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_err
   if (p.loss != NULL && strcmp(p.loss, "cross_entropy") != 0 && strcmp(p.loss, "mse") != 0)
     return pb_error_set(err, PB_EINVAL, "unknown loss '%s' (available: cross_entropy, mse)", p.loss);
   const pb__engine_vtable *vt = NULL;
-  for (int i = 0; i < N_BACKENDS; i++) {
-    if (strcmp(backends[i]->device, device) != 0) continue;
-    if (p.backend != NULL && strcmp(backends[i]->name, p.backend) != 0) continue;
-    vt = backends[i];
-    break;
+  char why[512] = "";
+  int named = 0;
+  for (int i = 0; i < N_BACKENDS && vt == NULL; i++) {
+    if (strcmp(backends[i].device, device) != 0) continue;
+    if (p.backend != NULL && strcmp(backends[i].name, p.backend) != 0) continue;
+    named = 1;
+    vt = backends[i].get(why, sizeof why);
   }
   if (vt == NULL) {
-    if (p.backend != NULL)
-      return pb_error_set(err, PB_EINVAL, "no backend '%s' for device %s (available: onednn on cpu)",
-                          p.backend, device);
-    return pb_error_set(err, PB_EUNSUPPORTED,
-                        "device %s: this build has no backend for it (available: cpu via onednn)",
-                        device);
+    char avail[1024];
+    available_into(avail, sizeof avail);
+    if (!named)
+      return pb_error_set(err, PB_EINVAL, "no backend '%s' for device %s (available: %s)",
+                          p.backend ? p.backend : "(null)", device, avail);
+    return pb_error_set(err, PB_EUNSUPPORTED, "device %s is unavailable here: %s", device, why);
   }
+  if (strcmp(dtype, "tf32") == 0 && strcmp(device, "cuda") != 0)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "dtype tf32 exists on cuda only (the %s backend computes float32 in "
+                        "float32)", vt->name);
   int c = p.channels, h = p.height, w = p.width, dc, dh, dw;
   pb__model_default_input(p.model, &dc, &dh, &dw);
   if (c == 0) c = dc;
@@ -85,7 +293,7 @@ int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable
                          pb__graph *g, pb_engine **out, struct pb_error *err) {
   const pb_engine_params *pp = params;
   pb_engine_params p = *pp;
-  if (vt == NULL) vt = backends[0];
+  if (vt == NULL) vt = &pb__onednn_backend;
   if (p.device == NULL) p.device = vt->device;
   if (p.dtype == NULL) p.dtype = "float32";
   const char *device = p.device, *dtype = p.dtype;
@@ -118,6 +326,9 @@ int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable
     free(e);
     return rc;
   }
+  if (in->versions[0] == '\0') /* the backend did not say: ask its row */
+    for (int i = 0; i < N_BACKENDS; i++)
+      if (strcmp(backends[i].name, vt->name) == 0) backends[i].versions(in->versions, sizeof in->versions);
   in->bytes_total = in->bytes_weights + in->bytes_activations + in->bytes_scratch;
   *out = e;
   return 0;
@@ -245,7 +456,7 @@ int pb_engine_export_weights(pb_engine *e, const char *dir, struct pb_error *err
 
 int pb_engine_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
                           struct pb_error *err) {
-  return pb__onednn_peak_gflops(dtype, threads, seconds, gflops, err);
+  return pb_engine_device_peak_gflops("cpu", dtype, threads, seconds, gflops, err);
 }
 
 /* ---- .npy (format version 1.0) ----------------------------------------------------------- */

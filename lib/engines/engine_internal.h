@@ -6,7 +6,9 @@
 #include "pipebench/engine.h"
 
 /* One backend: a device kind and the functions that run a compiled graph on it. Backends are
- * listed in engine.c's table, as formats are in the format registry. */
+ * listed in engine.c's table, as formats are in the format registry; the CUDA backend's table
+ * lives in a module loaded at run time (engines/cuda/cuda_module.h: change PB__CUDA_ABI when
+ * this struct, struct pb_engine or pb_engine_info change). */
 typedef struct pb__engine_vtable {
   const char *name;   /* "onednn" */
   const char *device; /* "cpu" */
@@ -49,6 +51,9 @@ extern const pb__engine_vtable pb__onednn_backend;
  * params must already be checked; vt NULL: the first backend. */
 int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable *vt,
                          pb__graph *g, pb_engine **out, struct pb_error *err);
+/* The backend for device ("cpu", "cuda"), loading the CUDA module on first use; NULL with the
+ * reason in why when the device is unknown or unavailable here. */
+const pb__engine_vtable *pb__engine_backend(const char *device, char *why, size_t why_len);
 /* oneDNN matmul peak (onednn.c). */
 int pb__onednn_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
                            struct pb_error *err);

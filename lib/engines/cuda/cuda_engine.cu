@@ -1,0 +1,872 @@
+/* The CUDA backend: compiles a layer graph (engines/graph.h) once, at creation, for one batch
+ * size, into cuDNN convolutions (NHWC, batch norm folded into the weights, bias/ReLU/residual
+ * fused through cudnnConvolutionBiasActivationForward where cuDNN takes it), cuBLASLt matrix
+ * products (bias epilogue; residual through beta = 1 in place), and small kernels of our own
+ * (cuda_kernels.cuh). Everything is allocated at creation; the steady-state forward is one CUDA
+ * graph launch between the input conversion (float32 NCHW -> T NHWC) and the output conversion
+ * (T -> float32). Only cuDNN's legacy convolution API is used, which cuDNN 9.0 onwards has. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "engines/cuda/cuda_module.h"
+#include "engines/cuda/cuda_kernels.cuh"
+#include "engines/cuda/cuda_shared.h"
+
+using namespace pbk;
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+int pbc_err(struct pb_error *err, int code, const char *fmt, ...) {
+  if (err != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+int pbc_cuda_err(struct pb_error *err, cudaError_t e, const char *what) {
+  cudaGetLastError(); /* clear a sticky-free error so the next call starts clean */
+  if (e == cudaErrorMemoryAllocation) {
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    return pbc_err(err, PB_ENOMEM, "%s: out of device memory (%.0f MiB free of %.0f MiB)", what,
+                   (double)fr / 1048576.0, (double)tot / 1048576.0);
+  }
+  return pbc_err(err, PB_EIO, "%s: CUDA error %s (%s)", what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+static int dnn_err(struct pb_error *err, cudnnStatus_t s, const char *what) {
+  int code = s == CUDNN_STATUS_NOT_SUPPORTED ? PB_EUNSUPPORTED
+             : s == CUDNN_STATUS_ALLOC_FAILED ? PB_ENOMEM
+                                               : PB_EIO;
+  return pbc_err(err, code, "cuDNN %s failed: %s", what, cudnnGetErrorString(s));
+}
+
+static int lt_err(struct pb_error *err, cublasStatus_t s, const char *what) {
+  int code = s == CUBLAS_STATUS_NOT_SUPPORTED ? PB_EUNSUPPORTED
+             : s == CUBLAS_STATUS_ALLOC_FAILED ? PB_ENOMEM
+                                              : PB_EIO;
+  return pbc_err(err, code, "cuBLASLt %s failed: status %d", what, (int)s);
+}
+
+#define CU(call, what)                                                                         \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) return pbc_cuda_err(err, e_, what);                                 \
+  } while (0)
+#define DNN(call, what)                                                                        \
+  do {                                                                                         \
+    cudnnStatus_t s_ = (call);                                                                 \
+    if (s_ != CUDNN_STATUS_SUCCESS) return dnn_err(err, s_, what);                             \
+  } while (0)
+#define LT(call, what)                                                                         \
+  do {                                                                                         \
+    cublasStatus_t s_ = (call);                                                                \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return lt_err(err, s_, what);                             \
+  } while (0)
+
+/* ---- the compiled engine ------------------------------------------------------------------ */
+
+enum { DT_F32 = 0, DT_TF32, DT_BF16, DT_F16 };
+
+struct cu_buf {
+  void *p;
+  size_t size;
+  int busy;
+};
+
+struct cu_mm { /* one cuBLASLt product, its algorithm chosen at creation */
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+  cublasLtMatmulAlgo_t algo;
+};
+
+typedef std::function<int(struct pb_error *)> cu_step;
+
+struct cu_engine {
+  int dt = DT_F32;
+  size_t es = 4;
+  cudnnDataType_t cdt = CUDNN_DATA_FLOAT;
+  cudaDataType_t bdt = CUDA_R_32F;
+  int64_t N = 1;
+  int fused = 1, use_graph = 1;
+  cudaStream_t st = NULL;
+  cudnnHandle_t dnn = NULL;
+  cublasLtHandle_t lt = NULL;
+  void *ws = NULL; /* cuDNN workspace */
+  size_t ws_size = 0;
+  void *ltws = NULL; /* cuBLASLt workspace */
+  size_t ltws_size = 0;
+  std::vector<std::pair<void *, size_t>> allocs;
+  int64_t bytes_w = 0, bytes_act = 0, bytes_scratch = 0;
+  std::vector<cu_buf> bufs;
+  std::vector<int> tbuf, last_use;
+  std::vector<cu_step> steps;
+  std::vector<cudnnTensorDescriptor_t> tds;
+  std::vector<cudnnFilterDescriptor_t> fds;
+  std::vector<cudnnConvolutionDescriptor_t> cds;
+  std::vector<cudnnActivationDescriptor_t> ads;
+  std::vector<cu_mm *> mms;
+  std::map<std::string, cudnnConvolutionFwdAlgoPerf_t> algo_cache;
+  int c0 = 0, cp0 = 0, h0 = 0, w0 = 0; /* input, and its padded channel count */
+  void *x0 = NULL;                     /* the converted input (tensor 0) */
+  int out_tensor = -1;
+  int64_t outputs = 0;
+  void *scores = NULL, *probs = NULL, *patches = NULL; /* attention and patch temporaries */
+  size_t scores_size = 0, probs_size = 0, patches_size = 0;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t gexec = NULL;
+  int n_fused = 0, n_convs = 0;
+};
+
+static int grid_for(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  return (int)(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+static void *dev_alloc(cu_engine *o, size_t n, int64_t *counter, struct pb_error *err, int *rc) {
+  void *p = NULL;
+  if (n == 0) n = 256;
+  cudaError_t e = cudaMalloc(&p, n);
+  if (e != cudaSuccess) {
+    char what[96];
+    snprintf(what, sizeof what, "cudaMalloc of %.1f MiB", (double)n / 1048576.0);
+    *rc = pbc_cuda_err(err, e, what);
+    return NULL;
+  }
+  o->allocs.push_back(std::make_pair(p, n));
+  *counter += (int64_t)n;
+  return p;
+}
+
+/* float32 host values -> T on the device (weights, once). */
+static void *upload(cu_engine *o, const float *src, int64_t n, int as_f32, struct pb_error *err,
+                    int *rc) {
+  size_t es = as_f32 ? 4 : o->es;
+  void *d = dev_alloc(o, (size_t)n * es, &o->bytes_w, err, rc);
+  if (d == NULL) return NULL;
+  cudaError_t e;
+  if (as_f32 || es == 4) {
+    e = cudaMemcpy(d, src, (size_t)n * 4, cudaMemcpyHostToDevice);
+  } else {
+    std::vector<uint16_t> h((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+      if (o->dt == DT_BF16) {
+        __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
+        memcpy(&h[(size_t)i], &v, 2);
+      } else {
+        __half v = __float2half_rn(src[i]);
+        memcpy(&h[(size_t)i], &v, 2);
+      }
+    }
+    e = cudaMemcpy(d, h.data(), (size_t)n * 2, cudaMemcpyHostToDevice);
+  }
+  if (e != cudaSuccess) {
+    *rc = pbc_cuda_err(err, e, "weight upload");
+    return NULL;
+  }
+  return d;
+}
+
+static int buf_acquire(cu_engine *o, size_t size, struct pb_error *err) {
+  int best = -1;
+  for (int i = 0; i < (int)o->bufs.size(); i++)
+    if (!o->bufs[i].busy && o->bufs[i].size >= size &&
+        (best < 0 || o->bufs[i].size < o->bufs[best].size))
+      best = i;
+  if (best >= 0) {
+    o->bufs[best].busy = 1;
+    return best;
+  }
+  int rc = 0;
+  void *p = dev_alloc(o, size, &o->bytes_act, err, &rc);
+  if (p == NULL) return rc;
+  o->bufs.push_back(cu_buf{p, size, 1});
+  return (int)o->bufs.size() - 1;
+}
+
+static size_t tensor_bytes(const cu_engine *o, const pb__graph *g, int t) {
+  const pb__tshape &s = g->tensors[t];
+  int64_t per = s.tokens ? s.c * s.h : s.c * s.h * s.w;
+  return (size_t)(o->N * per) * o->es;
+}
+
+/* Gives tensor t a buffer (unless it has one: residual outputs write in place). */
+static int place(cu_engine *o, const pb__graph *g, int t, struct pb_error *err) {
+  if (o->tbuf[t] >= 0) return 0;
+  int b = buf_acquire(o, tensor_bytes(o, g, t), err);
+  if (b < 0) return b;
+  o->tbuf[t] = b;
+  return 0;
+}
+
+static void *tptr(cu_engine *o, int t) {
+  if (t == 0) return o->x0;
+  return o->tbuf[t] >= 0 ? o->bufs[o->tbuf[t]].p : NULL;
+}
+
+static void release_dead(cu_engine *o, const pb__graph *g, int op_index) {
+  for (int t = 1; t < g->n_tensors; t++)
+    if (o->last_use[t] == op_index && o->tbuf[t] >= 0) {
+      o->bufs[o->tbuf[t]].busy = 0;
+      o->tbuf[t] = -1;
+    }
+}
+
+/* ---- convolution (cuDNN) ----------------------------------------------------------------- */
+
+static int tdesc(cu_engine *o, cudnnTensorDescriptor_t *d, int64_t n, int c, int h, int w,
+                 cudnnDataType_t dt, struct pb_error *err) {
+  DNN(cudnnCreateTensorDescriptor(d), "tensor descriptor");
+  o->tds.push_back(*d);
+  DNN(cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NHWC, dt, (int)n, c, h, w), "tensor descriptor");
+  return 0;
+}
+
+/* Batch norm (eval) folded into weights and bias, as the oneDNN backend does; weights laid out
+ * KRSC (NHWC filters) with input channels padded to cin_p. */
+static void fold_conv(const pb__graph *g, const pb__op *op, int cin_p, std::vector<float> &w,
+                      std::vector<float> &b) {
+  int64_t K = op->cout, C = op->cin, k = op->k;
+  const float *src = g->params[op->w].data;
+  w.assign((size_t)(K * k * k * cin_p), 0.f);
+  b.assign((size_t)K, 0.f);
+  for (int64_t oc = 0; oc < K; oc++) {
+    double s = 1.0;
+    double bias = op->b >= 0 ? g->params[op->b].data[oc] : 0.0;
+    if (op->bn_g >= 0) {
+      s = g->params[op->bn_g].data[oc] / sqrt((double)g->params[op->bn_v].data[oc] + op->eps);
+      bias = (bias - g->params[op->bn_m].data[oc]) * s + g->params[op->bn_b].data[oc];
+    }
+    b[(size_t)oc] = (float)bias;
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t r = 0; r < k; r++)
+        for (int64_t q = 0; q < k; q++)
+          w[(size_t)(((oc * k + r) * k + q) * cin_p + c)] =
+              (float)(src[((oc * C + c) * k + r) * k + q] * s);
+  }
+}
+
+/* A convolution from x (N, H, W, Cs) into y (N, Ho, Wo, K). res: y already holds the residual
+ * and the result is added to it. with_bias 0: the bias is left to the caller (patch tokens). */
+static int conv_step(cu_engine *o, const pb__graph *g, const pb__op *op, void *x, int Cs, int H,
+                     int W, void *y, int Ho, int Wo, int res, int with_bias,
+                     struct pb_error *err) {
+  int K = (int)op->cout, k = op->k;
+  int rc = 0;
+  std::vector<float> wf, bf;
+  fold_conv(g, op, Cs, wf, bf);
+  void *wd = upload(o, wf.data(), (int64_t)wf.size(), 0, err, &rc);
+  if (wd == NULL) return rc;
+  float *bias32 = (float *)upload(o, bf.data(), K, 1, err, &rc);
+  if (bias32 == NULL) return rc;
+  cudnnTensorDescriptor_t xd, yd, bd;
+  PB_RETURN_NOT_OK(tdesc(o, &xd, o->N, Cs, H, W, o->cdt, err));
+  PB_RETURN_NOT_OK(tdesc(o, &yd, o->N, K, Ho, Wo, o->cdt, err));
+  cudnnFilterDescriptor_t fd;
+  DNN(cudnnCreateFilterDescriptor(&fd), "filter descriptor");
+  o->fds.push_back(fd);
+  DNN(cudnnSetFilter4dDescriptor(fd, o->cdt, CUDNN_TENSOR_NHWC, K, Cs, k, k), "filter descriptor");
+  cudnnConvolutionDescriptor_t cd;
+  DNN(cudnnCreateConvolutionDescriptor(&cd), "convolution descriptor");
+  o->cds.push_back(cd);
+  DNN(cudnnSetConvolution2dDescriptor(cd, op->pad, op->pad, op->stride, op->stride, 1, 1,
+                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      "convolution descriptor");
+  /* float32: plain FMA math, so no TF32 sneaks in; tf32, bf16, f16: tensor cores */
+  cudnnMathType_t math = o->dt == DT_F32 ? CUDNN_FMA_MATH
+                         : o->dt == DT_TF32 ? CUDNN_DEFAULT_MATH
+                                            : CUDNN_TENSOR_OP_MATH;
+  DNN(cudnnSetConvolutionMathType(cd, math), "convolution math type");
+  int dn, dc, dh, dw;
+  DNN(cudnnGetConvolution2dForwardOutputDim(cd, xd, fd, &dn, &dc, &dh, &dw), "output size");
+  if (dh != Ho || dw != Wo || dc != K)
+    return pbc_err(err, PB_EINVAL, "cuDNN output %dx%dx%d, graph %dx%dx%d", dc, dh, dw, K, Ho, Wo);
+  char key[160];
+  snprintf(key, sizeof key, "%lld %d %d %d %d %d %d %d %d %d", (long long)o->N, Cs, H, W, K, k,
+           op->stride, op->pad, res, (int)math);
+  cudnnConvolutionFwdAlgoPerf_t best;
+  auto hit = o->algo_cache.find(key);
+  if (hit != o->algo_cache.end()) {
+    best = hit->second;
+  } else {
+    /* Measure the candidates on the real buffers (cudnnFind), within the shared workspace. */
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    DNN(cudnnFindConvolutionForwardAlgorithmEx(o->dnn, xd, x, fd, wd, cd, yd, y,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, o->ws,
+                                               o->ws_size),
+        "convolution algorithm search");
+    int pick = -1;
+    for (int i = 0; i < n && pick < 0; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= o->ws_size &&
+          (o->dt != DT_F32 || perf[i].mathType == CUDNN_FMA_MATH ||
+           perf[i].mathType == CUDNN_DEFAULT_MATH))
+        pick = i;
+    if (pick < 0)
+      return pbc_err(err, PB_EUNSUPPORTED,
+                     "cuDNN has no convolution algorithm for %s %dx%dx%d -> %d, k %d, stride %d",
+                     g->params[op->w].name, Cs, H, W, K, k, op->stride);
+    best = perf[pick];
+    o->algo_cache[key] = best;
+  }
+  DNN(cudnnSetConvolutionMathType(cd, best.mathType), "convolution math type");
+  cudnnConvolutionFwdAlgo_t algo = best.algo;
+  int act = op->act;
+  o->n_convs++;
+  if (o->fused && act == PB__ACT_RELU && with_bias) {
+    /* y = relu(conv(x) + alpha2 * z + bias), z = y itself for a residual (read before written,
+     * element by element). Tried once now; cuDNN refuses some configurations. */
+    void *bias_t = upload(o, bf.data(), K, o->es == 4, err, &rc);
+    if (bias_t == NULL) return rc;
+    PB_RETURN_NOT_OK(tdesc(o, &bd, 1, K, 1, 1, o->cdt, err));
+    cudnnActivationDescriptor_t ad;
+    DNN(cudnnCreateActivationDescriptor(&ad), "activation descriptor");
+    o->ads.push_back(ad);
+    DNN(cudnnSetActivationDescriptor(ad, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+        "activation descriptor");
+    float alpha2 = res ? 1.f : 0.f;
+    cudnnHandle_t h = o->dnn;
+    void *ws = o->ws;
+    size_t wss = o->ws_size;
+    cu_step s = [=](struct pb_error *e2) -> int {
+      float one = 1.f, a2 = alpha2;
+      cudnnStatus_t r = cudnnConvolutionBiasActivationForward(h, &one, xd, x, fd, wd, cd, algo, ws,
+                                                              wss, &a2, yd, y, bd, bias_t, ad, yd,
+                                                              y);
+      return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_err(e2, r, "fused convolution");
+    };
+    /* buffers hold nothing yet, so a trial run (which adds into y) is harmless */
+    if (s(NULL) == 0 && cudaStreamSynchronize(o->st) == cudaSuccess) {
+      o->steps.push_back(s);
+      o->n_fused++;
+      return 0;
+    }
+    cudaGetLastError();
+  }
+  cudnnHandle_t h = o->dnn;
+  void *ws = o->ws;
+  size_t wss = o->ws_size;
+  float beta = res ? 1.f : 0.f;
+  o->steps.push_back([=](struct pb_error *e2) -> int {
+    float one = 1.f, b = beta;
+    cudnnStatus_t r =
+        cudnnConvolutionForward(h, &one, xd, x, fd, wd, cd, algo, ws, wss, &b, yd, y);
+    return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_err(e2, r, "convolution");
+  });
+  if (with_bias || act != PB__ACT_NONE) {
+    int64_t total = o->N * (int64_t)Ho * Wo * K;
+    cudaStream_t st = o->st;
+    int dt = o->dt;
+    const float *bp = with_bias ? bias32 : NULL;
+    o->steps.push_back([=](struct pb_error *e2) -> int {
+      if (dt == DT_BF16)
+        k_bias_act<<<grid_for(total), 256, 0, st>>>((__nv_bfloat16 *)y, bp, total, K, act);
+      else if (dt == DT_F16)
+        k_bias_act<<<grid_for(total), 256, 0, st>>>((__half *)y, bp, total, K, act);
+      else
+        k_bias_act<<<grid_for(total), 256, 0, st>>>((float *)y, bp, total, K, act);
+      cudaError_t ce = cudaGetLastError();
+      return ce == cudaSuccess ? 0 : pbc_cuda_err(e2, ce, "bias kernel");
+    });
+  }
+  return 0;
+}
+
+/* ---- matrix products (cuBLASLt) ---------------------------------------------------------- */
+
+/* Column-major D (m x n) = alpha op(A) op(B) + beta C (C = D), batched with strides; A and B in
+ * the engine's type, C/D in ctype; bias (length m) through the epilogue when not NULL. */
+static int mm_make(cu_engine *o, cu_mm **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   int64_t lda, int64_t ldb, int64_t ldc, cudaDataType_t ctype, int batch,
+                   int64_t sa, int64_t sb, int64_t sc, const void *bias, uint32_t align,
+                   struct pb_error *err) {
+  cu_mm *mm = new cu_mm();
+  o->mms.push_back(mm);
+  *out = mm;
+  cublasComputeType_t ct = o->dt == DT_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LT(cublasLtMatmulDescCreate(&mm->d, ct, CUDA_R_32F), "matmul descriptor");
+  cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
+  LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
+  if (bias != NULL) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
+       "epilogue");
+    LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+       "bias");
+  }
+  LT(cublasLtMatrixLayoutCreate(&mm->a, o->bdt, ta ? k : m, ta ? m : k, lda), "layout A");
+  LT(cublasLtMatrixLayoutCreate(&mm->b, o->bdt, tb ? n : k, tb ? k : n, ldb), "layout B");
+  LT(cublasLtMatrixLayoutCreate(&mm->c, ctype, m, n, ldc), "layout C");
+  if (batch > 1) {
+    cublasLtMatrixLayout_t ls[3] = {mm->a, mm->b, mm->c};
+    int64_t ss[3] = {sa, sb, sc};
+    for (int i = 0; i < 3; i++) {
+      LT(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                          sizeof batch),
+         "batch count");
+      LT(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                          &ss[i], sizeof ss[i]),
+         "batch stride");
+    }
+  }
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  uint64_t wsz = o->ltws_size;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz,
+                                       sizeof wsz);
+  const cublasLtMatmulPreferenceAttributes_t al[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; i++) cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
+  cublasLtMatmulHeuristicResult_t r;
+  int nr = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(o->lt, mm->d, mm->a, mm->b, mm->c, mm->c, pref,
+                                                    1, &r, &nr);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || nr == 0)
+    return pbc_err(err, PB_EUNSUPPORTED,
+                   "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %d, status %d)",
+                   (long long)m, (long long)n, (long long)k, batch, (int)s);
+  mm->algo = r.algo;
+  return 0;
+}
+
+static cu_step mm_step(cu_engine *o, const cu_mm *mm, float alpha, float beta, const void *A,
+                       const void *B, void *C) {
+  cublasLtHandle_t lt = o->lt;
+  void *ws = o->ltws;
+  size_t wss = o->ltws_size;
+  cudaStream_t st = o->st;
+  return [=](struct pb_error *e2) -> int {
+    float a = alpha, b = beta;
+    cublasStatus_t s = cublasLtMatmul(lt, mm->d, &a, A, mm->a, B, mm->b, &b, C, mm->c, C, mm->c,
+                                      &mm->algo, ws, wss, st);
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : lt_err(e2, s, "matmul");
+  };
+}
+
+static int launch_check(struct pb_error *err, const char *what) {
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? 0 : pbc_cuda_err(err, e, what);
+}
+
+/* Dispatch a kernel on T by the engine's dtype. */
+#define BY_DTYPE(dt, T, body)                                                                  \
+  do {                                                                                         \
+    if ((dt) == DT_BF16) {                                                                     \
+      typedef __nv_bfloat16 T;                                                                 \
+      body;                                                                                    \
+    } else if ((dt) == DT_F16) {                                                               \
+      typedef __half T;                                                                        \
+      body;                                                                                    \
+    } else {                                                                                   \
+      typedef float T;                                                                         \
+      body;                                                                                    \
+    }                                                                                          \
+  } while (0)
+
+/* rows x cin times W^T (+ bias, + residual in place). */
+static int op_linear(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in];
+  int64_t M = o->N * (si.tokens ? si.c : 1), K = op->cin, Nn = op->cout;
+  int rc = 0;
+  void *w = upload(o, g->params[op->w].data, Nn * K, 0, err, &rc);
+  if (w == NULL) return rc;
+  void *b = upload(o, g->params[op->b].data, Nn, o->es == 4, err, &rc);
+  if (b == NULL) return rc;
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  cu_mm *mm;
+  PB_RETURN_NOT_OK(mm_make(o, &mm, 1, 0, Nn, M, K, K, K, Nn, o->bdt, 1, 0, 0, 0, b, 16, err));
+  o->steps.push_back(mm_step(o, mm, 1.f, op->res >= 0 ? 1.f : 0.f, w, tptr(o, op->in),
+                             tptr(o, op->out)));
+  if (op->act != PB__ACT_NONE) {
+    /* exact (erf) GELU, as torch's ViT and the oneDNN backend compute it; cuBLASLt's GELU
+     * epilogue is the tanh approximation */
+    void *y = tptr(o, op->out);
+    int64_t total = M * Nn;
+    int dt = o->dt, act = op->act;
+    cudaStream_t st = o->st;
+    o->steps.push_back([=](struct pb_error *e2) -> int {
+      BY_DTYPE(dt, T, (k_act<<<grid_for(total), 256, 0, st>>>((T *)y, total, act)));
+      return launch_check(e2, "activation kernel");
+    });
+  }
+  return 0;
+}
+
+static int op_attention(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in];
+  int64_t T = si.c, D = op->cout, H = op->heads, dh = D / H, N = o->N;
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  int rc = 0;
+  size_t sneed = (size_t)(N * H * T * T) * 4, pneed = (size_t)(N * H * T * T) * o->es;
+  if (o->scores == NULL) {
+    o->scores = dev_alloc(o, sneed, &o->bytes_act, err, &rc);
+    if (o->scores == NULL) return rc;
+    o->probs = dev_alloc(o, pneed, &o->bytes_act, err, &rc);
+    if (o->probs == NULL) return rc;
+    o->scores_size = sneed, o->probs_size = pneed;
+  }
+  char *qkv = (char *)tptr(o, op->in), *out = (char *)tptr(o, op->out);
+  char *S = (char *)o->scores, *P = (char *)o->probs;
+  size_t es = o->es;
+  cudaDataType_t sdt = CUDA_R_32F;
+  /* per head, batched over images: S^T(keys x queries) = K Q^T read in place from qkv */
+  cu_mm *m1, *m2;
+  PB_RETURN_NOT_OK(mm_make(o, &m1, 1, 0, T, T, dh, 3 * D, 3 * D, T, sdt, (int)N, T * 3 * D,
+                           T * 3 * D, H * T * T, NULL, 16, err));
+  /* O^T (dh x queries) = V^T P^T, written with heads side by side in (T, D) */
+  PB_RETURN_NOT_OK(mm_make(o, &m2, 0, 0, dh, T, T, 3 * D, T, D, o->bdt, (int)N, T * 3 * D,
+                           H * T * T, T * D, NULL, 16, err));
+  float scale = (float)(1.0 / sqrt((double)dh));
+  for (int64_t h = 0; h < H; h++)
+    o->steps.push_back(mm_step(o, m1, scale, 0.f, qkv + (size_t)(D + h * dh) * es,
+                               qkv + (size_t)(h * dh) * es, S + (size_t)(h * T * T) * 4));
+  int64_t rows = N * H * T;
+  int L = (int)T, dt = o->dt;
+  cudaStream_t st = o->st;
+  if (L > 32 * 8) return pbc_err(err, PB_EUNSUPPORTED, "attention over %d tokens (at most 256)", L);
+  o->steps.push_back([=](struct pb_error *e2) -> int {
+    int blocks = (int)((rows + 7) / 8);
+    BY_DTYPE(dt, Tt, (k_softmax<Tt, 8><<<blocks, 256, 0, st>>>((const float *)S, (Tt *)P, rows, L)));
+    return launch_check(e2, "softmax kernel");
+  });
+  for (int64_t h = 0; h < H; h++)
+    o->steps.push_back(mm_step(o, m2, 1.f, 0.f, qkv + (size_t)(2 * D + h * dh) * es,
+                               P + (size_t)(h * T * T) * es, out + (size_t)(h * dh) * es));
+  return 0;
+}
+
+static int op_layernorm(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in];
+  int64_t rows = o->N * si.c;
+  int D = (int)si.h;
+  if (D > 32 * 32) return pbc_err(err, PB_EUNSUPPORTED, "layer norm over %d values (at most 1024)", D);
+  int rc = 0;
+  float *gm = (float *)upload(o, g->params[op->w].data, D, 1, err, &rc);
+  if (gm == NULL) return rc;
+  float *bt = (float *)upload(o, g->params[op->b].data, D, 1, err, &rc);
+  if (bt == NULL) return rc;
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  void *x = tptr(o, op->in), *y = tptr(o, op->out);
+  float eps = op->eps;
+  int dt = o->dt;
+  cudaStream_t st = o->st;
+  o->steps.push_back([=](struct pb_error *e2) -> int {
+    int blocks = (int)((rows + 7) / 8);
+    if (D <= 32 * 24)
+      BY_DTYPE(dt, T, (k_layernorm<T, 24><<<blocks, 256, 0, st>>>((const T *)x, (T *)y, gm, bt, rows, D, eps)));
+    else
+      BY_DTYPE(dt, T, (k_layernorm<T, 32><<<blocks, 256, 0, st>>>((const T *)x, (T *)y, gm, bt, rows, D, eps)));
+    return launch_check(e2, "layer norm kernel");
+  });
+  return 0;
+}
+
+static int op_pool(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in], &so = g->tensors[op->out];
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  void *x = tptr(o, op->in), *y = tptr(o, op->out);
+  int64_t N = o->N;
+  int C = (int)si.c, H = (int)si.h, W = (int)si.w, Ho = (int)so.h, Wo = (int)so.w;
+  int k = op->k, s = op->stride, pad = op->pad, dt = o->dt, gap = op->kind == PB__OP_GAP;
+  cudaStream_t st = o->st;
+  o->steps.push_back([=](struct pb_error *e2) -> int {
+    if (gap)
+      BY_DTYPE(dt, T, (k_gap<<<grid_for(N * C), 256, 0, st>>>((const T *)x, (T *)y, N, C, H * W)));
+    else
+      BY_DTYPE(dt, T, (k_maxpool<<<grid_for(N * Ho * Wo * C), 256, 0, st>>>(
+                          (const T *)x, (T *)y, N, C, H, W, Ho, Wo, k, s, pad)));
+    return launch_check(e2, "pooling kernel");
+  });
+  return 0;
+}
+
+static int op_patch_tokens(cu_engine *o, const pb__graph *g, const pb__op *op,
+                           struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in];
+  int gh = (int)(si.h / op->k), gw = (int)(si.w / op->k), D = (int)op->cout, P = gh * gw;
+  int rc = 0;
+  size_t need = (size_t)(o->N * P * D) * o->es;
+  o->patches = dev_alloc(o, need, &o->bytes_act, err, &rc);
+  if (o->patches == NULL) return rc;
+  o->patches_size = need;
+  pb__op conv = *op;
+  conv.kind = PB__OP_CONV, conv.pad = 0, conv.res = -1, conv.act = PB__ACT_NONE;
+  conv.b = -1; /* the bias is added with the position embedding */
+  int cs = op->in == 0 ? o->cp0 : (int)si.c;
+  PB_RETURN_NOT_OK(conv_step(o, g, &conv, tptr(o, op->in), cs, (int)si.h, (int)si.w, o->patches,
+                             gh, gw, 0, 0, err));
+  float *bias = (float *)upload(o, g->params[op->b].data, D, 1, err, &rc);
+  float *cls = bias ? (float *)upload(o, g->params[op->cls].data, D, 1, err, &rc) : NULL;
+  float *pos = cls ? (float *)upload(o, g->params[op->pos].data, (int64_t)(P + 1) * D, 1, err, &rc)
+                   : NULL;
+  if (pos == NULL) return rc;
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  void *pt = o->patches, *y = tptr(o, op->out);
+  int64_t N = o->N, total = N * (P + 1) * D;
+  int dt = o->dt;
+  cudaStream_t st = o->st;
+  o->steps.push_back([=](struct pb_error *e2) -> int {
+    BY_DTYPE(dt, T, (k_patch_tokens<<<grid_for(total), 256, 0, st>>>((const T *)pt, (T *)y, bias,
+                                                                      cls, pos, N, P, D)));
+    return launch_check(e2, "patch token kernel");
+  });
+  return 0;
+}
+
+static int op_take_cls(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in];
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  void *x = tptr(o, op->in), *y = tptr(o, op->out);
+  int64_t N = o->N;
+  int Tn = (int)si.c, D = (int)si.h, dt = o->dt;
+  cudaStream_t st = o->st;
+  o->steps.push_back([=](struct pb_error *e2) -> int {
+    BY_DTYPE(dt, T, (k_take_cls<<<grid_for(N * D), 256, 0, st>>>((const T *)x, (T *)y, N, Tn, D)));
+    return launch_check(e2, "class token kernel");
+  });
+  return 0;
+}
+
+static int op_conv(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  const pb__tshape &si = g->tensors[op->in], &so = g->tensors[op->out];
+  PB_RETURN_NOT_OK(place(o, g, op->out, err));
+  int cs = op->in == 0 ? o->cp0 : (int)si.c;
+  return conv_step(o, g, op, tptr(o, op->in), cs, (int)si.h, (int)si.w, tptr(o, op->out),
+                   (int)so.h, (int)so.w, op->res >= 0, 1, err);
+}
+
+/* ---- create, forward, destroy ------------------------------------------------------------- */
+
+static int run_steps(cu_engine *o, struct pb_error *err) {
+  for (size_t i = 0; i < o->steps.size(); i++) PB_RETURN_NOT_OK(o->steps[i](err));
+  return 0;
+}
+
+static void cu_destroy(pb_engine *e) {
+  cu_engine *o = (cu_engine *)e->impl;
+  if (o == NULL) return;
+  if (o->st) cudaStreamSynchronize(o->st);
+  if (o->gexec) cudaGraphExecDestroy(o->gexec);
+  if (o->graph) cudaGraphDestroy(o->graph);
+  for (cu_mm *m : o->mms) {
+    if (m->a) cublasLtMatrixLayoutDestroy(m->a);
+    if (m->b) cublasLtMatrixLayoutDestroy(m->b);
+    if (m->c) cublasLtMatrixLayoutDestroy(m->c);
+    if (m->d) cublasLtMatmulDescDestroy(m->d);
+    delete m;
+  }
+  for (auto d : o->tds) cudnnDestroyTensorDescriptor(d);
+  for (auto d : o->fds) cudnnDestroyFilterDescriptor(d);
+  for (auto d : o->cds) cudnnDestroyConvolutionDescriptor(d);
+  for (auto d : o->ads) cudnnDestroyActivationDescriptor(d);
+  for (auto &a : o->allocs) cudaFree(a.first);
+  if (o->dnn) cudnnDestroy(o->dnn);
+  if (o->lt) cublasLtDestroy(o->lt);
+  if (o->st) cudaStreamDestroy(o->st);
+  delete o;
+  e->impl = NULL;
+}
+
+static int env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_error *err) {
+  int rc = 0;
+  o->N = e->info.batch_size;
+  const pb__tshape &s0 = g->tensors[0];
+  o->c0 = (int)s0.c, o->h0 = (int)s0.h, o->w0 = (int)s0.w;
+  /* 16-bit tensor-core convolutions want channel counts that are multiples of 8 */
+  o->cp0 = o->es == 2 ? (o->c0 + 7) / 8 * 8 : o->c0;
+  o->x0 = dev_alloc(o, (size_t)(o->N * o->cp0 * o->h0 * o->w0) * o->es, &o->bytes_act, err, &rc);
+  if (o->x0 == NULL) return rc;
+  o->ws_size = (size_t)env_int("PB_CUDA_WORKSPACE_MB", 512) << 20;
+  o->ws = dev_alloc(o, o->ws_size, &o->bytes_scratch, err, &rc);
+  if (o->ws == NULL) return rc;
+  o->ltws_size = (size_t)32 << 20;
+  o->ltws = dev_alloc(o, o->ltws_size, &o->bytes_scratch, err, &rc);
+  if (o->ltws == NULL) return rc;
+  int nt = g->n_tensors;
+  o->tbuf.assign((size_t)nt, -1);
+  o->last_use.assign((size_t)nt, -1);
+  for (int i = 0; i < g->n_ops; i++) {
+    o->last_use[(size_t)g->ops[i].in] = i;
+    if (g->ops[i].res >= 0) o->last_use[(size_t)g->ops[i].res] = i;
+  }
+  o->out_tensor = g->output;
+  o->last_use[(size_t)g->output] = g->n_ops; /* read by the output conversion */
+  o->outputs = g->outputs;
+  for (int i = 0; i < g->n_ops; i++) {
+    const pb__op *op = &g->ops[i];
+    switch (op->kind) {
+    case PB__OP_CONV: rc = op_conv(o, g, op, err); break;
+    case PB__OP_MAXPOOL:
+    case PB__OP_GAP: rc = op_pool(o, g, op, err); break;
+    case PB__OP_LINEAR: rc = op_linear(o, g, op, err); break;
+    case PB__OP_LAYERNORM: rc = op_layernorm(o, g, op, err); break;
+    case PB__OP_ATTENTION: rc = op_attention(o, g, op, err); break;
+    case PB__OP_PATCH_TOKENS: rc = op_patch_tokens(o, g, op, err); break;
+    case PB__OP_TAKE_CLS: rc = op_take_cls(o, g, op, err); break;
+    default: rc = pbc_err(err, PB_EUNSUPPORTED, "op kind %d", (int)op->kind);
+    }
+    if (rc != 0) {
+      char m[1024];
+      snprintf(m, sizeof m, "%s", err ? err->message : "");
+      return pbc_err(err, rc, "%s op %d: %s", g->model, i, m);
+    }
+    release_dead(o, g, i);
+  }
+  /* one eager pass (loads kernels, checks every step), then the CUDA graph of the same steps */
+  PB_RETURN_NOT_OK(run_steps(o, err));
+  CU(cudaStreamSynchronize(o->st), "first forward");
+  if (o->use_graph) {
+    int ok = cudaStreamBeginCapture(o->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    int rs = ok ? run_steps(o, err) : -1;
+    cudaGraph_t gr = NULL;
+    ok = cudaStreamEndCapture(o->st, &gr) == cudaSuccess && ok && rs == 0;
+    if (ok) ok = cudaGraphInstantiate(&o->gexec, gr, 0) == cudaSuccess;
+    if (gr != NULL) o->graph = gr;
+    if (!ok) {
+      cudaGetLastError();
+      if (o->gexec) cudaGraphExecDestroy(o->gexec);
+      o->gexec = NULL;
+      o->use_graph = 0;
+    }
+  }
+  return 0;
+}
+
+static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
+  if (e->training)
+    return pbc_err(err, PB_EUNSUPPORTED,
+                   "training on cuda is not implemented (the cuda backend runs inference only; "
+                   "train on cpu)");
+  const char *dt = e->info.dtype;
+  cu_engine *o = new cu_engine();
+  if (strcmp(dt, "float32") == 0) o->dt = DT_F32, o->es = 4;
+  else if (strcmp(dt, "tf32") == 0) o->dt = DT_TF32, o->es = 4;
+  else if (strcmp(dt, "bfloat16") == 0) o->dt = DT_BF16, o->es = 2;
+  else if (strcmp(dt, "float16") == 0) o->dt = DT_F16, o->es = 2;
+  else {
+    delete o;
+    return pbc_err(err, PB_EINVAL, "dtype %s: cuda takes float32, tf32, bfloat16, float16", dt);
+  }
+  o->cdt = o->dt == DT_BF16 ? CUDNN_DATA_BFLOAT16 : o->dt == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  o->bdt = o->dt == DT_BF16 ? CUDA_R_16BF : o->dt == DT_F16 ? CUDA_R_16F : CUDA_R_32F;
+  o->fused = env_int("PB_CUDA_FUSED", 1);
+  o->use_graph = env_int("PB_CUDA_GRAPH", 1);
+  e->impl = o;
+  int64_t t0 = pbc_now_ns();
+  int rc = 0;
+  cudaError_t ce = cudaSetDevice(0);
+  if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&o->st, cudaStreamNonBlocking);
+  if (ce != cudaSuccess) rc = pbc_cuda_err(err, ce, "CUDA stream");
+  if (rc == 0) {
+    cudnnStatus_t s = cudnnCreate(&o->dnn);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetStream(o->dnn, o->st);
+    if (s != CUDNN_STATUS_SUCCESS) rc = dnn_err(err, s, "handle");
+  }
+  if (rc == 0) {
+    cublasStatus_t s = cublasLtCreate(&o->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) rc = lt_err(err, s, "handle");
+  }
+  if (rc == 0) rc = compile(o, e, g, err);
+  if (rc != 0) {
+    cu_destroy(e);
+    return rc;
+  }
+  e->info.compile_ms = (double)(pbc_now_ns() - t0) / 1e6;
+  e->info.bytes_weights = o->bytes_w;
+  e->info.bytes_activations = o->bytes_act;
+  e->info.bytes_scratch = o->bytes_scratch;
+  pb__cuda_device d;
+  memset(&d, 0, sizeof d);
+  if (pbc_device_probe(&d, NULL) == 0) {
+    snprintf(e->info.device_name, sizeof e->info.device_name, "%s", d.name);
+    pbc_engine_versions(e, &d);
+  }
+  snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s%s", d.cc_major, d.cc_minor,
+           o->use_graph ? ", cuda graph" : "",
+           o->dt == DT_TF32 ? ", tf32" : o->dt == DT_F32 ? ", no tf32" : "");
+  return 0;
+}
+
+static int cu_forward(pb_engine *e, const void *input, void *output, struct pb_error *err) {
+  cu_engine *o = (cu_engine *)e->impl;
+  int64_t nin = o->N * o->cp0 * o->h0 * o->w0;
+  void *x0 = o->x0;
+  BY_DTYPE(o->dt, T, (k_nchw_to_nhwc<<<grid_for(nin), 256, 0, o->st>>>(
+                         (const float *)input, (T *)x0, o->N, o->c0, o->h0, o->w0, o->cp0)));
+  PB_RETURN_NOT_OK(launch_check(err, "input conversion"));
+  if (o->gexec) CU(cudaGraphLaunch(o->gexec, o->st), "graph launch");
+  else PB_RETURN_NOT_OK(run_steps(o, err));
+  int64_t nout = o->N * o->outputs;
+  void *y = tptr(o, o->out_tensor);
+  BY_DTYPE(o->dt, T, (k_to_f32<<<grid_for(nout), 256, 0, o->st>>>((const T *)y, (float *)output, nout)));
+  return launch_check(err, "output conversion");
+}
+
+static void *cu_tensor_alloc(pb_engine *e, size_t bytes) {
+  (void)e;
+  void *p = NULL;
+  return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
+}
+static void cu_tensor_release(pb_engine *e, void *p, size_t bytes) {
+  (void)bytes;
+  cu_engine *o = (cu_engine *)e->impl;
+  if (o && o->st) cudaStreamSynchronize(o->st);
+  cudaFree(p);
+}
+static int cu_write(pb_engine *e, void *dst, const void *src, size_t bytes, struct pb_error *err) {
+  cu_engine *o = (cu_engine *)e->impl;
+  CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, o->st), "copy to device");
+  CU(cudaStreamSynchronize(o->st), "copy to device");
+  return 0;
+}
+static int cu_read(pb_engine *e, void *dst, const void *src, size_t bytes, struct pb_error *err) {
+  cu_engine *o = (cu_engine *)e->impl;
+  CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, o->st), "copy from device");
+  CU(cudaStreamSynchronize(o->st), "copy from device");
+  return 0;
+}
+static int cu_sync(pb_engine *e, struct pb_error *err) {
+  cu_engine *o = (cu_engine *)e->impl;
+  CU(cudaStreamSynchronize(o->st), "synchronize");
+  return 0;
+}
+static int cu_train_step(pb_engine *e, const void *input, const void *target, float lr,
+                         float *loss, struct pb_error *err) {
+  (void)e, (void)input, (void)target, (void)lr, (void)loss;
+  return pbc_err(err, PB_EUNSUPPORTED, "training on cuda is not implemented");
+}
+
+extern "C" const pb__engine_vtable pbc_backend = {
+    "cudnn",            /* name */
+    "cuda",             /* device */
+    cu_create,          cu_destroy,  cu_tensor_alloc, cu_tensor_release, cu_write, cu_read,
+    0,                  /* host_visible */
+    cu_forward,         cu_train_step, cu_sync,
+};
