@@ -1,5 +1,5 @@
-/* Tests for lib/common/stats.c against tests/stats/reference.py, which computes every expected
- * value independently with Python's standard library (exact rationals, brute-force
+/* Tests for lib/common/stats.c against tests/common/stats_reference.py, which computes every
+ * expected value independently with Python's standard library (exact rationals, brute-force
  * enumeration). The test runs the script itself (PB_PYTHON, /usr/bin/python3), so the
  * reference cannot drift from the code that produced it.
  *
@@ -225,7 +225,7 @@ static void run_reference(void) {
   if (!py || !*py) py = PB_PYTHON;
   if (!src || !*src) src = PB_SOURCE_DIR;
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/stats/reference.py'", py, src);
+  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/common/stats_reference.py'", py, src);
   FILE *f = popen(cmd, "r");
   if (!f) {
     fprintf(stderr, "cannot run %s\n", cmd);
@@ -261,7 +261,7 @@ static void run_reference(void) {
   int status = pclose(f);
   /* A crashed or truncated reference must fail the test, not pass it with fewer checks. */
   if (status != 0 || done != cases || cases < 20 || checks_done < 500) {
-    fprintf(stderr, "reference.py: status %d, %ld cases announced, %ld read, %zu checks\n",
+    fprintf(stderr, "stats_reference.py: status %d, %ld cases announced, %ld read, %zu checks\n",
             status, done, cases, checks_done);
     failures++;
   }

@@ -1,4 +1,4 @@
-"""Regenerates the seed corpus of the ome-zarr fuzz targets (tests/zarr/corpus/).
+"""Regenerates the seed corpus of the ome-zarr fuzz targets (tests/formats/zarr/corpus/).
 
 Run with /usr/bin/python3 (numcodecs for the blosc and zstd seeds). Chunk seeds start with a
 selector byte (which codec setup fuzz_zarr_chunk.c uses) and a flag byte; see that file.

@@ -1,7 +1,7 @@
 /* Fuzz target for the tiff backend: the input bytes become one TIFF file, opened and read the
  * way a dataset would be (metadata, whole image, one region). Built with libFuzzer when
- * PB_LIBFUZZER is defined; otherwise main() replays tests/tiff/corpus plus seeded mutations of
- * it, so CTest runs it as a regression test. */
+ * PB_LIBFUZZER is defined; otherwise main() replays tests/formats/tiff/corpus plus seeded
+ * mutations of it, so CTest runs it as a regression test. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,7 +135,7 @@ static void mutate(pb_rng *rng, unsigned char *buf, size_t *len, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : PB_SOURCE_DIR "/tests/tiff/corpus";
+  const char *dir = argc > 1 ? argv[1] : PB_SOURCE_DIR "/tests/formats/tiff/corpus";
   long iterations = argc > 2 ? strtol(argv[2], NULL, 10) : 3000;
   seed *seeds;
   size_t n;

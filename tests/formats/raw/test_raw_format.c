@@ -5,7 +5,7 @@
 
 #include "formats/format_internal.h"
 #include "formats/raw/raw.h"
-#include "loader_test.h"
+#include "loader/loader_test.h"
 
 static char dir[512];
 

@@ -1,4 +1,5 @@
-"""Regenerates the seed corpus of fuzz_tiff in tests/tiff/corpus/ (run with /usr/bin/python3).
+"""Regenerates the seed corpus of fuzz_tiff in tests/formats/tiff/corpus/
+(run with /usr/bin/python3).
 
 Small TIFFs of every layout the backend reads (tifffile-written: OME, shaped JSON, ImageJ,
 RGB, planar, big-endian, BigTIFF, tiled), plus malformed ones (truncated, IFD loop, not TIFF).

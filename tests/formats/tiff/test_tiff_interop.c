@@ -23,7 +23,7 @@ static void *read_all(const char *path, size_t *size) {
 
 static void run_python(const char *mode, const char *ds, const char *exp) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/tiff/interop.py' %s '%s' '%s'", PB_PYTHON,
+  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/formats/tiff/interop.py' %s '%s' '%s'", PB_PYTHON,
            PB_SOURCE_DIR, mode, ds, exp);
   int rc = system(cmd);
   if (rc != 0) {
