@@ -1,0 +1,59 @@
+/* The one way pipebench runs a child process (Python peers, git, pipebench itself for revs):
+ * argv without a shell, in a process group of its own so that a timeout or an interrupt stops
+ * the child and everything it started (a torch DataLoader's workers too). Internal. */
+#ifndef PB_COMMON_PROC_H
+#define PB_COMMON_PROC_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "pipebench/core.h"
+
+/** What to run. Zero-initialise and fill what you need; every pointer is borrowed for the
+ * call only. */
+typedef struct pb__proc {
+  const char *const *argv;   /**< NULL-terminated; argv[0] is looked up on PATH unless it has '/' */
+  const char *cwd;           /**< folder to run in; NULL: ours */
+  const char *const *env;    /**< extra "NAME=VALUE" entries over our environment, NULL-terminated;
+                                  NULL: our environment as it is */
+  const char *stdout_path;   /**< file for stdout (created, truncated); NULL: inherit ours */
+  const char *stderr_path;   /**< file for stderr; NULL: inherit; the same path as stdout_path:
+                                  both go into that one file */
+  int capture_stdout;        /**< non-zero: stdout is collected into pb__proc_result.out instead
+                                  (stdout_path is then ignored) */
+  double timeout_s;          /**< wall-clock limit; 0: none */
+  volatile sig_atomic_t *cancel; /**< when *cancel turns non-zero the child is stopped; NULL:
+                                      SIGINT, SIGTERM and SIGHUP stop it instead (see below) */
+} pb__proc;
+
+/** What the child did. */
+typedef struct pb__proc_result {
+  int exit_code;    /**< its exit status; -1 when a signal ended it or it never ran */
+  int term_signal;  /**< the signal that ended it, or 0 */
+  int timed_out;    /**< stopped because timeout_s passed */
+  int canceled;     /**< stopped because of *cancel or a signal to us */
+  double wall_s;    /**< from start to reaped, monotonic clock */
+  double maxrss_mb; /**< peak resident set of the largest process of its tree (wait4), MiB */
+  char *out;        /**< captured stdout, NUL-terminated (capture_stdout only; else NULL);
+                         the caller frees it with free() */
+  size_t out_len;   /**< bytes in out, the NUL not counted */
+} pb__proc_result;
+
+/** Runs p->argv and waits for it. stdin is /dev/null. The child leads a new process group
+ * (setpgid); when timeout_s passes or it is canceled, the whole group gets SIGTERM, then
+ * SIGKILL two seconds later, so grandchildren never outlive the call. With p->cancel NULL, the
+ * call catches SIGINT, SIGTERM and SIGHUP while it waits (the child, in a group of its own, no
+ * longer sees a terminal's Ctrl-C): it stops the group, puts the caller's handlers back and
+ * raises the signal again, so the caller ends (or handles it) as it would have.
+ * Returns 0 when the child exited with status 0. PB_ECANCELED when canceled. PB_ECHILD when it
+ * could not start, exited non-zero, was killed or timed out: the message says which ("exit
+ * status 3", "killed by signal 9", "no result after 5 s, stopped") followed by the last lines
+ * of stderr_path when there is one. res may be NULL; when given it is always filled (its out
+ * too, even on failure). */
+int pb__proc_run(const pb__proc *p, pb__proc_result *res, struct pb_error *err);
+
+/** The last `lines` lines (at most size-1 bytes) of a text file into buf, trailing newlines and
+ * spaces dropped: where a tool says what went wrong. "" when path is NULL or unreadable. */
+void pb__proc_tail(const char *path, int lines, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,332 @@
+/* common/proc: exit codes, signals, output to files and captured, environment and folder, and
+ * stops (timeout, cancel flag, a signal to us) that reach the child's own children. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/proc.h"
+
+static int failures;
+#define CHECK(cond)                                                                        \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+      failures++;                                                                          \
+    }                                                                                      \
+  } while (0)
+#define CHECK_INT(a, b)                                                                    \
+  do {                                                                                     \
+    long long a_ = (a), b_ = (b);                                                          \
+    if (a_ != b_) {                                                                        \
+      fprintf(stderr, "%s:%d: %s == %s failed: %lld vs %lld\n", __FILE__, __LINE__, #a, #b, \
+              a_, b_);                                                                     \
+      failures++;                                                                          \
+    }                                                                                      \
+  } while (0)
+#define CHECK_HAS(text, part)                                                              \
+  do {                                                                                     \
+    const char *t_ = (text), *p_ = (part);                                                 \
+    if (t_ == NULL || strstr(t_, p_) == NULL) {                                            \
+      fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,       \
+              t_ ? t_ : "(null)", p_);                                                     \
+      failures++;                                                                          \
+    }                                                                                      \
+  } while (0)
+
+static char dir[] = "/tmp/pb_test_proc_XXXXXX";
+
+static void path_in(char *buf, size_t size, const char *name) {
+  snprintf(buf, size, "%s/%s", dir, name);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* The pid written into path by a child, waiting up to 5 s for it to appear. */
+static pid_t read_pid(const char *path) {
+  for (int i = 0; i < 500; i++) {
+    FILE *f = fopen(path, "r");
+    long v = 0;
+    int got = f != NULL && fscanf(f, "%ld", &v) == 1;
+    if (f != NULL) fclose(f);
+    if (got && v > 0) return (pid_t)v;
+    sleep_ms(10);
+  }
+  return -1;
+}
+
+/* Whether pid has ended (gone, or a zombie waiting for a reaper), waiting up to 3 s. */
+static int ended(pid_t pid) {
+  for (int i = 0; i < 300; i++) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
+    char path[64], stat[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+      size_t n = fread(stat, 1, sizeof stat - 1, f);
+      stat[n] = '\0';
+      fclose(f);
+      const char *close_paren = strrchr(stat, ')');
+      if (close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z') return 1;
+    }
+    sleep_ms(10);
+  }
+  return 0;
+}
+
+static char *slurp(const char *path) {
+  static char buf[4096];
+  buf[0] = '\0';
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return buf;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+static int run_sh(const char *script, pb__proc_result *res, struct pb_error *err) {
+  const char *argv[] = {"sh", "-c", script, NULL};
+  pb__proc p = {.argv = argv};
+  return pb__proc_run(&p, res, err);
+}
+
+static void test_exit_codes(void) {
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  CHECK_INT(run_sh("exit 0", &r, &e), PB_OK);
+  CHECK_INT(r.exit_code, 0);
+  CHECK_INT(r.term_signal, 0);
+  CHECK(r.wall_s > 0);
+  CHECK_INT(run_sh("exit 3", &r, &e), PB_ECHILD);
+  CHECK_INT(r.exit_code, 3);
+  CHECK_HAS(e.message, "exit status 3");
+  CHECK_INT(run_sh("sleep 0.2", &r, &e), PB_OK);
+  CHECK(r.wall_s >= 0.2 && r.wall_s < 5);
+  CHECK(r.maxrss_mb > 0);
+  CHECK_INT(run_sh("exit 0", NULL, NULL), PB_OK); /* res and err may be NULL */
+}
+
+static void test_signals(void) {
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  CHECK_INT(run_sh("kill -USR1 $$", &r, &e), PB_ECHILD);
+  CHECK_INT(r.term_signal, SIGUSR1);
+  CHECK_INT(r.exit_code, -1);
+  CHECK_HAS(e.message, "killed by signal");
+}
+
+static void test_cannot_start(void) {
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  const char *argv[] = {"/nonexistent/pb_no_such_program", NULL};
+  pb__proc p = {.argv = argv};
+  CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECHILD);
+  CHECK_HAS(e.message, "cannot run /nonexistent/pb_no_such_program");
+  CHECK_INT(r.exit_code, 127);
+  const char *argv2[] = {"true", NULL};
+  pb__proc q = {.argv = argv2, .cwd = "/nonexistent/pb_no_such_folder"};
+  CHECK_INT(pb__proc_run(&q, &r, &e), PB_ECHILD);
+  CHECK_HAS(e.message, "cannot enter /nonexistent/pb_no_such_folder");
+  pb__proc z = {0};
+  CHECK_INT(pb__proc_run(&z, &r, &e), PB_EINVAL);
+  char log[4200];
+  snprintf(log, sizeof log, "%s/no/such/dir/log", dir);
+  pb__proc w = {.argv = argv2, .stderr_path = log};
+  CHECK(pb__proc_run(&w, &r, &e) < 0);
+  CHECK_HAS(e.message, log);
+}
+
+static void test_outputs(void) {
+  char out[4200], err_path[4200], both[4200];
+  path_in(out, sizeof out, "out.txt");
+  path_in(err_path, sizeof err_path, "err.txt");
+  path_in(both, sizeof both, "both.txt");
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  const char *argv[] = {"sh", "-c", "echo to-out; echo to-err >&2", NULL};
+  pb__proc p = {.argv = argv, .stdout_path = out, .stderr_path = err_path};
+  CHECK_INT(pb__proc_run(&p, &r, &e), PB_OK);
+  CHECK(strcmp(slurp(out), "to-out\n") == 0);
+  CHECK(strcmp(slurp(err_path), "to-err\n") == 0);
+  CHECK(r.out == NULL);
+  pb__proc q = {.argv = argv, .stdout_path = both, .stderr_path = both};
+  CHECK_INT(pb__proc_run(&q, &r, &e), PB_OK);
+  CHECK(strcmp(slurp(both), "to-out\nto-err\n") == 0);
+  /* captured stdout; stderr to a file whose last lines the error quotes */
+  const char *argv2[] = {"sh", "-c", "echo captured; echo line1 >&2; echo line2 >&2; exit 4", NULL};
+  pb__proc c = {.argv = argv2, .capture_stdout = 1, .stderr_path = err_path};
+  CHECK_INT(pb__proc_run(&c, &r, &e), PB_ECHILD);
+  CHECK(r.out != NULL && strcmp(r.out, "captured\n") == 0);
+  CHECK_INT((long long)r.out_len, 9);
+  CHECK_HAS(e.message, "exit status 4: line1\nline2");
+  free(r.out);
+  /* more than one pipe's worth */
+  const char *argv3[] = {"head", "-c", "3000000", "/dev/zero", NULL};
+  pb__proc big = {.argv = argv3, .capture_stdout = 1};
+  CHECK_INT(pb__proc_run(&big, &r, &e), PB_OK);
+  CHECK_INT((long long)r.out_len, 3000000);
+  free(r.out);
+  /* nothing printed: an empty string, not NULL */
+  const char *argv4[] = {"true", NULL};
+  pb__proc none = {.argv = argv4, .capture_stdout = 1};
+  CHECK_INT(pb__proc_run(&none, &r, &e), PB_OK);
+  CHECK(r.out != NULL && r.out[0] == '\0' && r.out_len == 0);
+  free(r.out);
+}
+
+static void test_env_and_cwd(void) {
+  setenv("PB_PROC_TEST_A", "ours", 1);
+  setenv("PB_PROC_TEST_B", "kept", 1);
+  const char *env[] = {"PB_PROC_TEST_A=theirs", "PB_PROC_TEST_C=new", NULL};
+  const char *argv[] = {"sh", "-c", "printf '%s %s %s %s' \"$PB_PROC_TEST_A\" \"$PB_PROC_TEST_B\" "
+                        "\"$PB_PROC_TEST_C\" \"$(pwd -P)\"", NULL};
+  pb__proc p = {.argv = argv, .env = env, .cwd = dir, .capture_stdout = 1};
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  CHECK_INT(pb__proc_run(&p, &r, &e), PB_OK);
+  char want[4300], real[4096];
+  CHECK(realpath(dir, real) != NULL);
+  snprintf(want, sizeof want, "theirs kept new %s", real);
+  CHECK(r.out != NULL && strcmp(r.out, want) == 0);
+  if (r.out != NULL && strcmp(r.out, want) != 0) fprintf(stderr, "got '%s', want '%s'\n", r.out, want);
+  free(r.out);
+  CHECK(strcmp(getenv("PB_PROC_TEST_A"), "ours") == 0); /* ours untouched */
+}
+
+/* A timeout stops the child and the grandchild it started, whether or not they honour
+ * SIGTERM (a torch DataLoader's workers are grandchildren). */
+static void test_timeout_kills_group(int ignore_term) {
+  char pidfile[4200], script[8600];
+  path_in(pidfile, sizeof pidfile, ignore_term ? "gc_ignore.pid" : "gc.pid");
+  unlink(pidfile);
+  snprintf(script, sizeof script, "%s sleep 100 & echo $! > '%s'; wait; sleep 100",
+           ignore_term ? "trap '' TERM;" : "", pidfile);
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  const char *argv[] = {"sh", "-c", script, NULL};
+  pb__proc p = {.argv = argv, .timeout_s = 0.5};
+  CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECHILD);
+  CHECK(r.timed_out);
+  CHECK_HAS(e.message, "no result after");
+  CHECK(r.wall_s >= 0.5 && r.wall_s < 5.0);
+  if (ignore_term) CHECK_INT(r.term_signal, SIGKILL);
+  else CHECK_INT(r.term_signal, SIGTERM);
+  pid_t gc = read_pid(pidfile);
+  CHECK(gc > 0);
+  if (gc > 0) {
+    CHECK(ended(gc));
+    kill(gc, SIGKILL); /* whatever the check said, leave nothing behind */
+  }
+}
+
+static volatile sig_atomic_t cancel_flag;
+
+static void *set_cancel(void *arg) {
+  (void)arg;
+  sleep_ms(300);
+  cancel_flag = 1;
+  return NULL;
+}
+
+static void test_cancel(void) {
+  char pidfile[4200], script[4400];
+  path_in(pidfile, sizeof pidfile, "cancel.pid");
+  unlink(pidfile);
+  snprintf(script, sizeof script, "sleep 100 & echo $! > '%s'; wait", pidfile);
+  const char *argv[] = {"sh", "-c", script, NULL};
+  cancel_flag = 0;
+  pb__proc p = {.argv = argv, .cancel = &cancel_flag, .timeout_s = 60};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, set_cancel, NULL) == 0);
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECANCELED);
+  pthread_join(th, NULL);
+  CHECK(r.canceled);
+  CHECK(!r.timed_out);
+  CHECK(r.wall_s < 10);
+  pid_t gc = read_pid(pidfile);
+  CHECK(gc > 0);
+  if (gc > 0) {
+    CHECK(ended(gc));
+    kill(gc, SIGKILL);
+  }
+}
+
+/* No cancel flag: SIGINT to us stops the group, and then ends us as it would have. */
+static void test_interrupt(void) {
+  char pidfile[4200], script[4400];
+  path_in(pidfile, sizeof pidfile, "int.pid");
+  unlink(pidfile);
+  snprintf(script, sizeof script, "sleep 100 & echo $! > '%s'; wait", pidfile);
+  pid_t helper = fork();
+  if (helper == 0) {
+    signal(SIGINT, SIG_DFL);
+    const char *argv[] = {"sh", "-c", script, NULL};
+    pb__proc p = {.argv = argv, .timeout_s = 60};
+    pb__proc_run(&p, NULL, NULL);
+    _exit(0); /* not reached when SIGINT is delivered again */
+  }
+  CHECK(helper > 0);
+  pid_t gc = read_pid(pidfile);
+  CHECK(gc > 0);
+  kill(helper, SIGINT);
+  int status = 0;
+  CHECK(waitpid(helper, &status, 0) == helper);
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+  if (gc > 0) {
+    CHECK(ended(gc));
+    kill(gc, SIGKILL);
+  }
+}
+
+static void test_tail(void) {
+  char path[4200], buf[64];
+  path_in(path, sizeof path, "tail.txt");
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f == NULL) return;
+  fputs("a\nb\nc\nd\n\n", f);
+  fclose(f);
+  pb__proc_tail(path, 2, buf, sizeof buf);
+  CHECK(strcmp(buf, "c\nd") == 0);
+  pb__proc_tail(path, 10, buf, sizeof buf);
+  CHECK(strcmp(buf, "a\nb\nc\nd") == 0);
+  pb__proc_tail(path, 10, buf, 4); /* the last 3 bytes only */
+  CHECK(strcmp(buf, "d") == 0);
+  pb__proc_tail(NULL, 2, buf, sizeof buf);
+  CHECK(buf[0] == '\0');
+}
+
+int main(void) {
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_exit_codes();
+  test_signals();
+  test_cannot_start();
+  test_outputs();
+  test_env_and_cwd();
+  test_timeout_kills_group(0);
+  test_timeout_kills_group(1);
+  test_cancel();
+  test_interrupt();
+  test_tail();
+  const char *rm[] = {"rm", "-rf", dir, NULL};
+  pb__proc p = {.argv = rm};
+  if (pb__proc_run(&p, NULL, NULL) != PB_OK) fprintf(stderr, "could not remove %s\n", dir);
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  else printf("test_proc: all checks passed\n");
+  return failures ? 1 : 0;
+}
