@@ -72,7 +72,9 @@ static void guard_enter(void) {
     for (int i = 0; i < 3; i++) {
       guard_installed[i] = 0;
       if (sigaction(guard_sigs[i], NULL, &guard_old[i]) != 0) continue;
-      if (guard_old[i].sa_handler == SIG_IGN) continue; /* ignored (nohup): stays ignored */
+      /* Only a signal that would end us is taken: an ignored one (nohup) stays ignored, and a
+       * caller with a handler of its own decides itself what its children do. */
+      if ((guard_old[i].sa_flags & SA_SIGINFO) || guard_old[i].sa_handler != SIG_DFL) continue;
       guard_installed[i] = sigaction(guard_sigs[i], &sa, NULL) == 0;
     }
   }
@@ -364,6 +366,7 @@ int pb__proc_run(const pb__proc *p, pb__proc_result *res, struct pb_error *err) 
   close(f.report_w);
   f.report_w = -1;
   int rc = read_report(p, f.report_r, err);
+  res->started = rc == PB_OK;
   waiter w = {.pid = pid, .pidfd = -1, .cap_fd = f.cap_r};
   f.cap_r = -1;
   fds_close(&f); /* the child has its copies */

@@ -23,13 +23,15 @@ typedef struct pb__proc {
                                   (stdout_path is then ignored) */
   double timeout_s;          /**< wall-clock limit; 0: none */
   volatile sig_atomic_t *cancel; /**< when *cancel turns non-zero the child is stopped; NULL:
-                                      SIGINT, SIGTERM and SIGHUP stop it instead (see below) */
+                                      a SIGINT, SIGTERM or SIGHUP that would end us stops it
+                                      (see below) */
 } pb__proc;
 
 /** What the child did. */
 typedef struct pb__proc_result {
   int exit_code;    /**< its exit status; -1 when a signal ended it or it never ran */
   int term_signal;  /**< the signal that ended it, or 0 */
+  int started;      /**< the program was started (0: it could not be: see the error) */
   int timed_out;    /**< stopped because timeout_s passed */
   int canceled;     /**< stopped because of *cancel or a signal to us */
   double wall_s;    /**< from start to reaped, monotonic clock */
@@ -42,9 +44,10 @@ typedef struct pb__proc_result {
 /** Runs p->argv and waits for it. stdin is /dev/null. The child leads a new process group
  * (setpgid); when timeout_s passes or it is canceled, the whole group gets SIGTERM, then
  * SIGKILL two seconds later, so grandchildren never outlive the call. With p->cancel NULL, the
- * call catches SIGINT, SIGTERM and SIGHUP while it waits (the child, in a group of its own, no
- * longer sees a terminal's Ctrl-C): it stops the group, puts the caller's handlers back and
- * raises the signal again, so the caller ends (or handles it) as it would have.
+ * call catches those of SIGINT, SIGTERM and SIGHUP that are at their default action (they would
+ * end us, and the child, in a group of its own, no longer sees a terminal's Ctrl-C): on one, it
+ * stops the group, puts the default back and raises the signal again, so the process ends as it
+ * would have. Signals the caller handles or ignores are left alone, and so is the child.
  * Returns 0 when the child exited with status 0. PB_ECANCELED when canceled. PB_ECHILD when it
  * could not start, exited non-zero, was killed or timed out: the message says which ("exit
  * status 3", "killed by signal 9", "no result after 5 s, stopped") followed by the last lines

@@ -32,7 +32,4 @@ int pb__revs_exec(char *const argv[], const char *cwd, char *const env_add[], do
                   const char *out_path, const char *err_path, volatile sig_atomic_t *cancel,
                   pb__revs_child *res, struct pb_error *err);
 
-/** The last lines of a text file (at most size-1 bytes), newlines kept. */
-void pb__revs_tail(const char *path, char *buf, size_t size);
-
 #endif

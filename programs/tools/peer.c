@@ -1,15 +1,11 @@
 /* Running the Python peers: child processes with a time limit, JSON in and out. */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "tools/peer.h"
 #include "formats/format_internal.h"
 
@@ -18,64 +14,26 @@ const char *pb__python_dir(void) {
   return env != NULL && env[0] != '\0' ? env : PB_SOURCE_PYTHON_DIR;
 }
 
-static void tail_of(const char *path, char *buf, size_t size) {
-  buf[0] = '\0';
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  long start = n > (long)size - 1 ? n - (long)size + 1 : 0;
-  fseek(f, start, SEEK_SET);
-  size_t got = fread(buf, 1, size - 1, f);
-  buf[got] = '\0';
-  fclose(f);
-  /* Keep the last few lines only: that is where Python puts the exception. */
-  int lines = 0;
-  for (long i = (long)got - 1; i >= 0; i--) {
-    if (buf[i] == '\n' && i != (long)got - 1 && ++lines == 4) {
-      memmove(buf, buf + i + 1, got - (size_t)i);
-      break;
-    }
-  }
-}
-
 int pb__run_child(char *const argv[], double timeout_s, const char *err_path, struct pb_error *err) {
-  pid_t pid = fork();
-  if (pid < 0) return pb_error_set(err, PB_ECHILD, "cannot start %s: %s", argv[0], strerror(errno));
-  if (pid == 0) {
-    int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd >= 0) {
-      dup2(fd, STDERR_FILENO);
-      dup2(fd, STDOUT_FILENO);
-      close(fd);
-    }
-    execv(argv[0], argv);
-    fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  int64_t deadline = pb_now_ns() + (int64_t)(timeout_s * 1e9);
-  int status = 0;
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) return pb_error_set(err, PB_ECHILD, "waiting for %s: %s", argv[0], strerror(errno));
-    if (pb_now_ns() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return pb_error_set(err, PB_ECHILD, "%s %s: no result after %.0f s, stopped", argv[0],
-                          argv[1] ? argv[1] : "", timeout_s);
-    }
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return PB_OK;
+  pb__proc p = {.argv = (const char *const *)argv, .stdout_path = err_path,
+                .stderr_path = err_path, .timeout_s = timeout_s};
+  pb__proc_result r;
+  struct pb_error why = {{0}};
+  int rc = pb__proc_run(&p, &r, &why);
+  if (rc == PB_OK || rc == PB_ECANCELED || !r.started)
+    return rc == PB_OK ? PB_OK : pb_error_set(err, rc, "%s", why.message);
+  const char *what = argv[1] ? argv[1] : "";
+  if (r.timed_out)
+    return pb_error_set(err, PB_ECHILD, "%s %s: no result after %.0f s, stopped", argv[0], what,
+                        timeout_s);
+  /* the last lines of its output: that is where Python puts the exception */
   char tail[600];
-  tail_of(err_path, tail, sizeof tail);
-  if (WIFSIGNALED(status))
-    return pb_error_set(err, PB_ECHILD, "%s %s was killed by signal %d: %s", argv[0],
-                        argv[1] ? argv[1] : "", WTERMSIG(status), tail);
-  return pb_error_set(err, PB_ECHILD, "%s %s failed (exit %d): %s", argv[0], argv[1] ? argv[1] : "",
-                      WEXITSTATUS(status), tail);
+  pb__proc_tail(err_path, 4, tail, sizeof tail);
+  if (r.term_signal != 0)
+    return pb_error_set(err, PB_ECHILD, "%s %s was killed by signal %d: %s", argv[0], what,
+                        r.term_signal, tail);
+  return pb_error_set(err, PB_ECHILD, "%s %s failed (exit %d): %s", argv[0], what, r.exit_code,
+                      tail);
 }
 
 cJSON *pb__load_json(const char *path, struct pb_error *err) {

@@ -106,6 +106,7 @@ static void test_exit_codes(void) {
   CHECK_INT(run_sh("exit 0", &r, &e), PB_OK);
   CHECK_INT(r.exit_code, 0);
   CHECK_INT(r.term_signal, 0);
+  CHECK(r.started);
   CHECK(r.wall_s > 0);
   CHECK_INT(run_sh("exit 3", &r, &e), PB_ECHILD);
   CHECK_INT(r.exit_code, 3);
@@ -133,6 +134,7 @@ static void test_cannot_start(void) {
   CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECHILD);
   CHECK_HAS(e.message, "cannot run /nonexistent/pb_no_such_program");
   CHECK_INT(r.exit_code, 127);
+  CHECK(!r.started);
   const char *argv2[] = {"true", NULL};
   pb__proc q = {.argv = argv2, .cwd = "/nonexistent/pb_no_such_folder"};
   CHECK_INT(pb__proc_run(&q, &r, &e), PB_ECHILD);
@@ -290,6 +292,41 @@ static void test_interrupt(void) {
   }
 }
 
+/* A caller with its own SIGINT handler decides itself: the child runs on to its end. */
+static volatile sig_atomic_t handled;
+static void on_int(int sig) {
+  (void)sig;
+  handled = 1;
+}
+
+static void test_interrupt_handled(void) {
+  char pidfile[4200], donefile[4200], script[8600];
+  path_in(pidfile, sizeof pidfile, "handled.pid");
+  path_in(donefile, sizeof donefile, "handled.done");
+  unlink(pidfile);
+  unlink(donefile);
+  snprintf(script, sizeof script, "echo $$ > '%s'; sleep 0.5; echo done > '%s'", pidfile, donefile);
+  pid_t helper = fork();
+  if (helper == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_int;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    const char *argv[] = {"sh", "-c", script, NULL};
+    pb__proc p = {.argv = argv, .timeout_s = 60};
+    int rc = pb__proc_run(&p, NULL, NULL);
+    _exit(rc == PB_OK && handled ? 0 : 1);
+  }
+  CHECK(helper > 0);
+  CHECK(read_pid(pidfile) > 0);
+  kill(helper, SIGINT);
+  int status = 0;
+  CHECK(waitpid(helper, &status, 0) == helper);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(strcmp(slurp(donefile), "done\n") == 0);
+}
+
 static void test_tail(void) {
   char path[4200], buf[64];
   path_in(path, sizeof path, "tail.txt");
@@ -322,6 +359,7 @@ int main(void) {
   test_timeout_kills_group(1);
   test_cancel();
   test_interrupt();
+  test_interrupt_handled();
   test_tail();
   const char *rm[] = {"rm", "-rf", dir, NULL};
   pb__proc p = {.argv = rm};
