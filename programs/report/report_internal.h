@@ -2,6 +2,7 @@
 #ifndef PB_REPORT_INTERNAL_H
 #define PB_REPORT_INTERNAL_H
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -9,7 +10,33 @@
 #include "pipebench/results.h"
 
 #define PB__RP_MAX_DISTINCT 32
-#define PB__RP_TRACKS 4
+#define PB__RP_TRACKS 16 /* the most tracks a report shows */
+#define PB__RP_MAXCELLS 4096 /* cells of one report table */
+
+typedef struct pb__rp_doc pb__rp_doc;
+typedef struct pb__rp_data pb__rp_data;
+
+/* How the report shows one track's table: the part of a track's descriptor (tracks/tracks.h)
+ * that the plots and the written report use. They know no track but through these. */
+typedef struct pb__rp_view {
+  const char *id;            /* "1": the track's name on the command line and in the text */
+  const char *title;         /* the report's heading: "Track 1: per-sample access" */
+  const char *table;         /* file name stem: data/<table>.parquet|.csv, images/<table>.png */
+  const char *const *schema; /* every column the table may hold, NULL-terminated */
+  const char *plot_needs;    /* a column a table of this track always has */
+  /* Draws the table into png (atomically). */
+  int (*plot)(const pb_table *t, const char *png, struct pb_error *err);
+  /* Its answer in "The answer" (t NULL: the table is absent); may be NULL. */
+  void (*answer)(pb__rp_doc *d, const pb_table *t, const cJSON *summary);
+  /* Its line comparing pipebench with a peer (after every track's answer); may be NULL. */
+  void (*answer_peer)(pb__rp_doc *d, const pb_table *t);
+  /* Its section under the plot: a paragraph and a table built in cells (PB__RP_MAXCELLS). */
+  void (*section)(pb__rp_doc *d, const pb_table *t, char (*cells)[64]);
+  /* Round-to-round stability: the columns that make a configuration (NULL-terminated; NULL:
+   * not reported), the metric compared over rounds and its name in the text. */
+  const char *const *round_keys;
+  const char *round_metric, *round_what;
+} pb__rp_view;
 
 /* A row filter: column == string (s != NULL) or column == integer. */
 typedef struct pb__rp_filter {

@@ -8,146 +8,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tracks/run_internal.h"
+#include "tracks/tracks.h"
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
-#include "report/report_internal.h"
 
 #define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr,oa-dataset,ome-parquet"
-
-/* ---- small helpers -------------------------------------------------------------------------- */
-
-int pb__parse_int_list(const char *text, int *v, int max, int lo, int hi, const char *what,
-                       struct pb_error *err) {
-  int n = 0;
-  const char *p = text;
-  while (p != NULL && *p != '\0') {
-    char *end;
-    errno = 0;
-    long x = strtol(p, &end, 10);
-    if (end == p || errno != 0 || x < lo || x > hi || (*end != ',' && *end != '\0'))
-      return pb_error_set(err, PB_EINVAL, "%s: '%s' is not a list of integers from %d to %d", what,
-                          text, lo, hi);
-    if (n == max) return pb_error_set(err, PB_EINVAL, "%s: more than %d values", what, max);
-    v[n++] = (int)x;
-    p = *end == ',' ? end + 1 : end;
-  }
-  if (n == 0) return pb_error_set(err, PB_EINVAL, "%s: empty list", what);
-  return n;
-}
-
-int pb__list_has(const char *list, const char *word) {
-  size_t len = strlen(word);
-  for (const char *p = list; p != NULL && *p != '\0';) {
-    const char *end = strchr(p, ',');
-    size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (n == len && strncmp(p, word, len) == 0) return 1;
-    p = end ? end + 1 : NULL;
-  }
-  return 0;
-}
-
-void pb__run_progress(pb_run_ctx *c, const char *what) {
-  c->step++;
-  if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, what, c->step, c->total_steps);
-}
-
-void pb__run_report(pb_run_ctx *c, const char *fmt, ...) {
-  if (c->p.report == NULL) return;
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  c->p.report(c->p.report_ctx, line);
-}
-
-int pb__timer_group(double overhead_ns, const double *pilot_s, size_t n, int cap) {
-  if (n == 0 || !(overhead_ns > 0) || cap < 1) return 1;
-  double lo = pilot_s[0];
-  for (size_t k = 1; k < n; k++)
-    if (pilot_s[k] < lo) lo = pilot_s[k];
-  /* The timer at 0.5% of the pilot's shortest interval: a margin for later intervals that are
-   * shorter still, so that the 1% bound holds for every interval timed. */
-  double want = 200.0 * overhead_ns * 1e-9;
-  if (!(lo > 0)) return cap;                  /* below the clock's resolution */
-  double g = ceil(want / lo * (1 - 1e-12)); /* 5 us / 1 us is 5, whatever the rounding */
-  if (!(g >= 1)) return 1;
-  return g > (double)cap ? cap : (int)g;
-}
-
-int pb__timer_regroup(double overhead_ns, double span_s, int g, int cap) {
-  double per = g > 0 ? span_s / g : span_s;
-  int ng = pb__timer_group(overhead_ns, &per, 1, cap);
-  int twice = 2 * (long)g < (long)cap ? 2 * g : cap;
-  return ng > twice ? ng : twice;
-}
-
-void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix) {
-  char k[96];
-#define F(name, v)                                  \
-  snprintf(k, sizeof k, "%s%s", prefix, name);      \
-  pb_table_set_f64(t, k, v)
-  F("p50", s->p50);
-  F("p95", s->p95);
-  F("p99", s->p99);
-  F("mean", s->mean);
-  F("std", s->stddev);
-  F("min", s->min);
-  F("max", s->max);
-  F("cv", s->cv);
-  F("median_ci_lo", s->median_ci_lo);
-  F("median_ci_hi", s->median_ci_hi);
-#undef F
-  snprintf(k, sizeof k, "%sn_outliers", prefix);
-  pb_table_set_i64(t, k, (int64_t)s->n_outliers);
-  snprintf(k, sizeof k, "%sunstable", prefix);
-  pb_table_set_bool(t, k, s->unstable);
-  snprintf(k, sizeof k, "%sp99_reliable", prefix);
-  pb_table_set_bool(t, k, s->p99_reliable);
-}
-
-int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_error *err) {
-  int rc = pb_table_new(out);
-  if (rc != PB_OK) return pb_error_set(err, rc, "out of memory");
-  pb_table_set_env(*out, &c->env);
-  pb_table_set_meta(*out, "pipebench.track", track);
-  pb_table_set_meta(*out, "pipebench.cache_state", c->p.cold ? "cold" : "warm");
-  char seed[32];
-  snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->p.seed);
-  pb_table_set_meta(*out, "pipebench.seed", seed);
-  pb_table_set_meta(*out, "pipebench.dataset", c->data_dir);
-  char overhead[64];
-  snprintf(overhead, sizeof overhead, "%.1f", c->cal.timer_overhead_ns);
-  pb_table_set_meta(*out, "pipebench.timer_overhead_ns", overhead);
-  return PB_OK;
-}
-
-/* Columns every row carries, so a row read on its own says where it came from. */
-void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat) {
-  pb_table_append_row(t);
-  pb_table_set_str(t, "format", format);
-  pb_table_set_str(t, "cache_state", c->p.cold ? "cold" : "warm");
-  pb_table_set_i64(t, "repeat", repeat);
-  pb_table_set_str(t, "timestamp", c->env.timestamp_utc);
-  pb_table_set_str(t, "git_commit", c->env.git_commit);
-  pb_table_set_str(t, "hostname", c->env.hostname);
-  pb_table_set_i64(t, "seed", (int64_t)c->p.seed);
-}
-
-int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_error *err) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
-  int rc = pb_table_write(t, path, PB_SINK_AUTO, err);
-  if (rc == PB_OK) pb__run_report(c, "wrote %s (%zu rows)", path, pb_table_rows(t));
-  /* A CSV twin, readable without any Parquet reader. */
-  char *dot = strrchr(path, '.');
-  if (rc == PB_OK && dot != NULL) {
-    snprintf(dot, sizeof path - (size_t)(dot - path), ".csv");
-    rc = pb_table_write(t, path, PB_SINK_CSV, err);
-  }
-  return rc;
-}
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
@@ -337,42 +202,35 @@ static void calib_progress(void *ctx, const char *what, int step, int steps) {
   if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, buf, step, steps);
 }
 
-/* Every item of list must be one of the names (NULL-terminated). */
-static int check_names(const char *list, const char *what, const char *const *names,
-                       struct pb_error *err) {
-  char tmp[512];
+/* Every item of --tracks must name a track of the table. */
+static int check_tracks(const char *list, struct pb_error *err) {
+  char tmp[64], known[128] = "";
+  for (size_t k = 0; k < pb__track_count(); k++) {
+    size_t u = strlen(known);
+    snprintf(known + u, sizeof known - u, "%s%s", k ? ", " : "", pb__track_at(k)->view.id);
+  }
   snprintf(tmp, sizeof tmp, "%s", list ? list : "");
   char *save = NULL;
-  int n = 0;
-  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
-    int ok = 0;
-    for (int k = 0; names[k] != NULL; k++) ok |= strcmp(tok, names[k]) == 0;
-    if (!ok) {
-      char known[256] = "";
-      for (int k = 0; names[k] != NULL; k++) {
-        if (k) strncat(known, ", ", sizeof known - strlen(known) - 1);
-        strncat(known, names[k], sizeof known - strlen(known) - 1);
-      }
-      return pb_error_set(err, PB_EINVAL, "unknown %s '%s' (%s)", what, tok, known);
-    }
+  int any = 0;
+  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (pb__track_find(tok) == NULL)
+      return pb_error_set(err, PB_EINVAL, "unknown track '%s' (tracks are %s)", tok, known);
+    any = 1;
   }
-  if (n == 0) return pb_error_set(err, PB_EINVAL, "no %s given", what);
+  if (!any) return pb_error_set(err, PB_EINVAL, "no track given");
   return PB_OK;
 }
 
 /* Options are checked before anything is measured, so a typo costs no time and leaves no
  * half-made results behind. */
 static int validate(const pb_run_params *p, struct pb_error *err) {
-  static const char *const transforms[] = {"none", "normalize", "augment", NULL};
-  static const char *const caches[] = {"none", "preload", "shared", NULL};
-  int v[64];
-  if (pb__list_has(p->tracks, "1")) PB_RETURN_NOT_OK(check_names(p->transforms, "transform", transforms, err));
-  if (pb__list_has(p->tracks, "2")) {
-    PB_RETURN_NOT_OK(check_names(p->caches, "cache mode", caches, err));
-    int rc = pb__parse_int_list(p->batch_sizes, v, 64, 1, 65536, "batch sizes", err);
-    if (rc < 0) return rc;
-    rc = pb__parse_int_list(p->workers, v, 64, 0, 256, "workers", err);
-    if (rc < 0) return rc;
+  PB_RETURN_NOT_OK(check_tracks(p->tracks, err));
+  if (p->repeats < 1 || p->samples < 1 || p->batches < 1 || p->warmup < 0)
+    return pb_error_set(err, PB_EINVAL, "repeats, samples and batches must be at least 1");
+  for (size_t k = 0; k < pb__track_count(); k++) {
+    const pb__track *tr = pb__track_at(k);
+    if (tr->validate != NULL && pb__list_has(p->tracks, tr->view.id))
+      PB_RETURN_NOT_OK(tr->validate(p, err));
   }
   if (p->formats != NULL) {
     char tmp[512];
@@ -384,37 +242,26 @@ static int validate(const pb_run_params *p, struct pb_error *err) {
   return PB_OK;
 }
 
+/* The tracks asked for, in the table's order; stops at the first failure. */
+static int measure_tracks(pb_run_ctx *c, struct pb_error *err) {
+  int rc = PB_OK;
+  for (size_t k = 0; k < pb__track_count() && rc == PB_OK; k++) {
+    const pb__track *tr = pb__track_at(k);
+    if (!pb__list_has(c->p.tracks, tr->view.id)) continue;
+    c->schema = tr->view.schema;
+    rc = tr->measure(c, err);
+    c->schema = NULL;
+  }
+  return rc;
+}
+
 int pb_run(const pb_run_params *params, struct pb_error *err) {
   pb_run_ctx *c = calloc(1, sizeof *c);
   if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb_run_params defaults = PB_RUN_PARAMS_DEFAULTS;
   c->p = params != NULL ? *params : defaults;
-  int rc = PB_OK;
-  static const char *const known_tracks[] = {"1", "2", "3", "4"};
-  {
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, "%s", c->p.tracks ? c->p.tracks : "");
-    char *save = NULL;
-    int any = 0;
-    for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-      int ok = 0;
-      for (int k = 0; k < 4; k++) ok |= strcmp(tok, known_tracks[k]) == 0;
-      if (!ok) {
-        free(c);
-        return pb_error_set(err, PB_EINVAL, "unknown track '%s' (tracks are 1, 2, 3, 4)", tok);
-      }
-      any = 1;
-    }
-    if (!any) {
-      free(c);
-      return pb_error_set(err, PB_EINVAL, "no track given");
-    }
-  }
-  if (c->p.repeats < 1 || c->p.samples < 1 || c->p.batches < 1 || c->p.warmup < 0) {
-    free(c);
-    return pb_error_set(err, PB_EINVAL, "repeats, samples and batches must be at least 1");
-  }
-  if ((rc = validate(&c->p, err)) != PB_OK) {
+  int rc = validate(&c->p, err);
+  if (rc != PB_OK) {
     free(c);
     return rc;
   }
@@ -440,10 +287,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   c->summary = cJSON_CreateObject();
   cJSON_AddStringToObject(c->summary, "kind", "pipebench.run");
   cJSON_AddItemToObject(c->summary, "tracks", cJSON_CreateObject());
-  if (pb__list_has(c->p.tracks, "1") && rc == PB_OK) rc = pb__track1(c, err);
-  if (pb__list_has(c->p.tracks, "2") && rc == PB_OK) rc = pb__track2(c, err);
-  if (pb__list_has(c->p.tracks, "3") && rc == PB_OK) rc = pb__track3(c, err);
-  if (pb__list_has(c->p.tracks, "4") && rc == PB_OK) rc = pb__track4(c, err);
+  if (rc == PB_OK) rc = measure_tracks(c, err);
   if (rc != PB_OK) {
     /* A failed run leaves the last good summary alone; what it did and why it stopped go to
      * a file of their own. */
@@ -452,7 +296,8 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
     write_summary(c, "pipebench_summary_failed.json", &e2);
   } else {
     rc = write_summary(c, "pipebench_summary.json", err);
-    if (rc == PB_OK) (void)pb__report_after_run(c->p.out, c->p.report, c->p.report_ctx);
+    if (rc == PB_OK && (rc = pb__report_after_run(c->p.out, c->p.report, c->p.report_ctx)) != PB_OK)
+      pb_error_set(err, rc, "%s: the plots or the report could not be written (see above)", c->p.out);
   }
 done:
   cJSON_Delete(c->summary);

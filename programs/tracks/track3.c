@@ -7,11 +7,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tracks/run_internal.h"
+#include "tracks/tracks.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
 
 static const char *const cache_names[] = {"none", "preload"};
+
+/* ---- schema ---------------------------------------------------------------------------------- */
+
+#define T3_CACHE "cache"
+#define T3_MODEL "model"
+#define T3_MODE "mode"
+#define T3_BATCH_SIZE "batch_size"
+#define T3_NUM_WORKERS "num_workers"
+#define T3_STEP_PREFIX "step_time_"
+#define T3_STEP_MEAN T3_STEP_PREFIX PB__SUM_MEAN
+#define T3_STEP_P50 T3_STEP_PREFIX PB__SUM_P50
+#define T3_DATA_WAIT_MEAN "data_wait_mean"
+#define T3_DATA_WAIT_FRACTION "data_wait_fraction"
+#define T3_AU "accelerator_utilisation"
+#define T3_IMAGES_PER_SEC "images_per_sec"
+
+static const char *const t3_schema[] = {
+    PB__COMMON_COLUMNS, T3_CACHE, T3_MODEL, T3_MODE, "emulate_ms", T3_BATCH_SIZE, T3_NUM_WORKERS,
+    "num_steps", "first_step_time", PB__SUMMARY_COLUMNS(T3_STEP_PREFIX), T3_DATA_WAIT_MEAN,
+    "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC, NULL};
+
+/* ---- the model loop -------------------------------------------------------------------------- */
 
 static void busy_wait_ns(int64_t ns) {
   int64_t end = pb_now_ns() + ns;
@@ -81,6 +103,56 @@ static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_erro
   return pb_engine_synchronize(s->engine, err);
 }
 
+/* What t3_steps measured. */
+typedef struct t3_steps_out {
+  int n;                        /* steps timed (the first excluded) */
+  double first_step;            /* the first step, seconds */
+  double sum_step, sum_wait;    /* over the timed steps, seconds */
+  int64_t samples;              /* images in the timed steps */
+} t3_steps_out;
+
+/* The loop a training or inference job runs: wait for a batch, compute on it; steps + 1 steps,
+ * going on into the next epoch when one ends. step_s and wait_s get each step after the first
+ * (room for steps). */
+static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, double *step_s,
+                    double *wait_s, t3_steps_out *o, struct pb_error *err) {
+  int n = 0, empty = 0, rc = PB_OK;
+  double first_step = NAN, sum_step = 0, sum_wait = 0;
+  int64_t samples = 0;
+  for (int k = 0; k <= c->p.steps && rc == PB_OK;) {
+    pb_batch *b = NULL;
+    int64_t t0 = pb_now_ns();
+    rc = pb_loader_next(ld, &b, err);
+    int64_t t1 = pb_now_ns();
+    if (rc != PB_OK) break;
+    if (b == NULL) { /* epoch over: go on with the next, as a training loop does */
+      if (++empty > 1) {
+        rc = pb_error_set(err, PB_EFORMAT, "the loader gave no batch after a reset");
+        break;
+      }
+      rc = pb_loader_reset(ld, (*epoch)++, err);
+      continue;
+    }
+    empty = 0;
+    rc = compute(c, s, b, err);
+    int64_t t2 = pb_now_ns();
+    if (k == 0) {
+      first_step = (double)(t2 - t0) / 1e9;
+    } else {
+      step_s[n] = (double)(t2 - t0) / 1e9;
+      wait_s[n] = (double)(t1 - t0) / 1e9;
+      sum_step += step_s[n];
+      sum_wait += wait_s[n];
+      samples += b->shape[0];
+      n++;
+    }
+    pb_batch_free(b);
+    k++;
+  }
+  *o = (t3_steps_out){n, first_step, sum_step, sum_wait, samples};
+  return rc;
+}
+
 static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s, double *wait_s,
                    cJSON *summary, struct pb_error *err) {
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
@@ -121,63 +193,33 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
   for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = pb_loader_reset(ld, epoch++, err);
-    int n = 0, empty = 0;
-    double first_step = NAN, sum_step = 0, sum_wait = 0;
-    int64_t samples = 0;
-    for (int k = 0; k <= c->p.steps && rc == PB_OK;) {
-      pb_batch *b = NULL;
-      int64_t t0 = pb_now_ns();
-      rc = pb_loader_next(ld, &b, err);
-      int64_t t1 = pb_now_ns();
-      if (rc != PB_OK) break;
-      if (b == NULL) { /* epoch over: go on with the next, as a training loop does */
-        if (++empty > 1) {
-          rc = pb_error_set(err, PB_EFORMAT, "the loader gave no batch after a reset");
-          break;
-        }
-        rc = pb_loader_reset(ld, epoch++, err);
-        continue;
-      }
-      empty = 0;
-      rc = compute(c, &s, b, err);
-      int64_t t2 = pb_now_ns();
-      if (k == 0) {
-        first_step = (double)(t2 - t0) / 1e9;
-      } else {
-        step_s[n] = (double)(t2 - t0) / 1e9;
-        wait_s[n] = (double)(t1 - t0) / 1e9;
-        sum_step += step_s[n];
-        sum_wait += wait_s[n];
-        samples += b->shape[0];
-        n++;
-      }
-      pb_batch_free(b);
-      k++;
-    }
+    t3_steps_out st = {0};
+    rc = t3_steps(c, ld, &epoch, &s, step_s, wait_s, &st, err);
     if (rc != PB_OK) break;
     pb_summary ss, ws;
+    int n = st.n;
     if ((rc = pb_summarize(step_s, (size_t)n, &ss)) != PB_OK) break;
     if ((rc = pb_summarize(wait_s, (size_t)n, &ws)) != PB_OK) break;
-    double au = sum_step > 0 ? (sum_step - sum_wait) / sum_step : NAN;
+    double au = st.sum_step > 0 ? (st.sum_step - st.sum_wait) / st.sum_step : NAN;
     pb__row_common(c, t, c->formats[fi], r);
-    pb_table_set_str(t, "cache", cache_names[cache]);
-    pb_table_set_str(t, "model", c->p.emulate_ms > 0 ? "emulated" : c->p.model);
-    pb_table_set_str(t, "mode", c->p.train ? "train" : "inference");
+    pb_table_set_str(t, T3_CACHE, cache_names[cache]);
+    pb_table_set_str(t, T3_MODEL, c->p.emulate_ms > 0 ? "emulated" : c->p.model);
+    pb_table_set_str(t, T3_MODE, c->p.train ? "train" : "inference");
     pb_table_set_f64(t, "emulate_ms", c->p.emulate_ms);
-    pb_table_set_i64(t, "batch_size", lp.batch_size);
-    pb_table_set_i64(t, "num_workers", lp.workers);
+    pb_table_set_i64(t, T3_BATCH_SIZE, lp.batch_size);
+    pb_table_set_i64(t, T3_NUM_WORKERS, lp.workers);
     pb_table_set_i64(t, "num_steps", n);
-    pb_table_set_f64(t, "first_step_time", first_step);
-    pb_table_set_f64(t, "step_time_mean", ss.mean);
-    pb_table_set_f64(t, "step_time_p50", ss.p50);
+    pb_table_set_f64(t, "first_step_time", st.first_step);
+    pb_table_set_f64(t, T3_STEP_MEAN, ss.mean);
+    pb_table_set_f64(t, T3_STEP_P50, ss.p50);
     pb_table_set_f64(t, "step_time_p95", ss.p95);
-    pb__add_summary_columns(t, &ss, "step_time_");
-    pb_table_set_f64(t, "data_wait_mean", ws.mean);
+    pb__add_summary_columns(t, &ss, T3_STEP_PREFIX);
+    pb_table_set_f64(t, T3_DATA_WAIT_MEAN, ws.mean);
     pb_table_set_f64(t, "data_wait_p50", ws.p50);
-    pb_table_set_f64(t, "data_wait_fraction", 1.0 - au);
-    pb_table_set_f64(t, "accelerator_utilisation", au);
+    pb_table_set_f64(t, T3_DATA_WAIT_FRACTION, 1.0 - au);
+    pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
-    pb_table_set_f64(t, "images_per_sec", sum_step > 0 ? (double)samples / sum_step : NAN);
+    pb_table_set_f64(t, T3_IMAGES_PER_SEC, st.sum_step > 0 ? (double)st.samples / st.sum_step : NAN);
     if (r == c->p.repeats - 1) {
       char key[64];
       snprintf(key, sizeof key, "%s/%s", c->formats[fi], cache_names[cache]);
@@ -194,13 +236,13 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
   return rc;
 }
 
-int pb__track3(pb_run_ctx *c, struct pb_error *err) {
+static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
   pb_table *t = NULL;
   PB_RETURN_NOT_OK(pb__new_table(c, "3", &t, err));
   double *step_s = calloc((size_t)c->p.steps + 1, sizeof *step_s);
   double *wait_s = calloc((size_t)c->p.steps + 1, sizeof *wait_s);
-  cJSON *s = cJSON_AddObjectToObject(cJSON_GetObjectItem(c->summary, "tracks"), "3");
+  cJSON *s = pb__run_summary(c, "3");
   int rc = step_s && wait_s ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory");
   c->step = 0;
   c->total_steps = (long)c->nf * 2;
@@ -228,3 +270,17 @@ int pb__track3(pb_run_ctx *c, struct pb_error *err) {
   pb_table_free(t);
   return rc;
 }
+
+/* ---- the descriptor -------------------------------------------------------------------------- */
+
+static const char *const t3_options[] = {"repeats", "model", "steps", "t3_batch", "t3_workers", "emulate_ms", "train",
+                                       "cold", "seed", NULL};
+
+const pb__track pb__track3 = {
+    .name = "model loop",
+    .options = t3_options,
+    .validate = NULL,
+    .measure = t3_run,
+    .view = {.id = "3", .title = "Track 3: model loop", .table = "pipebench_track3", .schema = t3_schema,
+             .plot_needs = T3_STEP_MEAN},
+};

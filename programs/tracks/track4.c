@@ -9,8 +9,28 @@
 #include <unistd.h>
 
 #include "tools/peer.h"
+#include "tracks/tracks.h"
 #include "formats/format_internal.h"
 #include "pipebench/loader.h"
+
+/* ---- schema ---------------------------------------------------------------------------------- */
+
+/* The percentiles set_pcts writes after a prefix. */
+#define T4_PCTS(prefix) prefix "_p50", prefix "_p95", prefix "_p99", prefix "_mean"
+#define T4_DLPACK_PCT "dlpack_overhead_pct"
+#define T4_CONVERSION_PCT "conversion_overhead_pct"
+#define T4_OVER_PEER "pipebench_over_peer"
+#define T4_OTHER_P50 "other_p50"
+
+static const char *const t4_schema[] = {
+    PB__COMMON_COLUMNS, "num_samples", "transform", T4_PCTS("read"), T4_PCTS("decompress"),
+    T4_PCTS("decode"), T4_PCTS("convert"), T4_PCTS("transform"), T4_PCTS("loader_total"),
+    T4_PCTS("py_next"), T4_PCTS("dlpack"), T4_PCTS("numpy"), T4_PCTS("conversion"),
+    "peer_version", "torch_p50", "pipebench_torch_p50", T4_CONVERSION_PCT, T4_DLPACK_PCT,
+    "numpy_samples_per_sec", "torch_samples_per_sec", "pipebench_samples_per_sec", T4_OVER_PEER,
+    T4_OTHER_P50, NULL};
+
+/* ---- measuring ------------------------------------------------------------------------------- */
 
 typedef struct stage_samples {
   double *read, *decompress, *decode, *convert, *transform, *total;
@@ -120,7 +140,7 @@ static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
   return rc;
 }
 
-int pb__track4(pb_run_ctx *c, struct pb_error *err) {
+static int t4_run(pb_run_ctx *c, struct pb_error *err) {
   int cap = c->p.samples;
   double *buf = calloc((size_t)cap * 10, sizeof *buf);
   if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -136,7 +156,7 @@ int pb__track4(pb_run_ctx *c, struct pb_error *err) {
     rc = run_python(c, &py, err);
     if (rc != PB_OK) pb_error_prefix(err, "track 4: ");
   }
-  cJSON *summary = cJSON_AddObjectToObject(cJSON_GetObjectItem(c->summary, "tracks"), "4");
+  cJSON *summary = pb__run_summary(c, "4");
   const cJSON *pyrows = cJSON_GetObjectItem(py, "rows");
   const cJSON *vers = cJSON_GetObjectItem(py, "versions");
   const cJSON *torch_v = cJSON_GetObjectItem(vers, "torch");
@@ -180,17 +200,17 @@ int pb__track4(pb_run_ctx *c, struct pb_error *err) {
       double torch_path = m_np + m_conv, pb_path = m_next + m_dl;
       pb_table_set_f64(t, "torch_p50", torch_path);
       pb_table_set_f64(t, "pipebench_torch_p50", pb_path);
-      pb_table_set_f64(t, "conversion_overhead_pct", 100.0 * m_conv / torch_path);
-      pb_table_set_f64(t, "dlpack_overhead_pct", 100.0 * m_dl / pb_path);
+      pb_table_set_f64(t, T4_CONVERSION_PCT, 100.0 * m_conv / torch_path);
+      pb_table_set_f64(t, T4_DLPACK_PCT, 100.0 * m_dl / pb_path);
       pb_table_set_f64(t, "numpy_samples_per_sec", 1.0 / m_np);
       pb_table_set_f64(t, "torch_samples_per_sec", 1.0 / torch_path);
       pb_table_set_f64(t, "pipebench_samples_per_sec", 1.0 / pb_path);
-      pb_table_set_f64(t, "pipebench_over_peer", torch_path / pb_path);
+      pb_table_set_f64(t, T4_OVER_PEER, torch_path / pb_path);
       double m_read = median_of(s.read, n), m_dec = median_of(s.decompress, n);
       double m_decode = median_of(s.decode, n), m_cv = median_of(s.convert, n);
       double m_tr = median_of(s.transform, n), m_tot = median_of(s.total, n);
       double other = m_tot - (m_read + m_dec + m_decode + m_cv + m_tr);
-      pb_table_set_f64(t, "other_p50", other > 0 ? other : 0);
+      pb_table_set_f64(t, T4_OTHER_P50, other > 0 ? other : 0);
       if (r == c->p.repeats - 1) {
         cJSON *o = cJSON_AddObjectToObject(summary, c->formats[fi]);
         cJSON_AddNumberToObject(o, "read_s", m_read);
@@ -209,3 +229,16 @@ int pb__track4(pb_run_ctx *c, struct pb_error *err) {
   free(buf);
   return rc;
 }
+
+/* ---- the descriptor -------------------------------------------------------------------------- */
+
+static const char *const t4_options[] = {"repeats", "warmup", "samples", "python", "library", "cold", "seed", NULL};
+
+const pb__track pb__track4 = {
+    .name = "stage breakdown and torch hand-off",
+    .options = t4_options,
+    .validate = NULL,
+    .measure = t4_run,
+    .view = {.id = "4", .title = "Track 4: stage breakdown and torch hand-off", .table = "pipebench_track4", .schema = t4_schema,
+             .plot_needs = "read_p50"},
+};
