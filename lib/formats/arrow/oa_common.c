@@ -1,13 +1,10 @@
 /* Shared plumbing of the OME-Arrow backends: DuckDB sessions, vectors, codecs, spool files. */
 #include <errno.h>
 #include <fcntl.h>
-#include <lz4.h>
-#include <lz4frame.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "common/duck_msg.h"
 #include "formats/arrow/oa_common.h"
@@ -259,99 +256,36 @@ int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void 
                   size_t *out_n, struct pb_error *err) {
   *out = NULL;
   *out_n = 0;
-  if (strcmp(codec, "zstd") == 0) {
-    size_t cap = ZSTD_compressBound(n);
-    void *buf = malloc(cap);
-    if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    size_t r = ZSTD_compress(buf, cap, src, n, level != 0 ? level : 3);
-    if (ZSTD_isError(r)) {
-      free(buf);
-      return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
-    }
-    *out = buf;
-    *out_n = r;
-    return PB_OK;
-  }
-  if (strcmp(codec, "lz4") == 0) {
-    if (n > (size_t)LZ4_MAX_INPUT_SIZE)
-      return pb_error_set(err, PB_EINVAL, "lz4: chunk of %zu bytes is too large", n);
-    int cap = LZ4_compressBound((int)n);
-    unsigned char *buf = malloc((size_t)cap + 4);
-    if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    int r = LZ4_compress_default(src, (char *)buf + 4, (int)n, cap);
-    if (r <= 0) {
-      free(buf);
-      return pb_error_set(err, PB_ECODEC, "lz4: compression failed");
-    }
-    uint32_t sz = (uint32_t)n; /* little-endian prefix, as python-lz4's lz4.block writes */
-    memcpy(buf, &sz, 4);
-    *out = buf;
-    *out_n = (size_t)r + 4;
-    return PB_OK;
-  }
-  void *buf = malloc(n > 0 ? n : 1);
+  pb__codec_id id;
+  PB_RETURN_NOT_OK(pb__oa_codec_check(codec, err));
+  PB_RETURN_NOT_OK(pb__codec_by_name(codec, &id, err));
+  size_t cap = pb__codec_bound(id, n);
+  if (cap == 0 && n > 0)
+    return pb_error_set(err, PB_EINVAL, "%s: chunk of %zu bytes is too large", codec, n);
+  void *buf = malloc(cap > 0 ? cap : 1);
   if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  memcpy(buf, src, n);
+  pb__codec_params prm = {.level = level};
+  int rc = pb__codec_encode(NULL, id, &prm, src, n, buf, cap, out_n, err);
+  if (rc != PB_OK) {
+    free(buf);
+    return rc;
+  }
   *out = buf;
-  *out_n = n;
   return PB_OK;
 }
 
-static int lz4_frame_decode(const void *src, size_t n, void *dst, size_t dst_n) {
-  LZ4F_dctx *ctx = NULL;
-  if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) return -1;
-  size_t in = n, outn = dst_n;
-  size_t r = LZ4F_decompress(ctx, dst, &outn, src, &in, NULL);
-  LZ4F_freeDecompressionContext(ctx);
-  return (LZ4F_isError(r) || r != 0 || outn != dst_n) ? -1 : 0;
-}
-
 int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
-                  ZSTD_DCtx **zctx, struct pb_error *err) {
+                  pb__codec_ctx *ctx, struct pb_error *err) {
   if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
     if (n != dst_n)
       return pb_error_set(err, PB_EFORMAT, "chunk holds %zu bytes, its shape needs %zu", n, dst_n);
     memcpy(dst, src, n);
     return PB_OK;
   }
-  if (strcmp(codec, "zstd") == 0) {
-    size_t r;
-    if (zctx != NULL) {
-      if (*zctx == NULL && (*zctx = ZSTD_createDCtx()) == NULL)
-        return pb_error_set(err, PB_ENOMEM, "out of memory for a zstd context");
-      r = ZSTD_decompressDCtx(*zctx, dst, dst_n, src, n);
-    } else {
-      r = ZSTD_decompress(dst, dst_n, src, n);
-    }
-    if (ZSTD_isError(r))
-      return pb_error_set(err, PB_ECODEC, "zstd cannot decompress the chunk: %s",
-                          ZSTD_getErrorName(r));
-    if (r != dst_n)
-      return pb_error_set(err, PB_ECODEC, "zstd gave %zu bytes, the chunk's shape needs %zu", r,
-                          dst_n);
-    return PB_OK;
-  }
-  if (strcmp(codec, "lz4") == 0) {
-    const unsigned char *s = src;
-    if (dst_n > (size_t)LZ4_MAX_INPUT_SIZE || n > (size_t)INT32_MAX)
-      return pb_error_set(err, PB_ECODEC, "lz4: chunk too large");
-    if (n >= 4 && s[0] == 0x04 && s[1] == 0x22 && s[2] == 0x4D && s[3] == 0x18) {
-      if (lz4_frame_decode(src, n, dst, dst_n) == 0) return PB_OK;
-    }
-    if (n >= 4) {
-      uint32_t sz;
-      memcpy(&sz, s, 4);
-      if (sz == dst_n &&
-          LZ4_decompress_safe((const char *)s + 4, dst, (int)(n - 4), (int)dst_n) == (int)dst_n)
-        return PB_OK;
-    }
-    if (LZ4_decompress_safe(src, dst, (int)n, (int)dst_n) == (int)dst_n) return PB_OK;
-    return pb_error_set(err, PB_ECODEC,
-                        "lz4 cannot decompress the chunk to %zu bytes (tried size-prefixed "
-                        "block, bare block and frame)",
-                        dst_n);
-  }
-  return pb_error_set(err, PB_EUNSUPPORTED, "unknown leaf compression '%s'", codec);
+  pb__codec_id id;
+  if (pb__oa_codec_check(codec, NULL) != PB_OK || pb__codec_by_name(codec, &id, NULL) != PB_OK)
+    return pb_error_set(err, PB_EUNSUPPORTED, "unknown leaf compression '%s'", codec);
+  return pb__codec_decode_exact(ctx, id, src, n, dst, dst_n, err);
 }
 
 /* ---- spool -------------------------------------------------------------------------------- */

@@ -5,8 +5,7 @@
 
 #include <duckdb.h>
 #include <stdint.h>
-#include <zstd.h>
-
+#include "codecs/codec.h"
 #include "formats/format_internal.h"
 
 /** One DuckDB instance and one connection on it. */
@@ -62,12 +61,11 @@ int pb__oa_codec_check(const char *name, struct pb_error *err);
 /** Compresses n bytes into a malloc'd *out. lz4: a block after a 4-byte little-endian size. */
 int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void **out,
                   size_t *out_n, struct pb_error *err);
-/** Decompresses exactly dst_n bytes; lz4 accepts a size-prefixed block, a bare block or an
- * LZ4 frame. zctx: a zstd context kept by the caller (created on first use, freed with
- * ZSTD_freeDCtx), or NULL for a one-off. On failure returns PB_ECODEC with the codec's
- * message in err. */
+/** Decompresses exactly dst_n bytes through the codec table; lz4 accepts a size-prefixed block,
+ * a bare block or an LZ4 frame. ctx: the reader's codec state (its zstd context is kept between
+ * calls), or NULL for a one-off. On failure returns PB_ECODEC with the codec's message in err. */
 int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
-                  ZSTD_DCtx **zctx, struct pb_error *err);
+                  pb__codec_ctx *ctx, struct pb_error *err);
 
 /* ---- spool: a temporary file that collects encoded pixels until finish -------------------- */
 typedef struct pb__oa_spool {

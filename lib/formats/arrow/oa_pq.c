@@ -1,11 +1,10 @@
 /* Direct page reads of one Parquet leaf column (see oa_pq.h). Written from the Parquet format
  * specification: PageHeader and its page headers in Thrift's compact protocol, the
- * RLE/bit-packed hybrid for levels and dictionary indices, PLAIN values; and from the Snappy
- * block format description for the snappy codec. */
+ * RLE/bit-packed hybrid for levels and dictionary indices, PLAIN values. Pages are decompressed
+ * through the codec table (lib/codecs). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <lz4.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +12,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
+#include "codecs/codec.h"
 #include "common/duck_msg.h"
 #include "formats/arrow/oa_pq.h"
 
@@ -264,106 +262,14 @@ static int parse_header(const uint8_t *buf, size_t n, pq_hdr *h) {
 
 /* ---- codecs ------------------------------------------------------------------------------- */
 
-/* Snappy block: a varint of the uncompressed length, then literals and back-references. */
-static int snappy_decode(const uint8_t *s, size_t n, uint8_t *d, size_t dn) {
-  size_t i = 0, o = 0;
-  uint64_t len = 0;
-  for (int sh = 0;; sh += 7) {
-    if (i >= n || sh > 35) return -1;
-    uint8_t b = s[i++];
-    len |= (uint64_t)(b & 0x7f) << sh;
-    if ((b & 0x80) == 0) break;
-  }
-  if (len != dn) return -1;
-  while (i < n) {
-    uint8_t tag = s[i++];
-    size_t l, off;
-    switch (tag & 3) {
-    case 0:
-      l = (size_t)(tag >> 2);
-      if (l >= 60) {
-        size_t nb = l - 59;
-        if (n - i < nb) return -1;
-        l = 0;
-        for (size_t k = 0; k < nb; k++) l |= (size_t)s[i + k] << (8 * k);
-        i += nb;
-      }
-      l += 1;
-      if (n - i < l || dn - o < l) return -1;
-      memcpy(d + o, s + i, l);
-      i += l;
-      o += l;
-      continue;
-    case 1:
-      if (i >= n) return -1;
-      l = 4 + ((tag >> 2) & 7);
-      off = ((size_t)(tag >> 5) << 8) | s[i++];
-      break;
-    case 2:
-      if (n - i < 2) return -1;
-      l = (size_t)(tag >> 2) + 1;
-      off = (size_t)s[i] | (size_t)s[i + 1] << 8;
-      i += 2;
-      break;
-    default:
-      if (n - i < 4) return -1;
-      l = (size_t)(tag >> 2) + 1;
-      off = (size_t)s[i] | (size_t)s[i + 1] << 8 | (size_t)s[i + 2] << 16 |
-            (size_t)s[i + 3] << 24;
-      i += 4;
-      break;
-    }
-    if (off == 0 || off > o || dn - o < l) return -1;
-    if (off >= l) memcpy(d + o, d + o - off, l);
-    else
-      for (size_t k = 0; k < l; k++) d[o + k] = d[o + k - off]; /* overlapping: a repeat */
-    o += l;
-  }
-  return o == dn ? 0 : -1;
-}
-
-/* zctx: the column's zstd context, created on first use and kept (a context-free
- * ZSTD_decompress sets one up per call, ~15 us, as long as decoding a 20 kB page). */
-static int decompress(int codec, const uint8_t *src, size_t n, uint8_t *dst, size_t dn,
-                      const char **what, ZSTD_DCtx **zctx) {
-  switch (codec) {
-  case PB__PQ_UNCOMPRESSED:
-    if (n != dn) return -1;
-    if (n > 0) memcpy(dst, src, n);
-    return 0;
-  case PB__PQ_SNAPPY:
-    *what = "snappy";
-    return snappy_decode(src, n, dst, dn);
-  case PB__PQ_ZSTD: {
-    *what = "zstd";
-    if (*zctx == NULL && (*zctx = ZSTD_createDCtx()) == NULL) return -1;
-    size_t got = ZSTD_decompressDCtx(*zctx, dst, dn, src, n);
-    return ZSTD_isError(got) || got != dn ? -1 : 0;
-  }
-  case PB__PQ_LZ4_RAW: {
-    *what = "lz4_raw";
-    if (n > INT_MAX || dn > INT_MAX) return -1;
-    int got = LZ4_decompress_safe((const char *)src, (char *)dst, (int)n, (int)dn);
-    return got < 0 || (size_t)got != dn ? -1 : 0;
-  }
-  case PB__PQ_GZIP: {
-    *what = "gzip";
-    if (n > UINT_MAX || dn > UINT_MAX) return -1;
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (inflateInit2(&z, 15 + 32) != Z_OK) return -1;
-    z.next_in = (Bytef *)(uintptr_t)src;
-    z.avail_in = (uInt)n;
-    z.next_out = dst;
-    z.avail_out = (uInt)dn;
-    int rc = inflate(&z, Z_FINISH);
-    size_t got = z.total_out;
-    inflateEnd(&z);
-    return rc == Z_STREAM_END && got == dn ? 0 : -1;
-  }
-  default:
-    *what = "codec";
-    return -1;
+/* The codec table's id for a Parquet codec number (open refuses the others). */
+static pb__codec_id codec_of(int pq_codec) {
+  switch (pq_codec) {
+    case PB__PQ_SNAPPY: return PB__CODEC_SNAPPY;
+    case PB__PQ_GZIP: return PB__CODEC_GZIP;
+    case PB__PQ_ZSTD: return PB__CODEC_ZSTD;
+    case PB__PQ_LZ4_RAW: return PB__CODEC_LZ4_RAW;
+    default: return PB__CODEC_NONE;
   }
 }
 
@@ -541,7 +447,9 @@ struct pb__pq_col {
   size_t dict_cap, dict_count;
   size_t *dict_off;
   size_t dict_off_cap;
-  ZSTD_DCtx *zctx;
+  /* one zstd context and zlib stream per column, kept between pages: setting a zstd context up
+   * costs about as much as decoding a 20 kB page */
+  pb__codec_ctx codec_ctx;
   /* Where the last read stopped inside the loaded page (the next row's levels and how many
    * values come before it), so that reading the following row does not scan the page's
    * levels from the start again (sequential reads of many-row pages). */
@@ -641,7 +549,7 @@ void pb__pq_free(pb__pq_col *c) {
   free(c->in);
   free(c->dict);
   free(c->dict_off);
-  ZSTD_freeDCtx(c->zctx);
+  pb__codec_ctx_destroy(&c->codec_ctx);
   free(c);
 }
 
@@ -668,10 +576,16 @@ static int stored_bytes(pb__pq_col *c, size_t g, int64_t page, int64_t off, size
   return PB_OK;
 }
 
-/* The error for a page whose decompression (codec `what`) failed. */
-static int decomp_fail(struct pb_error *err, size_t g, int64_t page, const char *what) {
-  char m[96];
-  snprintf(m, sizeof m, "%s of the page failed (corrupt data or wrong sizes)", what);
+/* Decompresses the page (or its values) at `page` into exactly dn bytes; the error names the
+ * codec and what it said. */
+static int decompress(pb__pq_col *c, int pq_codec, size_t g, int64_t page, const uint8_t *src,
+                      size_t n, uint8_t *dst, size_t dn, const char *what,
+                      struct pb_error *err) {
+  struct pb_error why;
+  if (pb__codec_decode_exact(&c->codec_ctx, codec_of(pq_codec), src, n, dst, dn, &why) == PB_OK)
+    return PB_OK;
+  char m[sizeof why.message + 64];
+  snprintf(m, sizeof m, "cannot decompress the %s (%s)", what, why.message);
   return perr(err, g, page, m);
 }
 
@@ -814,7 +728,6 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
   int64_t data = p->off + (int64_t)h->hlen;
   size_t cs = (size_t)h->csize, us = (size_t)h->usize;
   int fixed_plain = c->width > 0 && h->enc == EN_PLAIN;
-  const char *what = "decompression";
   /* the page's stored bytes where they are in memory already (a mapped file) */
   const uint8_t *view = src_view(&c->src, data, cs);
   c->vals_file = -1;
@@ -863,8 +776,7 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
         return pb_error_set(err, PB_ENOMEM, "out of memory");
       const uint8_t *in;
       PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
-      if (decompress(c->codec, in, cs, c->buf, us, &what, &c->zctx) != 0)
-        return decomp_fail(err, g, p->off, what);
+      PB_RETURN_NOT_OK(decompress(c, c->codec, g, p->off, in, cs, c->buf, us, "page", err));
       int64_t lv = v1_levels(c, c->buf, us);
       if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
       c->vals = c->buf + lv;
@@ -897,9 +809,9 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
       const uint8_t *in;
       PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
       memcpy(c->buf, in, rl + dl);
-      if (decompress(comp ? c->codec : PB__PQ_UNCOMPRESSED, in + rl + dl, cs - rl - dl,
-                     c->buf + rl + dl, us - rl - dl, &what, &c->zctx) != 0)
-        return decomp_fail(err, g, p->off, what);
+      PB_RETURN_NOT_OK(decompress(c, comp ? c->codec : PB__PQ_UNCOMPRESSED, g, p->off,
+                                  in + rl + dl, cs - rl - dl, c->buf + rl + dl, us - rl - dl,
+                                  "page", err));
       lv = c->buf;
       c->vals = c->buf + rl + dl;
       c->vals_n = us - rl - dl;
@@ -931,9 +843,8 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
   const uint8_t *in;
   PB_RETURN_NOT_OK(
       stored_bytes(c, g, rg->dict_off, rg->dict_off + (int64_t)h->hlen, cs, &in, err));
-  const char *what = "decompression";
-  if (decompress(c->codec, in, cs, c->dict, us, &what, &c->zctx) != 0)
-    return perr(err, g, rg->dict_off, "cannot decompress the dictionary page");
+  PB_RETURN_NOT_OK(
+      decompress(c, c->codec, g, rg->dict_off, in, cs, c->dict, us, "dictionary page", err));
   size_t n = (size_t)h->num_values;
   if (c->width > 0) {
     if (n > us / c->width) return perr(err, g, rg->dict_off, "dictionary page too short");
@@ -1562,6 +1473,6 @@ int pb__pq_read_mem(const uint8_t *data, size_t size, int physical, int codec, i
   free(c.in);
   free(c.dict);
   free(c.dict_off);
-  ZSTD_freeDCtx(c.zctx);
+  pb__codec_ctx_destroy(&c.codec_ctx);
   return rc;
 }

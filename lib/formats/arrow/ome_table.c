@@ -561,7 +561,7 @@ enum { OT_MAX_BLOCKS = 256 };
 typedef struct ot_reader {
   int kind;
   char path[4096];
-  ZSTD_DCtx *zctx; /* leaf zstd of the byte variant, kept between reads */
+  pb__codec_ctx codec_ctx; /* leaf zstd of the byte variant, its context kept between reads */
   pb__oa_db db;
   duckdb_prepared_statement st;
   ot_img *imgs;
@@ -627,7 +627,7 @@ static void ot_close(void *state) {
   ot_reader *r = state;
   if (r == NULL) return;
   direct_free(r);
-  ZSTD_freeDCtx(r->zctx);
+  pb__codec_ctx_destroy(&r->codec_ctx);
   for (size_t k = 0; k < r->n_blocks; k++) block_free(&r->blocks[k]);
   free(r->rg_first);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
@@ -1137,7 +1137,7 @@ static int place_chunk(ot_reader *r, int64_t i, const ot_img *im, size_t j,
       if (*scratch == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
     }
     int64_t t0 = pb_now_ns();
-    int rc = pb__oa_decode(codec, b, blen, *scratch, raw, &r->zctx, err);
+    int rc = pb__oa_decode(codec, b, blen, *scratch, raw, &r->codec_ctx, err);
     if (times) times->decompress_ns += pb_now_ns() - t0;
     if (rc != PB_OK) {
       pb_error_prefix(err, "%s: image %lld, chunk %zu (%s): ", r->path, (long long)i, j, codec);

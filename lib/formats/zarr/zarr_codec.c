@@ -1,6 +1,5 @@
-/* Chunk codecs (blosc, zstd, gzip/zlib, crc32c), shard indexes, and placing decoded chunks
- * into a destination region. */
-#include <blosc.h>
+/* Chunk pipelines (blosc, zstd, gzip/zlib through the codec table; crc32c here), shard
+ * indexes, and placing decoded chunks into a destination region. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -8,14 +7,9 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
-#include <zstd_errors.h>
 
+#include "codecs/codec.h"
 #include "formats/zarr/zarr_internal.h"
-
-/* Internal "output buffer too small" signal; never returned to callers. */
-#define TOO_SMALL 1
 
 /* ---- crc32c (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------------- */
 
@@ -67,88 +61,28 @@ void pb__zarr_scratch_destroy(pb__zarr_scratch *s) {
   pb_free(s->file, s->file_cap);
   pb_free(s->chunk, s->chunk_cap);
   pb_free(s->index, s->index_cap);
-  if (s->zstd != NULL) ZSTD_freeDCtx(s->zstd);
-  if (s->inflate != NULL) {
-    inflateEnd(s->inflate);
-    free(s->inflate);
-  }
+  pb__codec_ctx_destroy(&s->codec);
   memset(s, 0, sizeof *s);
 }
 
 /* ---- decoding ------------------------------------------------------------------------------ */
 
-static int dec_blosc(const unsigned char *in, size_t n, unsigned char *out, size_t cap,
-                     size_t *outn, struct pb_error *err) {
-  size_t nbytes = 0, cbytes = 0, bsize = 0;
-  if (n < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(in, n, &nbytes) != 0)
-    return pb_error_set(err, PB_ECODEC, "blosc: not a valid blosc buffer (%zu bytes)", n);
-  blosc_cbuffer_sizes(in, &nbytes, &cbytes, &bsize);
-  *outn = nbytes;
-  if (nbytes > cap) return TOO_SMALL;
-  if (nbytes == 0) return PB_OK;
-  int r = blosc_decompress_ctx(in, out, cap, 1);
-  if (r < 0 || (size_t)r != nbytes)
-    return pb_error_set(err, PB_ECODEC, "blosc: decompression failed (code %d)", r);
-  return PB_OK;
-}
-
-static int dec_zstd(pb__zarr_scratch *s, const unsigned char *in, size_t n, unsigned char *out,
-                    size_t cap, size_t *outn, struct pb_error *err) {
-  if (s->zstd == NULL && (s->zstd = ZSTD_createDCtx()) == NULL)
-    return pb_error_set(err, PB_ENOMEM, "zstd: out of memory");
-  size_t r = ZSTD_decompressDCtx(s->zstd, out, cap, in, n);
-  if (ZSTD_isError(r)) {
-    if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) {
-      unsigned long long fs = ZSTD_getFrameContentSize(in, n);
-      *outn = fs < ((unsigned long long)1 << 40) ? (size_t)fs : cap * 2 + 4096;
-      return TOO_SMALL;
-    }
-    return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
+/* The codec table's id for a pipeline codec (crc32c is checked, not decoded). */
+static pb__codec_id table_id(int zc) {
+  switch (zc) {
+    case PB__ZC_BLOSC: return PB__CODEC_BLOSC;
+    case PB__ZC_ZSTD: return PB__CODEC_ZSTD;
+    case PB__ZC_GZIP: return PB__CODEC_GZIP;
+    case PB__ZC_ZLIB: return PB__CODEC_ZLIB;
+    default: return PB__CODEC_COUNT;
   }
-  *outn = r;
-  return PB_OK;
-}
-
-static int dec_inflate(pb__zarr_scratch *s, const char *name, const unsigned char *in, size_t n,
-                       unsigned char *out, size_t cap, size_t *outn, struct pb_error *err) {
-  z_stream *zs = s->inflate;
-  if (zs == NULL) {
-    zs = calloc(1, sizeof *zs);
-    if (zs == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
-    if (inflateInit2(zs, 15 + 32) != Z_OK) { /* +32: accept both zlib and gzip headers */
-      free(zs);
-      return pb_error_set(err, PB_ENOMEM, "%s: cannot start inflate", name);
-    }
-    s->inflate = zs;
-  } else if (inflateReset(zs) != Z_OK) {
-    return pb_error_set(err, PB_ECODEC, "%s: cannot reset inflate", name);
-  }
-  if (n > UINT_MAX || cap > UINT_MAX)
-    return pb_error_set(err, PB_EUNSUPPORTED, "%s: chunk larger than 4 GiB", name);
-  zs->next_in = (Bytef *)(uintptr_t)in;
-  zs->avail_in = (uInt)n;
-  zs->next_out = out;
-  zs->avail_out = (uInt)cap;
-  int r = inflate(zs, Z_FINISH);
-  *outn = cap - zs->avail_out;
-  if (r == Z_STREAM_END) return PB_OK;
-  if ((r == Z_BUF_ERROR || r == Z_OK) && zs->avail_out == 0 && zs->avail_in > 0) {
-    *outn = cap * 2 + 4096;
-    return TOO_SMALL;
-  }
-  return pb_error_set(err, PB_ECODEC, "%s: %s", name,
-                      zs->msg != NULL ? zs->msg : "truncated or corrupt stream");
 }
 
 static int dec_one(const pb__zarr_codec *c, pb__zarr_scratch *s, const unsigned char *in, size_t n,
                    unsigned char *out, size_t cap, size_t *outn, struct pb_error *err) {
-  switch (c->id) {
-  case PB__ZC_BLOSC: return dec_blosc(in, n, out, cap, outn, err);
-  case PB__ZC_ZSTD: return dec_zstd(s, in, n, out, cap, outn, err);
-  case PB__ZC_GZIP: return dec_inflate(s, "gzip", in, n, out, cap, outn, err);
-  case PB__ZC_ZLIB: return dec_inflate(s, "zlib", in, n, out, cap, outn, err);
-  default: return pb_error_set(err, PB_EUNSUPPORTED, "unknown codec %d", c->id);
-  }
+  pb__codec_id id = table_id(c->id);
+  if (id == PB__CODEC_COUNT) return pb_error_set(err, PB_EUNSUPPORTED, "unknown codec %d", c->id);
+  return pb__codec_decode(&s->codec, id, in, n, out, cap, outn, err);
 }
 
 static void swap_bytes(unsigned char *p, size_t n, size_t esize) {
@@ -180,7 +114,7 @@ int pb__zarr_decode(const pb__zarr_pipe *pipe, size_t esize, pb__zarr_scratch *s
     size_t got = 0;
     if (i == 0) { /* the last decoder writes straight into out */
       int rc = dec_one(c, s, cur, curn, out, out_size, &got, err);
-      if (rc == TOO_SMALL)
+      if (rc == PB__CODEC_TOO_SMALL)
         return pb_error_set(err, PB_EFORMAT, "chunk decodes to more than the expected %zu bytes",
                             out_size);
       if (rc != PB_OK) return rc;
@@ -198,7 +132,7 @@ int pb__zarr_decode(const pb__zarr_pipe *pipe, size_t esize, pb__zarr_scratch *s
         return pb_error_set(err, PB_ENOMEM, "out of memory for %zu bytes", want);
       int rc = dec_one(c, s, cur, curn, s->buf[which], s->cap[which], &got, err);
       if (rc == PB_OK) break;
-      if (rc != TOO_SMALL) return rc;
+      if (rc != PB__CODEC_TOO_SMALL) return rc;
       want = got > s->cap[which] ? got : s->cap[which] * 2;
     }
     cur = s->buf[which];
@@ -214,65 +148,29 @@ int pb__zarr_decode(const pb__zarr_pipe *pipe, size_t esize, pb__zarr_scratch *s
 
 /* ---- encoding (the writer) ----------------------------------------------------------------- */
 
-static int enc_deflate(int gzip, int level, const unsigned char *in, size_t n, unsigned char **out,
-                       size_t *cap, size_t *outn, struct pb_error *err) {
-  z_stream zs;
-  memset(&zs, 0, sizeof zs);
-  if (n > UINT_MAX) return pb_error_set(err, PB_EUNSUPPORTED, "deflate: chunk larger than 4 GiB");
-  if (deflateInit2(&zs, level > 0 ? level : Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip ? 31 : 15, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK)
-    return pb_error_set(err, PB_ENOMEM, "deflate: cannot start");
-  size_t bound = deflateBound(&zs, (uLong)n) + 64;
-  if (pb__zarr_reserve(out, cap, bound) != PB_OK) {
-    deflateEnd(&zs);
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
-  }
-  zs.next_in = (Bytef *)(uintptr_t)in;
-  zs.avail_in = (uInt)n;
-  zs.next_out = *out;
-  zs.avail_out = (uInt)(*cap > UINT_MAX ? UINT_MAX : *cap);
-  int r = deflate(&zs, Z_FINISH);
-  *outn = zs.total_out;
-  deflateEnd(&zs);
-  if (r != Z_STREAM_END) return pb_error_set(err, PB_ECODEC, "deflate failed (%d)", r);
-  return PB_OK;
-}
-
 int pb__zarr_encode(const pb__zarr_pipe *pipe, size_t esize, void *zstd_cctx,
                     const unsigned char *in, size_t n, unsigned char **out, size_t *out_cap,
                     size_t *out_n, struct pb_error *err) {
   if (pipe->n > 1) return pb_error_set(err, PB_EUNSUPPORTED, "the writer uses one codec at most");
   const pb__zarr_codec *c = pipe->n == 1 ? &pipe->c[0] : NULL;
-  if (c == NULL) {
-    if (pb__zarr_reserve(out, out_cap, n) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    memcpy(*out, in, n);
-    *out_n = n;
-    return PB_OK;
-  }
-  switch (c->id) {
-  case PB__ZC_BLOSC: {
-    if (n > (size_t)BLOSC_MAX_BUFFERSIZE)
-      return pb_error_set(err, PB_EUNSUPPORTED, "blosc: chunk larger than 2 GiB");
-    if (pb__zarr_reserve(out, out_cap, n + BLOSC_MAX_OVERHEAD) != PB_OK)
-      return pb_error_set(err, PB_ENOMEM, "out of memory");
-    int r = blosc_compress_ctx(c->level > 0 ? c->level : 5, c->shuffle, esize, n, in, *out,
-                               *out_cap, c->cname, 0, 1);
-    if (r <= 0) return pb_error_set(err, PB_ECODEC, "blosc (%s): compression failed (%d)", c->cname, r);
-    *out_n = (size_t)r;
-    return PB_OK;
-  }
-  case PB__ZC_ZSTD: {
-    if (pb__zarr_reserve(out, out_cap, ZSTD_compressBound(n)) != PB_OK)
-      return pb_error_set(err, PB_ENOMEM, "out of memory");
-    size_t r = ZSTD_compressCCtx(zstd_cctx, *out, *out_cap, in, n, c->level != 0 ? c->level : 3);
-    if (ZSTD_isError(r)) return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
-    *out_n = r;
-    return PB_OK;
-  }
-  case PB__ZC_GZIP: return enc_deflate(1, c->level, in, n, out, out_cap, out_n, err);
-  case PB__ZC_ZLIB: return enc_deflate(0, c->level, in, n, out, out_cap, out_n, err);
-  default: return pb_error_set(err, PB_EUNSUPPORTED, "codec %d cannot be written", c->id);
-  }
+  pb__codec_id id = c != NULL ? table_id(c->id) : PB__CODEC_NONE;
+  if (id == PB__CODEC_COUNT)
+    return pb_error_set(err, PB_EUNSUPPORTED, "codec %d cannot be written", c->id);
+  size_t bound = pb__codec_bound(id, n);
+  if (bound == 0 && n > 0)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: chunk of %zu bytes is too large",
+                        pb__codec_name(id), n);
+  if (pb__zarr_reserve(out, out_cap, bound) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb__codec_params prm = {0};
+  if (c != NULL)
+    prm = (pb__codec_params){.level = c->level, .shuffle = c->shuffle, .typesize = esize,
+                             .blosc_cname = c->cname};
+  /* the writer's zstd context, kept across its chunks */
+  pb__codec_ctx ctx = {.zstd_c = zstd_cctx};
+  int rc = pb__codec_encode(&ctx, id, &prm, in, n, *out, *out_cap, out_n, err);
+  if (zstd_cctx == NULL) pb__codec_ctx_destroy(&ctx);
+  return rc;
 }
 
 /* ---- placing chunks into a region ---------------------------------------------------------- */

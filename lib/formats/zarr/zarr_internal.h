@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codecs/codec.h"
 #include "formats/format_internal.h"
 
 #define PB__ZARR_MAX_B2B 4
@@ -77,8 +78,7 @@ typedef struct pb__zarr_scratch {
   size_t chunk_cap;
   unsigned char *index;  /**< a shard index */
   size_t index_cap;
-  void *zstd;            /**< ZSTD_DCtx */
-  void *inflate;         /**< z_stream, initialised once */
+  pb__codec_ctx codec;   /**< zstd context and zlib stream, set up once */
 } pb__zarr_scratch;
 
 void pb__zarr_scratch_destroy(pb__zarr_scratch *s);
