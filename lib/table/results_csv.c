@@ -388,9 +388,10 @@ static long parse_types(const char *s, pb_col_type **types) {
 
 int pb__csv_read(const char *path, pb_table **out, struct pb_error *err) {
   *out = NULL;
-  char *data;
+  void *raw;
   size_t len;
-  PB_RETURN_NOT_OK(pb__results_slurp(path, &data, &len, err));
+  PB_RETURN_NOT_OK(pb__read_file(path, &raw, &len, err));
+  char *data = raw;
   struct parser p = {0};
   p.path = path;
   p.s = data;
@@ -487,7 +488,7 @@ int pb__csv_read(const char *path, pb_table **out, struct pb_error *err) {
   free(p.scratch);
   free(p.f);
   free(p.r);
-  free(data);
+  pb_free(data, len);
   if (rc != 0) {
     pb_table_free(t);
     return rc;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/fs.h"
 #include "pipebench/results.h"
 
 /* One cell; which member is live follows the column's type. */
@@ -47,19 +48,23 @@ void pb__format_double(double v, char *buf, size_t size);
 const char *pb__col_type_name(pb_col_type type);
 int pb__col_type_parse(const char *name, size_t len);
 
-/* Atomic replacement of a file: reserve a temporary sibling of path, fill it, then commit
- * (fsync, rename over path, fsync the folder) or abort (unlink). Temporary names are
- * "<folder>/.<name>.pbtmp-<host hash>-<pid>-<random>". */
+/* Atomic replacement of a file: reserve a temporary (common/fs.h names it), fill it, then
+ * commit (fsync, rename over path, fsync the folder) or abort (unlink). The target decides:
+ * a missing or regular path is replaced by the rename; a symbolic link is followed and the file
+ * it names is replaced (the link stays); a character device (/dev/null) is written in place
+ * at commit, from a temporary in $TMPDIR or /tmp; a folder, FIFO, socket or block device is
+ * refused (PB_EIO naming what it is), so a rename never replaces one. Opening also sweeps the
+ * temporaries of path that dead writers of this host left. */
 int pb__atomic_open(const char *path, char *tmp, size_t tmp_size, int *fd, struct pb_error *err);
 int pb__atomic_commit(const char *tmp, const char *path, struct pb_error *err);
+/* Removes tmp (and DuckDB's "tmp_" copy of it); tmp "" is a no-op. */
 void pb__atomic_abort(const char *tmp);
-/* Removes temporaries of path left by processes of this host that no longer exist (a writer
- * killed mid-write); returns how many were removed. */
-int pb__atomic_sweep(const char *path);
-/* Writes all of data to fd. */
-int pb__write_all(int fd, const void *data, size_t size, const char *name, struct pb_error *err);
-/* Reads a whole file into a malloc'd, NUL-terminated buffer. */
-int pb__results_slurp(const char *path, char **data, size_t *size, struct pb_error *err);
+/* The same path for writers that take a file name (PLplot, DuckDB's COPY): begin reserves the
+ * temporary (created empty) and puts its name in tmp; finish takes the writer's status rc and
+ * either removes the temporary (rc != PB_OK, or nothing was written: returns the error) or
+ * commits it. */
+int pb__atomic_begin(const char *path, char *tmp, size_t tmp_size, struct pb_error *err);
+int pb__atomic_finish(const char *tmp, const char *path, int rc, struct pb_error *err);
 
 /* The sinks. Writers fill the already-created temporary file tmp (fd open on it for CSV and
  * JSON); path is the final name, for messages. Readers build a new table. */

@@ -1,5 +1,6 @@
 /* pb_table_write / pb_table_read: sink choice and the atomic write around every sink. */
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -25,7 +26,6 @@ int pb_table_write(const pb_table *t, const char *path, pb_sink sink, struct pb_
                         path);
   if (sink == PB_SINK_PARQUET && t->ncols == 0)
     return pb_error_set(err, PB_EINVAL, "%s: a Parquet file needs at least one column", path);
-  pb__atomic_sweep(path);
   char tmp[4096];
   int fd;
   PB_RETURN_NOT_OK(pb__atomic_open(path, tmp, sizeof tmp, &fd, err));
@@ -42,7 +42,7 @@ int pb_table_write(const pb_table *t, const char *path, pb_sink sink, struct pb_
     default: rc = pb_error_set(err, PB_EINVAL, "%s: unknown sink %d", path, (int)sink); break;
   }
   if (fd >= 0 && close(fd) != 0 && rc == 0)
-    rc = pb_error_set(err, PB_EIO, "%s: close of %s failed", path, tmp);
+    rc = pb_error_set(err, -errno, "%s: close of %s failed: %s", path, tmp, strerror(errno));
   if (rc != 0) {
     pb__atomic_abort(tmp);
     return rc;

@@ -219,9 +219,10 @@ static int build(const cJSON *root, const char *path, pb_table *t, struct pb_err
 
 int pb__json_read(const char *path, pb_table **out, struct pb_error *err) {
   *out = NULL;
-  char *data;
+  void *raw;
   size_t len;
-  PB_RETURN_NOT_OK(pb__results_slurp(path, &data, &len, err));
+  PB_RETURN_NOT_OK(pb__read_file(path, &raw, &len, err));
+  char *data = raw;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(data, len, &end, 0);
   if (root == NULL) {
@@ -231,7 +232,7 @@ int pb__json_read(const char *path, pb_table **out, struct pb_error *err) {
     where(data, off, &line, &col);
     int rc = pb_error_set(err, PB_EFORMAT, "%s: invalid JSON at line %zu, column %zu%s", path,
                           line, col, len == 0 ? " (empty file)" : "");
-    free(data);
+    pb_free(data, len);
     return rc;
   }
   pb_table *t = NULL;
@@ -239,7 +240,7 @@ int pb__json_read(const char *path, pb_table **out, struct pb_error *err) {
   if (rc != 0) rc = pb_error_set(err, rc, "%s: out of memory", path);
   if (rc == 0) rc = build(root, path, t, err);
   cJSON_Delete(root);
-  free(data);
+  pb_free(data, len);
   if (rc != 0) {
     pb_table_free(t);
     return rc;

@@ -90,6 +90,12 @@ static int run_plplot(const char *tmp, int w, int h, plot_draw_fn draw, const vo
   return code != 0 ? -1 : 0;
 }
 
+/* A PNG ends with its IEND chunk: length 0, the type, and that type's fixed CRC. */
+static int png_complete(const char *file) {
+  static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+  return pb__file_ends_with(file, iend, sizeof iend);
+}
+
 /* Draws one PNG of w x h pixels into path, atomically (a temporary sibling, renamed). */
 static int plot_png(const char *path, int w, int h, plot_draw_fn draw, const void *ctx,
                     struct pb_error *err) {
@@ -101,10 +107,7 @@ static int plot_png(const char *path, int w, int h, plot_draw_fn draw, const voi
     goto out;
   }
   char tmp[4200];
-  int fd = -1;
-  pb__atomic_sweep(path);
-  if ((rc = pb__atomic_open(path, tmp, sizeof tmp, &fd, err)) != PB_OK) goto out;
-  close(fd);
+  if ((rc = pb__atomic_begin(path, tmp, sizeof tmp, err)) != PB_OK) goto out;
   /* Point stdout and stderr at a scratch file while PLplot runs. */
   fflush(stdout);
   fflush(stderr);
@@ -131,22 +134,18 @@ static int plot_png(const char *path, int w, int h, plot_draw_fn draw, const voi
       if (*p == '\n' || *p == '\r') *p = ' ';
     fclose(scratch);
   }
-  if (!have) {
-    pb__atomic_abort(tmp);
+  if (!have)
     rc = pb_error_set(err, PB_EUNSUPPORTED,
                       "%s: PLplot's pngcairo driver is not installed (Debian: plplot-driver-cairo; "
                       "or set PLPLOT_DRV_DIR to the folder holding cairo.so)",
                       path);
-    goto out;
-  }
-  struct stat st;
-  if (prc != 0 || stat(tmp, &st) != 0 || st.st_size == 0) {
-    pb__atomic_abort(tmp);
+  else if (prc != 0)
     rc = pb_error_set(err, PB_EIO, "%s: PLplot could not draw it: %s %s", path,
                       plot_msg[0] ? plot_msg : "no output", said);
-    goto out;
-  }
-  rc = pb__atomic_commit(tmp, path, err);
+  else if (!png_complete(tmp)) /* cairo does not report a short write (a full disk) */
+    rc = pb_error_set(err, PB_EIO, "%s: the PNG was not written whole (is the disk full?) %s",
+                      path, said);
+  rc = pb__atomic_finish(tmp, path, rc, err);
 out:
   pthread_mutex_unlock(&plot_lock);
   return rc;
@@ -1195,8 +1194,10 @@ int pb_report_plots_ex(const char *out_dir, pb_report_note_fn note, void *note_c
     if (prc == PB_OK) {
       written++;
       if (note) note(note_ctx, 0, png, NULL);
-    } else if (prc == PB_EUNSUPPORTED || prc == PB_ESTATE) {
-      rc = pb_error_set(err, prc, "%s", e.message); /* no plot can be drawn at all */
+    } else if (prc != PB_ENOTFOUND && prc != PB_EFORMAT) {
+      /* Not a table this plot cannot use: no plot can be drawn at all (no driver, PLplot
+       * broken), or a write failed (a full disk); either fails the whole call. */
+      rc = pb_error_set(err, prc, "%s", e.message);
     } else {
       if (note) note(note_ctx, prc, png, e.message);
       if (first_rc == PB_OK) {

@@ -161,16 +161,16 @@ static void doc_table(doc *d, char (*cells)[64], int nrows, int ncols) {
 static void doc_img(doc *d, const char *dir, const char *name, const char *alt) {
   char path[4300];
   snprintf(path, sizeof path, "%s/images/%s", dir, name);
-  char *data = NULL;
+  void *data = NULL;
   size_t n = 0;
   struct pb_error e;
-  if (pb__results_slurp(path, &data, &n, &e) != PB_OK) return;
+  if (pb__read_file(path, &data, &n, &e) != PB_OK) return;
   doc_end_list(d);
   sb_printf(&d->md, "![%s](images/%s)\n\n", alt, name);
   sb_printf(&d->html, "<p><img alt=\"%s\" src=\"data:image/png;base64,", alt);
   sb_base64(&d->html, (const unsigned char *)data, n);
   sb_puts(&d->html, "\"></p>\n");
-  free(data);
+  pb_free(data, n);
 }
 
 /* ---- numbers in words ------------------------------------------------------------------------ */
@@ -206,12 +206,12 @@ static const char *json_str(const cJSON *o, const char *a, const char *b) {
 static cJSON *load_summary(const char *dir) {
   char path[4300];
   snprintf(path, sizeof path, "%s/data/pipebench_summary.json", dir);
-  char *text = NULL;
+  void *text = NULL;
   size_t n = 0;
   struct pb_error e;
-  if (pb__results_slurp(path, &text, &n, &e) != PB_OK) return NULL;
-  cJSON *root = cJSON_Parse(text);
-  free(text);
+  if (pb__read_file(path, &text, &n, &e) != PB_OK) return NULL;
+  cJSON *root = cJSON_ParseWithLength(text, n);
+  pb_free(text, n);
   return root;
 }
 
@@ -763,8 +763,16 @@ int pb_report_write(const char *out_dir, struct pb_error *err) {
   return pb_report_write_ex(out_dir, NULL, NULL, err);
 }
 
+/* A failure to put a file on disk (a full disk, no permission), as opposed to a table a plot
+ * cannot use or a PLplot without its PNG driver. */
+static int write_failed(int rc) {
+  return rc != PB_OK && rc != PB_ENOTFOUND && rc != PB_EFORMAT && rc != PB_EUNSUPPORTED &&
+         rc != PB_ESTATE;
+}
+
 /* Called once at the end of pb_run: plots and report of the folder just written. Bad or
- * missing plots do not fail a run whose tables are safely written; they are reported. */
+ * missing plots do not fail a run whose tables are safely written; they are reported. A plot
+ * or report that could not be written (a full disk) is returned, and fails the run. */
 int pb__report_after_run(const char *out_dir, void (*line)(void *ctx, const char *text), void *ctx) {
   struct pb_error e = {{0}};
   int n = 0;
@@ -782,5 +790,5 @@ int pb__report_after_run(const char *out_dir, void (*line)(void *ctx, const char
     else snprintf(text, sizeof text, "report: %s", e.message);
     line(ctx, text);
   }
-  return rc2 != PB_OK ? rc2 : rc;
+  return write_failed(rc2) ? rc2 : write_failed(rc) ? rc : PB_OK;
 }

@@ -1,0 +1,54 @@
+/* File-system helpers shared by the formats, the tables and the programs, and the one scheme
+ * for temporary names. Internal.
+ *
+ * A temporary that stands for path (a file or a folder written before it is renamed into
+ * place) is called "<folder>/.<name>.pbtmp-<host hash>-<pid>-<random>". A writer killed
+ * mid-write leaves it behind; pb__temp_sweep removes those of this host whose process is gone,
+ * so the next writer of the same path cleans up after the dead one. */
+#ifndef PB_COMMON_FS_H
+#define PB_COMMON_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "pipebench/core.h"
+
+/** Creates a folder and its parents (mkdir -p). */
+int pb__mkdirs(const char *path, struct pb_error *err);
+/** Removes a file or a folder tree (rm -rf, never following links); missing is not an error. */
+int pb__remove_tree(const char *path);
+
+/** Reads a whole regular file into a pb_alloc'd buffer of *size bytes, freed with
+ * pb_free(*data, *size). A file that is not regular, or that shrinks while it is read, is an
+ * error naming path. */
+int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *err);
+/** Creates or truncates path and writes data to it (not atomic: for files inside a temporary
+ * folder that is renamed into place as a whole). */
+int pb__write_file(const char *path, const void *data, size_t size, struct pb_error *err);
+/** Writes all of data to fd; name is for messages. A short write reports ENOSPC (what a full
+ * file system means by it), never a stale errno. */
+int pb__write_all(int fd, const void *data, size_t size, const char *name, struct pb_error *err);
+
+/** Sorted list of entries of dir (no "." or ".."); free with pb__free_names. */
+int pb__list_dir(const char *dir, char ***names, size_t *count, struct pb_error *err);
+void pb__free_names(char **names, size_t count);
+
+/** Does the regular file path end with the n bytes of tail? 1 yes, 0 no (or unreadable). */
+int pb__file_ends_with(const char *path, const void *tail, size_t n);
+
+/** A fresh temporary name for path in path's folder (the scheme above) into buf. Returns
+ * PB_OK, or PB_EINVAL when path is empty, ends in '/' or the name does not fit. */
+int pb__temp_sibling(const char *path, char *buf, size_t size);
+/** The same name, placed in folder dir instead of path's own folder. */
+int pb__temp_name_in(const char *dir, const char *path, char *buf, size_t size);
+/** Removes the temporaries of path (files and folders, and DuckDB's "tmp_" copies of them) in
+ * path's folder that processes of this host left and that no longer run (kill(pid, 0) says
+ * ESRCH). Returns how many were removed. */
+int pb__temp_sweep(const char *path);
+/** The same for the temporaries of path kept in folder dir. */
+int pb__temp_sweep_in(const char *dir, const char *path);
+
+/** Splits path into its folder ("." when it has none) and its last component. */
+void pb__path_split(const char *path, char *dir, size_t dir_size, const char **base);
+
+#endif
