@@ -35,7 +35,11 @@ typedef enum {
 typedef enum {
   PB_OUT_FLOAT32 = 0,
   PB_OUT_FLOAT16 = 1, /**< IEEE binary16, rounded to nearest even */
-  PB_OUT_BFLOAT16 = 2 /**< bfloat16, rounded to nearest even */
+  PB_OUT_BFLOAT16 = 2, /**< bfloat16, rounded to nearest even */
+  PB_OUT_NATIVE = 3    /**< the images' own pixel type (pb_batch.native_dtype), bytes copied
+                            unchanged: no cast, no scaling. Only PB_TRANSFORM_NONE is accepted
+                            (normalisation and geometric transforms belong to the consumer,
+                            e.g. a GPU kernel); mean and std are ignored. */
 } pb_out_dtype;
 
 /** Loader options. Start from PB_LOADER_PARAMS_DEFAULTS and change what you need. */
@@ -58,6 +62,12 @@ typedef struct pb_loader_params {
                                built otherwise); NULL: an anonymous temporary file */
   int skip_errors;      /**< 1: samples that fail to read are left out of their batch and
                              counted; 0: the failure is returned by pb_loader_next */
+  const pb_allocator *allocator; /**< where batch data buffers come from (nothing else: caches
+                             and scratch use the process-wide allocator); NULL: the process-wide
+                             one, pb_get_allocator(), as it is at pb_loader_new. The struct is
+                             copied at pb_loader_new; its functions and ctx must stay valid until
+                             the last batch (DLPack exports included) is freed, which may be after
+                             pb_loader_free. Pointers it returns must be 64-byte aligned. */
 } pb_loader_params;
 
 #define PB_LOADER_PARAMS_DEFAULTS                                                              \
@@ -65,7 +75,7 @@ typedef struct pb_loader_params {
     .format = NULL, .batch_size = 16, .workers = 0, .prefetch = 2, .shuffle = 0, .seed = 42,   \
     .drop_last = 0, .rank = 0, .world_size = 1, .transform = PB_TRANSFORM_NONE, .mean = 0.5f,  \
     .std = 0.5f, .out_dtype = PB_OUT_FLOAT32, .cache = PB_CACHE_NONE, .cache_path = NULL,      \
-    .skip_errors = 0                                                                           \
+    .skip_errors = 0, .allocator = NULL                                                        \
   }
 
 /** Fills params with PB_LOADER_PARAMS_DEFAULTS (for bindings that cannot use the macro). */
@@ -73,7 +83,7 @@ PB_API void pb_loader_params_init(pb_loader_params *params);
 
 /** Sets one option from text, as the CLI and the Python binding give them: batch_size,
  * workers, prefetch, shuffle, seed, drop_last, rank, world_size, transform (none | normalize |
- * augment), mean, std, dtype (float32 | float16 | bfloat16), cache (none | preload | shared),
+ * augment), mean, std, dtype (float32 | float16 | bfloat16 | native), cache (none | preload | shared),
  * skip_errors. String options (format, cache_path) are not set this way: the params struct
  * would only borrow the text. */
 PB_API int pb_loader_params_set(pb_loader_params *params, const char *key, const char *value,
@@ -93,7 +103,8 @@ typedef struct pb_batch_times {
 } pb_batch_times;
 
 /** One batch. Fields are read-only for callers. data holds shape[0] samples, C order, laid
- * out N,C,H,W (ndim 4, when the images have Z = 1) or N,C,Z,H,W (ndim 5). */
+ * out N,C,H,W (ndim 4, when the images have Z = 1) or N,C,Z,H,W (ndim 5). Its elements are of
+ * type dtype, or of type native_dtype when dtype is PB_OUT_NATIVE. */
 typedef struct pb_batch {
   void *data;
   size_t nbytes;         /**< bytes of data in use: product of shape * element size */
@@ -105,22 +116,28 @@ typedef struct pb_batch {
   int64_t epoch;
   int64_t skipped;       /**< samples of this batch left out by skip_errors */
   pb_batch_times times;
+  pb_dtype native_dtype; /**< the dataset's pixel type; the element type of data when dtype
+                              is PB_OUT_NATIVE */
 } pb_batch;
 
 /** Releases the caller's reference to batch. Memory is returned when every DLPack tensor
  * exported from it has been deleted too. NULL is ignored. */
 PB_API void pb_batch_free(pb_batch *batch);
 
-/** Exports batch as a DLPack tensor (CPU, compact row-major). Each call makes a new tensor that
+/** Exports batch as a DLPack tensor (CPU, compact row-major; native batches with their pixel
+ * type: kDLUInt 8/16/32, kDLInt 16, kDLFloat 32/64). Each call makes a new tensor that
  * holds its own reference to the batch: the consumer calls (*out)->deleter(*out) once, and
  * the caller still calls pb_batch_free for its own reference. Thread-safe with respect to
  * other references. */
 PB_API int pb_batch_to_dlpack(pb_batch *batch, DLManagedTensor **out, struct pb_error *err);
 
-/** Bytes per element of a batch type (4 or 2). */
+/** Bytes per element of a batch type (4 or 2); 0 for PB_OUT_NATIVE, whose size depends on the
+ * dataset (see pb_batch_element_size). */
 PB_API size_t pb_out_dtype_size(pb_out_dtype d);
-/** "float32", "float16", "bfloat16". */
+/** "float32", "float16", "bfloat16", "native". */
 PB_API const char *pb_out_dtype_name(pb_out_dtype d);
+/** Bytes per element of this batch's data, native batches included. */
+PB_API size_t pb_batch_element_size(const pb_batch *batch);
 
 /** A loader. Its functions are called from one thread at a time (the consumer); the worker
  * threads are internal. */

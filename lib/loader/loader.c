@@ -29,11 +29,13 @@ typedef struct pool_list {
   pthread_mutex_t mu;
   batch_impl **items;
   int n;
+  int closed; /* the loader is gone: batches returned here are freed, not kept */
   char pad[64]; /* keeps neighbouring lists' hot fields off one cache line */
 } pool_list;
 
 typedef struct buf_pool {
   atomic_int refs;
+  pb_allocator alloc; /* data buffers only; a copy, so pb_set_allocator later changes nothing */
   size_t size;    /* bytes of each data buffer */
   size_t nidx;    /* entries of each index array */
   int nlists, cap; /* cap: batches kept per list */
@@ -49,14 +51,16 @@ struct batch_impl {
 
 static void batch_destroy(buf_pool *p, batch_impl *bi) {
   if (bi == NULL) return;
-  pb_free(bi->pub.data, p->size);
+  if (bi->pub.data != NULL) p->alloc.free(p->alloc.ctx, bi->pub.data, p->size);
   free(bi->pub.indices);
   free(bi);
 }
 
-static buf_pool *pool_new(size_t size, size_t nidx, int nlists, int cap) {
+static buf_pool *pool_new(const pb_allocator *alloc, size_t size, size_t nidx, int nlists,
+                          int cap) {
   buf_pool *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
+  p->alloc = *alloc;
   p->lists = calloc((size_t)nlists, sizeof *p->lists);
   int ok = p->lists != NULL;
   for (int i = 0; ok && i < nlists; i++) {
@@ -90,9 +94,10 @@ static void pool_unref(buf_pool *p) {
   free(p);
 }
 
-/* A batch from list home (recycled or new), holding one pool reference; NULL when out of
- * memory. Its header fields are the caller's to fill. */
-static batch_impl *pool_get(buf_pool *p, int home) {
+/* A batch from list home (recycled or new) in *out, holding one pool reference. Its header
+ * fields are the caller's to fill. */
+static int pool_get(buf_pool *p, int home, batch_impl **out, struct pb_error *err) {
+  *out = NULL;
   pool_list *q = &p->lists[home];
   batch_impl *bi = NULL;
   pthread_mutex_lock(&q->mu);
@@ -100,25 +105,50 @@ static batch_impl *pool_get(buf_pool *p, int home) {
   pthread_mutex_unlock(&q->mu);
   if (bi == NULL) {
     bi = calloc(1, sizeof *bi);
-    if (bi == NULL) return NULL;
+    if (bi == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for a batch header");
     bi->pub.indices = malloc(p->nidx * sizeof(int64_t));
-    bi->pub.data = pb_alloc(p->size);
+    bi->pub.data = p->alloc.alloc(p->alloc.ctx, p->size, 64);
     if (bi->pub.indices == NULL || bi->pub.data == NULL) {
       batch_destroy(p, bi);
-      return NULL;
+      return pb_error_set(err, PB_ENOMEM, "out of memory for a batch of %zu bytes", p->size);
+    }
+    if ((uintptr_t)bi->pub.data % 64 != 0) {
+      void *bad = bi->pub.data;
+      batch_destroy(p, bi); /* the buffer goes back to the allocator it came from */
+      return pb_error_set(err, PB_EINVAL,
+                          "loader: the batch allocator returned %p for %zu bytes, which is not "
+                          "aligned to 64 bytes as asked",
+                          bad, p->size);
     }
     bi->home = home;
     bi->pool = p;
   }
   atomic_init(&bi->refs, 1);
   atomic_fetch_add(&p->refs, 1);
-  return bi;
+  *out = bi;
+  return PB_OK;
+}
+
+/* At pb_loader_free: spare buffers go back to the allocator now (pinned memory is scarce),
+ * and batches still out are freed when released instead of being kept. */
+static void pool_close(buf_pool *p) {
+  if (p == NULL) return;
+  for (int i = 0; i < p->nlists; i++) {
+    pool_list *q = &p->lists[i];
+    pthread_mutex_lock(&q->mu);
+    q->closed = 1;
+    int n = q->n;
+    q->n = 0;
+    batch_impl **spare = q->items;
+    for (int j = 0; j < n; j++) batch_destroy(p, spare[j]);
+    pthread_mutex_unlock(&q->mu);
+  }
 }
 
 static void pool_put(buf_pool *p, batch_impl *bi) {
   pool_list *q = &p->lists[bi->home];
   pthread_mutex_lock(&q->mu);
-  if (q->n < p->cap) {
+  if (!q->closed && q->n < p->cap) {
     q->items[q->n++] = bi;
     bi = NULL;
   }
@@ -126,13 +156,28 @@ static void pool_put(buf_pool *p, batch_impl *bi) {
   batch_destroy(p, bi);
 }
 
-size_t pb_out_dtype_size(pb_out_dtype d) { return d == PB_OUT_FLOAT32 ? 4 : 2; }
+size_t pb_out_dtype_size(pb_out_dtype d) {
+  switch (d) {
+    case PB_OUT_FLOAT32: return 4;
+    case PB_OUT_FLOAT16:
+    case PB_OUT_BFLOAT16: return 2;
+    case PB_OUT_NATIVE: return 0;
+  }
+  return 0;
+}
+
+size_t pb_batch_element_size(const pb_batch *batch) {
+  if (batch == NULL) return 0;
+  return batch->dtype == PB_OUT_NATIVE ? pb_dtype_size(batch->native_dtype)
+                                       : pb_out_dtype_size(batch->dtype);
+}
 
 const char *pb_out_dtype_name(pb_out_dtype d) {
   switch (d) {
     case PB_OUT_FLOAT32: return "float32";
     case PB_OUT_FLOAT16: return "float16";
     case PB_OUT_BFLOAT16: return "bfloat16";
+    case PB_OUT_NATIVE: return "native";
   }
   return "invalid";
 }
@@ -179,8 +224,14 @@ int pb_batch_to_dlpack(pb_batch *batch, DLManagedTensor **out, struct pb_error *
   t->device.device_type = kDLCPU;
   t->device.device_id = 0;
   t->ndim = batch->ndim;
-  t->dtype.code = (uint8_t)(batch->dtype == PB_OUT_BFLOAT16 ? kDLBfloat : kDLFloat);
-  t->dtype.bits = (uint8_t)(8 * pb_out_dtype_size(batch->dtype));
+  if (batch->dtype == PB_OUT_NATIVE) {
+    pb_dtype d = batch->native_dtype;
+    t->dtype.code = (uint8_t)(d == PB_INT16 ? kDLInt : d == PB_FLOAT32 || d == PB_FLOAT64 ? kDLFloat
+                                                                                         : kDLUInt);
+  } else {
+    t->dtype.code = (uint8_t)(batch->dtype == PB_OUT_BFLOAT16 ? kDLBfloat : kDLFloat);
+  }
+  t->dtype.bits = (uint8_t)(8 * pb_batch_element_size(batch));
   t->dtype.lanes = 1;
   t->shape = x->shape;
   t->strides = x->strides;
@@ -260,9 +311,11 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
     if (strcmp(value, "float32") == 0) p->out_dtype = PB_OUT_FLOAT32;
     else if (strcmp(value, "float16") == 0) p->out_dtype = PB_OUT_FLOAT16;
     else if (strcmp(value, "bfloat16") == 0) p->out_dtype = PB_OUT_BFLOAT16;
+    else if (strcmp(value, "native") == 0) p->out_dtype = PB_OUT_NATIVE;
     else
       return pb_error_set(err, PB_EINVAL,
-                          "loader option dtype: '%s' (want float32, float16 or bfloat16)", value);
+                          "loader option dtype: '%s' (want float32, float16, bfloat16 or native)",
+                          value);
     return PB_OK;
   }
   if (strcmp(key, "cache") == 0) {
@@ -371,6 +424,12 @@ static void sample_error(pb_loader *l, pb_dataset *ds, int64_t idx, struct pb_er
 /* Native pixels to the batch slot at dst, with the transform. */
 static void process_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, const void *px,
                            unsigned char *dst, pb_batch_times *t) {
+  if (l->p.out_dtype == PB_OUT_NATIVE) { /* assembling only: counted as collate */
+    int64_t t0 = now();
+    if (px != dst) memcpy(dst, px, l->sample_bytes);
+    t->collate_ns += now() - t0;
+    return;
+  }
   if (l->p.transform != PB_TRANSFORM_AUGMENT) {
     int64_t t0 = now();
     pb__convert_affine(px, l->meta.dtype, dst, l->p.out_dtype, l->sample_bytes / l->out_esize,
@@ -416,7 +475,9 @@ static int load_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsi
   const void *px;
   if (l->p.cache == PB_CACHE_NONE) {
     pb_stage_times st;
-    int rc = pb_dataset_read(w->ds, idx, w->native, l->img_bytes, &st, err);
+    /* Native output needs no conversion: the backend decodes straight into the batch. */
+    void *into = l->p.out_dtype == PB_OUT_NATIVE ? (void *)dst : w->native;
+    int rc = pb_dataset_read(w->ds, idx, into, l->img_bytes, &st, err);
     t->read_ns += st.read_ns;
     t->decompress_ns += st.decompress_ns;
     t->decode_ns += st.decode_ns;
@@ -426,7 +487,7 @@ static int load_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsi
       sample_error(l, w->ds, idx, err);
       return rc;
     }
-    px = w->native;
+    px = into;
   } else {
     if (l->bad != NULL && l->bad[idx])
       return pb_error_set(err, PB_EIO, "sample %lld of %s: failed to read while caching",
@@ -451,9 +512,8 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
   int64_t t0 = now();
   int64_t first = b * l->p.batch_size;
   int64_t n = l->per_rank - first < l->p.batch_size ? l->per_rank - first : l->p.batch_size;
-  batch_impl *bi = pool_get(l->pool, w->home);
-  if (bi == NULL)
-    return pb_error_set(err, PB_ENOMEM, "out of memory for a batch of %zu bytes", l->pool->size);
+  batch_impl *bi = NULL;
+  PB_RETURN_NOT_OK(pool_get(l->pool, w->home, &bi, err));
   pb_batch *pb = &bi->pub;
   void *data = pb->data;
   int64_t *indices = pb->indices;
@@ -461,6 +521,7 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
   pb->data = data;
   pb->indices = indices;
   pb->dtype = l->p.out_dtype;
+  pb->native_dtype = l->meta.dtype;
   pb->number = b;
   pb->epoch = epoch;
   if (l->meta.shape[PB_Z] > 1) {
@@ -540,7 +601,7 @@ static void *worker_main(void *arg) {
 static int worker_init(pb_loader *l, worker *w, struct pb_error *err) {
   w->l = l;
   size_t plane = (size_t)(l->h * l->w);
-  if (l->p.cache == PB_CACHE_NONE) {
+  if (l->p.cache == PB_CACHE_NONE && l->p.out_dtype != PB_OUT_NATIVE) {
     w->native = pb_alloc(l->img_bytes);
     if (w->native == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
@@ -575,9 +636,16 @@ static int check_params(const pb_loader_params *p, struct pb_error *err) {
                         p->world_size);
   if (!(p->std > 0.0f) || !isfinite(p->mean))
     return pb_error_set(err, PB_EINVAL, "loader: std must be > 0 and mean finite");
-  if ((unsigned)p->transform > PB_TRANSFORM_AUGMENT || (unsigned)p->out_dtype > PB_OUT_BFLOAT16 ||
+  if ((unsigned)p->transform > PB_TRANSFORM_AUGMENT || (unsigned)p->out_dtype > PB_OUT_NATIVE ||
       (unsigned)p->cache > PB_CACHE_SHARED)
     return pb_error_set(err, PB_EINVAL, "loader: transform, dtype or cache mode out of range");
+  if (p->out_dtype == PB_OUT_NATIVE && p->transform != PB_TRANSFORM_NONE)
+    return pb_error_set(err, PB_EINVAL,
+                        "loader: dtype native copies pixels unchanged, so transform must be none "
+                        "(not %s); normalise and augment on the consumer's side (e.g. the GPU)",
+                        p->transform == PB_TRANSFORM_NORMALIZE ? "normalize" : "augment");
+  if (p->allocator != NULL && (p->allocator->alloc == NULL || p->allocator->free == NULL))
+    return pb_error_set(err, PB_EINVAL, "loader: the batch allocator has no alloc or free function");
   return PB_OK;
 }
 
@@ -731,7 +799,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   rc = check_images(l, ds0, err);
   if (rc != PB_OK) goto fail;
   l->img_bytes = pb_image_bytes(&l->meta);
-  l->out_esize = pb_out_dtype_size(l->p.out_dtype);
+  l->out_esize = l->p.out_dtype == PB_OUT_NATIVE ? pb_dtype_size(l->meta.dtype)
+                                                 : pb_out_dtype_size(l->p.out_dtype);
   l->sample_bytes = (size_t)pb_image_pixels(&l->meta) * l->out_esize;
   l->h = l->meta.shape[PB_Y];
   l->w = l->meta.shape[PB_X];
@@ -790,7 +859,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   ds0 = NULL;
   /* One free list per worker, each keeping enough batches for that worker's share of the
    * queue, the one it is building and a few held by the caller. */
-  l->pool = pool_new((size_t)l->p.batch_size * l->sample_bytes, (size_t)l->p.batch_size, nctx,
+  l->pool = pool_new(params->allocator != NULL ? params->allocator : pb_get_allocator(),
+                     (size_t)l->p.batch_size * l->sample_bytes, (size_t)l->p.batch_size, nctx,
                      l->p.prefetch + 1 + 4);
   if (l->pool == NULL) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -933,6 +1003,7 @@ void pb_loader_free(pb_loader *l) {
   }
   for (int64_t i = 0; l->slots != NULL && i < l->nslots; i++) batch_release(l->slots[i].batch);
   free(l->slots);
+  pool_close(l->pool);
   pool_unref(l->pool); /* batches still out keep it alive */
   free(l->wk);
   free(l->order);

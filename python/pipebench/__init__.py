@@ -89,6 +89,7 @@ class _LoaderParams(ctypes.Structure):
         ("cache", ctypes.c_int),
         ("cache_path", ctypes.c_char_p),
         ("skip_errors", ctypes.c_int),
+        ("allocator", ctypes.c_void_p),  # const pb_allocator *; NULL: the process-wide one
     ]
 
 
@@ -112,6 +113,7 @@ class _Batch(ctypes.Structure):
         ("epoch", ctypes.c_int64),
         ("skipped", ctypes.c_int64),
         ("times", _BatchTimes),
+        ("native_dtype", ctypes.c_int),  # pixel type; the element type when dtype is native
     ]
 
 
@@ -175,7 +177,7 @@ _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _DLTENSOR = b"dltensor"  # module-level: the capsule keeps a pointer to this name
 
 _DTYPES = ["uint8", "uint16", "uint32", "int16", "float32", "float64"]
-_OUT_DTYPES = ["float32", "float16", "bfloat16"]
+_OUT_DTYPES = ["float32", "float16", "bfloat16", "native"]
 
 
 def _check(rc, err):
@@ -298,7 +300,15 @@ class Batch:
 
     @property
     def dtype(self):
-        return _OUT_DTYPES[self._get().dtype]
+        """Element type: "float32", "float16", "bfloat16", or for native batches the pixel
+        type itself ("uint8", "uint16", "uint32", "int16", "float32", "float64")."""
+        b = self._get()
+        return _DTYPES[b.native_dtype] if _OUT_DTYPES[b.dtype] == "native" else _OUT_DTYPES[b.dtype]
+
+    @property
+    def native(self):
+        """True for a batch of the images' own pixels (Loader(..., dtype="native"))."""
+        return _OUT_DTYPES[self._get().dtype] == "native"
 
     @property
     def indices(self):
@@ -319,17 +329,19 @@ class Batch:
         return {n: int(getattr(t, n)) for n in _TIME_FIELDS}
 
     def numpy(self):
-        """A numpy view of the batch (float32, float16; bfloat16 comes as its uint16 bits). The
-        view keeps this batch alive."""
+        """A numpy view of the batch (float32, float16; bfloat16 comes as its uint16 bits; native
+        batches in their pixel type, e.g. uint16). The view keeps this batch alive."""
         b = self._get()
         buf = (ctypes.c_uint8 * b.nbytes).from_address(b.data)
         buf._owner = self  # the view's base holds the batch
-        dt = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[self.dtype]
+        dt = np.uint16 if self.dtype == "bfloat16" else np.dtype(self.dtype)
         return np.frombuffer(buf, dtype=dt).reshape(self.shape)
 
     def torch(self):
         """A torch tensor over the batch's memory through DLPack (no copy). The tensor holds its
-        own reference: it stays valid after this Batch is gone."""
+        own reference: it stays valid after this Batch is gone. Native batches keep their pixel
+        type (DLPack kDLUInt/kDLInt/kDLFloat); torch versions without uint16/uint32 tensors
+        refuse those."""
         import torch.utils.dlpack
 
         mt = _c()
@@ -356,6 +368,9 @@ class Loader:
     Loader(path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
            cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0, world_size=1,
            mean=0.5, std=0.5, skip_errors=False, format=None, cache_path=None)
+
+    dtype "native" gives batches of the images' own pixels (no cast, no scaling; transform
+    must be "none").
     """
 
     def __init__(self, path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",

@@ -82,6 +82,7 @@ static double batch_value(const pb_batch *b, size_t i) {
     case PB_OUT_FLOAT32: return ((const float *)b->data)[i];
     case PB_OUT_FLOAT16: return pb__f16_to_f32(((const uint16_t *)b->data)[i]);
     case PB_OUT_BFLOAT16: return pb__bf16_to_f32(((const uint16_t *)b->data)[i]);
+    case PB_OUT_NATIVE: break; /* not used here: test_loader_native covers it */
   }
   return 0;
 }
