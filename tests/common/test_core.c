@@ -9,35 +9,19 @@
 
 #include "pipebench/core.h"
 
-static int failures;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
-#define CHECK_U64(a, b)                                                                   \
-  do {                                                                                    \
-    uint64_t a_ = (a), b_ = (b);                                                          \
-    if (a_ != b_) {                                                                       \
-      fprintf(stderr, "%s:%d: %s == %s failed: %" PRIu64 " vs %" PRIu64 "\n", __FILE__,   \
-              __LINE__, #a, #b, a_, b_);                                                  \
-      failures++;                                                                         \
-    }                                                                                     \
-  } while (0)
+#include "check.h"
 
 static void test_errors(void) {
-  CHECK(strcmp(pb_strerror(PB_OK), "success") == 0);
-  for (int c = PB_E_LAST; c <= PB_E_FIRST; c++) CHECK(strcmp(pb_strerror(c), "unknown error") != 0);
-  CHECK(strcmp(pb_strerror(-ENOENT), strerror(ENOENT)) == 0);
-  CHECK(strcmp(pb_strerror(12345), "unknown error") == 0);
+  EXPECT(strcmp(pb_strerror(PB_OK), "success") == 0);
+  for (int c = PB_E_LAST; c <= PB_E_FIRST; c++) EXPECT(strcmp(pb_strerror(c), "unknown error") != 0);
+  EXPECT(strcmp(pb_strerror(-ENOENT), strerror(ENOENT)) == 0);
+  EXPECT(strcmp(pb_strerror(12345), "unknown error") == 0);
   struct pb_error e;
-  CHECK(pb_error_set(&e, PB_EFORMAT, "file %s: bad %d", "a.tif", 3) == PB_EFORMAT);
-  CHECK(strcmp(e.message, "file a.tif: bad 3") == 0);
+  EXPECT(pb_error_set(&e, PB_EFORMAT, "file %s: bad %d", "a.tif", 3) == PB_EFORMAT);
+  EXPECT(strcmp(e.message, "file a.tif: bad 3") == 0);
   pb_error_prefix(&e, "image %d: ", 7);
-  CHECK(strcmp(e.message, "image 7: file a.tif: bad 3") == 0);
-  CHECK(pb_error_set(NULL, PB_EIO, "ignored") == PB_EIO);
+  EXPECT(strcmp(e.message, "image 7: file a.tif: bad 3") == 0);
+  EXPECT(pb_error_set(NULL, PB_EIO, "ignored") == PB_EIO);
   pb_error_prefix(NULL, "ignored");
 }
 
@@ -61,25 +45,25 @@ static void test_alloc(void) {
   pb_allocator a = {count_alloc, count_free, NULL};
   pb_set_allocator(&a);
   void *p = pb_alloc(1000);
-  CHECK(p != NULL && ((uintptr_t)p % 64) == 0);
-  CHECK(live_bytes == 1000 && n_allocs == 1);
+  EXPECT(p != NULL && ((uintptr_t)p % 64) == 0);
+  EXPECT(live_bytes == 1000 && n_allocs == 1);
   pb_free(p, 1000);
   pb_free(NULL, 0);
-  CHECK(live_bytes == 0);
+  EXPECT(live_bytes == 0);
   pb_set_allocator(NULL);
-  CHECK(pb_get_allocator()->alloc != count_alloc);
+  EXPECT(pb_get_allocator()->alloc != count_alloc);
 }
 
 static void test_clock(void) {
   int64_t prev = pb_now_ns();
   for (int i = 0; i < 100000; i++) {
     int64_t t = pb_now_ns();
-    CHECK(t >= prev);
+    EXPECT(t >= prev);
     prev = t;
   }
   char ts[32];
   pb_utc_iso8601(ts, sizeof ts);
-  CHECK(strlen(ts) == 20 && ts[4] == '-' && ts[10] == 'T' && ts[19] == 'Z');
+  EXPECT(strlen(ts) == 20 && ts[4] == '-' && ts[10] == 'T' && ts[19] == 'Z');
 }
 
 /* The stream must equal the reference for these seeds, including 0 and a 64-bit one. */
@@ -89,7 +73,7 @@ static void test_rng_reference(void) {
   snprintf(cmd, sizeof cmd, "%s %s/tests/common/rng_reference.py 0 1 42 18446744073709551615",
            PB_PYTHON, PB_SOURCE_DIR);
   FILE *f = popen(cmd, "r");
-  CHECK(f != NULL);
+  EXPECT(f != NULL);
   if (f == NULL) return;
   int lines = 0;
   for (size_t s = 0; s < sizeof seeds / sizeof seeds[0]; s++) {
@@ -98,16 +82,16 @@ static void test_rng_reference(void) {
     for (int k = 0; k < 8; k++) {
       unsigned long long want = 0;
       if (fscanf(f, "%llu", &want) != 1) {
-        CHECK(!"reference printed too few values");
+        EXPECT(!"reference printed too few values");
         pclose(f);
         return;
       }
-      CHECK_U64(pb_rng_next(&r), want);
+      EXPECT_EQ(pb_rng_next(&r), want);
     }
     lines++;
   }
-  CHECK(pclose(f) == 0);
-  CHECK(lines == 4);
+  EXPECT(pclose(f) == 0);
+  EXPECT(lines == 4);
 }
 
 static void test_rng_helpers(void) {
@@ -116,30 +100,30 @@ static void test_rng_helpers(void) {
   int hist[10] = {0};
   for (int i = 0; i < 100000; i++) {
     uint64_t v = pb_rng_below(&r, 10);
-    CHECK(v < 10);
+    EXPECT(v < 10);
     hist[v]++;
   }
-  for (int k = 0; k < 10; k++) CHECK(hist[k] > 9000 && hist[k] < 11000);
+  for (int k = 0; k < 10; k++) EXPECT(hist[k] > 9000 && hist[k] < 11000);
   double sum = 0;
   for (int i = 0; i < 100000; i++) {
     double u = pb_rng_uniform(&r);
-    CHECK(u >= 0 && u < 1);
+    EXPECT(u >= 0 && u < 1);
     sum += u;
   }
-  CHECK(sum / 100000 > 0.49 && sum / 100000 < 0.51);
+  EXPECT(sum / 100000 > 0.49 && sum / 100000 < 0.51);
   int64_t v[1000];
   for (int i = 0; i < 1000; i++) v[i] = i;
   pb_rng_shuffle_i64(&r, v, 1000);
   int seen[1000] = {0}, moved = 0;
   for (int i = 0; i < 1000; i++) {
-    CHECK(v[i] >= 0 && v[i] < 1000);
+    EXPECT(v[i] >= 0 && v[i] < 1000);
     if (v[i] >= 0 && v[i] < 1000) seen[v[i]]++;
     moved += v[i] != i;
   }
-  for (int i = 0; i < 1000; i++) CHECK(seen[i] == 1);
-  CHECK(moved > 900);
-  CHECK(pb_seed_mix(1, 2, 3) == pb_seed_mix(1, 2, 3));
-  CHECK(pb_seed_mix(1, 2, 3) != pb_seed_mix(1, 3, 2));
+  for (int i = 0; i < 1000; i++) EXPECT(seen[i] == 1);
+  EXPECT(moved > 900);
+  EXPECT(pb_seed_mix(1, 2, 3) == pb_seed_mix(1, 2, 3));
+  EXPECT(pb_seed_mix(1, 2, 3) != pb_seed_mix(1, 3, 2));
 }
 
 static atomic_int counter;
@@ -158,47 +142,47 @@ static void mark(void *arg, int64_t i) {
 
 static void test_pool(void) {
   pb_pool *pool = NULL;
-  CHECK(pb_pool_new(0, &pool) == PB_EINVAL && pool == NULL);
-  CHECK(pb_pool_new(3, &pool) == PB_OK && pb_pool_size(pool) == 3);
+  EXPECT(pb_pool_new(0, &pool) == PB_EINVAL && pool == NULL);
+  EXPECT(pb_pool_new(3, &pool) == PB_OK && pb_pool_size(pool) == 3);
   atomic_store(&counter, 0);
-  for (int i = 0; i < 10000; i++) CHECK(pb_pool_submit(pool, bump, NULL) == PB_OK);
+  for (int i = 0; i < 10000; i++) EXPECT(pb_pool_submit(pool, bump, NULL) == PB_OK);
   pb_pool_wait(pool);
-  CHECK(atomic_load(&counter) == 10000);
+  EXPECT(atomic_load(&counter) == 10000);
   /* parallel_for touches every index exactly once, also while other jobs are queued. */
   static atomic_int hits[5000];
   for (int i = 0; i < 5000; i++) atomic_store(&hits[i], 0);
   for (int i = 0; i < 100; i++) pb_pool_submit(pool, bump, NULL);
   pf_arg a = {hits};
   pb_pool_parallel_for(pool, 5000, mark, &a);
-  for (int i = 0; i < 5000; i++) CHECK(atomic_load(&hits[i]) == 1);
+  for (int i = 0; i < 5000; i++) EXPECT(atomic_load(&hits[i]) == 1);
   pb_pool_parallel_for(NULL, 10, mark, &a);
-  for (int i = 0; i < 10; i++) CHECK(atomic_load(&hits[i]) == 2);
+  for (int i = 0; i < 10; i++) EXPECT(atomic_load(&hits[i]) == 2);
   /* free finishes what was queued. The 100 jobs queued beside parallel_for may still be
    * running (it waits for its own helpers only): let them end before counting again. */
   pb_pool_wait(pool);
-  CHECK(atomic_load(&counter) == 10000 + 100);
+  EXPECT(atomic_load(&counter) == 10000 + 100);
   atomic_store(&counter, 0);
   for (int i = 0; i < 1000; i++) pb_pool_submit(pool, bump, NULL);
   pb_pool_free(pool);
-  CHECK(atomic_load(&counter) == 1000);
+  EXPECT(atomic_load(&counter) == 1000);
   pb_pool_free(NULL);
 }
 
 static void test_env(void) {
   pb_env env;
-  CHECK(pb_env_collect(&env, NULL) == PB_OK);
-  CHECK(env.hostname[0] != '\0' && env.cpu_cores >= 1 && env.memory_bytes > 0);
-  CHECK(strncmp(env.duckdb_version, "v1.4", 4) == 0);
-  CHECK(env.libtiff_version[0] && env.zstd_version[0] && env.blosc_version[0] && env.onednn_version[0]);
+  EXPECT(pb_env_collect(&env, NULL) == PB_OK);
+  EXPECT(env.hostname[0] != '\0' && env.cpu_cores >= 1 && env.memory_bytes > 0);
+  EXPECT(strncmp(env.duckdb_version, "v1.4", 4) == 0);
+  EXPECT(env.libtiff_version[0] && env.zstd_version[0] && env.blosc_version[0] && env.onednn_version[0]);
   char tmp[64];
   int found = 0;
   for (int i = 0; i < pb_env_field_count(); i++) {
     const char *k, *v;
     pb_env_field(&env, i, &k, &v, tmp, sizeof tmp);
-    CHECK(k[0] != '\0' && v != NULL);
+    EXPECT(k[0] != '\0' && v != NULL);
     found += strcmp(k, "git_commit") == 0 && strcmp(v, pb_git_commit()) == 0;
   }
-  CHECK(found == 1);
+  EXPECT(found == 1);
 }
 
 int main(void) {
@@ -209,6 +193,6 @@ int main(void) {
   test_rng_helpers();
   test_pool();
   test_env();
-  printf("%s\n", failures ? "core tests FAILED" : "core tests passed");
-  return failures != 0;
+  printf("%s\n", check_failures() ? "core tests FAILED" : "core tests passed");
+  return check_failures() != 0;
 }

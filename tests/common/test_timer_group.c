@@ -5,16 +5,8 @@
 
 #include "tracks/run_internal.h"
 
-static int failures = 0;
+#include "check.h"
 
-#define EXPECT_EQ(got, want)                                                           \
-  do {                                                                                 \
-    int g_ = (got), w_ = (want);                                                       \
-    if (g_ != w_) {                                                                    \
-      fprintf(stderr, "%s:%d: %s = %d, expected %d\n", __FILE__, __LINE__, #got, g_, w_); \
-      failures++;                                                                      \
-    }                                                                                  \
-  } while (0)
 
 int main(void) {
   double slow[] = {40e-6, 12e-6, 30e-6};        /* shortest 12 us >= 5 us: one at a time */
@@ -33,8 +25,7 @@ int main(void) {
   /* Every interval of g items of the pilot's shortest length then costs the timer <= 0.5%. */
   int g = pb__timer_group(27.0, pops, 4, 1 << 20);
   if (27e-9 / (g * 0.3e-6) > 0.005) {
-    fprintf(stderr, "group %d leaves the timer at %.4f of an interval\n", g, 27e-9 / (g * 0.3e-6));
-    failures++;
+    EXPECT_FAIL("group %d leaves the timer at %.4f of an interval", g, 27e-9 / (g * 0.3e-6));
   }
   /* A restarted window: at least twice the old group, more when the interval asks for it. */
   EXPECT_EQ(pb__timer_regroup(25.0, 4e-6, 4, 1024), 8);     /* 1 us per item: 5, so twice 4 */
@@ -42,6 +33,6 @@ int main(void) {
   EXPECT_EQ(pb__timer_regroup(25.0, 0.4e-6, 4, 32), 32);    /* capped */
   EXPECT_EQ(pb__timer_regroup(25.0, 4e-6, 3, 7), 6);        /* twice, under an odd cap */
   EXPECT_EQ(pb__timer_regroup(25.0, 4e-6, 4, 7), 7);        /* twice would pass the cap */
-  if (failures == 0) printf("timer_group: all checks passed\n");
-  return failures != 0;
+  if (check_failures() == 0) printf("timer_group: all checks passed\n");
+  return check_failures() != 0;
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine_test.h"
+#include "check.h"
 #include "pipebench/engine.h"
 
 static int try_new(const char *model, const char *dtype, const char *device, int batch,
@@ -20,21 +20,21 @@ static int try_new(const char *model, const char *dtype, const char *device, int
 
 int main(void) {
   struct pb_error err = {{0}};
-  CHECK_EQ_LL(try_new("resnet18", NULL, NULL, 1, &err), PB_EINVAL);
+  CHECK_EQ(try_new("resnet18", NULL, NULL, 1, &err), PB_EINVAL);
   CHECK(strstr(err.message, "resnet50") && strstr(err.message, "vit_b_16") && strstr(err.message, "embed"));
-  CHECK_EQ_LL(try_new("embed", "int8", NULL, 1, &err), PB_EINVAL);
+  CHECK_EQ(try_new("embed", "int8", NULL, 1, &err), PB_EINVAL);
   CHECK(strstr(err.message, "bfloat16") != NULL);
-  CHECK_EQ_LL(try_new("embed", NULL, "tpu", 1, &err), PB_EINVAL);
+  CHECK_EQ(try_new("embed", NULL, "tpu", 1, &err), PB_EINVAL);
   CHECK(strstr(err.message, "cuda") != NULL);
-  CHECK_EQ_LL(try_new("embed", NULL, NULL, 0, &err), PB_EINVAL);
-  CHECK_EQ_LL(try_new("embed", "float16", "cpu", 1, &err), PB_EUNSUPPORTED);
+  CHECK_EQ(try_new("embed", NULL, NULL, 0, &err), PB_EINVAL);
+  CHECK_EQ(try_new("embed", "float16", "cpu", 1, &err), PB_EUNSUPPORTED);
   printf("float16: %s\n", err.message);
-  CHECK_EQ_LL(try_new("embed", NULL, "cuda", 1, &err), PB_EUNSUPPORTED);
+  CHECK_EQ(try_new("embed", NULL, "cuda", 1, &err), PB_EUNSUPPORTED);
   int rc = try_new("embed", "bfloat16", NULL, 1, &err);
   CHECK(rc == 0 || rc == PB_EUNSUPPORTED);
   printf("bfloat16: %s\n", rc == 0 ? "supported" : err.message);
   CHECK(strcmp(pb_engine_resolve_device("auto"), "cpu") == 0);
-  CHECK_EQ_LL(pb_engine_model_count(), 3);
+  CHECK_EQ(pb_engine_model_count(), 3);
 
   /* model facts: torchvision's parameter counts; FLOPs as 2 x multiply-adds */
   struct {
@@ -46,27 +46,27 @@ int main(void) {
     pb_engine_params p = PB_ENGINE_PARAMS_DEFAULTS;
     p.model = facts[i].model;
     pb_engine *e = NULL;
-    CHECK_OK(pb_engine_new(&p, &e, &err), err);
+    CHECK_OK(pb_engine_new(&p, &e, &err), &err);
     pb_engine_info in;
     pb_engine_get_info(e, &in);
     printf("%-9s params %lld, %.3f GFLOP/image, %.1f MB, compiled in %.0f ms (%s)\n", in.model,
            (long long)in.parameters, in.flops_per_image / 1e9, (double)in.bytes_total / 1e6,
            in.compile_ms, in.isa);
-    CHECK_EQ_LL(in.parameters, facts[i].params);
+    CHECK_EQ(in.parameters, facts[i].params);
     CHECK_NEAR(in.flops_per_image / 1e9, facts[i].gflops, 0.01 * facts[i].gflops);
     CHECK(in.bytes_weights >= 4 * in.parameters - 4 * 100000); /* BN folded away */
     CHECK(in.bytes_total == in.bytes_weights + in.bytes_activations + in.bytes_scratch);
     if (i == 2) {
       pb_tensor *x, *y;
-      CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_INPUT, &x, &err), err);
-      CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &y, &err), err);
-      CHECK_EQ_LL(pb_tensor_bytes(x), 100 * 100 * 4);
-      CHECK_EQ_LL(pb_tensor_bytes(y), 128 * 4);
-      CHECK_EQ_LL(pb_tensor_write(x, pb_tensor_host_data(y), 16, &err), PB_EINVAL);
-      CHECK_EQ_LL(pb_engine_forward(e, y, x, &err), PB_EINVAL); /* roles swapped */
-      CHECK_EQ_LL(pb_engine_train_step(e, x, y, 0.1f, NULL, &err), PB_ESTATE);
-      CHECK_OK(pb_engine_forward(e, x, y, &err), err);
-      CHECK_OK(pb_engine_synchronize(e, &err), err);
+      CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_INPUT, &x, &err), &err);
+      CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &y, &err), &err);
+      CHECK_EQ(pb_tensor_bytes(x), 100 * 100 * 4);
+      CHECK_EQ(pb_tensor_bytes(y), 128 * 4);
+      CHECK_EQ(pb_tensor_write(x, pb_tensor_host_data(y), 16, &err), PB_EINVAL);
+      CHECK_EQ(pb_engine_forward(e, y, x, &err), PB_EINVAL); /* roles swapped */
+      CHECK_EQ(pb_engine_train_step(e, x, y, 0.1f, NULL, &err), PB_ESTATE);
+      CHECK_OK(pb_engine_forward(e, x, y, &err), &err);
+      CHECK_OK(pb_engine_synchronize(e, &err), &err);
       pb_tensor_free(x);
       pb_tensor_free(y);
     }
@@ -82,20 +82,20 @@ int main(void) {
   close(fd);
   float v[6] = {1, -2, 3.5f, 4, 5, 6e-8f};
   int64_t shape[2] = {2, 3}, got_shape[8];
-  CHECK_OK(pb_npy_write_f32(path, v, shape, 2, &err), err);
+  CHECK_OK(pb_npy_write_f32(path, v, shape, 2, &err), &err);
   float *back = NULL;
   int nd = 0;
   int64_t count = 0;
-  CHECK_OK(pb_npy_read_f32(path, &back, got_shape, &nd, &count, &err), err);
-  CHECK_EQ_LL(nd, 2);
-  CHECK_EQ_LL(got_shape[0], 2);
-  CHECK_EQ_LL(got_shape[1], 3);
+  CHECK_OK(pb_npy_read_f32(path, &back, got_shape, &nd, &count, &err), &err);
+  CHECK_EQ(nd, 2);
+  CHECK_EQ(got_shape[0], 2);
+  CHECK_EQ(got_shape[1], 3);
   CHECK(memcmp(back, v, sizeof v) == 0);
   pb_free(back, (size_t)count * sizeof(float));
   remove(path);
 
   double gf = 0;
-  CHECK_OK(pb_engine_peak_gflops("float32", 0, 0.2, &gf, &err), err);
+  CHECK_OK(pb_engine_peak_gflops("float32", 0, 0.2, &gf, &err), &err);
   printf("peak float32 matmul: %.1f GFLOP/s\n", gf);
   CHECK(gf > 1.0);
   printf("engine api ok\n");

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "engine_test.h"
+#include "check.h"
 
 static int run(const char *args, char *out, size_t size) {
   char cmd[4096];
@@ -32,20 +32,20 @@ int main(void) {
   char dir[] = "/tmp/pb_engine_cli_XXXXXX", args[2048], path[2048];
   CHECK(mkdtemp(dir) != NULL);
 
-  CHECK_EQ_LL(run("infer --model resnet18", out, sizeof out), 1);
+  CHECK_EQ(run("infer --model resnet18", out, sizeof out), 1);
   CHECK(strstr(out, "resnet50") != NULL && strstr(out, "vit_b_16") != NULL);
-  CHECK_EQ_LL(run("infer --framework jax", out, sizeof out), 1);
+  CHECK_EQ(run("infer --framework jax", out, sizeof out), 1);
   CHECK(strstr(out, "torch") != NULL);
-  CHECK_EQ_LL(run("infer --batch-sizes 0", out, sizeof out), 1);
-  CHECK_EQ_LL(run("infer --dtype int4", out, sizeof out), 1);
+  CHECK_EQ(run("infer --batch-sizes 0", out, sizeof out), 1);
+  CHECK_EQ(run("infer --dtype int4", out, sizeof out), 1);
   CHECK(strstr(out, "bfloat16") != NULL);
-  CHECK_EQ_LL(run("train --loss hinge", out, sizeof out), 1);
+  CHECK_EQ(run("train --loss hinge", out, sizeof out), 1);
 
   snprintf(args, sizeof args,
            "infer --batch-sizes 1 3 --iterations 4 --warmup 1 --threads 1 --output-dir %s/raw", dir);
   int rc = run(args, out, sizeof out);
   fputs(out, stdout);
-  CHECK_EQ_LL(rc, 0);
+  CHECK_EQ(rc, 0);
   CHECK(strncmp(out, "device: ", 8) == 0); /* the device comes first */
   CHECK(strstr(out, "batch    3:") != NULL);
   const char *res = strstr(out, "results: ");
@@ -68,7 +68,7 @@ int main(void) {
            "train --num-images 8 --batch-size 4 --epochs 2 --threads 1 --metrics-out %s/m.json", dir);
   rc = run(args, out, sizeof out);
   fputs(out, stdout);
-  CHECK_EQ_LL(rc, 0);
+  CHECK_EQ(rc, 0);
   snprintf(path, sizeof path, "%s/m.json", dir);
   char *js = slurp(path);
   CHECK(js != NULL);

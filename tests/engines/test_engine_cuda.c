@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_test.h"
+#include "check.h"
 #include "engines/engine_internal.h"
 
 static const pb__engine_vtable *cuda_vt(void) {
@@ -47,13 +47,13 @@ static float *run(pb__graph *g, const pb__engine_vtable *vt, const char *device,
   pb_engine_params p = PB_ENGINE_PARAMS_DEFAULTS;
   p.batch_size = batch, p.dtype = dtype, p.device = device;
   pb_engine *e = NULL;
-  CHECK_OK(pb__engine_new_graph(&p, vt, g, &e, &err), err);
+  CHECK_OK(pb__engine_new_graph(&p, vt, g, &e, &err), &err);
   float *y = malloc((size_t)batch * no * sizeof *y);
   for (size_t i = 0; i < (size_t)batch * no; i++) y[i] = NAN; /* poison: every value is written */
-  CHECK_OK(pb_engine_forward_host(e, x, (size_t)batch * ni, y, (size_t)batch * no, &err), err);
+  CHECK_OK(pb_engine_forward_host(e, x, (size_t)batch * ni, y, (size_t)batch * no, &err), &err);
   if (twice) { /* a replay of the CUDA graph gives the same numbers */
     float *y2 = malloc((size_t)batch * no * sizeof *y2);
-    CHECK_OK(pb_engine_forward_host(e, x, (size_t)batch * ni, y2, (size_t)batch * no, &err), err);
+    CHECK_OK(pb_engine_forward_host(e, x, (size_t)batch * ni, y2, (size_t)batch * no, &err), &err);
     CHECK(memcmp(y, y2, (size_t)batch * no * sizeof *y) == 0);
     free(y2);
   }
@@ -154,7 +154,7 @@ static pb__graph *model_graph(const char *name) {
   struct pb_error err = {{0}};
   pb__graph *g = NULL;
   CHECK(pb__model_default_input(name, &c, &h, &w) == 0);
-  CHECK_OK(pb__graph_build(name, c, h, w, 42, &g, &err), err);
+  CHECK_OK(pb__graph_build(name, c, h, w, 42, &g, &err), &err);
   return g;
 }
 

@@ -4,14 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine_test.h"
+#include "check.h"
 #include "engines/engine_internal.h"
 
 int main(void) {
   char why[512] = "";
   CHECK(strcmp(pb_engine_device_list(), "auto, cpu, cuda") == 0);
-  CHECK_EQ_LL(pb_engine_device_status("tpu", why, sizeof why), PB_EINVAL);
-  CHECK_EQ_LL(pb_engine_device_status("cpu", why, sizeof why), 0);
+  CHECK_EQ(pb_engine_device_status("tpu", why, sizeof why), PB_EINVAL);
+  CHECK_EQ(pb_engine_device_status("cpu", why, sizeof why), 0);
   int st = pb_engine_device_status("cuda", why, sizeof why);
   printf("cuda status %d: %s\n", st, why[0] ? why : "usable");
   struct pb_error err = {{0}};
@@ -22,7 +22,7 @@ int main(void) {
   pb_gpu_info gi;
   double v = 0;
   if (st != 0) {
-    CHECK_EQ_LL(st, PB_EUNSUPPORTED);
+    CHECK_EQ(st, PB_EUNSUPPORTED);
     CHECK(why[0] != '\0');
 #ifdef PB_CUDA_MODULE_BUILT
     /* the module was built and found: the refusal must come from the machine, not the build */
@@ -31,35 +31,35 @@ int main(void) {
 #endif
     CHECK(strcmp(pb_engine_resolve_device("auto"), "cpu") == 0);
     CHECK(strcmp(pb_engine_resolve_device(NULL), "cpu") == 0);
-    CHECK_EQ_LL(rc, PB_EUNSUPPORTED);
+    CHECK_EQ(rc, PB_EUNSUPPORTED);
     CHECK(e == NULL);
     printf("pb_engine_new(cuda): %s\n", err.message);
     CHECK(strstr(err.message, why) != NULL);
-    CHECK_EQ_LL(pb_engine_gpu_info(&gi, &err), PB_EUNSUPPORTED);
-    CHECK_EQ_LL(pb_engine_gpu_bandwidth("h2d_pinned", 0, 0.1, &v, &err), PB_EUNSUPPORTED);
-    CHECK_EQ_LL(pb_engine_device_peak_gflops("cuda", "bfloat16", 0, 0.1, &v, &err), PB_EUNSUPPORTED);
+    CHECK_EQ(pb_engine_gpu_info(&gi, &err), PB_EUNSUPPORTED);
+    CHECK_EQ(pb_engine_gpu_bandwidth("h2d_pinned", 0, 0.1, &v, &err), PB_EUNSUPPORTED);
+    CHECK_EQ(pb_engine_device_peak_gflops("cuda", "bfloat16", 0, 0.1, &v, &err), PB_EUNSUPPORTED);
   } else {
     CHECK(strcmp(pb_engine_resolve_device("auto"), "cuda") == 0);
-    CHECK_OK(rc, err);
+    CHECK_OK(rc, &err);
     pb_engine_info info;
     pb_engine_get_info(e, &info);
     printf("cuda engine on %s (%s): %s\n", info.device_name, info.isa, info.versions);
     CHECK(strcmp(info.device, "cuda") == 0 && strcmp(info.backend, "cudnn") == 0);
     CHECK(strstr(info.versions, "cuDNN") != NULL);
     pb_engine_free(e);
-    CHECK_OK(pb_engine_gpu_info(&gi, &err), err);
+    CHECK_OK(pb_engine_gpu_info(&gi, &err), &err);
     CHECK(gi.cc_major >= 9 && gi.memory_bytes > 0);
     /* training is refused with a clear message */
     p.training = 1;
-    CHECK_EQ_LL(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
+    CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
     printf("training: %s\n", err.message);
   }
   /* tf32 is a cuda dtype: refused on the CPU */
   p = (pb_engine_params)PB_ENGINE_PARAMS_DEFAULTS;
   p.device = "cpu", p.dtype = "tf32";
-  CHECK_EQ_LL(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
+  CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
   /* the CPU row of the table still answers */
-  CHECK_OK(pb_engine_device_peak_gflops("cpu", "float32", 1, 0.05, &v, &err), err);
+  CHECK_OK(pb_engine_device_peak_gflops("cpu", "float32", 1, 0.05, &v, &err), &err);
   CHECK(v > 0);
   printf("cuda module checks passed\n");
   return 0;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_test.h"
+#include "check.h"
 #include "engines/engine_internal.h"
 
 /* ---- the reference interpreter ------------------------------------------------------------ */
@@ -206,13 +206,13 @@ static double compare(pb__graph *(*make)(void), const char *dtype, int batch) {
   p.batch_size = batch;
   p.dtype = dtype;
   pb_engine *e = NULL;
-  CHECK_OK(pb__engine_new_graph(&p, NULL, g, &e, &err), err);
+  CHECK_OK(pb__engine_new_graph(&p, NULL, g, &e, &err), &err);
   size_t ni = tsize(ref, 0), no = (size_t)ref->outputs;
   float *x = malloc((size_t)batch * ni * sizeof *x), *y = malloc((size_t)batch * no * sizeof *y);
   pb_rng rng;
   pb_rng_init(&rng, 3);
   for (size_t i = 0; i < (size_t)batch * ni; i++) x[i] = (float)pb_rng_normal(&rng);
-  CHECK_OK(pb_engine_forward_host(e, x, (size_t)batch * ni, y, (size_t)batch * no, &err), err);
+  CHECK_OK(pb_engine_forward_host(e, x, (size_t)batch * ni, y, (size_t)batch * no, &err), &err);
   double maxdiff = 0, maxref = 0;
   for (int n = 0; n < batch; n++) {
     double *r = reference(ref, x + (size_t)n * ni);
@@ -247,7 +247,7 @@ int main(void) {
     CHECK(compare(cnn_graph, "bfloat16", 2) < 5e-2);
     CHECK(compare(vit_graph, "bfloat16", 2) < 5e-2);
   } else {
-    CHECK_EQ_LL(rc, PB_EUNSUPPORTED);
+    CHECK_EQ(rc, PB_EUNSUPPORTED);
     printf("bfloat16 not supported here: %s\n", err.message);
   }
   printf("layers match the reference\n");

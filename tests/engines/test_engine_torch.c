@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine_test.h"
+#include "check.h"
 #include "pipebench/engine.h"
 
 static void check_model(const char *model, int batch, const char *dtype, double tol) {
@@ -18,12 +18,12 @@ static void check_model(const char *model, int batch, const char *dtype, double 
   p.seed = 7;
   if (strcmp(model, "embed") == 0) p.channels = 2, p.height = 20, p.width = 24;
   pb_engine *e = NULL;
-  CHECK_OK(pb_engine_new(&p, &e, &err), err);
+  CHECK_OK(pb_engine_new(&p, &e, &err), &err);
   pb_engine_info in;
   pb_engine_get_info(e, &in);
   char dir[] = "/tmp/pb_engine_torch_XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
-  CHECK_OK(pb_engine_export_weights(e, dir, &err), err);
+  CHECK_OK(pb_engine_export_weights(e, dir, &err), &err);
   size_t ni = (size_t)batch * (size_t)(in.channels * in.height * in.width);
   size_t no = (size_t)batch * (size_t)in.outputs;
   float *x = malloc(ni * sizeof *x), *y = malloc(no * sizeof *y);
@@ -31,13 +31,13 @@ static void check_model(const char *model, int batch, const char *dtype, double 
   pb_rng rng;
   pb_rng_init(&rng, 99);
   for (size_t i = 0; i < ni; i++) x[i] = (float)pb_rng_normal(&rng);
-  CHECK_OK(pb_engine_forward_host(e, x, ni, y, no, &err), err);
+  CHECK_OK(pb_engine_forward_host(e, x, ni, y, no, &err), &err);
   char path[512];
   int64_t xs[4] = {batch, in.channels, in.height, in.width}, ys[2] = {batch, in.outputs};
   snprintf(path, sizeof path, "%s/input.npy", dir);
-  CHECK_OK(pb_npy_write_f32(path, x, xs, 4, &err), err);
+  CHECK_OK(pb_npy_write_f32(path, x, xs, 4, &err), &err);
   snprintf(path, sizeof path, "%s/output.npy", dir);
-  CHECK_OK(pb_npy_write_f32(path, y, ys, 2, &err), err);
+  CHECK_OK(pb_npy_write_f32(path, y, ys, 2, &err), &err);
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "%s %s/tests/engines/compare_torch.py %s %s %g", PB_PYTHON,
            PB_SOURCE_DIR, dir, model, tol);

@@ -1,5 +1,5 @@
-/* Shared bits of the loader and raw-format tests: checks that print both operands, and a
- * seeded synthetic raw dataset whose pixels tell which image they came from. */
+/* Shared bits of the loader and raw-format tests: a seeded synthetic raw dataset whose pixels
+ * tell which image they came from (the checks are tests/check.h). */
 #ifndef PB_LOADER_TEST_H
 #define PB_LOADER_TEST_H
 
@@ -11,44 +11,7 @@
 #include "pipebench/format.h"
 #include "pipebench/loader.h"
 
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-#define CHECK_EQ(a, b)                                                                         \
-  do {                                                                                         \
-    long long va_ = (long long)(a), vb_ = (long long)(b);                                      \
-    if (va_ != vb_) {                                                                          \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b,   \
-              va_, vb_);                                                                       \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-static inline const char *test_msg(const struct pb_error *e) { return e ? e->message : ""; }
-
-#define CHECK_OK(expr, errp)                                                                   \
-  do {                                                                                         \
-    int rc_ = (expr);                                                                          \
-    if (rc_ != 0) {                                                                            \
-      fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #expr, rc_,      \
-              pb_strerror(rc_), test_msg(errp));                                               \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-#define CHECK_CONTAINS(hay, needle)                                                            \
-  do {                                                                                         \
-    if (strstr((hay), (needle)) == NULL) {                                                     \
-      fprintf(stderr, "%s:%d: '%s' does not contain '%s'\n", __FILE__, __LINE__, (hay),       \
-              (needle));                                                                       \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "check.h"
 
 /* Pixel p of image i: pixel 0 is i itself, so a sample names its image. */
 static inline uint16_t test_pixel(int64_t i, int64_t p) {

@@ -14,33 +14,7 @@
 #include "pipebench/report.h"
 #include "pipebench/results.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                    \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);        \
-      failures++;                                                                      \
-    }                                                                                  \
-  } while (0)
-#define CHECK_EQ(a, b)                                                                 \
-  do {                                                                                 \
-    long long a_ = (long long)(a), b_ = (long long)(b);                                \
-    if (a_ != b_) {                                                                    \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, \
-              #b, a_, b_);                                                             \
-      failures++;                                                                      \
-    }                                                                                  \
-  } while (0)
-#define CHECK_OK(expr, e)                                                              \
-  do {                                                                                 \
-    int rc_ = (expr);                                                                  \
-    if (rc_ != 0) {                                                                    \
-      fprintf(stderr, "%s:%d: %s failed: %d %s\n", __FILE__, __LINE__, #expr, rc_,    \
-              (e).message);                                                            \
-      failures++;                                                                      \
-    }                                                                                  \
-  } while (0)
+#include "check.h"
 
 /* ---- a minimal PNG reader: 8-bit RGB or RGBA, non-interlaced (what cairo writes) ---------- */
 
@@ -146,7 +120,7 @@ static int png_stats(const char *path, int *w, int *h, double *var, double *ink)
 static void write_revs(const char *path) {
   FILE *f = fopen(path, "wb");
   if (f == NULL) {
-    failures++;
+    EXPECT_FAIL("cannot write %s", path);
     return;
   }
   static const char *const branches[] = {"main", "slow", "same"}, *const exps[] = {"tiny", "embed"};
@@ -209,7 +183,7 @@ static void write_tables(const char *dir) {
             pb_table_set_f64(t, "bytes_read_mean", 20000);
           }
   snprintf(path, sizeof path, "%s/data/pipebench_track1.parquet", dir);
-  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), e);
+  EXPECT_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), &e);
   pb_table_free(t);
   /* track 2: ome-zarr is fastest in bulk; a torch peer over tiff */
   pb_table_new(&t);
@@ -233,9 +207,9 @@ static void write_tables(const char *dir) {
             if (l) pb_table_set_f64(t, "pipebench_over_peer", 5000.0 * 2 / 300.0);
           }
   snprintf(path, sizeof path, "%s/data/pipebench_track2.parquet", dir);
-  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), e);
+  EXPECT_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), &e);
   snprintf(path, sizeof path, "%s/data/pipebench_track2.csv", dir);
-  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), e);
+  EXPECT_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), &e);
   pb_table_free(t);
   /* track 3: tiff without cache is data-bound */
   pb_table_new(&t);
@@ -258,7 +232,7 @@ static void write_tables(const char *dir) {
         pb_table_set_bool(t, "step_time_unstable", 0);
       }
   snprintf(path, sizeof path, "%s/data/pipebench_track3.parquet", dir);
-  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), e);
+  EXPECT_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), &e);
   pb_table_free(t);
   /* track 4 */
   pb_table_new(&t);
@@ -277,7 +251,7 @@ static void write_tables(const char *dir) {
       pb_table_set_f64(t, "pipebench_over_peer", 1.5 + f * 0.2);
     }
   snprintf(path, sizeof path, "%s/data/pipebench_track4.parquet", dir);
-  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), e);
+  EXPECT_OK(pb_table_write(t, path, PB_SINK_AUTO, &e), &e);
   pb_table_free(t);
   /* an infer CSV */
   pb_table_new(&t);
@@ -292,12 +266,12 @@ static void write_tables(const char *dir) {
       pb_table_set_f64(t, "throughput_ips", 500.0 / (1 + fw));
     }
   snprintf(path, sizeof path, "%s/data/benchmark_results_20260101_000000.csv", dir);
-  CHECK_OK(pb_table_write(t, path, PB_SINK_CSV, &e), e);
+  EXPECT_OK(pb_table_write(t, path, PB_SINK_CSV, &e), &e);
   pb_table_free(t);
   const char *summary = "{\"kind\":\"pipebench.run\",\"env\":{\"hostname\":\"test\"},"
                         "\"calibration\":{\"memcpy_mt_gbps\":5.0,\"read_warm_gbps\":8.0,\"read_cold_gbps\":2.0}}";
   snprintf(path, sizeof path, "%s/data/pipebench_summary.json", dir);
-  CHECK_OK(pb_write_file_atomic(path, summary, strlen(summary), &e), e);
+  EXPECT_OK(pb_write_file_atomic(path, summary, strlen(summary), &e), &e);
 }
 
 static void check_png(const char *dir, const char *name, int want_w) {
@@ -307,15 +281,14 @@ static void check_png(const char *dir, const char *name, int want_w) {
   double var = 0, ink = 0;
   int rc = png_stats(path, &w, &h, &var, &ink);
   if (rc != 0) {
-    fprintf(stderr, "%s: not a readable PNG (%d)\n", path, rc);
-    failures++;
+    EXPECT_FAIL("%s: not a readable PNG (%d)", path, rc);
     return;
   }
-  CHECK_EQ(w, want_w);
-  CHECK(h >= 600 && h <= 2400);
+  EXPECT_EQ(w, want_w);
+  EXPECT(h >= 600 && h <= 2400);
   if (!(var > 500 && ink > 0.02 && ink < 0.8)) {
-    fprintf(stderr, "%s: looks blank or flooded: variance %.1f, non-white share %.3f\n", path, var, ink);
-    failures++;
+    EXPECT_FAIL("%s: looks blank or flooded: variance %.1f, non-white share %.3f", path, var,
+                ink);
   }
 }
 
@@ -346,31 +319,31 @@ int main(void) {
 
   struct pb_error e = {{0}};
   int n = 0;
-  CHECK_OK(pb_report_plots(dir, &n, &e), e);
-  CHECK_EQ(n, 5);
+  EXPECT_OK(pb_report_plots(dir, &n, &e), &e);
+  EXPECT_EQ(n, 5);
   check_png(dir, "pipebench_track1.png", 1800);
   check_png(dir, "pipebench_track2.png", 1800);
   check_png(dir, "pipebench_track3.png", 1800);
   check_png(dir, "pipebench_track4.png", 1800);
   check_png(dir, "pipebench_infer.png", 1800);
-  CHECK_OK(pb_report_write(dir, &e), e);
+  EXPECT_OK(pb_report_write(dir, &e), &e);
   char md[600], html[600];
   snprintf(md, sizeof md, "%s/report.md", dir);
   snprintf(html, sizeof html, "%s/report.html", dir);
-  CHECK(file_has(md, "Fastest format for random access: raw"));
-  CHECK(file_has(md, "Fastest format for bulk loading: ome-zarr"));
-  CHECK(file_has(md, "data-bound** (track 3"));
-  CHECK(file_has(md, "tiff/cache none"));
-  CHECK(file_has(md, "Spread within a round, track 1: 8 of 48 rows"));
-  CHECK(file_has(md, "Round to round (track 1, p50 per sample): 8 of 24 configurations vary by more than 5%"));
-  CHECK(file_has(html, "Fastest format for random access: raw"));
-  CHECK(file_has(html, "src=\"data:image/png;base64,iVBORw0KGgo"));
+  EXPECT(file_has(md, "Fastest format for random access: raw"));
+  EXPECT(file_has(md, "Fastest format for bulk loading: ome-zarr"));
+  EXPECT(file_has(md, "data-bound** (track 3"));
+  EXPECT(file_has(md, "tiff/cache none"));
+  EXPECT(file_has(md, "Spread within a round, track 1: 8 of 48 rows"));
+  EXPECT(file_has(md, "Round to round (track 1, p50 per sample): 8 of 24 configurations vary by more than 5%"));
+  EXPECT(file_has(html, "Fastest format for random access: raw"));
+  EXPECT(file_has(html, "src=\"data:image/png;base64,iVBORw0KGgo"));
 
   /* the infer plot on its own */
   char png[600], path_revs_dir[600];
   snprintf(png, sizeof png, "%s/infer.png", dir);
-  CHECK_OK(pb_report_plot_infer(sub, png, &e), e);
-  CHECK(access(png, F_OK) == 0);
+  EXPECT_OK(pb_report_plot_infer(sub, png, &e), &e);
+  EXPECT(access(png, F_OK) == 0);
 
   /* the revs plot: default place next to the JSON, one row per (experiment, metric, branch) */
   char revs[600];
@@ -378,32 +351,32 @@ int main(void) {
   snprintf(path_revs_dir, sizeof path_revs_dir, "%s/revs", dir);
   mkdir(path_revs_dir, 0777);
   write_revs(revs);
-  CHECK_OK(pb_report_plot_revs(revs, NULL, &e), e);
+  EXPECT_OK(pb_report_plot_revs(revs, NULL, &e), &e);
   {
     char rpng[700];
     snprintf(rpng, sizeof rpng, "%s/images/pipebench_revs.png", path_revs_dir);
     int w = 0, h = 0;
     double var = 0, ink = 0;
     int prc = png_stats(rpng, &w, &h, &var, &ink);
-    CHECK_EQ(prc, 0);
-    CHECK_EQ(w, 1800);
+    EXPECT_EQ(prc, 0);
+    EXPECT_EQ(w, 1800);
     /* 2 experiments x 3 metrics x 2 branches = 12 rows */
-    CHECK_EQ(h, 360 + 44 * 12);
+    EXPECT_EQ(h, 360 + 44 * 12);
     if (!(var > 500 && ink > 0.02 && ink < 0.8)) {
-      fprintf(stderr, "%s: looks blank or flooded: variance %.1f, non-white share %.3f\n", rpng, var, ink);
-      failures++;
+      EXPECT_FAIL("%s: looks blank or flooded: variance %.1f, non-white share %.3f", rpng, var,
+                  ink);
     }
   }
   /* an explicit path, another baseline and factor */
   snprintf(png, sizeof png, "%s/revs_same.png", dir);
-  CHECK_OK(pb_report_plot_revs_ex(revs, png, "same", 1.2, &e), e);
-  CHECK(access(png, F_OK) == 0);
+  EXPECT_OK(pb_report_plot_revs_ex(revs, png, "same", 1.2, &e), &e);
+  EXPECT(access(png, F_OK) == 0);
   /* not a revs file; an unknown baseline */
   snprintf(png, sizeof png, "%s/revs_bad.png", dir);
   snprintf(path_revs_dir, sizeof path_revs_dir, "%s/data/pipebench_summary.json", dir);
-  CHECK(pb_report_plot_revs(path_revs_dir, png, &e) == PB_EFORMAT);
-  CHECK(pb_report_plot_revs_ex(revs, png, "nope", 0, &e) == PB_ENOTFOUND);
-  CHECK(access(png, F_OK) != 0);
+  EXPECT(pb_report_plot_revs(path_revs_dir, png, &e) == PB_EFORMAT);
+  EXPECT(pb_report_plot_revs_ex(revs, png, "nope", 0, &e) == PB_ENOTFOUND);
+  EXPECT(access(png, F_OK) != 0);
 
   /* corrupt track 2 (both twins): named on stderr, the others still drawn, exit 0 */
   char path[600], errp[600], args[1400];
@@ -420,12 +393,12 @@ int main(void) {
   snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
   snprintf(args, sizeof args, "report '%s'", dir);
   int rc = cli(args, errp);
-  CHECK_EQ(rc, 0);
-  CHECK(file_has(errp, "pipebench_track2"));
-  CHECK(file_has(errp, "wrote"));
-  CHECK(access(path, F_OK) == 0); /* track 1 redrawn */
-  CHECK(file_has(md, "Track 2 could not be read"));
-  if (failures) {
+  EXPECT_EQ(rc, 0);
+  EXPECT(file_has(errp, "pipebench_track2"));
+  EXPECT(file_has(errp, "wrote"));
+  EXPECT(access(path, F_OK) == 0); /* track 1 redrawn */
+  EXPECT(file_has(md, "Track 2 could not be read"));
+  if (check_failures()) {
     size_t sz;
     unsigned char *t = slurp(errp, &sz);
     fprintf(stderr, "stderr of report:\n%s\n", t ? (char *)t : "");
@@ -434,28 +407,28 @@ int main(void) {
 
   /* the library API on the same folder: others drawn, the skip recorded */
   e.message[0] = '\0';
-  CHECK_OK(pb_report_plots(dir, &n, &e), e);
-  CHECK_EQ(n, 4);
-  CHECK(strstr(e.message, "pipebench_track2") != NULL);
+  EXPECT_OK(pb_report_plots(dir, &n, &e), &e);
+  EXPECT_EQ(n, 4);
+  EXPECT(strstr(e.message, "pipebench_track2") != NULL);
 
   /* a missing folder: exit 2 with a message */
   snprintf(args, sizeof args, "report '%s/nope'", dir);
   rc = cli(args, errp);
-  CHECK_EQ(rc, 2);
-  CHECK(file_has(errp, "nope"));
+  EXPECT_EQ(rc, 2);
+  EXPECT(file_has(errp, "nope"));
 
   /* a folder without tables: exit 2 */
   snprintf(args, sizeof args, "report '%s/images'", dir);
   rc = cli(args, errp);
-  CHECK_EQ(rc, 2);
+  EXPECT_EQ(rc, 2);
 
-  if (failures == 0) {
+  if (check_failures() == 0) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
   } else {
     fprintf(stderr, "kept %s for a look\n", dir);
   }
-  printf("%s (%d failures)\n", failures ? "FAIL" : "ok", failures);
-  return failures ? 1 : 0;
+  printf("%s (%d failures)\n", check_failures() ? "FAIL" : "ok", check_failures());
+  return check_failures() ? 1 : 0;
 }

@@ -6,23 +6,8 @@
 #include "revs/revs_internal.h"
 #include "pipebench/revs.h"
 
-static int failures = 0;
+#include "check.h"
 
-#define CHECK(cond)                                                                        \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);              \
-      failures++;                                                                          \
-    }                                                                                      \
-  } while (0)
-#define CHECK_STR(a, b)                                                                    \
-  do {                                                                                     \
-    const char *a_ = (a), *b_ = (b);                                                       \
-    if (a_ == NULL || strcmp(a_, b_) != 0) {                                               \
-      fprintf(stderr, "%s:%d: '%s' != '%s'\n", __FILE__, __LINE__, a_ ? a_ : "(null)", b_); \
-      failures++;                                                                          \
-    }                                                                                      \
-  } while (0)
 
 static int parse(const char *text, pb_revs_task **t, size_t *n, struct pb_error *e) {
   memset(e, 0, sizeof *e);
@@ -36,9 +21,8 @@ static void bad(const char *text, const char *want) {
   struct pb_error e;
   int rc = parse(text, &t, &n, &e);
   if (rc != PB_EFORMAT || strstr(e.message, want) == NULL || t != NULL || n != 0) {
-    fprintf(stderr, "bad input %.40s...: rc %d, message '%s', wanted '%s'\n", text, rc, e.message,
-            want);
-    failures++;
+    EXPECT_FAIL("bad input %.40s...: rc %d, message '%s', wanted '%s'", text, rc, e.message,
+                want);
   }
 }
 
@@ -51,17 +35,17 @@ int main(void) {
                  "main,base,cpu,3,32,\"lr=0.1; seed=4\"\r\n\r\n"
                  " feature/x , base ,gpu,1,8,\r\n",
                  &t, &n, &e);
-  CHECK(rc == PB_OK);
-  CHECK(n == 2);
+  EXPECT(rc == PB_OK);
+  EXPECT(n == 2);
   if (rc == PB_OK && n == 2) {
-    CHECK(t[0].kind == PB_REVS_TRAIN);
-    CHECK_STR(t[0].branch, "main");
-    CHECK_STR(t[0].overrides, "lr=0.1; seed=4");
-    CHECK(t[0].max_epochs == 3 && t[0].batch_size == 32);
-    CHECK(t[0].line == 2);
-    CHECK_STR(t[1].branch, "feature/x");
-    CHECK_STR(t[1].trainer, "gpu");
-    CHECK(t[1].line == 4);
+    EXPECT(t[0].kind == PB_REVS_TRAIN);
+    EXPECT_STREQ(t[0].branch, "main");
+    EXPECT_STREQ(t[0].overrides, "lr=0.1; seed=4");
+    EXPECT(t[0].max_epochs == 3 && t[0].batch_size == 32);
+    EXPECT(t[0].line == 2);
+    EXPECT_STREQ(t[1].branch, "feature/x");
+    EXPECT_STREQ(t[1].trainer, "gpu");
+    EXPECT(t[1].line == 4);
     pb_revs_tasks_free(t, n);
   }
   /* command layout: a quoted comma, an escaped quote and a newline inside a field */
@@ -69,39 +53,39 @@ int main(void) {
              "v1,e,\"python train.py --tag \"\"a,b\"\"\nsecond\",m.json\n"
              "abc123,e,./run.sh,out/m.json",
              &t, &n, &e);
-  CHECK(rc == PB_OK);
-  CHECK(n == 2);
+  EXPECT(rc == PB_OK);
+  EXPECT(n == 2);
   if (rc == PB_OK && n == 2) {
-    CHECK(t[0].kind == PB_REVS_COMMAND);
-    CHECK_STR(t[0].command, "python train.py --tag \"a,b\"\nsecond");
-    CHECK_STR(t[1].metrics, "out/m.json");
-    CHECK(t[1].line == 4);
-    CHECK(t[1].trainer == NULL);
+    EXPECT(t[0].kind == PB_REVS_COMMAND);
+    EXPECT_STREQ(t[0].command, "python train.py --tag \"a,b\"\nsecond");
+    EXPECT_STREQ(t[1].metrics, "out/m.json");
+    EXPECT(t[1].line == 4);
+    EXPECT(t[1].trainer == NULL);
     pb_revs_tasks_free(t, n);
   }
   /* inference layout */
   rc = parse("branch,experiment,checkpoint_path,data_path,trainer,batch_size,overrides\n"
              "main,r50,ckpt/best.pt,data/x,cpu,16,model=resnet50\n", &t, &n, &e);
-  CHECK(rc == PB_OK && n == 1);
+  EXPECT(rc == PB_OK && n == 1);
   if (rc == PB_OK) {
-    CHECK(t[0].kind == PB_REVS_INFER);
-    CHECK_STR(t[0].checkpoint_path, "ckpt/best.pt");
-    CHECK(t[0].batch_size == 16 && t[0].max_epochs == 0);
+    EXPECT(t[0].kind == PB_REVS_INFER);
+    EXPECT_STREQ(t[0].checkpoint_path, "ckpt/best.pt");
+    EXPECT(t[0].batch_size == 16 && t[0].max_epochs == 0);
     pb_revs_tasks_free(t, n);
   }
   /* overrides split on spaces and semicolons */
   char **items;
   size_t ni;
-  CHECK(pb__revs_split_overrides(" a=1;b=x ;; c.d-e=", &items, &ni, &e) == PB_OK);
-  CHECK(ni == 3);
+  EXPECT(pb__revs_split_overrides(" a=1;b=x ;; c.d-e=", &items, &ni, &e) == PB_OK);
+  EXPECT(ni == 3);
   if (ni == 3) {
-    CHECK_STR(items[0], "a=1");
-    CHECK_STR(items[1], "b=x");
-    CHECK_STR(items[2], "c.d-e=");
+    EXPECT_STREQ(items[0], "a=1");
+    EXPECT_STREQ(items[1], "b=x");
+    EXPECT_STREQ(items[2], "c.d-e=");
   }
   pb__revs_free_strings(items, ni);
-  CHECK(pb__revs_split_overrides("a=1 y", &items, &ni, &e) == PB_EFORMAT);
-  CHECK(strstr(e.message, "'y'") != NULL);
+  EXPECT(pb__revs_split_overrides("a=1 y", &items, &ni, &e) == PB_EFORMAT);
+  EXPECT(strstr(e.message, "'y'") != NULL);
 
   bad("", "the file is empty");
   bad("\n\n", "the file is empty");
@@ -124,7 +108,7 @@ int main(void) {
       "line 2: override 'oops'");
   bad("branch,experiment,command,metrics,checkpoint_path\nmain,x,y,m,c\n", "not both");
 
-  CHECK(pb_revs_tasks_read("/nonexistent/tasks.csv", &t, &n, &e) == PB_ENOTFOUND);
-  if (failures == 0) printf("test_revs_csv: all checks passed\n");
-  return failures == 0 ? 0 : 1;
+  EXPECT(pb_revs_tasks_read("/nonexistent/tasks.csv", &t, &n, &e) == PB_ENOTFOUND);
+  if (check_failures() == 0) printf("test_revs_csv: all checks passed\n");
+  return check_failures() == 0 ? 0 : 1;
 }

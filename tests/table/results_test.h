@@ -1,4 +1,4 @@
-/* Small helpers for the results tests: checks that print both sides, temp folders. */
+/* Small helpers for the results tests: temporary folders (the checks are tests/check.h). */
 #ifndef PB_RESULTS_TEST_H
 #define PB_RESULTS_TEST_H
 
@@ -11,46 +11,7 @@
 
 #include "pipebench/results.h"
 
-static int rt_failures;
-
-#define CHECK(cond)                                                                          \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
-      rt_failures++;                                                                         \
-    }                                                                                        \
-  } while (0)
-
-#define CHECK_EQ_I(a, b)                                                                     \
-  do {                                                                                       \
-    long long a_ = (long long)(a), b_ = (long long)(b);                                      \
-    if (a_ != b_) {                                                                          \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b,  \
-              a_, b_);                                                                       \
-      rt_failures++;                                                                         \
-    }                                                                                        \
-  } while (0)
-
-#define CHECK_EQ_S(a, b)                                                                     \
-  do {                                                                                       \
-    const char *a_ = (a), *b_ = (b);                                                         \
-    if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0) {                                   \
-      fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, __LINE__, #a,  \
-              #b, a_ ? a_ : "(null)", b_ ? b_ : "(null)");                                   \
-      rt_failures++;                                                                         \
-    }                                                                                        \
-  } while (0)
-
-/* Stops the test: a failed call makes the rest meaningless. */
-#define REQUIRE_OK(expr, err)                                                                \
-  do {                                                                                       \
-    int rc_ = (expr);                                                                        \
-    if (rc_ != 0) {                                                                          \
-      fprintf(stderr, "%s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #expr, rc_,    \
-              pb_strerror(rc_), (err)->message);                                             \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
+#include "check.h"
 
 static inline char *rt_tmpdir(void) {
   const char *base = getenv("TMPDIR");

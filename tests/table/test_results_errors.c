@@ -7,10 +7,10 @@ static void expect_fail(const char *path, pb_sink sink, int want, const char *ne
   pb_table *t = (pb_table *)1;
   int rc = pb_table_read(path, sink, &t, &err);
   fprintf(stderr, "  %s -> %d (%s): %s\n", path, rc, pb_strerror(rc), err.message);
-  CHECK_EQ_I(rc, want);
-  CHECK(t == NULL);
-  CHECK(strstr(err.message, path) != NULL);
-  if (needle) CHECK(strstr(err.message, needle) != NULL);
+  EXPECT_EQ(rc, want);
+  EXPECT(t == NULL);
+  EXPECT(strstr(err.message, path) != NULL);
+  if (needle) EXPECT(strstr(err.message, needle) != NULL);
 }
 
 static void write_text(const char *dir, const char *name, const char *text, char *path,
@@ -33,17 +33,17 @@ int main(void) {
 
   /* A truncated Parquet file (the footer is gone) and one that is not Parquet at all. */
   pb_table *t;
-  REQUIRE_OK(pb_table_new(&t), &err);
+  CHECK_OK(pb_table_new(&t), &err);
   for (int i = 0; i < 1000; i++) {
-    REQUIRE_OK(pb_table_append_row(t), &err);
-    REQUIRE_OK(pb_table_set_i64(t, "i", i), &err);
-    REQUIRE_OK(pb_table_set_str(t, "s", "some text to make the file longer"), &err);
+    CHECK_OK(pb_table_append_row(t), &err);
+    CHECK_OK(pb_table_set_i64(t, "i", i), &err);
+    CHECK_OK(pb_table_set_str(t, "s", "some text to make the file longer"), &err);
   }
   snprintf(path, sizeof path, "%s/good.parquet", dir);
-  REQUIRE_OK(pb_table_write(t, path, PB_SINK_AUTO, &err), &err);
+  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &err), &err);
   size_t n = 0;
   char *bytes = rt_slurp(path, &n);
-  CHECK(bytes != NULL && n > 100);
+  EXPECT(bytes != NULL && n > 100);
   snprintf(path, sizeof path, "%s/trunc.parquet", dir);
   rt_spit(path, bytes, n / 2);
   expect_fail(path, PB_SINK_AUTO, PB_EFORMAT, "not a readable Parquet file");
@@ -90,12 +90,12 @@ int main(void) {
   snprintf(path, sizeof path, "%s/no/such/folder/x.csv", dir);
   int rc = pb_table_write(t, path, PB_SINK_AUTO, &err);
   fprintf(stderr, "  write %s -> %d: %s\n", path, rc, err.message);
-  CHECK(rc != 0 && strstr(err.message, path) != NULL);
+  EXPECT(rc != 0 && strstr(err.message, path) != NULL);
   pb_table *none;
-  REQUIRE_OK(pb_table_new(&none), &err);
+  CHECK_OK(pb_table_new(&none), &err);
   snprintf(path, sizeof path, "%s/nocols.parquet", dir);
-  CHECK_EQ_I(pb_table_write(none, path, PB_SINK_AUTO, &err), PB_EINVAL);
-  CHECK(access(path, F_OK) != 0);
+  EXPECT_EQ(pb_table_write(none, path, PB_SINK_AUTO, &err), PB_EINVAL);
+  EXPECT(access(path, F_OK) != 0);
   pb_table_free(none);
   pb_table_free(t);
 
@@ -104,40 +104,40 @@ int main(void) {
              "# made by hand\r\nname,count,ratio,flag,mixed\r\n"
              "\"a, b\",1,0.5,true,1\r\nc,,2,FALSE,x\r\n\"\",3,,,\r\n",
              path, sizeof path);
-  REQUIRE_OK(pb_table_read(path, PB_SINK_AUTO, &t, &err), &err);
-  CHECK_EQ_I(pb_table_rows(t), 3);
-  CHECK_EQ_I(pb_table_cols(t), 5);
-  CHECK_EQ_I(pb_table_col_type(t, 0), PB_COL_STRING);
-  CHECK_EQ_I(pb_table_col_type(t, 1), PB_COL_INT64);
-  CHECK_EQ_I(pb_table_col_type(t, 2), PB_COL_DOUBLE);
-  CHECK_EQ_I(pb_table_col_type(t, 3), PB_COL_BOOL);
-  CHECK_EQ_I(pb_table_col_type(t, 4), PB_COL_STRING);
-  CHECK_EQ_S(pb_table_get_str(t, 0, 0), "a, b");
-  CHECK_EQ_S(pb_table_get_str(t, 2, 0), ""); /* quoted empty: a string, not NULL */
-  CHECK(pb_table_is_null(t, 1, 1));
-  CHECK_EQ_I(pb_table_get_i64(t, 2, 1), 3);
-  CHECK_EQ_I(pb_table_get_bool(t, 1, 3), 0);
-  CHECK(pb_table_is_null(t, 2, 4));
-  CHECK_EQ_I(pb_table_meta_count(t), 0); /* a comment without "key:" is not metadata */
+  CHECK_OK(pb_table_read(path, PB_SINK_AUTO, &t, &err), &err);
+  EXPECT_EQ(pb_table_rows(t), 3);
+  EXPECT_EQ(pb_table_cols(t), 5);
+  EXPECT_EQ(pb_table_col_type(t, 0), PB_COL_STRING);
+  EXPECT_EQ(pb_table_col_type(t, 1), PB_COL_INT64);
+  EXPECT_EQ(pb_table_col_type(t, 2), PB_COL_DOUBLE);
+  EXPECT_EQ(pb_table_col_type(t, 3), PB_COL_BOOL);
+  EXPECT_EQ(pb_table_col_type(t, 4), PB_COL_STRING);
+  EXPECT_STREQ(pb_table_get_str(t, 0, 0), "a, b");
+  EXPECT_STREQ(pb_table_get_str(t, 2, 0), ""); /* quoted empty: a string, not NULL */
+  EXPECT(pb_table_is_null(t, 1, 1));
+  EXPECT_EQ(pb_table_get_i64(t, 2, 1), 3);
+  EXPECT_EQ(pb_table_get_bool(t, 1, 3), 0);
+  EXPECT(pb_table_is_null(t, 2, 4));
+  EXPECT_EQ(pb_table_meta_count(t), 0); /* a comment without "key:" is not metadata */
   pb_table_free(t);
 
   /* JSON from elsewhere: a top-level array of objects, columns in order of appearance. */
   write_text(dir, "foreign.json",
              "[{\"x\": 1, \"y\": \"s\"}, {\"x\": 2.5, \"z\": false}, {\"y\": null}]", path,
              sizeof path);
-  REQUIRE_OK(pb_table_read(path, PB_SINK_AUTO, &t, &err), &err);
-  CHECK_EQ_I(pb_table_rows(t), 3);
-  CHECK_EQ_I(pb_table_cols(t), 3);
-  CHECK_EQ_S(pb_table_col_name(t, 2), "z");
-  CHECK_EQ_I(pb_table_col_type(t, 0), PB_COL_DOUBLE);
-  CHECK_EQ_I(pb_table_col_type(t, 1), PB_COL_STRING);
-  CHECK_EQ_I(pb_table_col_type(t, 2), PB_COL_BOOL);
-  CHECK(pb_table_get_f64(t, 1, 0) == 2.5);
-  CHECK(pb_table_is_null(t, 2, 0) && pb_table_is_null(t, 0, 2));
+  CHECK_OK(pb_table_read(path, PB_SINK_AUTO, &t, &err), &err);
+  EXPECT_EQ(pb_table_rows(t), 3);
+  EXPECT_EQ(pb_table_cols(t), 3);
+  EXPECT_STREQ(pb_table_col_name(t, 2), "z");
+  EXPECT_EQ(pb_table_col_type(t, 0), PB_COL_DOUBLE);
+  EXPECT_EQ(pb_table_col_type(t, 1), PB_COL_STRING);
+  EXPECT_EQ(pb_table_col_type(t, 2), PB_COL_BOOL);
+  EXPECT(pb_table_get_f64(t, 1, 0) == 2.5);
+  EXPECT(pb_table_is_null(t, 2, 0) && pb_table_is_null(t, 0, 2));
   pb_table_free(t);
 
   rt_rmdir(dir);
-  if (rt_failures) fprintf(stderr, "%d check(s) failed\n", rt_failures);
+  if (check_failures()) fprintf(stderr, "%d check(s) failed\n", check_failures());
   else fprintf(stderr, "all checks passed\n");
-  return rt_failures ? 1 : 0;
+  return check_failures() ? 1 : 0;
 }

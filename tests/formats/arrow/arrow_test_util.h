@@ -9,33 +9,7 @@
 
 #include "pipebench/format.h"
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
-
-#define CHECK_EQ(a, b)                                                                \
-  do {                                                                                \
-    long long a_ = (long long)(a), b_ = (long long)(b);                               \
-    if (a_ != b_) {                                                                   \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld vs %lld\n", __FILE__, __LINE__, #a, \
-              #b, a_, b_);                                                            \
-      exit(1);                                                                        \
-    }                                                                                 \
-  } while (0)
-
-#define CHECK_OK(expr, err)                                                           \
-  do {                                                                                \
-    int rc_ = (expr);                                                                 \
-    if (rc_ != 0) {                                                                   \
-      fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #expr,         \
-              pb_strerror(rc_), (err)->message);                                      \
-      exit(1);                                                                        \
-    }                                                                                 \
-  } while (0)
+#include "check.h"
 
 /* A fresh folder under /tmp for one test. */
 static inline void tmp_dir(char *buf, size_t size, const char *tag) {

@@ -64,7 +64,7 @@ static void expect_failure(const char *path, const char *needle, const char *wha
     fprintf(stderr, "%s: expected a failure for %s\n", what, path);
     exit(1);
   }
-  CHECK_STR_HAS(err.message, needle);
+  CHECK_CONTAINS(err.message, needle);
   printf("%-28s -> %s: %s\n", what, pb_strerror(rc), err.message);
 }
 
@@ -84,7 +84,7 @@ static void expect_failure_or_ok(const char *path, const char *what) {
     }
     pb_dataset_free(ds);
   }
-  if (rc != PB_OK) CHECK_STR_HAS(err.message, path);
+  if (rc != PB_OK) CHECK_CONTAINS(err.message, path);
   printf("%-28s -> %s%s%s\n", what, pb_strerror(rc), rc ? ": " : "", rc ? err.message : "");
 }
 

@@ -47,7 +47,7 @@ static void read_tifffile_output(const char *root, int direct) {
   CHECK_OK(pb_dataset_open(ds_path, NULL, &ds, &err), &err);
   CHECK(strcmp(pb_dataset_format(ds), "tiff") == 0);
   int64_t n = pb_dataset_count(ds);
-  CHECK_EQ_INT(n, 10);
+  CHECK_EQ(n, 10);
   for (int64_t i = 0; i < n; i++) {
     pb_image_meta m;
     CHECK_OK(pb_dataset_meta(ds, i, &m, &err), &err);
@@ -71,7 +71,7 @@ static void read_tifffile_output(const char *root, int direct) {
     size_t want_size;
     void *want = read_all(file, &want_size);
     size_t bytes = pb_image_bytes(&m);
-    CHECK_EQ_INT(want_size, bytes);
+    CHECK_EQ(want_size, bytes);
     void *got = malloc(bytes);
     CHECK_OK(pb_dataset_read(ds, i, got, bytes, NULL, &err), &err);
     if (memcmp(got, want, bytes) != 0) {

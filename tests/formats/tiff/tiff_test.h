@@ -1,5 +1,5 @@
-/* Small helpers shared by the tiff backend's tests: checks that print both operands, temporary
- * folders and seeded test images. */
+/* Small helpers shared by the tiff backend's tests: temporary folders and seeded test images
+ * (the checks are tests/check.h). */
 #ifndef PB_TIFF_TEST_H
 #define PB_TIFF_TEST_H
 
@@ -13,43 +13,7 @@
 #include "pipebench/core.h"
 #include "pipebench/format.h"
 
-#define CHECK(cond)                                                                            \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                 \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-#define CHECK_EQ_INT(a, b)                                                                     \
-  do {                                                                                         \
-    long long a_ = (long long)(a), b_ = (long long)(b);                                        \
-    if (a_ != b_) {                                                                            \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld vs %lld\n", __FILE__, __LINE__, #a, #b,   \
-              a_, b_);                                                                         \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-/* Checks a call returned PB_OK; prints its message otherwise. */
-#define CHECK_OK(call, errp)                                                                   \
-  do {                                                                                         \
-    int rc_ = (call);                                                                          \
-    if (rc_ != PB_OK) {                                                                        \
-      fprintf(stderr, "%s:%d: %s failed: %d (%s): %s\n", __FILE__, __LINE__, #call, rc_,      \
-              pb_strerror(rc_), (errp)->message);                                              \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-#define CHECK_STR_HAS(hay, needle)                                                             \
-  do {                                                                                         \
-    if (strstr((hay), (needle)) == NULL) {                                                     \
-      fprintf(stderr, "%s:%d: '%s' does not contain '%s'\n", __FILE__, __LINE__, (hay),       \
-              (needle));                                                                       \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "check.h"
 
 /* A fresh folder under /tmp, removed by tt_rmtree. */
 static inline void tt_tempdir(char *buf, size_t size, const char *tag) {

@@ -23,9 +23,9 @@ static void make_ds(const char *path, const char *compression, const char *optio
   for (int i = 0; i < 512; i++) pix[i] = (uint16_t)(i * 7);
   pb_writer *w;
   pb__remove_tree(path);
-  ZT_OK(pb_writer_new(path, "ome-zarr", &wp, &w, &err), &err);
-  ZT_OK(pb_writer_add(w, &m, pix, &err), &err);
-  ZT_OK(pb_writer_finish(w, &err), &err);
+  CHECK_OK(pb_writer_new(path, "ome-zarr", &wp, &w, &err), &err);
+  CHECK_OK(pb_writer_add(w, &m, pix, &err), &err);
+  CHECK_OK(pb_writer_finish(w, &err), &err);
   pb_writer_free(w);
 }
 
@@ -33,14 +33,14 @@ static void put(const char *ds, const char *rel, const char *text) {
   char p[1024];
   struct pb_error err = {""};
   snprintf(p, sizeof p, "%s/%s", ds, rel);
-  ZT_OK(pb__write_file(p, text, strlen(text), &err), &err);
+  CHECK_OK(pb__write_file(p, text, strlen(text), &err), &err);
 }
 
 static void put_bytes(const char *ds, const char *rel, const void *data, size_t n) {
   char p[1024];
   struct pb_error err = {""};
   snprintf(p, sizeof p, "%s/%s", ds, rel);
-  ZT_OK(pb__write_file(p, data, n, &err), &err);
+  CHECK_OK(pb__write_file(p, data, n, &err), &err);
 }
 
 /* Opens ds and reads image 0; expects code and a message holding `needle`. */
@@ -60,10 +60,10 @@ static void expect(const char *what, const char *ds, int code, const char *needl
     pb_dataset_free(d);
   }
   if (rc != code)
-    ZT_FAIL("%s: got %s (%d), expected %s: %s", what, pb_strerror(rc), rc, pb_strerror(code),
+    FAIL("%s: got %s (%d), expected %s: %s", what, pb_strerror(rc), rc, pb_strerror(code),
             err.message);
   if (needle != NULL && strstr(err.message, needle) == NULL)
-    ZT_FAIL("%s: message lacks '%s': %s", what, needle, err.message);
+    FAIL("%s: message lacks '%s': %s", what, needle, err.message);
   printf("ok %-34s %s\n", what, err.message);
   g_checks++;
 }
@@ -172,7 +172,7 @@ static void v2_cases(void) {
   char p[1024];
   snprintf(p, sizeof p, "%s/img.zarr/0/0/0/0/1/1", ds);
   remove(p);
-  ZT_EQ(mkdir(p, 0777), 0);
+  CHECK_EQ(mkdir(p, 0777), 0);
   expect("chunk is a folder", ds, PB_EIO, "0/0/0/1/1");
   /* a big blosc chunk in place of a small one */
   make_ds(ds, NULL, NULL);
@@ -186,14 +186,14 @@ static void v2_cases(void) {
     uint16_t pix[4096] = {0};
     pb_writer *w;
     pb__remove_tree(dst);
-    ZT_OK(pb_writer_new(dst, "ome-zarr", NULL, &w, &err), &err);
-    ZT_OK(pb_writer_add(w, &m, pix, &err), &err);
-    ZT_OK(pb_writer_finish(w, &err), &err);
+    CHECK_OK(pb_writer_new(dst, "ome-zarr", NULL, &w, &err), &err);
+    CHECK_OK(pb_writer_add(w, &m, pix, &err), &err);
+    CHECK_OK(pb_writer_finish(w, &err), &err);
     pb_writer_free(w);
     snprintf(src, sizeof src, "%s/img.zarr/0/0/0/0/0/0", dst);
     void *data;
     size_t n;
-    ZT_OK(pb__read_file(src, &data, &n, &err), &err);
+    CHECK_OK(pb__read_file(src, &data, &n, &err), &err);
     put_bytes(ds, "img.zarr/0/0/0/0/0/0", data, n);
     pb_free(data, n);
     expect("chunk decodes too large", ds, PB_EFORMAT, "expected");
@@ -257,19 +257,19 @@ static void v3_cases(void) {
   struct pb_error err = {""};
   void *data;
   size_t n;
-  ZT_OK(pb__read_file(p, &data, &n, &err), &err);
+  CHECK_OK(pb__read_file(p, &data, &n, &err), &err);
   unsigned char *b = data;
   b[n - 1] ^= 0x55; /* index checksum */
-  ZT_OK(pb__write_file(p, b, n, &err), &err);
+  CHECK_OK(pb__write_file(p, b, n, &err), &err);
   expect("shard index crc", ds, PB_EFORMAT, "checksum");
   b[n - 1] ^= 0x55;
   b[n - 4 - 16 * 8] = 0xFF; /* first entry's offset low byte → points past the end */
   b[n - 4 - 16 * 8 + 5] = 0x7F;
   uint32_t crc = pb__crc32c(0, b + n - 4 - 128, 128);
   memcpy(b + n - 4, &crc, 4);
-  ZT_OK(pb__write_file(p, b, n, &err), &err);
+  CHECK_OK(pb__write_file(p, b, n, &err), &err);
   expect("shard entry out of bounds", ds, PB_EFORMAT, "outside");
-  ZT_OK(pb__write_file(p, b, 20, &err), &err);
+  CHECK_OK(pb__write_file(p, b, 20, &err), &err);
   expect("shard truncated", ds, PB_EFORMAT, "index");
   pb_free(data, n);
 }
@@ -278,16 +278,16 @@ static void folder_cases(void) {
   char ds[512], p[1024];
   struct pb_error err = {""};
   snprintf(ds, sizeof ds, "%s/unrelated", g_dir);
-  ZT_OK(pb__mkdirs(ds, &err), &err);
+  CHECK_OK(pb__mkdirs(ds, &err), &err);
   put(ds, "notes.txt", "hello");
   snprintf(p, sizeof p, "%s/sub", ds);
-  ZT_OK(pb__mkdirs(p, &err), &err);
+  CHECK_OK(pb__mkdirs(p, &err), &err);
   put(ds, "sub/data.bin", "xyz");
   expect("unrelated folder", ds, PB_EFORMAT, "no OME-Zarr images");
   snprintf(p, sizeof p, "%s/notes.txt", ds);
   expect("a plain file", p, PB_EFORMAT, "not a folder");
   pb_dataset *d;
-  ZT_TRUE(pb_dataset_open(ds, NULL, &d, &err) != PB_OK);
+  CHECK(pb_dataset_open(ds, NULL, &d, &err) != PB_OK);
 }
 
 int main(void) {

@@ -18,11 +18,11 @@ static void check_manifest(const char *root) {
   char mpath[600];
   snprintf(mpath, sizeof mpath, "%s.manifest", root);
   FILE *f = fopen(mpath, "r");
-  if (f == NULL) ZT_FAIL("%s: cannot open", mpath);
+  if (f == NULL) FAIL("%s: cannot open", mpath);
   struct pb_error err = {""};
   pb_dataset *ds;
-  ZT_OK(pb_dataset_open(root, NULL, &ds, &err), &err);
-  ZT_TRUE(strcmp(pb_dataset_format(ds), "ome-zarr") == 0);
+  CHECK_OK(pb_dataset_open(root, NULL, &ds, &err), &err);
+  CHECK(strcmp(pb_dataset_format(ds), "ome-zarr") == 0);
   char name[256], dtype[32];
   long long shape[5];
   unsigned long crc;
@@ -31,20 +31,20 @@ static void check_manifest(const char *root) {
   while (fscanf(f, "%255s %31s %lld %lld %lld %lld %lld %lu %lf %d", name, dtype, &shape[0],
                 &shape[1], &shape[2], &shape[3], &shape[4], &crc, &phys, &nch) == 10) {
     pb_image_meta m;
-    ZT_OK(pb_dataset_meta(ds, i, &m, &err), &err);
-    if (strcmp(m.name, name) != 0) ZT_FAIL("image %d: name %s != %s", i, m.name, name);
+    CHECK_OK(pb_dataset_meta(ds, i, &m, &err), &err);
+    if (strcmp(m.name, name) != 0) FAIL("image %d: name %s != %s", i, m.name, name);
     if (strcmp(pb_dtype_name(m.dtype), dtype) != 0)
-      ZT_FAIL("%s: dtype %s != %s", name, pb_dtype_name(m.dtype), dtype);
-    for (int k = 0; k < PB_NDIM; k++) ZT_EQ(m.shape[k], shape[k]);
+      FAIL("%s: dtype %s != %s", name, pb_dtype_name(m.dtype), dtype);
+    for (int k = 0; k < PB_NDIM; k++) CHECK_EQ(m.shape[k], shape[k]);
     if (fabs(m.physical_size[0] - phys) > 1e-9)
-      ZT_FAIL("%s: physical x %g != %g", name, m.physical_size[0], phys);
-    ZT_EQ(m.n_channels, nch);
+      FAIL("%s: physical x %g != %g", name, m.physical_size[0], phys);
+    CHECK_EQ(m.n_channels, nch);
     size_t n = pb_image_bytes(&m);
     unsigned char *buf = malloc(n);
     pb_stage_times t;
-    ZT_OK(pb_dataset_read(ds, i, buf, n, &t, &err), &err);
+    CHECK_OK(pb_dataset_read(ds, i, buf, n, &t, &err), &err);
     uint32_t got = pb_image_crc32(&m, buf);
-    if (got != (uint32_t)crc) ZT_FAIL("%s: pixel crc %u != %lu", name, got, crc);
+    if (got != (uint32_t)crc) FAIL("%s: pixel crc %u != %lu", name, got, crc);
     /* regions agree with the full image */
     pb_rng rng;
     pb_rng_init(&rng, (uint64_t)i);
@@ -59,8 +59,8 @@ static void check_manifest(const char *root) {
       }
       unsigned char *want = malloc(rn), *reg = malloc(rn);
       pb__copy_box(want, r.start, r.count, buf, zero, m.shape, pb_dtype_size(m.dtype));
-      ZT_OK(pb_dataset_read_region(ds, i, &r, reg, rn, NULL, &err), &err);
-      if (memcmp(want, reg, rn) != 0) ZT_FAIL("%s: region %d differs", name, trial);
+      CHECK_OK(pb_dataset_read_region(ds, i, &r, reg, rn, NULL, &err), &err);
+      if (memcmp(want, reg, rn) != 0) FAIL("%s: region %d differs", name, trial);
       free(want);
       free(reg);
     }
@@ -68,8 +68,8 @@ static void check_manifest(const char *root) {
     i++;
   }
   fclose(f);
-  ZT_EQ(pb_dataset_count(ds), i);
-  ZT_TRUE(i > 0);
+  CHECK_EQ(pb_dataset_count(ds), i);
+  CHECK(i > 0);
   pb_dataset_free(ds);
   printf("%s: %d images read identically\n", root, i);
 }
@@ -83,7 +83,7 @@ static void pb_write(const char *root, const char *compression, const char *opti
   wp.options = options;
   if (chunk != NULL) memcpy(wp.chunk, chunk, sizeof wp.chunk);
   pb_writer *w;
-  ZT_OK(pb_writer_new(root, "ome-zarr", &wp, &w, &err), &err);
+  CHECK_OK(pb_writer_new(root, "ome-zarr", &wp, &w, &err), &err);
   char mpath[600];
   snprintf(mpath, sizeof mpath, "%s.manifest", root);
   FILE *f = fopen(mpath, "w");
@@ -102,14 +102,14 @@ static void pb_write(const char *root, const char *compression, const char *opti
     for (size_t b = 0; b < n; b++) pix[b] = (unsigned char)(pb_rng_below(&rng, 16) + b % 64);
     if (imgs[i].dt == PB_FLOAT32)
       for (size_t b = 0; b + 4 <= n; b += 4) ((float *)pix)[b / 4] = (float)(b % 1000) * 0.5f;
-    ZT_OK(pb_writer_add(w, &m, pix, &err), &err);
+    CHECK_OK(pb_writer_add(w, &m, pix, &err), &err);
     fprintf(f, "img_%05d.zarr %s %lld %lld %lld %lld %lld %u 0 0\n", i, pb_dtype_name(m.dtype),
             (long long)m.shape[0], (long long)m.shape[1], (long long)m.shape[2],
             (long long)m.shape[3], (long long)m.shape[4], pb_image_crc32(&m, pix));
     free(pix);
   }
   fclose(f);
-  ZT_OK(pb_writer_finish(w, &err), &err);
+  CHECK_OK(pb_writer_finish(w, &err), &err);
   pb_writer_free(w);
 }
 
@@ -119,12 +119,12 @@ int main(void) {
 
   snprintf(p, sizeof p, "%s/py_v2", dir);
   snprintf(args, sizeof args, "v2write %s", p);
-  ZT_EQ(run_py(args), 0);
+  CHECK_EQ(run_py(args), 0);
   check_manifest(p);
 
   snprintf(p, sizeof p, "%s/hand_v3", dir);
   snprintf(args, sizeof args, "v3write %s", p);
-  ZT_EQ(run_py(args), 0);
+  CHECK_EQ(run_py(args), 0);
   check_manifest(p);
 
   static const int64_t odd[PB_NDIM] = {1, 1, 2, 16, 10};
@@ -145,7 +145,7 @@ int main(void) {
     check_manifest(p);
     len += snprintf(args + len, sizeof args - (size_t)len, " %s", p);
   }
-  ZT_EQ(run_py(args), 0);
+  CHECK_EQ(run_py(args), 0);
   pb__remove_tree(dir);
   return 0;
 }

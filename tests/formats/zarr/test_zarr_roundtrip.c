@@ -52,15 +52,15 @@ static void check_regions(pb_dataset *ds, int64_t idx, const pb_image_meta *m, c
     memset(got, 0xAB, n);
     pb__copy_box(want, r.start, r.count, pix, zero, m->shape, es);
     pb_stage_times t;
-    ZT_OK(pb_dataset_read_region(ds, idx, &r, got, n, &t, &err), &err);
+    CHECK_OK(pb_dataset_read_region(ds, idx, &r, got, n, &t, &err), &err);
     if (memcmp(want, got, n) != 0)
-      ZT_FAIL("region %d of image %lld differs (start %lld,%lld,%lld,%lld,%lld count "
+      FAIL("region %d of image %lld differs (start %lld,%lld,%lld,%lld,%lld count "
               "%lld,%lld,%lld,%lld,%lld)",
               trial, (long long)idx, (long long)r.start[0], (long long)r.start[1],
               (long long)r.start[2], (long long)r.start[3], (long long)r.start[4],
               (long long)r.count[0], (long long)r.count[1], (long long)r.count[2],
               (long long)r.count[3], (long long)r.count[4]);
-    ZT_EQ(t.bytes_decoded, n);
+    CHECK_EQ(t.bytes_decoded, n);
     free(want);
     free(got);
   }
@@ -76,7 +76,7 @@ static void roundtrip(const cfg *c, int ci) {
   wp.options = c->options;
   memcpy(wp.chunk, c->chunk, sizeof wp.chunk);
   pb_writer *w;
-  ZT_OK(pb_writer_new(path, "ome-zarr", &wp, &w, &err), &err);
+  CHECK_OK(pb_writer_new(path, "ome-zarr", &wp, &w, &err), &err);
   pb_image_meta m[2];
   void *pix[2];
   for (int i = 0; i < 2; i++) {
@@ -93,40 +93,40 @@ static void roundtrip(const cfg *c, int ci) {
     }
     pix[i] = malloc(pb_image_bytes(&m[i]));
     fill_pixels(pix[i], &m[i], (uint64_t)(ci * 10 + i));
-    ZT_OK(pb_writer_add(w, &m[i], pix[i], &err), &err);
+    CHECK_OK(pb_writer_add(w, &m[i], pix[i], &err), &err);
   }
-  ZT_OK(pb_writer_finish(w, &err), &err);
+  CHECK_OK(pb_writer_finish(w, &err), &err);
   pb_writer_free(w);
 
   pb_dataset *ds;
-  ZT_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
-  ZT_TRUE(strcmp(pb_dataset_format(ds), "ome-zarr") == 0);
-  ZT_EQ(pb_dataset_count(ds), 2);
+  CHECK_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
+  CHECK(strcmp(pb_dataset_format(ds), "ome-zarr") == 0);
+  CHECK_EQ(pb_dataset_count(ds), 2);
   /* name order: "first.zarr" < "img_00001.zarr" */
   const char *names[2] = {"first.zarr", "img_00001.zarr"};
   for (int i = 0; i < 2; i++) {
     pb_image_meta got;
-    ZT_OK(pb_dataset_meta(ds, i, &got, &err), &err);
-    if (strcmp(got.name, names[i]) != 0) ZT_FAIL("name %s != %s", got.name, names[i]);
-    ZT_EQ(got.dtype, c->dtype);
-    for (int k = 0; k < PB_NDIM; k++) ZT_EQ(got.shape[k], c->shape[k]);
-    ZT_TRUE(fabs(got.physical_size[0] - 0.325) < 1e-12);
-    ZT_TRUE(strcmp(got.physical_unit[0], "µm") == 0);
-    ZT_TRUE(strcmp(got.physical_unit[1], "nm") == 0);
-    ZT_TRUE(fabs(got.physical_size[2] - (i == 0 ? 2.0 : 0.0)) < 1e-12);
-    ZT_EQ(got.n_channels, c->shape[PB_C]);
+    CHECK_OK(pb_dataset_meta(ds, i, &got, &err), &err);
+    if (strcmp(got.name, names[i]) != 0) FAIL("name %s != %s", got.name, names[i]);
+    CHECK_EQ(got.dtype, c->dtype);
+    for (int k = 0; k < PB_NDIM; k++) CHECK_EQ(got.shape[k], c->shape[k]);
+    CHECK(fabs(got.physical_size[0] - 0.325) < 1e-12);
+    CHECK(strcmp(got.physical_unit[0], "µm") == 0);
+    CHECK(strcmp(got.physical_unit[1], "nm") == 0);
+    CHECK(fabs(got.physical_size[2] - (i == 0 ? 2.0 : 0.0)) < 1e-12);
+    CHECK_EQ(got.n_channels, c->shape[PB_C]);
     char want_name[32];
     snprintf(want_name, sizeof want_name, "ch%d-%d", i, got.n_channels - 1);
     if (strcmp(got.channels[got.n_channels - 1].name, want_name) != 0)
-      ZT_FAIL("channel name %s != %s", got.channels[got.n_channels - 1].name, want_name);
-    ZT_EQ(got.channels[0].color_rgba, 0x00FF00FFu);
+      FAIL("channel name %s != %s", got.channels[got.n_channels - 1].name, want_name);
+    CHECK_EQ(got.channels[0].color_rgba, 0x00FF00FFu);
     size_t n = pb_image_bytes(&got);
     void *buf = malloc(n);
     pb_stage_times t;
-    ZT_OK(pb_dataset_read(ds, i, buf, n, &t, &err), &err);
-    if (memcmp(buf, pix[i], n) != 0) ZT_FAIL("config %d image %d: pixels differ", ci, i);
-    ZT_EQ(t.bytes_decoded, n);
-    ZT_TRUE(t.bytes_read > 0);
+    CHECK_OK(pb_dataset_read(ds, i, buf, n, &t, &err), &err);
+    if (memcmp(buf, pix[i], n) != 0) FAIL("config %d image %d: pixels differ", ci, i);
+    CHECK_EQ(t.bytes_decoded, n);
+    CHECK(t.bytes_read > 0);
     free(buf);
     check_regions(ds, i, &m[i], pix[i], (uint64_t)ci * 7 + (uint64_t)i);
   }
@@ -135,12 +135,12 @@ static void roundtrip(const cfg *c, int ci) {
   /* One image group opened on its own. */
   char one[600];
   snprintf(one, sizeof one, "%s/first.zarr", path);
-  ZT_OK(pb_dataset_open(one, "ome-zarr", &ds, &err), &err);
-  ZT_EQ(pb_dataset_count(ds), 1);
+  CHECK_OK(pb_dataset_open(one, "ome-zarr", &ds, &err), &err);
+  CHECK_EQ(pb_dataset_count(ds), 1);
   size_t n = pb_image_bytes(&m[0]);
   void *buf = malloc(n);
-  ZT_OK(pb_dataset_read(ds, 0, buf, n, NULL, &err), &err);
-  ZT_TRUE(memcmp(buf, pix[0], n) == 0);
+  CHECK_OK(pb_dataset_read(ds, 0, buf, n, NULL, &err), &err);
+  CHECK(memcmp(buf, pix[0], n) == 0);
   free(buf);
   pb_dataset_free(ds);
   for (int i = 0; i < 2; i++) free(pix[i]);
@@ -158,32 +158,32 @@ static void writer_lifecycle(void) {
   unsigned char pix[64] = {1, 2, 3};
   pb_writer *w;
   /* free without finish: nothing left behind */
-  ZT_OK(pb_writer_new(path, "ome-zarr", NULL, &w, &err), &err);
-  ZT_OK(pb_writer_add(w, &m, pix, &err), &err);
+  CHECK_OK(pb_writer_new(path, "ome-zarr", NULL, &w, &err), &err);
+  CHECK_OK(pb_writer_add(w, &m, pix, &err), &err);
   pb_writer_free(w);
   char **names;
   size_t count;
-  ZT_OK(pb__list_dir(dir, &names, &count, &err), &err);
-  ZT_EQ(count, 0);
+  CHECK_OK(pb__list_dir(dir, &names, &count, &err), &err);
+  CHECK_EQ(count, 0);
   pb__free_names(names, count);
   /* write, then replace with a second dataset */
   for (int round = 0; round < 2; round++) {
-    ZT_OK(pb_writer_new(path, "ome-zarr", NULL, &w, &err), &err);
-    for (int i = 0; i <= round; i++) ZT_OK(pb_writer_add(w, &m, pix, &err), &err);
-    ZT_OK(pb_writer_finish(w, &err), &err);
+    CHECK_OK(pb_writer_new(path, "ome-zarr", NULL, &w, &err), &err);
+    for (int i = 0; i <= round; i++) CHECK_OK(pb_writer_add(w, &m, pix, &err), &err);
+    CHECK_OK(pb_writer_finish(w, &err), &err);
     pb_writer_free(w);
     pb_dataset *ds;
-    ZT_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
-    ZT_EQ(pb_dataset_count(ds), round + 1);
+    CHECK_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
+    CHECK_EQ(pb_dataset_count(ds), round + 1);
     pb_dataset_free(ds);
   }
   /* never replace a folder that is not ours */
   snprintf(other, sizeof other, "%s/mine", dir);
-  ZT_OK(pb__mkdirs(other, &err), &err);
+  CHECK_OK(pb__mkdirs(other, &err), &err);
   char f[600];
   snprintf(f, sizeof f, "%s/notes.txt", other);
-  ZT_OK(pb__write_file(f, "hi", 2, &err), &err);
-  ZT_EQ(pb_writer_new(other, "ome-zarr", NULL, &w, &err), PB_EINVAL);
+  CHECK_OK(pb__write_file(f, "hi", 2, &err), &err);
+  CHECK_EQ(pb_writer_new(other, "ome-zarr", NULL, &w, &err), PB_EINVAL);
   /* bad options */
   pb_write_params wp = PB_WRITE_PARAMS_DEFAULTS;
   const char *bad_opts[] = {"zarr=4", "separator=-", "shard=1x1x1x2x2", "zarr=3,shard=1x2",
@@ -191,14 +191,14 @@ static void writer_lifecycle(void) {
   for (size_t i = 0; i < sizeof bad_opts / sizeof bad_opts[0]; i++) {
     wp.options = bad_opts[i];
     int rc = pb_writer_new(path, "ome-zarr", &wp, &w, &err);
-    if (rc != PB_EINVAL) ZT_FAIL("options %s gave %d", bad_opts[i], rc);
+    if (rc != PB_EINVAL) FAIL("options %s gave %d", bad_opts[i], rc);
   }
   wp.options = NULL;
   wp.compression = "lz5";
-  ZT_EQ(pb_writer_new(path, "ome-zarr", &wp, &w, &err), PB_EINVAL);
+  CHECK_EQ(pb_writer_new(path, "ome-zarr", &wp, &w, &err), PB_EINVAL);
   wp.compression = "zlib";
   wp.options = "zarr=3";
-  ZT_EQ(pb_writer_new(path, "ome-zarr", &wp, &w, &err), PB_EINVAL);
+  CHECK_EQ(pb_writer_new(path, "ome-zarr", &wp, &w, &err), PB_EINVAL);
   pb__remove_tree(dir);
 }
 
