@@ -1,8 +1,11 @@
 /* The format-independent side of datasets and writers: detection, dispatch, checks. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "formats/format_internal.h"
@@ -69,6 +72,87 @@ uint32_t pb_image_crc32(const pb_image_meta *meta, const void *pixels) {
 #error "pipebench assumes a little-endian machine"
 #endif
 
+/* ---- what a path is ------------------------------------------------------------------------ */
+
+const char *pb__file_kind(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a special file";
+}
+
+int pb__check_file_kind(const char *path, int dir_ok, const char *what, struct pb_error *err) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path,
+                        strerror(errno));
+  if (S_ISREG(st.st_mode) || (dir_ok && S_ISDIR(st.st_mode))) return PB_OK;
+  return pb_error_set(err, PB_EFORMAT, "%s is %s, not %s", path, pb__file_kind(st.st_mode), what);
+}
+
+int pb__open_regular(const char *path, const char *what, int *fd, struct pb_error *err) {
+  *fd = -1;
+  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path,
+                        strerror(errno));
+  struct stat st;
+  if (fstat(f, &st) != 0) {
+    int e = errno;
+    close(f);
+    return pb_error_set(err, -e, "%s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(f);
+    return pb_error_set(err, PB_EFORMAT, "%s is %s, not %s", path, pb__file_kind(st.st_mode),
+                        what);
+  }
+  *fd = f;
+  return PB_OK;
+}
+
+/* ---- write options ------------------------------------------------------------------------- */
+
+static int opt_known(const char *const *keys, const char *item, size_t klen) {
+  for (int i = 0; keys != NULL && keys[i] != NULL; i++) {
+    const char *eq = strchr(keys[i], '=');
+    size_t n = eq != NULL ? (size_t)(eq - keys[i]) : strlen(keys[i]);
+    if (n == klen && strncmp(keys[i], item, klen) == 0) return 1;
+  }
+  return 0;
+}
+
+int pb__opt_check(const char *format, const char *options, const char *const *keys,
+                  struct pb_error *err) {
+  if (options == NULL) return PB_OK;
+  const char *p = options;
+  while (*p != '\0') {
+    const char *end = strchr(p, ',');
+    if (end == NULL) end = p + strlen(p);
+    size_t len = (size_t)(end - p);
+    const char *eq = memchr(p, '=', len);
+    size_t klen = eq != NULL ? (size_t)(eq - p) : len;
+    if (len > 0 && (eq == NULL || klen == 0 || !opt_known(keys, p, klen))) {
+      char list[512] = "";
+      for (int i = 0; keys != NULL && keys[i] != NULL; i++) {
+        if (i > 0) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, keys[i], sizeof list - strlen(list) - 1);
+      }
+      const char *what = eq == NULL ? "option without a value" : "unknown option";
+      if (keys == NULL || keys[0] == NULL)
+        return pb_error_set(err, PB_EINVAL, "%s '%.*s': %s takes no options", what, (int)len, p,
+                            format);
+      return pb_error_set(err, PB_EINVAL, "%s '%.*s' for %s (valid: %s)", what, (int)len, p,
+                          format, list);
+    }
+    p = *end == ',' ? end + 1 : end;
+  }
+  return PB_OK;
+}
+
 /* ---- registry lookups --------------------------------------------------------------------- */
 
 int pb_format_count(void) { return pb__format_vtable_count(); }
@@ -117,6 +201,10 @@ int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
   struct stat st;
   if (path == NULL || stat(path, &st) != 0)
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or directory", path ? path : "(null)");
+  /* A FIFO or a device would block the first open() or read() of a probe or a reader. */
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return pb_error_set(err, PB_EFORMAT, "%s is %s, not a dataset", path,
+                        pb__file_kind(st.st_mode));
   const pb_format_vtable *vt = NULL;
   if (format != NULL) {
     vt = pb__format_vtable_find(format);
@@ -217,6 +305,10 @@ int pb_writer_new(const char *path, const char *format, const pb_write_params *p
                         vt->refuse ? vt->refuse : "no writer");
   pb_write_params defaults = PB_WRITE_PARAMS_DEFAULTS;
   if (params == NULL) params = &defaults;
+  PB_RETURN_NOT_OK(pb__opt_check(vt->info.name, params->options, vt->write_options, err));
+  /* A device must never be renamed over; what killed writers of path left is removed. */
+  PB_RETURN_NOT_OK(pb__output_check(path, err));
+  pb__temp_sweep(path);
   pb_writer *w = calloc(1, sizeof *w);
   if (w == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   w->vt = vt;

@@ -2,7 +2,6 @@
 #ifndef PB_FORMAT_INTERNAL_H
 #define PB_FORMAT_INTERNAL_H
 
-#include "common/fs.h"
 #include "pipebench/format.h"
 
 /** One backend. Read functions get the state `open` made; write functions the state
@@ -29,12 +28,33 @@ typedef struct pb_format_vtable {
   /** Frees wstate; when finish did not succeed, removes everything written. */
   void (*writer_free)(void *wstate);
   const char *refuse; /**< for names that are known but not available (lance, vortex) */
+  /** The --options keys the writer knows, each as "key=what it takes", NULL-terminated; NULL
+   * when it takes none. pb_writer_new refuses any other key. */
+  const char *const *write_options;
 } pb_format_vtable;
 
 /* Registered backends (src/formats/registry.c lists them). */
 int pb__format_vtable_count(void);
 const pb_format_vtable *pb__format_vtable_at(int i);
 const pb_format_vtable *pb__format_vtable_find(const char *name);
+
+/** What a file of this st_mode is, for messages: "a FIFO", "a socket", "a character device",
+ * "a block device", "a folder", "a regular file" or "a special file". Static storage. */
+const char *pb__file_kind(unsigned mode);
+/** Refuses a path that is neither a regular file nor (when dir_ok) a folder, without opening it:
+ * PB_EFORMAT with "PATH is a FIFO, not WHAT"; PB_ENOTFOUND when it does not exist. Probes and
+ * readers call it before they open what a user named, so a FIFO or a device never blocks them. */
+int pb__check_file_kind(const char *path, int dir_ok, const char *what, struct pb_error *err);
+/** Opens a regular file read-only with O_NONBLOCK (which regular files ignore, and which keeps
+ * open() from waiting on a FIFO or a device), then checks with fstat that it is one: *fd on
+ * success; PB_EFORMAT ("PATH is a FIFO, not WHAT") or -errno with a message otherwise. */
+int pb__open_regular(const char *path, const char *what, int *fd, struct pb_error *err);
+
+/** Checks a "k=v,k=v" option string against the keys a format knows (NULL-terminated): an
+ * unknown key or an item without '=' is PB_EINVAL naming the item and listing the valid keys
+ * (or saying that the format takes none). */
+int pb__opt_check(const char *format, const char *options, const char *const *keys,
+                  struct pb_error *err);
 
 /** Looks up key in a "k=v,k=v" option string; copies its value into buf. 1 found, 0 not. */
 int pb__opt_get(const char *options, const char *key, char *buf, size_t size);
@@ -51,7 +71,18 @@ void pb__copy_box(void *dst, const int64_t dst_origin[PB_NDIM], const int64_t ds
                   const void *src, const int64_t src_origin[PB_NDIM],
                   const int64_t src_shape[PB_NDIM], size_t esize);
 
-/* Files and folders (mkdirs, remove_tree, read_file, write_file, list_dir, temp_sibling,
- * temp_sweep) come from common/fs.h. */
+/** Creates a directory and its parents (mkdir -p). */
+int pb__mkdirs(const char *path, struct pb_error *err);
+/** Removes a file or a directory tree (rm -rf); missing is not an error. */
+int pb__remove_tree(const char *path);
+/** Reads a whole file into a pb_alloc'd buffer (*size bytes; freed with pb_free(*data, *size)). */
+int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *err);
+/** Writes a whole file (not atomic; writers make folders atomic by renaming them). */
+int pb__write_file(const char *path, const void *data, size_t size, struct pb_error *err);
+/** Sorted list of entries of dir (no "." or ".."); free with pb__free_names. */
+int pb__list_dir(const char *dir, char ***names, size_t *count, struct pb_error *err);
+void pb__free_names(char **names, size_t count);
+/** A temporary sibling path for path ("<dir>/.<base>.tmp-<pid>-<n>") into buf. */
+void pb__temp_sibling(const char *path, char *buf, size_t size);
 
 #endif

@@ -381,7 +381,9 @@ int pb_revs_tasks_parse(const char *text, size_t size, const char *name, pb_revs
 int pb_revs_tasks_read(const char *path, pb_revs_task **tasks, size_t *n, struct pb_error *err) {
   void *data = NULL;
   size_t size = 0;
-  int rc = pb__read_file(path, &data, &size, err);
+  /* stat first: reading a FIFO or a device named as the task file would block */
+  int rc = pb__check_file_kind(path, 0, "a task file (CSV)", err);
+  if (rc == PB_OK) rc = pb__read_file(path, &data, &size, err);
   if (rc != PB_OK) return rc;
   rc = pb_revs_tasks_parse(data, size, path, tasks, n, err);
   pb_free(data, size);

@@ -727,6 +727,17 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
   void *data = NULL;
   size_t size = 0;
   int rc;
+  /* DuckDB and the reads below open these files; a FIFO among them would block that open. */
+  static const char *const members[] = {OD_MANIFEST, "images.parquet", "index.parquet",
+                                        "chunks.parquet"};
+  for (size_t k = 0; k < sizeof members / sizeof members[0]; k++) {
+    join(f, sizeof f, path, members[k]);
+    rc = pb__check_file_kind(f, 0, "a file of an oa-dataset", err);
+    if (rc == PB_ENOTFOUND)
+      rc = pb_error_set(err, PB_EFORMAT, "%s: missing (an oa-dataset folder holds %s, "
+                        "images.parquet, index.parquet and chunks.parquet)", f, OD_MANIFEST);
+    if (rc != PB_OK) goto fail;
+  }
   join(f, sizeof f, path, OD_MANIFEST);
   if ((rc = pb__read_file(f, &data, &size, err)) != PB_OK) goto fail;
   cJSON *man = cJSON_ParseWithLength(data, size);
@@ -1009,8 +1020,10 @@ static int od_probe(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
   if (join(f, sizeof f, path, OD_MANIFEST) != PB_OK) return 0;
-  return access(f, R_OK) == 0 ? 95 : 0;
+  return stat(f, &st) == 0 && S_ISREG(st.st_mode) && access(f, R_OK) == 0 ? 95 : 0;
 }
+
+static const char *const od_options[] = {"chunks_per_row_group=1..2048", NULL};
 
 const pb_format_vtable pb__format_oa_dataset = {
     .info = {"oa-dataset",
@@ -1025,4 +1038,5 @@ const pb_format_vtable pb__format_oa_dataset = {
     .writer_add = od_writer_add,
     .writer_finish = od_writer_finish,
     .writer_free = od_writer_free,
+    .write_options = od_options,
 };

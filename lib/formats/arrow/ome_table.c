@@ -1573,13 +1573,11 @@ static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, s
 /* ---- probes and vtables ------------------------------------------------------------------- */
 
 static int read_head(const char *path, unsigned char *buf, size_t n) {
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return -1;
-  size_t got = fread(buf, 1, n, f);
-  fclose(f);
-  return got == n ? 0 : -1;
+  int fd;
+  if (pb__open_regular(path, "a table file", &fd, NULL) != PB_OK) return -1;
+  ssize_t got = pread(fd, buf, n, 0);
+  close(fd);
+  return got == (ssize_t)n ? 0 : -1;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -1599,6 +1597,10 @@ static int ot_probe_duckdb(const char *path) {
   return ends_with(path, ".duckdb") || ends_with(path, ".db") ? 90 : 60;
 }
 
+static const char *const ot_options[] = {
+    "variant=numeric|bytes", "parquet_codec=zstd|snappy|lz4|gzip|none", "row_group_rows=1..2048",
+    NULL};
+
 const pb_format_vtable pb__format_ome_parquet = {
     .info = {"ome-parquet",
              "OME-Arrow struct per row in one Parquet file (column ome_arrow; numeric or byte "
@@ -1614,6 +1616,7 @@ const pb_format_vtable pb__format_ome_parquet = {
     .writer_add = ot_writer_add,
     .writer_finish = ot_writer_finish,
     .writer_free = ot_writer_free,
+    .write_options = ot_options,
 };
 
 const pb_format_vtable pb__format_duckdb = {
@@ -1629,4 +1632,5 @@ const pb_format_vtable pb__format_duckdb = {
     .writer_add = ot_writer_add,
     .writer_finish = ot_writer_finish,
     .writer_free = ot_writer_free,
+    .write_options = ot_options,
 };

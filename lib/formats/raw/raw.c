@@ -69,8 +69,8 @@ typedef struct raw_state {
 } raw_state;
 
 static int raw_probe(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  int fd;
+  if (pb__open_regular(path, "a raw file", &fd, NULL) != PB_OK) return 0;
   char buf[8];
   ssize_t n = read(fd, buf, sizeof buf);
   close(fd);
@@ -126,16 +126,13 @@ static int raw_open(const char *path, void **state, struct pb_error *err) {
     free(s);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
-  int rc = PB_OK;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    rc = pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path, strerror(errno));
-    goto fail;
-  }
+  int fd;
+  int rc = pb__open_regular(path, "a raw file", &fd, err);
+  if (rc != PB_OK) goto fail;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    rc = pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
     close(fd);
-    rc = pb_error_set(err, PB_EFORMAT, "%s: not a regular file", path);
     goto fail;
   }
   if ((uint64_t)st.st_size < RAW_HEADER_SIZE) {
@@ -314,8 +311,21 @@ static void raw_writer_free(void *p) {
 
 static int raw_writer_open(const char *path, const pb_write_params *params, void **wstate,
                            struct pb_error *err) {
-  (void)params; /* raw has no compression or chunking */
   *wstate = NULL;
+  /* Raw keeps decoded pixels. One gen writes every format with one --compression, so a codec
+   * another format takes is let through (and not applied); a name no format knows is a typo. */
+  static const char *const codecs[] = {
+      "none", "zstd", "gzip", "zlib", "deflate", "lzw", "packbits", "lzma", "lz4", "lz4_raw",
+      "snappy", "uncompressed", "blosc", "blosc-lz4", "blosc-lz4hc", "blosc-zstd",
+      "blosc-blosclz", "blosc-zlib", NULL};
+  const char *c = params->compression;
+  int known = c == NULL || c[0] == '\0';
+  for (int i = 0; !known && codecs[i] != NULL; i++) known = strcmp(c, codecs[i]) == 0;
+  if (!known)
+    return pb_error_set(err, PB_EINVAL,
+                        "raw: unknown compression '%s' (raw stores decoded pixels and takes "
+                        "none; the codec names of the other formats are accepted and ignored)",
+                        c);
   raw_writer *w = calloc(1, sizeof *w);
   if (w == NULL || (w->path = strdup(path)) == NULL) {
     free(w);

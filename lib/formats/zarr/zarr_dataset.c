@@ -50,7 +50,10 @@ static int is_image_group(const char *dir) {
     if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) >= (int)sizeof p) return 0;
     void *data;
     size_t n;
-    if (pb__read_file(p, &data, &n, NULL) != PB_OK) continue;
+    /* stat first: a FIFO in place of the attributes would block the read */
+    if (pb__check_file_kind(p, 0, "Zarr metadata", NULL) != PB_OK ||
+        pb__read_file(p, &data, &n, NULL) != PB_OK)
+      continue;
     int found = memmem(data, n, "\"multiscales\"", 13) != NULL;
     pb_free(data, n);
     if (found) return 1;
@@ -58,19 +61,32 @@ static int is_image_group(const char *dir) {
   return 0;
 }
 
+/* Is dir/name a regular file? */
+static int has_file(const char *dir, const char *name) {
+  char p[4096];
+  struct stat st;
+  if (snprintf(p, sizeof p, "%s/%s", dir, name) >= (int)sizeof p) return 0;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A Zarr group is recognised from its own metadata files; a folder of images from image groups
+ * among its top-level entries (folders holding .zattrs or zarr.json). Nothing deeper is looked
+ * at, so a folder that merely contains datasets somewhere below it is not one. */
 int pb__zarr_probe(const char *path) {
   if (!is_dir(path)) return 0;
-  if (exists(path, ".zattrs") || exists(path, "zarr.json") || exists(path, ".zgroup")) return 90;
+  if (has_file(path, ".zattrs") || has_file(path, "zarr.json") || has_file(path, ".zgroup"))
+    return 90;
   DIR *d = opendir(path);
   if (d == NULL) return 0;
-  int score = 0;
+  int score = 0, looked = 0;
   struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
+  while (score == 0 && looked < 4096 && (e = readdir(d)) != NULL) {
+    looked++;
     size_t n = strlen(e->d_name);
-    if (n > 5 && strcmp(e->d_name + n - 5, ".zarr") == 0) {
-      score = 80;
-      break;
-    }
+    if (e->d_name[0] == '.' || n <= 5 || strcmp(e->d_name + n - 5, ".zarr") != 0) continue;
+    char child[4096];
+    if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child) continue;
+    if (is_dir(child) && (has_file(child, ".zattrs") || has_file(child, "zarr.json"))) score = 80;
   }
   closedir(d);
   return score;
@@ -298,7 +314,7 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
     if (chunk_path(st, im, g, &key) != PB_OK)
       return pb_error_set(err, PB_EINVAL, "image %lld: chunk path too long", (long long)i);
     int64_t t0 = pb_now_ns();
-    int fd = open(st->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(st->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* never waits on a FIFO */
     int rc = PB_OK;
     if (fd < 0) {
       if (errno != ENOENT)
@@ -336,6 +352,9 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
   return PB_OK;
 }
 
+static const char *const zarr_options[] = {"zarr=2|3", "separator=/|.", "shard=TxCxZxYxX",
+                                           "shuffle=none|byte|bit", NULL};
+
 const pb_format_vtable pb__format_ome_zarr = {
     .info = {"ome-zarr", "OME-Zarr images: Zarr v2 + NGFF 0.4 or Zarr v3 + NGFF 0.5 (own codec)", 1,
              1},
@@ -349,4 +368,5 @@ const pb_format_vtable pb__format_ome_zarr = {
     .writer_add = pb__zarr_writer_add,
     .writer_finish = pb__zarr_writer_finish,
     .writer_free = pb__zarr_writer_free,
+    .write_options = zarr_options,
 };
