@@ -2,6 +2,7 @@
 #ifndef PB_FORMAT_INTERNAL_H
 #define PB_FORMAT_INTERNAL_H
 
+#include "common/fs.h"
 #include "pipebench/format.h"
 
 /** One backend. Read functions get the state `open` made; write functions the state
@@ -71,18 +72,7 @@ void pb__copy_box(void *dst, const int64_t dst_origin[PB_NDIM], const int64_t ds
                   const void *src, const int64_t src_origin[PB_NDIM],
                   const int64_t src_shape[PB_NDIM], size_t esize);
 
-/** Creates a directory and its parents (mkdir -p). */
-int pb__mkdirs(const char *path, struct pb_error *err);
-/** Removes a file or a directory tree (rm -rf); missing is not an error. */
-int pb__remove_tree(const char *path);
-/** Reads a whole file into a pb_alloc'd buffer (*size bytes; freed with pb_free(*data, *size)). */
-int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *err);
-/** Writes a whole file (not atomic; writers make folders atomic by renaming them). */
-int pb__write_file(const char *path, const void *data, size_t size, struct pb_error *err);
-/** Sorted list of entries of dir (no "." or ".."); free with pb__free_names. */
-int pb__list_dir(const char *dir, char ***names, size_t *count, struct pb_error *err);
-void pb__free_names(char **names, size_t count);
-/** A temporary sibling path for path ("<dir>/.<base>.tmp-<pid>-<n>") into buf. */
-void pb__temp_sibling(const char *path, char *buf, size_t size);
+/* Files and folders (mkdirs, remove_tree, read_file, write_file, list_dir, temp_sibling,
+ * temp_sweep) come from common/fs.h. */
 
 #endif
