@@ -42,9 +42,38 @@ int pb__mkdirs(const char *path, struct pb_error *err) {
       return pb_error_set(err, -errno, "%s: cannot create folder: %s", buf, strerror(errno));
     *p = '/';
   }
-  if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-    return pb_error_set(err, -errno, "%s: cannot create folder: %s", buf, strerror(errno));
+  if (mkdir(buf, 0777) != 0) {
+    int e = errno;
+    struct stat st;
+    if (e != EEXIST) return pb_error_set(err, -e, "%s: cannot create folder: %s", buf, strerror(e));
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+      return pb_error_set(err, PB_EIO, "%s exists and is not a folder", buf);
+  }
   return PB_OK;
+}
+
+static const char *kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+int pb__output_check(const char *path, struct pb_error *err) {
+  if (path == NULL || path[0] == '\0') return pb_error_set(err, PB_EINVAL, "empty output path");
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT) return PB_OK; /* missing, or a link to nothing: made anew */
+    return pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
+  }
+  if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return PB_OK;
+  return pb_error_set(err, PB_EIO,
+                      "%s is %s; a dataset is a file or a folder, and renaming one into place "
+                      "would replace it",
+                      path, kind_of(st.st_mode));
 }
 
 int pb__remove_tree(const char *path) {

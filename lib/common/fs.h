@@ -13,8 +13,13 @@
 
 #include "pipebench/core.h"
 
-/** Creates a folder and its parents (mkdir -p). */
+/** Creates a folder and its parents (mkdir -p); a path that exists and is no folder is an
+ * error. */
 int pb__mkdirs(const char *path, struct pb_error *err);
+/** Checks a path that a dataset writer is about to replace by renaming a temporary onto it:
+ * missing, a regular file or a folder is fine (a symbolic link is judged by what it names, and
+ * is itself replaced); a device, FIFO or socket is refused with PB_EIO naming what it is. */
+int pb__output_check(const char *path, struct pb_error *err);
 /** Removes a file or a folder tree (rm -rf, never following links); missing is not an error. */
 int pb__remove_tree(const char *path);
 

@@ -48,6 +48,29 @@ void cli_print_help(const cli_command *cmd, FILE *f) {
   fprintf(f, "  %-26s %s\n", "--help", "show this help and exit");
 }
 
+/* Options whose placeholder names a path, and every positional argument (all are paths), must
+ * not be empty: "" would resolve to the current folder or, joined with "/name", to the root. */
+static int is_path_arg(const char *arg) {
+  return arg != NULL && (strcmp(arg, "DIR") == 0 || strcmp(arg, "FILE") == 0 ||
+                         strcmp(arg, "PATH") == 0 || strcmp(arg, "OUT") == 0);
+}
+
+static int check_empty_paths(const cli_command *cmd, cli_args *out) {
+  for (int k = 0; k < out->n_opts; k++)
+    if (out->set[k] && is_path_arg(cmd->opts[k].arg) && out->values[k] != NULL &&
+        out->values[k][0] == '\0') {
+      cli_args_free(out);
+      return cli_usage_error(cmd->name, "--%s: an empty path names no file or folder",
+                             cmd->opts[k].name);
+    }
+  for (int i = 0; i < out->n_pos; i++)
+    if (out->pos[i][0] == '\0') {
+      cli_args_free(out);
+      return cli_usage_error(cmd->name, "an empty path names no file or folder");
+    }
+  return CLI_OK;
+}
+
 int cli_parse(const cli_command *cmd, int argc, char **argv, cli_args *out) {
   memset(out, 0, sizeof *out);
   out->opts = cmd->opts;
@@ -117,7 +140,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, cli_args *out) {
     return cli_usage_error(cmd->name, "missing argument (usage: pipebench %s %s)", cmd->name,
                            cmd->usage);
   }
-  return CLI_OK;
+  return check_empty_paths(cmd, out);
 }
 
 void cli_args_free(cli_args *a) {

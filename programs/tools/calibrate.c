@@ -19,6 +19,8 @@
 #include "pipebench/engine.h"
 #include "pipebench/results.h"
 
+#include "common/fs.h"
+
 #define GB 1e9
 
 static void progress(const pb_calibrate_params *p, const char *what, int step, int steps) {
@@ -130,11 +132,17 @@ static int measure_file(const pb_calibrate_params *p, pb_calibration *out, struc
   fill_image_like((uint16_t *)buf, block / 2, 7);
   int rc = PB_OK;
   for (size_t done = 0; done < p->file_bytes && rc == PB_OK; done += block) {
-    ssize_t w = write(fd, buf, block);
-    if (w != (ssize_t)block) rc = pb_error_set(err, PB_EIO, "%s: write failed: %s", path, strerror(errno));
+    /* A short write leaves errno as it was; pb__write_all goes on until the real error
+     * (ENOSPC on a full disk) shows. */
+    rc = pb__write_all(fd, buf, block, path, err);
   }
   if (rc == PB_OK && fdatasync(fd) != 0)
-    rc = pb_error_set(err, PB_EIO, "%s: fdatasync failed: %s", path, strerror(errno));
+    rc = pb_error_set(err, -errno, "%s: fdatasync failed: %s", path, strerror(errno));
+  if (rc != PB_OK) { /* the message names the write error; the read checks below must not */
+    pb_free(buf, block);
+    close(fd);
+    return rc;
+  }
   int n = p->rounds;
   double *warm = calloc((size_t)n, sizeof *warm), *cold = calloc((size_t)n, sizeof *cold);
   if (warm == NULL || cold == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
 #include "pipebench/results.h"
@@ -88,7 +89,7 @@ static cJSON *same_images_manifest(const char *dir, const pb_gen_params *p, cons
   struct pb_error e;
   if (pb__read_file(path, &data, &size, &e) != PB_OK) return NULL;
   cJSON *old = cJSON_ParseWithLength(data, size);
-  free(data);
+  pb_free(data, size);
   if (old == NULL) return NULL;
   int same = 1;
   cJSON *it = cJSON_GetObjectItem(old, "rows");
@@ -209,9 +210,11 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
 
   /* Everything is written under a staging folder first and moved into place at the end, so
    * an earlier dataset in dir stays whole until the new one is complete. */
-  char stage[4096];
-  snprintf(stage, sizeof stage, "%s/.gen-staging-%d", dir, (int)getpid());
-  pb__remove_tree(stage);
+  char stage[4096], stage_name[4096];
+  snprintf(stage_name, sizeof stage_name, "%s/gen-staging", dir);
+  pb__temp_sweep(stage_name); /* what a killed gen left in dir */
+  if (pb__temp_sibling(stage_name, stage, sizeof stage) != PB_OK)
+    return pb_error_set(err, PB_EINVAL, "%s: path too long", dir);
   PB_RETURN_NOT_OK(pb__mkdirs(stage, err));
 
   pb_writer *writers[MAX_FORMATS] = {0};
