@@ -1,6 +1,7 @@
 /* Shared plumbing of the OME-Arrow backends: DuckDB sessions, vectors, codecs, spool files. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "common/duck_msg.h"
 #include "formats/arrow/oa_common.h"
+#include "formats/arrow/oa_pq.h"
 
 int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err) {
   memset(d, 0, sizeof *d);
@@ -65,20 +67,6 @@ duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_resul
   if (pending != NULL) duckdb_destroy_pending(&pending);
   /* No pending result: run it the ordinary way, which leaves the error message in *out. */
   return duckdb_execute_prepared(st, out);
-}
-
-int pb__oa_quote(char *buf, size_t size, const char *s) {
-  size_t o = 0;
-  if (size < 3) return PB_EINVAL;
-  buf[o++] = '\'';
-  for (; *s; s++) {
-    if (o + 3 >= size) return PB_EINVAL;
-    if (*s == '\'') buf[o++] = '\'';
-    buf[o++] = *s;
-  }
-  buf[o++] = '\'';
-  buf[o] = '\0';
-  return PB_OK;
 }
 
 int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
@@ -337,17 +325,28 @@ void pb__oa_spool_close(pb__oa_spool *s) {
   s->fd = -1;
 }
 
-size_t pb__oa_lru_oldest(const uint64_t *first, size_t n, size_t stride) {
-  const unsigned char *base = (const unsigned char *)first;
-  size_t old = 0;
-  uint64_t lo = *first;
-  for (size_t k = 1; k < n; k++) {
-    uint64_t u;
-    memcpy(&u, base + k * stride, sizeof u);
-    if (u < lo) {
-      lo = u;
-      old = k;
-    }
-  }
-  return old;
+/* ---- the direct path's switch and counters (oa_pq.h) -------------------------------------- */
+
+static _Atomic int_fast64_t g_served, g_fell_back;
+
+int pb__oa_direct_enabled(void) {
+  const char *e = getenv("PB_OA_DIRECT");
+  return e == NULL || strcmp(e, "0") != 0;
+}
+int pb__oa_mmap_enabled(void) {
+  const char *e = getenv("PB_OA_MMAP");
+  return e == NULL || strcmp(e, "0") != 0;
+}
+
+void pb__oa_direct_note(int served) {
+  if (served) atomic_fetch_add(&g_served, 1);
+  else atomic_fetch_add(&g_fell_back, 1);
+}
+void pb__oa_direct_stats(int64_t *served, int64_t *fell_back) {
+  if (served) *served = (int64_t)atomic_load(&g_served);
+  if (fell_back) *fell_back = (int64_t)atomic_load(&g_fell_back);
+}
+void pb__oa_direct_reset(void) {
+  atomic_store(&g_served, 0);
+  atomic_store(&g_fell_back, 0);
 }

@@ -1,11 +1,12 @@
 /* Helpers the OME-Arrow backends (ome-parquet, duckdb, oa-dataset) share: a DuckDB session,
- * SQL quoting, reading and writing DuckDB vectors, leaf codecs and a spool file. Internal. */
+ * reading and writing DuckDB vectors, leaf codecs and a spool file. Internal. */
 #ifndef PB_OA_COMMON_H
 #define PB_OA_COMMON_H
 
 #include <duckdb.h>
 #include <stdint.h>
 #include "codecs/codec.h"
+#include "common/strbuf.h"
 #include "formats/format_internal.h"
 
 /** One DuckDB instance and one connection on it. */
@@ -23,8 +24,6 @@ int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error
  * duckdb_fetch_chunk and not first copied into a materialised result). On failure *out holds
  * DuckDB's error, as with duckdb_execute_prepared. */
 duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_result *out);
-/** Writes s as a single-quoted SQL literal ('' for ') into buf. PB_EINVAL when too long. */
-int pb__oa_quote(char *buf, size_t size, const char *s);
 /** The logical type that the SQL type text names (caller destroys it). */
 int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
                 struct pb_error *err);
@@ -82,9 +81,5 @@ void pb__oa_spool_close(pb__oa_spool *s);
 
 /** OME pixel type names: uint8 uint16 uint32 int16 float double. */
 const char *pb__oa_ome_type(pb_dtype d);
-
-/** Index of the least recently used of n cache blocks: the smallest of n use counters that lie
- * stride bytes apart from first (&blocks[0].used, sizeof blocks[0]). n must be at least 1. */
-size_t pb__oa_lru_oldest(const uint64_t *first, size_t n, size_t stride);
 
 #endif

@@ -12,6 +12,7 @@
 #include "common/duck_msg.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+#include "parquet/pq_cache.h"
 
 #define OD_MANIFEST "_ome_arrow_dataset.json"
 #define OD_VERSION "pipebench-0.1.0"
@@ -306,7 +307,7 @@ static int write_small_tables(od_writer *w, pb__oa_db *db, struct pb_error *err)
   char f[4400], q[8900], sql[9800];
   static const char *const tables[2][2] = {{"images", "images.parquet"}, {"idx", "index.parquet"}};
   for (int t = 0; t < 2; t++) {
-    if (join(f, sizeof f, w->tmp, tables[t][1]) != PB_OK || pb__oa_quote(q, sizeof q, f) != PB_OK)
+    if (join(f, sizeof f, w->tmp, tables[t][1]) != PB_OK || pb__sql_quote(q, sizeof q, f) != PB_OK)
       return pb_error_set(err, PB_EINVAL, "%s: path too long", w->path);
     snprintf(sql, sizeof sql, "COPY %s TO %s (FORMAT parquet, COMPRESSION zstd, %s)",
              tables[t][0], q, OD_KV);
@@ -366,7 +367,7 @@ static int od_writer_finish(void *ws, struct pb_error *err) {
   if (rc == PB_OK) {
     char fpath[4400], q[8900], sql[9800], level[48] = "";
     join(fpath, sizeof fpath, w->tmp, "chunks.parquet");
-    if (pb__oa_quote(q, sizeof q, fpath) != PB_OK) {
+    if (pb__sql_quote(q, sizeof q, fpath) != PB_OK) {
       rc = pb_error_set(err, PB_EINVAL, "%s: path too long", w->path);
     } else {
       if (w->level != 0 && strcmp(w->pq_codec, "zstd") == 0)
@@ -419,25 +420,15 @@ typedef struct od_image {
   size_t first, n; /* its chunks in od_reader.chunks, sorted by chunk_id */
 } od_image;
 
-/* A window of consecutive positions [a, b] of od_reader.chunks fetched by one query and kept:
- * DuckDB's cost per query is mostly per row group of the file, not per row returned, so
- * neighbouring chunks are read ahead. at[k]: data chunk and row of position a + k (-1: absent). */
-typedef struct od_block {
-  size_t a, b;
-  duckdb_data_chunk *dcs;
-  size_t n_dcs;
-  int32_t *dc_of, *row_of;
-  size_t bytes;
-  uint64_t used;
-} od_block;
-
 enum { OD_MAX_BLOCKS = 64 };
 #define OD_CACHE_DEFAULT_MB 64
 
 typedef struct od_reader {
-  od_block blocks[OD_MAX_BLOCKS];
-  size_t n_blocks, cache_bytes, cache_limit, window;
-  uint64_t clock;
+  /* Blocks of consecutive positions of chunks (keys are positions), each fetched by one query:
+   * DuckDB's cost per query is mostly per row group of the file, not per row returned, so
+   * neighbouring chunks are read ahead, window at a time. */
+  pb__pq_cache cache;
+  size_t window;
   char path[4096], chunks_path[4400];
   pb__oa_db db;
   duckdb_prepared_statement st;
@@ -451,18 +442,10 @@ typedef struct od_reader {
   pb__pq_rows rows;
 } od_reader;
 
-static void od_block_free(od_block *b) {
-  for (size_t k = 0; k < b->n_dcs; k++) duckdb_destroy_data_chunk(&b->dcs[k]);
-  free(b->dcs);
-  free(b->dc_of);
-  free(b->row_of);
-  memset(b, 0, sizeof *b);
-}
-
 static void od_close(void *state) {
   od_reader *r = state;
   if (r == NULL) return;
-  for (size_t k = 0; k < r->n_blocks; k++) od_block_free(&r->blocks[k]);
+  pb__pq_cache_destroy(&r->cache);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   pb__pq_free(r->px);
   pb__pq_rows_destroy(&r->rows);
@@ -514,7 +497,7 @@ static int parse_channels(od_reader *r, size_t i, const char *text, pb_image_met
 static int load_images(od_reader *r, struct pb_error *err) {
   char f[4400], q[8900], sql[9100];
   join(f, sizeof f, r->path, "images.parquet");
-  pb__oa_quote(q, sizeof q, f);
+  pb__sql_quote(q, sizeof q, f);
   snprintf(sql, sizeof sql, "SELECT * FROM read_parquet(%s)", q);
   duckdb_result res;
   if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess) {
@@ -614,7 +597,7 @@ static int load_index(od_reader *r, struct pb_error *err) {
   qsort_r(r->id_order, r->n_images, sizeof *r->id_order, cmp_ids, r->ids);
   char f[4400], q[8900], sql[9400];
   join(f, sizeof f, r->path, "index.parquet");
-  pb__oa_quote(q, sizeof q, f);
+  pb__sql_quote(q, sizeof q, f);
   snprintf(sql, sizeof sql,
            "SELECT image_id, chunk_id, t, c, z, y, x, shape_t, shape_c, shape_z, shape_y, "
            "shape_x FROM read_parquet(%s)",
@@ -683,7 +666,8 @@ static void direct_open(od_reader *r) {
   pb__pq_col *cols[2];
   int in_file[2];
   struct pb_error e;
-  if (pb__pq_open_many(&r->db, r->chunks_path, leaves, 2, cols, in_file, &e) != PB_OK) return;
+  if (pb__pq_open_many(r->db.con, r->chunks_path, leaves, 2, pb__oa_mmap_enabled(), cols,
+                       in_file, &e) != PB_OK) return;
   pb__pq_rows q;
   memset(&q, 0, sizeof q);
   od_idrow *ir = NULL;
@@ -759,7 +743,7 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
   if ((rc = load_index(r, err)) != PB_OK) goto fail;
   join(r->chunks_path, sizeof r->chunks_path, path, "chunks.parquet");
   char q[8900], sql[9200];
-  pb__oa_quote(q, sizeof q, r->chunks_path);
+  pb__sql_quote(q, sizeof q, r->chunks_path);
   /* A range on chunk_id: row-group statistics let DuckDB skip every other row group. */
   snprintf(sql, sizeof sql,
            "SELECT chunk_id, pixel_bytes FROM read_parquet(%s) WHERE chunk_id BETWEEN $1 AND $2",
@@ -770,12 +754,16 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     goto fail;
   }
   /* Read-ahead window: about a quarter of the cache, in chunks of the average raw size. */
-  r->cache_limit = (size_t)OD_CACHE_DEFAULT_MB << 20;
+  size_t cache_limit = (size_t)OD_CACHE_DEFAULT_MB << 20;
   const char *env = getenv("PB_OA_CACHE_MB");
   if (env != NULL && *env != '\0') {
     char *end;
     long long mb = strtoll(env, &end, 10);
-    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) r->cache_limit = (size_t)mb << 20;
+    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) cache_limit = (size_t)mb << 20;
+  }
+  if (pb__pq_cache_init(&r->cache, OD_MAX_BLOCKS, cache_limit) != PB_OK) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
   }
   double total = 0;
   for (size_t j = 0; j < r->n_chunks; j++) {
@@ -784,7 +772,7 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     total += v;
   }
   double avg = r->n_chunks > 0 ? total / (double)r->n_chunks : 1.0;
-  double w = (double)(r->cache_limit / 4) / (avg > 1.0 ? avg : 1.0);
+  double w = (double)(cache_limit / 4) / (avg > 1.0 ? avg : 1.0);
   r->window = w < 1.0 ? 1 : (w > 65536.0 ? 65536 : (size_t)w);
   direct_open(r);
   *state = r;
@@ -815,19 +803,10 @@ static int64_t overlap(const od_chunk *ch, const pb_region *reg) {
 }
 
 /* Fetches positions [a, b] of r->chunks with one query into block bl. */
-static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, od_block *bl,
+static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, pb__pq_block *bl,
                          struct pb_error *err) {
-  memset(bl, 0, sizeof *bl);
-  bl->a = a;
-  bl->b = b;
-  size_t span = b - a + 1;
-  bl->dc_of = malloc(span * sizeof *bl->dc_of);
-  bl->row_of = malloc(span * sizeof *bl->row_of);
-  if (bl->dc_of == NULL || bl->row_of == NULL) {
-    od_block_free(bl);
+  if (pb__pq_block_init(bl, (int64_t)a, (int64_t)b) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
-  }
-  for (size_t k = 0; k < span; k++) bl->dc_of[k] = bl->row_of[k] = -1;
   duckdb_bind_int64(r->st, 1, r->chunks[a].id);
   duckdb_bind_int64(r->st, 2, r->chunks[b].id);
   duckdb_result res;
@@ -836,25 +815,17 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, od_block *
                           r->chunks_path, (long long)i, (long long)r->chunks[a].id,
                           (long long)r->chunks[b].id, PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
-    od_block_free(bl);
+    pb__pq_block_free(bl);
     return rc;
   }
   int rc = PB_OK;
-  size_t cap = 0;
   duckdb_data_chunk dc;
   while ((dc = duckdb_fetch_chunk(res)) != NULL) {
-    if (bl->n_dcs >= cap) {
-      size_t nc = cap ? cap * 2 : 8;
-      void *p = realloc(bl->dcs, nc * sizeof *bl->dcs);
-      if (p == NULL || bl->n_dcs >= INT32_MAX) {
-        duckdb_destroy_data_chunk(&dc);
-        rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-        break;
-      }
-      bl->dcs = p;
-      cap = nc;
+    int32_t d;
+    if (pb__pq_block_push(bl, dc, &d) != PB_OK) {
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+      break;
     }
-    bl->dcs[bl->n_dcs] = dc;
     idx_t n = duckdb_data_chunk_get_size(dc);
     duckdb_vector vid = duckdb_data_chunk_get_vector(dc, 0), vpx = duckdb_data_chunk_get_vector(dc, 1);
     for (idx_t row = 0; row < n; row++) {
@@ -866,62 +837,47 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, od_block *
         else hi = mid;
       }
       if (lo > b || r->chunks[lo].id != id) continue;
-      bl->dc_of[lo - a] = (int32_t)bl->n_dcs;
+      bl->chunk_of[lo - a] = d;
       bl->row_of[lo - a] = (int32_t)row;
       size_t len = 0;
       pb__oa_get_blob(vpx, row, &len);
       bl->bytes += len + 64;
     }
-    bl->n_dcs++;
   }
   if (rc == PB_OK && duckdb_result_error(&res) != NULL)
     rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %.*s", r->chunks_path, (long long)i,
                       PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
-  if (rc != PB_OK) od_block_free(bl);
+  if (rc != PB_OK) pb__pq_block_free(bl);
   return rc;
 }
 
 /* The cached block holding position j, loaded when missing (least recently used blocks over
  * the cache limit go first). */
-static int od_block_get(od_reader *r, int64_t i, size_t j, od_block **out,
+static int od_block_get(od_reader *r, int64_t i, size_t j, pb__pq_block **out,
                         struct pb_error *err) {
-  for (size_t k = 0; k < r->n_blocks; k++)
-    if (r->blocks[k].a <= j && j <= r->blocks[k].b) {
-      r->blocks[k].used = ++r->clock;
-      *out = &r->blocks[k];
-      return PB_OK;
-    }
+  *out = pb__pq_cache_find(&r->cache, (int64_t)j);
+  if (*out != NULL) return PB_OK;
   size_t a = j - j % r->window, b = a + r->window - 1;
   if (b >= r->n_chunks) b = r->n_chunks - 1;
-  od_block nb;
+  pb__pq_block nb;
   PB_RETURN_NOT_OK(od_block_load(r, i, a, b, &nb, err));
-  while (r->n_blocks > 0 &&
-         (r->n_blocks >= OD_MAX_BLOCKS || r->cache_bytes + nb.bytes > r->cache_limit)) {
-    size_t old = pb__oa_lru_oldest(&r->blocks[0].used, r->n_blocks, sizeof r->blocks[0]);
-    r->cache_bytes -= r->blocks[old].bytes;
-    od_block_free(&r->blocks[old]);
-    r->blocks[old] = r->blocks[--r->n_blocks];
-  }
-  nb.used = ++r->clock;
-  r->blocks[r->n_blocks] = nb;
-  r->cache_bytes += nb.bytes;
-  *out = &r->blocks[r->n_blocks++];
+  *out = pb__pq_cache_add(&r->cache, &nb);
   return PB_OK;
 }
 
 /* Chunk j's stored bytes through DuckDB: the cached block that holds it. */
 static int od_chunk_duck(od_reader *r, int64_t i, size_t j, const unsigned char **p,
                          size_t *len, struct pb_error *err) {
-  od_block *bl = NULL;
+  pb__pq_block *bl = NULL;
   PB_RETURN_NOT_OK(od_block_get(r, i, j, &bl, err));
-  int32_t d = bl->dc_of[j - bl->a];
+  int32_t d = bl->chunk_of[j - (size_t)bl->first];
   if (d < 0)
     return pb_error_set(err, PB_EFORMAT, "%s: image %lld ('%s'): chunk %lld is missing",
                         r->chunks_path, (long long)i, r->images[i].meta.id,
                         (long long)r->chunks[j].id);
-  *p = (const unsigned char *)pb__oa_get_blob(duckdb_data_chunk_get_vector(bl->dcs[d], 1),
-                                              (idx_t)bl->row_of[j - bl->a], len);
+  *p = (const unsigned char *)pb__oa_get_blob(duckdb_data_chunk_get_vector(bl->chunks[d], 1),
+                                              (idx_t)bl->row_of[j - (size_t)bl->first], len);
   return PB_OK;
 }
 

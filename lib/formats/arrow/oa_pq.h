@@ -1,79 +1,12 @@
-/* The narrow direct reader of one leaf column of a Parquet file, used by the OME-Arrow
- * backends for pixel columns (planes.pixels, chunks.pixel_bytes, pixel_bytes) and for the small
- * columns that place a row's pieces. Column-chunk locations come from DuckDB's
- * parquet_metadata() and parquet_schema(); this code parses only page headers (Thrift compact)
- * and pages: RLE/bit-packed levels, PLAIN and dictionary values, codecs none, snappy, gzip,
- * lz4_raw and zstd. Anything else is refused at open (the caller keeps DuckDB). Internal; see
- * docs/format-ome-arrow.md, "Direct page reads". */
+/* OME-Arrow's direct path: Parquet pages read by lib/parquet instead of through DuckDB, with a
+ * switch to turn it (or its file mapping) off and counters that tests read. Internal. */
 #ifndef PB_OA_PQ_H
 #define PB_OA_PQ_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 #include "formats/arrow/oa_common.h"
-
-/* Parquet physical types and codecs (the format's own numbers). */
-enum { PB__PQ_INT32 = 1, PB__PQ_INT64 = 2, PB__PQ_FLOAT = 4, PB__PQ_DOUBLE = 5,
-       PB__PQ_BYTE_ARRAY = 6 };
-enum { PB__PQ_UNCOMPRESSED = 0, PB__PQ_SNAPPY = 1, PB__PQ_GZIP = 2, PB__PQ_ZSTD = 6,
-       PB__PQ_LZ4_RAW = 7 };
-
-typedef struct pb__pq_col pb__pq_col;
-
-/** Rows read from a column: each row holds elements (the items of the first repeated level; for
- * a column without repetition, one per row) and each element holds values (the leaf values
- * under it that are not null) and nulls (its entries without a value). Owned by the caller:
- * zero-initialise, reuse across reads, release with pb__pq_rows_destroy. */
-typedef struct pb__pq_rows {
-  size_t n_rows, n_elems, n_vals;
-  size_t *row_elem;   /* n_rows + 1 entries: first element of each row */
-  size_t *elem_val;   /* n_elems + 1 entries: first value of each element */
-  size_t *elem_nulls; /* n_elems entries */
-  unsigned char *data;
-  size_t *val_off;    /* byte arrays: n_vals + 1 offsets into data; fixed width: unused */
-  size_t width;       /* bytes per value (fixed width), 0 for byte arrays */
-  size_t n_data, cap_rows, cap_elems, cap_vals, cap_data;
-  /* Set by the caller: values that lie in one page may be left where they are (the mapped
-   * file, or the column's decoded page) instead of copied into data. Such values stay valid
-   * until the next read of the column. Read them through pb__pq_rows_data. */
-  int may_borrow;
-  const unsigned char *borrowed; /* the values, when borrowed; NULL otherwise */
-} pb__pq_rows;
-
-/** Where the values of r lie (offsets as for data). */
-static inline const unsigned char *pb__pq_rows_data(const pb__pq_rows *r) {
-  return r->borrowed != NULL ? r->borrowed : r->data;
-}
-
-void pb__pq_rows_clear(pb__pq_rows *r);
-void pb__pq_rows_destroy(pb__pq_rows *r);
-
-/** Opens leaf columns leaves[0..n) (path_in_schema as parquet_metadata() writes it,
- * "a, b, c") of the Parquet file at path, with one parquet_schema() and one parquet_metadata()
- * query through db. out[k] is the column, or NULL when the file has no such leaf or its layout
- * is one the direct reader does not handle; in_file[k] tells whether the leaf exists. Returns a
- * PB_E code only for errors (then every out[k] is NULL). Free each with pb__pq_free. */
-int pb__pq_open_many(pb__oa_db *db, const char *path, const char *const *leaves, size_t n,
-                     pb__pq_col **out, int *in_file, struct pb_error *err);
-void pb__pq_free(pb__pq_col *c);
-
-int pb__pq_physical(const pb__pq_col *c);
-/** The converted type parquet_schema() reports ("UINT_16", ... ; "" when none). */
-const char *pb__pq_converted(const pb__pq_col *c);
-int64_t pb__pq_row_count(const pb__pq_col *c);
-
-/** Appends rows [first, first + n) (file row numbers, all in one row group) to out. Errors name
- * the row group and the page offset; the caller prefixes the file and the image. */
-int pb__pq_read(pb__pq_col *c, int64_t first, int64_t n, pb__pq_rows *out,
-                struct pb_error *err);
-/** Appends every row of the column to out. */
-int pb__pq_read_all(pb__pq_col *c, pb__pq_rows *out, struct pb_error *err);
-
-/** Decodes pages held in memory as one column chunk (optional dictionary page, then data pages)
- * and appends row `row` of it to out: the entry point of the fuzz target. */
-int pb__pq_read_mem(const uint8_t *data, size_t size, int physical, int codec, int max_rep,
-                    int max_def, int64_t row, pb__pq_rows *out, struct pb_error *err);
+#include "parquet/pq_read.h"
 
 /** Whether the direct path may be used (environment PB_OA_DIRECT, default on). */
 int pb__oa_direct_enabled(void);

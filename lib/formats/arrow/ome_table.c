@@ -15,6 +15,7 @@
 #include "common/duck_msg.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+#include "parquet/pq_cache.h"
 
 enum { OT_PARQUET = 0, OT_DUCKDB = 1 };
 enum { OT_NUMERIC = 0, OT_BYTES = 1 };
@@ -452,7 +453,7 @@ static int ot_writer_finish(void *ws, struct pb_error *err) {
       if (rows > 2048) rows = 2048;
     }
     w->per_chunk = (idx_t)rows;
-    if (pb__oa_quote(qpath, sizeof qpath, w->tmp) != PB_OK) {
+    if (pb__sql_quote(qpath, sizeof qpath, w->tmp) != PB_OK) {
       rc = pb_error_set(err, PB_EINVAL, "%s: path too long", w->path);
       goto done;
     }
@@ -542,19 +543,6 @@ typedef struct ot_img {
   size_t extra;  /* physical sizes and channels, shared by runs of equal images */
 } ot_img;
 
-/* A block of consecutive keys [first, last] fetched by one query and kept decoded: for
- * Parquet one row group (DuckDB decodes the whole group even for one row), for a DuckDB table
- * table_block rows. chunk_of[k], row_of[k] locate key first + k: the data chunk and the row in
- * it (-1: absent). */
-typedef struct ot_block {
-  int64_t first, last;
-  duckdb_data_chunk *chunks;
-  size_t n_chunks;
-  int32_t *chunk_of, *row_of;
-  size_t bytes;
-  uint64_t used;
-} ot_block;
-
 enum { OT_MAX_BLOCKS = 256 };
 #define OT_CACHE_DEFAULT_MB 64
 
@@ -572,10 +560,11 @@ typedef struct ot_reader {
   /* Parquet row groups: first file_row_number of each (sorted), with a sentinel at the end. */
   int64_t *rg_first;
   size_t n_rg;
-  ot_block blocks[OT_MAX_BLOCKS];
-  size_t n_blocks, cache_bytes, cache_limit;
+  /* Blocks of consecutive keys fetched by one query and kept decoded: for Parquet one row
+   * group (DuckDB decodes the whole group even for one row), for a DuckDB table table_block
+   * rows. */
+  pb__pq_cache cache;
   int64_t table_block; /* DuckDB table: rows per block (a query costs about the same for any) */
-  uint64_t clock;
   /* Direct page reads (Parquet only; see oa_pq.h): the pixel columns, and per file row where
    * its planes (t, c, z) or byte chunks (box, codec, dtype) are; a count of -1 sends the row
    * to DuckDB. */
@@ -595,14 +584,6 @@ typedef struct ot_piece {
   int32_t box[8]; /* t c z y x shape_z shape_y shape_x */
   char codec[16], dtype[16];
 } ot_piece;
-
-static void block_free(ot_block *b) {
-  for (size_t k = 0; k < b->n_chunks; k++) duckdb_destroy_data_chunk(&b->chunks[k]);
-  free(b->chunks);
-  free(b->chunk_of);
-  free(b->row_of);
-  memset(b, 0, sizeof *b);
-}
 
 static void direct_free(ot_reader *r) {
   pb__pq_free(r->px_planes);
@@ -628,7 +609,7 @@ static void ot_close(void *state) {
   if (r == NULL) return;
   direct_free(r);
   pb__codec_ctx_destroy(&r->codec_ctx);
-  for (size_t k = 0; k < r->n_blocks; k++) block_free(&r->blocks[k]);
+  pb__pq_cache_destroy(&r->cache);
   free(r->rg_first);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   pb__oa_db_close(&r->db);
@@ -655,7 +636,7 @@ static int find_column(ot_reader *r, char *table, size_t tsize, char *col, size_
                        int *has_chunks, int *has_planes, struct pb_error *err) {
   char sql[8600], q[8400];
   if (r->kind == OT_PARQUET) {
-    if (pb__oa_quote(q, sizeof q, r->path) != PB_OK)
+    if (pb__sql_quote(q, sizeof q, r->path) != PB_OK)
       return pb_error_set(err, PB_EINVAL, "%s: path too long", r->path);
     snprintf(sql, sizeof sql,
              "SELECT '' AS t, column_name, column_type FROM (DESCRIBE SELECT * FROM "
@@ -970,7 +951,8 @@ static void direct_open(ot_reader *r, const char *col) {
   pb__pq_col *cols[L_COUNT];
   int in_file[L_COUNT];
   struct pb_error e;
-  if (pb__pq_open_many(&r->db, r->path, leaves, L_COUNT, cols, in_file, &e) != PB_OK) return;
+  if (pb__pq_open_many(r->db.con, r->path, leaves, L_COUNT, pb__oa_mmap_enabled(), cols,
+                       in_file, &e) != PB_OK) return;
   int ok = direct_planes(r, cols, in_file) == PB_OK && direct_chunks(r, cols, in_file) == PB_OK &&
            (r->px_planes != NULL || r->px_chunks != NULL);
   for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
@@ -997,7 +979,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     goto fail;
   }
   if (kind == OT_PARQUET) {
-    pb__oa_quote(q, sizeof q, path);
+    pb__sql_quote(q, sizeof q, path);
     snprintf(src, sizeof src, "read_parquet(%s)", q);
     snprintf(key, sizeof key, "file_row_number");
   } else {
@@ -1025,12 +1007,16 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", path, PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) goto fail;
-  r->cache_limit = (size_t)OT_CACHE_DEFAULT_MB << 20;
+  size_t cache_limit = (size_t)OT_CACHE_DEFAULT_MB << 20;
   const char *env = getenv("PB_OA_CACHE_MB");
   if (env != NULL && *env != '\0') {
     char *end;
     long long mb = strtoll(env, &end, 10);
-    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) r->cache_limit = (size_t)mb << 20;
+    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) cache_limit = (size_t)mb << 20;
+  }
+  if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
   }
   double total = 0;
   for (int64_t j = 0; j < r->n; j++) {
@@ -1038,7 +1024,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     for (int k = 0; k < PB_NDIM; k++) v *= (double)r->imgs[j].shape[k];
     total += v;
   }
-  double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(r->cache_limit / 4) / avg;
+  double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(cache_limit / 4) / avg;
   r->table_block = rows < 1.0 ? 1 : (rows > 65536.0 ? 65536 : (int64_t)rows);
   if (kind == OT_PARQUET) {
     rc = load_row_groups(r, q, err);
@@ -1265,57 +1251,45 @@ static void block_range(const ot_reader *r, int64_t key, int64_t *first, int64_t
 }
 
 /* Runs the pixel query for one block and keeps its data chunks. */
-static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, ot_block *b,
+static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, pb__pq_block *b,
                       struct pb_error *err) {
-  memset(b, 0, sizeof *b);
-  b->first = first;
-  b->last = last;
-  size_t span = (size_t)(last - first + 1);
-  b->chunk_of = malloc(span * sizeof *b->chunk_of);
-  b->row_of = malloc(span * sizeof *b->row_of);
-  if (b->chunk_of == NULL || b->row_of == NULL) {
-    block_free(b);
+  if (pb__pq_block_init(b, first, last) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
-  }
-  for (size_t k = 0; k < span; k++) b->chunk_of[k] = b->row_of[k] = -1;
   duckdb_bind_int64(r->st, 1, first);
   duckdb_bind_int64(r->st, 2, last);
   duckdb_result res;
   if (pb__oa_execute_streaming(r->st, &res) != DuckDBSuccess) {
-    block_free(b);
+    pb__pq_block_free(b);
     char what[64];
     snprintf(what, sizeof what, "image %lld", (long long)i);
     return query_err(&res, PB_EDUCKDB, err, r->path, what);
   }
-  size_t cap = 0, rows = 0;
+  size_t rows = 0;
   int rc = PB_OK;
   for (;;) {
     duckdb_data_chunk ch = duckdb_fetch_chunk(res);
     if (ch == NULL) break;
-    if (grow((void **)&b->chunks, &cap, b->n_chunks + 1, sizeof *b->chunks) != PB_OK ||
-        b->n_chunks >= INT32_MAX) {
-      duckdb_destroy_data_chunk(&ch);
+    int32_t d;
+    if (pb__pq_block_push(b, ch, &d) != PB_OK) {
       rc = pb_error_set(err, PB_ENOMEM, "out of memory");
       break;
     }
-    b->chunks[b->n_chunks] = ch;
     duckdb_vector kv = duckdb_data_chunk_get_vector(ch, 0);
     idx_t n = duckdb_data_chunk_get_size(ch);
     for (idx_t k = 0; k < n; k++) {
       int64_t key = pb__oa_get_int(kv, k, -1);
       if (key < first || key > last) continue;
-      b->chunk_of[key - first] = (int32_t)b->n_chunks;
+      b->chunk_of[key - first] = d;
       b->row_of[key - first] = (int32_t)k;
       rows++;
     }
-    b->n_chunks++;
   }
   if (rc == PB_OK && duckdb_result_error(&res) != NULL)
     rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld: %.*s", r->path, (long long)i,
                       PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) {
-    block_free(b);
+    pb__pq_block_free(b);
     return rc;
   }
   const ot_img *im = &r->imgs[i];
@@ -1327,29 +1301,15 @@ static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, ot_b
 
 /* The cached block holding key, loading it (and evicting the least recently used blocks over
  * the cache limit) when needed. */
-static int block_get(ot_reader *r, int64_t i, int64_t key, ot_block **out,
+static int block_get(ot_reader *r, int64_t i, int64_t key, pb__pq_block **out,
                      struct pb_error *err) {
-  for (size_t k = 0; k < r->n_blocks; k++)
-    if (r->blocks[k].first <= key && key <= r->blocks[k].last) {
-      r->blocks[k].used = ++r->clock;
-      *out = &r->blocks[k];
-      return PB_OK;
-    }
+  *out = pb__pq_cache_find(&r->cache, key);
+  if (*out != NULL) return PB_OK;
   int64_t first, last;
   block_range(r, key, &first, &last);
-  ot_block nb;
+  pb__pq_block nb;
   PB_RETURN_NOT_OK(block_load(r, i, first, last, &nb, err));
-  while (r->n_blocks > 0 &&
-         (r->n_blocks >= OT_MAX_BLOCKS || r->cache_bytes + nb.bytes > r->cache_limit)) {
-    size_t old = pb__oa_lru_oldest(&r->blocks[0].used, r->n_blocks, sizeof r->blocks[0]);
-    r->cache_bytes -= r->blocks[old].bytes;
-    block_free(&r->blocks[old]);
-    r->blocks[old] = r->blocks[--r->n_blocks];
-  }
-  nb.used = ++r->clock;
-  r->blocks[r->n_blocks] = nb;
-  r->cache_bytes += nb.bytes;
-  *out = &r->blocks[r->n_blocks++];
+  *out = pb__pq_cache_add(&r->cache, &nb);
   return PB_OK;
 }
 
@@ -1367,7 +1327,7 @@ static int ot_read_duck(ot_reader *r, int64_t i, const pb_region *region, void *
     return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination too small", r->path,
                         (long long)i);
   int64_t t0 = pb_now_ns();
-  ot_block *b = NULL;
+  pb__pq_block *b = NULL;
   int rc = block_get(r, i, im->key, &b, err);
   if (times) times->read_ns += pb_now_ns() - t0;
   if (rc != PB_OK) return rc;

@@ -1,11 +1,10 @@
-/* Direct page reads of one Parquet leaf column (see oa_pq.h). Written from the Parquet format
+/* Direct page reads of one Parquet leaf column (see pq_read.h). Written from the Parquet format
  * specification: PageHeader and its page headers in Thrift's compact protocol, the
  * RLE/bit-packed hybrid for levels and dictionary indices, PLAIN values. Pages are decompressed
  * through the codec table (lib/codecs). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,37 +14,12 @@
 
 #include "codecs/codec.h"
 #include "common/duck_msg.h"
-#include "formats/arrow/oa_pq.h"
+#include "common/strbuf.h"
+#include "parquet/pq_read.h"
 
 enum { PT_DATA = 0, PT_INDEX = 1, PT_DICT = 2, PT_DATA_V2 = 3 };
 enum { EN_PLAIN = 0, EN_PLAIN_DICT = 2, EN_RLE = 3, EN_RLE_DICT = 8 };
 #define PQ_MAX_PAGE ((int64_t)1 << 30) /* refuse pages over 1 GiB (corrupt sizes) */
-
-/* ---- counters and switch ------------------------------------------------------------------ */
-
-static _Atomic int_fast64_t g_served, g_fell_back;
-
-int pb__oa_direct_enabled(void) {
-  const char *e = getenv("PB_OA_DIRECT");
-  return e == NULL || strcmp(e, "0") != 0;
-}
-int pb__oa_mmap_enabled(void) {
-  const char *e = getenv("PB_OA_MMAP");
-  return e == NULL || strcmp(e, "0") != 0;
-}
-
-void pb__oa_direct_note(int served) {
-  if (served) atomic_fetch_add(&g_served, 1);
-  else atomic_fetch_add(&g_fell_back, 1);
-}
-void pb__oa_direct_stats(int64_t *served, int64_t *fell_back) {
-  if (served) *served = (int64_t)atomic_load(&g_served);
-  if (fell_back) *fell_back = (int64_t)atomic_load(&g_fell_back);
-}
-void pb__oa_direct_reset(void) {
-  atomic_store(&g_served, 0);
-  atomic_store(&g_fell_back, 0);
-}
 
 /* ---- Thrift compact protocol: just enough for page headers -------------------------------- */
 
@@ -1193,7 +1167,7 @@ static int physical_id(const char *s, size_t *width) {
 
 /* Levels of the leaves from parquet_schema(): walks the flattened tree (depth first); cols[k]
  * of a leaf not in the file is freed and set to NULL. */
-static int schema_levels(pb__oa_db *db, const char *q, const char *const *leaves, size_t nl,
+static int schema_levels(duckdb_connection con, const char *q, const char *const *leaves, size_t nl,
                          pb__pq_col **cols, int *found, struct pb_error *err, const char *path) {
   char sql[8800];
   snprintf(sql, sizeof sql,
@@ -1201,7 +1175,7 @@ static int schema_levels(pb__oa_db *db, const char *q, const char *const *leaves
            "coalesce(converted_type, '') FROM parquet_schema(%s)",
            q);
   duckdb_result res;
-  if (duckdb_query(db->con, sql, &res) != DuckDBSuccess) {
+  if (duckdb_query(con, sql, &res) != DuckDBSuccess) {
     int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_schema: %.*s", path,
                           PB__DUCK_MSG(duckdb_result_error(&res)));
     duckdb_destroy_result(&res);
@@ -1279,14 +1253,14 @@ static int schema_levels(pb__oa_db *db, const char *q, const char *const *leaves
 
 /* Fills the row groups of the columns from parquet_metadata(); a column whose layout the
  * direct reader does not handle is freed and set to NULL. */
-static int chunk_layout(pb__oa_db *db, const char *q, const char *const *leaves, size_t nl,
+static int chunk_layout(duckdb_connection con, const char *q, const char *const *leaves, size_t nl,
                         pb__pq_col **cols, struct pb_error *err, const char *path) {
   size_t cap = 256, used = 0;
   char *in = malloc(cap);
   if (in == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   for (size_t k = 0; k < nl; k++) {
     char ql[1200];
-    if (cols[k] == NULL || pb__oa_quote(ql, sizeof ql, leaves[k]) != PB_OK) continue;
+    if (cols[k] == NULL || pb__sql_quote(ql, sizeof ql, leaves[k]) != PB_OK) continue;
     size_t l = strlen(ql);
     if (used + l + 4 > cap) {
       cap = (used + l + 4) * 2;
@@ -1317,7 +1291,7 @@ static int chunk_layout(pb__oa_db *db, const char *q, const char *const *leaves,
            q, in);
   free(in);
   duckdb_result res;
-  duckdb_state st = duckdb_query(db->con, sql, &res);
+  duckdb_state st = duckdb_query(con, sql, &res);
   free(sql);
   if (st != DuckDBSuccess) {
     int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_metadata: %.*s", path,
@@ -1383,14 +1357,14 @@ static int chunk_layout(pb__oa_db *db, const char *q, const char *const *leaves,
   return rc == PB_OK ? PB_OK : pb_error_set(err, rc, "out of memory");
 }
 
-int pb__pq_open_many(pb__oa_db *db, const char *path, const char *const *leaves, size_t n,
-                     pb__pq_col **out, int *in_file, struct pb_error *err) {
+int pb__pq_open_many(duckdb_connection con, const char *path, const char *const *leaves,
+                     size_t n, int map, pb__pq_col **out, int *in_file, struct pb_error *err) {
   for (size_t k = 0; k < n; k++) {
     out[k] = NULL;
     in_file[k] = 0;
   }
   char q[8400];
-  if (pb__oa_quote(q, sizeof q, path) != PB_OK) return PB_OK;
+  if (pb__sql_quote(q, sizeof q, path) != PB_OK) return PB_OK;
   int rc = PB_OK;
   for (size_t k = 0; k < n && rc == PB_OK; k++) {
     out[k] = calloc(1, sizeof *out[k]);
@@ -1401,7 +1375,7 @@ int pb__pq_open_many(pb__oa_db *db, const char *path, const char *const *leaves,
       out[k]->dict_rg = -1;
     }
   }
-  if (rc == PB_OK) rc = schema_levels(db, q, leaves, n, out, in_file, err, path);
+  if (rc == PB_OK) rc = schema_levels(con, q, leaves, n, out, in_file, err, path);
   for (size_t k = 0; k < n && rc == PB_OK; k++) /* nesting the reader does not handle */
     if (out[k] != NULL &&
         (out[k]->max_rep > 2 || out[k]->max_def > 16 ||
@@ -1409,7 +1383,7 @@ int pb__pq_open_many(pb__oa_db *db, const char *path, const char *const *leaves,
       pb__pq_free(out[k]);
       out[k] = NULL;
     }
-  if (rc == PB_OK) rc = chunk_layout(db, q, leaves, n, out, err, path);
+  if (rc == PB_OK) rc = chunk_layout(con, q, leaves, n, out, err, path);
   for (size_t k = 0; k < n && rc == PB_OK; k++) {
     if (out[k] == NULL) continue;
     out[k]->src.fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1420,7 +1394,7 @@ int pb__pq_open_many(pb__oa_db *db, const char *path, const char *const *leaves,
       break;
     }
     out[k]->src.size = (int64_t)st.st_size;
-    if (pb__oa_mmap_enabled() && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
+    if (map && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
       void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, out[k]->src.fd, 0);
       if (m != MAP_FAILED) {
         out[k]->src.map = m;
