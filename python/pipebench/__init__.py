@@ -1,7 +1,8 @@
 """pipebench: a thin ctypes binding to libpipebench (no build step).
 
-Datasets in any pipebench format as numpy arrays, and the native loader's batches as numpy
-arrays or torch tensors without a copy (DLPack). See docs/python.md.
+Datasets in any pipebench format as numpy arrays, the native loader's batches as numpy
+arrays or torch tensors without a copy (DLPack), and the infer and train measurements the
+command line makes (the same library functions). See docs/python.md and docs/infer.md.
 
 The shared library is found through the environment variable PIPEBENCH_LIB, else at
 ../../build/libpipebench.so relative to this package.
@@ -12,7 +13,8 @@ import os
 
 import numpy as np
 
-__all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path"]
+__all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path", "infer",
+           "train"]
 
 # ---- the library --------------------------------------------------------------------------
 
@@ -451,3 +453,170 @@ class Loader:
              "dataset_count": s.dataset_count}
         d.update({n: int(getattr(s.times, n)) for n in _TIME_FIELDS})
         return d
+
+
+# ---- infer and train (the same functions `pipebench infer` and `pipebench train` call) ------
+
+_NOTE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+_PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_long,
+                                ctypes.c_long, ctypes.c_double)
+
+
+class _InferParams(ctypes.Structure):
+    _fields_ = [
+        ("frameworks", ctypes.c_char_p),
+        ("model", ctypes.c_char_p),
+        ("dtype", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+        ("batch_sizes", ctypes.POINTER(ctypes.c_int)),
+        ("n_batch_sizes", ctypes.c_int),
+        ("iterations", ctypes.c_int),
+        ("warmup", ctypes.c_int),
+        ("threads", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("data_source", ctypes.c_char_p),
+        ("output_dir", ctypes.c_char_p),
+        ("plot", ctypes.c_int),
+        ("python", ctypes.c_char_p),
+        ("peer_timeout_s", ctypes.c_double),
+        ("note", _NOTE_FN),
+        ("note_ctx", ctypes.c_void_p),
+        ("progress", _PROGRESS_FN),
+        ("progress_ctx", ctypes.c_void_p),
+    ]
+
+
+class _TrainParams(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_char_p),
+        ("num_images", ctypes.c_int64),
+        ("model", ctypes.c_char_p),
+        ("loss", ctypes.c_char_p),
+        ("dtype", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+        ("epochs", ctypes.c_int),
+        ("batch_size", ctypes.c_int),
+        ("lr", ctypes.c_double),
+        ("threads", ctypes.c_int),
+        ("workers", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("metrics_path", ctypes.c_char_p),
+        ("note", _NOTE_FN),
+        ("note_ctx", ctypes.c_void_p),
+        ("progress", _PROGRESS_FN),
+        ("progress_ctx", ctypes.c_void_p),
+    ]
+
+
+_TRAIN_RESULT_NUMBERS = [
+    ("steps", ctypes.c_int64), ("total_s", ctypes.c_double), ("first_epoch_s", ctypes.c_double),
+    ("first_batch_data_s", ctypes.c_double), ("first_batch_compute_s", ctypes.c_double),
+    ("data_s", ctypes.c_double), ("compute_s", ctypes.c_double),
+    ("data_wait_fraction", ctypes.c_double), ("throughput_ips", ctypes.c_double),
+    ("first_loss", ctypes.c_double), ("final_loss", ctypes.c_double),
+    ("peak_rss_mb", ctypes.c_double), ("engine_memory_mb", ctypes.c_double),
+    ("gflops_per_image_forward", ctypes.c_double)]
+
+
+class _TrainResult(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_char * 16), ("device", ctypes.c_char * 16),
+                ("device_name", ctypes.c_char * 128), ("isa", ctypes.c_char * 48),
+                ("threads", ctypes.c_int), ("parameters", ctypes.c_int64),
+                ("images", ctypes.c_int64), ("channels", ctypes.c_int), ("height", ctypes.c_int),
+                ("width", ctypes.c_int)] + _TRAIN_RESULT_NUMBERS
+
+
+_infer_init = _fn("pb_infer_params_init", None, ctypes.POINTER(_InferParams))
+_infer_run = _fn("pb_infer_run", ctypes.c_int, ctypes.POINTER(_InferParams), ctypes.POINTER(_c),
+                 ctypes.c_char_p, ctypes.c_size_t, _err_p)
+_train_init = _fn("pb_train_params_init", None, ctypes.POINTER(_TrainParams))
+_train_run = _fn("pb_train_run", ctypes.c_int, ctypes.POINTER(_TrainParams),
+                 ctypes.POINTER(_TrainResult), _err_p)
+_tb_free = _fn("pb_table_free", None, _c)
+_tb_rows = _fn("pb_table_rows", ctypes.c_size_t, _c)
+_tb_cols = _fn("pb_table_cols", ctypes.c_size_t, _c)
+_tb_col_name = _fn("pb_table_col_name", ctypes.c_char_p, _c, ctypes.c_size_t)
+_tb_col_type = _fn("pb_table_col_type", ctypes.c_int, _c, ctypes.c_size_t)
+_tb_is_null = _fn("pb_table_is_null", ctypes.c_int, _c, ctypes.c_size_t, ctypes.c_size_t)
+_tb_get = [_fn("pb_table_get_str", ctypes.c_char_p, _c, ctypes.c_size_t, ctypes.c_size_t),
+           _fn("pb_table_get_i64", ctypes.c_int64, _c, ctypes.c_size_t, ctypes.c_size_t),
+           _fn("pb_table_get_f64", ctypes.c_double, _c, ctypes.c_size_t, ctypes.c_size_t),
+           _fn("pb_table_get_bool", ctypes.c_int, _c, ctypes.c_size_t, ctypes.c_size_t)]
+
+
+def _table_rows(t):
+    """A pb_table as a list of dicts (NULL cells as None)."""
+    cols = [(_s(_tb_col_name(t, c)), _tb_col_type(t, c)) for c in range(_tb_cols(t))]
+    out = []
+    for r in range(_tb_rows(t)):
+        row = {}
+        for c, (name, kind) in enumerate(cols):
+            if _tb_is_null(t, r, c):
+                row[name] = None
+                continue
+            v = _tb_get[kind](t, r, c)
+            row[name] = _s(v) if kind == 0 else (bool(v) if kind == 3 else v)
+        out.append(row)
+    return out
+
+
+def _note_cb(notes):
+    def cb(ctx, level, line):
+        notes.append((int(level), _s(line)))
+    return _NOTE_FN(cb)
+
+
+def infer(frameworks="pipebench", model="embed", batch_sizes=(1, 8, 32, 128), iterations=20,
+          warmup=3, dtype="float32", device="auto", threads=0, seed=42, data_source="synthetic",
+          output_dir=None, plot=False, python=None, peer_timeout_s=0, notes=None):
+    """Times a model's forward pass across batch sizes, as `pipebench infer` does, and returns
+    the rows (one dict per framework and batch size; columns in docs/infer.md).
+
+    frameworks: "pipebench" (its engine), "torch", "torch-compile", "jax", "peers", "all", or a
+    list of them. A peer whose framework is missing gives no rows; the reason is appended to
+    `notes` (a list of (level, line) pairs, when given) like every other note. output_dir: also
+    write the CSV there (its path is the note starting with "results: ")."""
+    if not isinstance(frameworks, str):
+        frameworks = ",".join(frameworks)
+    p = _InferParams()
+    _infer_init(ctypes.byref(p))
+    sizes = (ctypes.c_int * len(batch_sizes))(*batch_sizes)
+    keep = [_b(frameworks), _b(model), _b(dtype), _b(device), _b(data_source), _b(output_dir),
+            _b(python)]  # alive until the call returns
+    p.frameworks, p.model, p.dtype, p.device, p.data_source, p.output_dir, p.python = keep
+    p.batch_sizes, p.n_batch_sizes = sizes, len(batch_sizes)
+    p.iterations, p.warmup, p.threads, p.seed = iterations, warmup, threads, seed
+    p.plot, p.peer_timeout_s = int(bool(plot)), float(peer_timeout_s)
+    sink = notes if notes is not None else []
+    p.note = _note_cb(sink)
+    t = _c()
+    err = _Error()
+    rc = _infer_run(ctypes.byref(p), ctypes.byref(t), None, 0, err)
+    _check(rc, err)
+    try:
+        return _table_rows(t)
+    finally:
+        _tb_free(t)
+
+
+def train(data="synthetic", model="embed", epochs=1, batch_size=16, lr=0.01,
+          loss="cross_entropy", num_images=256, device="auto", threads=0, workers=0, seed=42,
+          metrics_path=None, notes=None):
+    """Plain SGD training as `pipebench train` does it (a dataset is read through the loader);
+    returns the result as a dict (times in seconds)."""
+    p = _TrainParams()
+    _train_init(ctypes.byref(p))
+    keep = [_b(data), _b(model), _b(loss), _b(device), _b(metrics_path)]
+    p.data, p.model, p.loss, p.device, p.metrics_path = keep
+    p.epochs, p.batch_size, p.lr, p.num_images = epochs, batch_size, float(lr), num_images
+    p.threads, p.workers, p.seed = threads, workers, seed
+    sink = notes if notes is not None else []
+    p.note = _note_cb(sink)
+    r = _TrainResult()
+    err = _Error()
+    _check(_train_run(ctypes.byref(p), ctypes.byref(r), err), err)
+    out = {n: _s(getattr(r, n)) for n in ("backend", "device", "device_name", "isa")}
+    out.update({n: getattr(r, n) for n in ("threads", "parameters", "images", "channels",
+                                           "height", "width")})
+    out.update({n: getattr(r, n) for n, _ in _TRAIN_RESULT_NUMBERS})
+    return out

@@ -34,7 +34,7 @@ int main(void) {
 
   CHECK_EQ(run("infer --model resnet18", out, sizeof out), 1);
   CHECK(strstr(out, "resnet50") != NULL && strstr(out, "vit_b_16") != NULL);
-  CHECK_EQ(run("infer --framework jax", out, sizeof out), 1);
+  CHECK_EQ(run("infer --framework tensorflow", out, sizeof out), 1);
   CHECK(strstr(out, "torch") != NULL);
   CHECK_EQ(run("infer --batch-sizes 0", out, sizeof out), 1);
   CHECK_EQ(run("infer --dtype int4", out, sizeof out), 1);

@@ -1,0 +1,367 @@
+/* pb_infer_run: a model's forward pass across batch sizes, on pipebench's engine and on the
+ * framework peers (torch eager, torch.compile, JAX), one row per framework and batch size. The
+ * peers are Python programs run as child processes; the statistics of every framework come from
+ * the same code here. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pipebench/engine.h"
+#include "pipebench/format.h"
+#include "pipebench/infer.h"
+#include "pipebench/report.h"
+#include "pipebench/stats.h"
+
+#include "common/fs.h"
+#include "infer/infer_internal.h"
+
+void pb_infer_params_init(pb_infer_params *params) {
+  pb_infer_params d = PB_INFER_PARAMS_DEFAULTS;
+  *params = d;
+}
+
+void pb__infer_note(const pb_infer_params *p, int level, const char *fmt, ...) {
+  if (p->note == NULL) return;
+  char line[1200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  p->note(p->note_ctx, level, line);
+}
+
+/* ---- parameters ---------------------------------------------------------------------------- */
+
+static int parse_frameworks(const char *list, unsigned *mask, struct pb_error *err) {
+  static const struct {
+    const char *name;
+    unsigned mask;
+  } names[] = {{"pipebench", PB__FW_ENGINE},      {"onednn", PB__FW_ENGINE},
+               {"cudnn", PB__FW_ENGINE},          {"torch", PB__FW_TORCH},
+               {"torch-compile", PB__FW_TORCH_COMPILE}, {"jax", PB__FW_JAX},
+               {"peers", PB__FW_PEERS},           {"all", PB__FW_ENGINE | PB__FW_PEERS}};
+  *mask = 0;
+  const char *p = list != NULL ? list : "pipebench";
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    unsigned m = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && n > 0; i++)
+      if (strlen(names[i].name) == n && strncmp(p, names[i].name, n) == 0) m = names[i].mask;
+    if (m == 0)
+      return pb_error_set(err, PB_EINVAL,
+                          "unknown framework '%.*s' (available: pipebench (or onednn, cudnn), "
+                          "torch, torch-compile, jax, peers, all)",
+                          (int)n, p);
+    *mask |= m;
+    p += n + (p[n] == ',');
+  }
+  return *mask ? PB_OK : pb_error_set(err, PB_EINVAL, "no framework given");
+}
+
+static int check_name(const char *what, const char *v, const char *list, struct pb_error *err) {
+  size_t n = strlen(v);
+  for (const char *p = list; (p = strstr(p, v)) != NULL; p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return PB_OK;
+  return pb_error_set(err, PB_EINVAL, "unknown %s '%s' (available: %s)", what, v, list);
+}
+
+static int check_params(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+  PB_RETURN_NOT_OK(parse_frameworks(p->frameworks, &c->mask, err));
+  c->model = p->model ? p->model : "embed";
+  c->dtype = p->dtype ? p->dtype : "float32";
+  c->source = p->data_source ? p->data_source : "synthetic";
+  PB_RETURN_NOT_OK(check_name("model", c->model, pb_engine_model_list(), err));
+  PB_RETURN_NOT_OK(check_name("dtype", c->dtype, "float32, bfloat16, float16", err));
+  c->device = pb_engine_resolve_device(p->device ? p->device : "auto");
+  if (c->device == NULL)
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", p->device,
+                        pb_engine_device_list());
+  if (p->iterations < 1 || p->warmup < 0 || p->threads < 0)
+    return pb_error_set(err, PB_EINVAL, "iterations must be >= 1, warmup and threads >= 0");
+  if (p->n_batch_sizes < 0 || p->n_batch_sizes > PB_INFER_MAX_BATCH_SIZES ||
+      (p->n_batch_sizes > 0 && p->batch_sizes == NULL))
+    return pb_error_set(err, PB_EINVAL, "from 1 to %d batch sizes", PB_INFER_MAX_BATCH_SIZES);
+  static const int dflt[] = {1, 8, 32, 128};
+  c->nbs = p->n_batch_sizes > 0 ? p->n_batch_sizes : 4;
+  for (int i = 0; i < c->nbs; i++) {
+    c->bss[i] = p->n_batch_sizes > 0 ? p->batch_sizes[i] : dflt[i];
+    if (c->bss[i] < 1 || c->bss[i] > 65536)
+      return pb_error_set(err, PB_EINVAL, "batch sizes go from 1 to 65536, not %d", c->bss[i]);
+  }
+  return PB_OK;
+}
+
+/* ---- input --------------------------------------------------------------------------------- */
+
+/* Fills batch x (c,h,w) from the dataset, cycling over its images, or with seeded noise. */
+static int fill_input(pb_dataset *ds, int batch, int c, int h, int w, uint64_t seed, float *x,
+                      struct pb_error *err) {
+  size_t per = (size_t)c * (size_t)h * (size_t)w;
+  if (ds == NULL) {
+    pb_rng rng;
+    pb_rng_init(&rng, seed);
+    for (size_t i = 0; i < (size_t)batch * per; i++) x[i] = (float)pb_rng_normal(&rng);
+    return PB_OK;
+  }
+  int64_t n = pb_dataset_count(ds);
+  for (int b = 0; b < batch; b++) {
+    pb_image_meta meta;
+    int64_t idx = b % n;
+    PB_RETURN_NOT_OK(pb_dataset_meta(ds, idx, &meta, err));
+    size_t bytes = pb_image_bytes(&meta);
+    void *pix = malloc(bytes ? bytes : 1);
+    if (pix == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    int rc = pb_dataset_read(ds, idx, pix, bytes, NULL, err);
+    if (rc == PB_OK) rc = pb_image_to_chw(&meta, pix, c, h, w, x + (size_t)b * per, err);
+    free(pix);
+    if (rc != PB_OK) return rc;
+  }
+  return PB_OK;
+}
+
+/* The model's input shape (embed takes the data's own, the others 3x224x224) and one input per
+ * batch size. */
+static int make_inputs(pb__infer_ctx *c, uint64_t seed, struct pb_error *err) {
+  pb_dataset *ds = NULL;
+  c->c = 1, c->h = 100, c->w = 100;
+  if (strcmp(c->source, "synthetic") != 0) {
+    PB_RETURN_NOT_OK(pb_dataset_open(c->source, NULL, &ds, err));
+    pb_image_meta m;
+    int rc = pb_dataset_count(ds) < 1
+                 ? pb_error_set(err, PB_EFORMAT, "%s holds no images", c->source)
+                 : pb_dataset_meta(ds, 0, &m, err);
+    if (rc != PB_OK) {
+      pb_dataset_free(ds);
+      return rc;
+    }
+    c->c = (int)m.shape[PB_C], c->h = (int)m.shape[PB_Y], c->w = (int)m.shape[PB_X];
+  }
+  if (strcmp(c->model, "embed") != 0) c->c = 3, c->h = 224, c->w = 224;
+  int rc = PB_OK;
+  size_t per = (size_t)c->c * (size_t)c->h * (size_t)c->w;
+  for (int i = 0; i < c->nbs && rc == PB_OK; i++) {
+    c->inputs[i] = malloc((size_t)c->bss[i] * per * sizeof(float));
+    if (c->inputs[i] == NULL)
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory for the input of batch %d", c->bss[i]);
+    else
+      rc = fill_input(ds, c->bss[i], c->c, c->h, c->w, seed, c->inputs[i], err);
+  }
+  pb_dataset_free(ds);
+  return rc;
+}
+
+/* ---- rows ---------------------------------------------------------------------------------- */
+
+void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *lat_s, size_t n,
+                       const double *dev_lat_s, size_t n_dev) {
+  pb_table *t = c->rows;
+  pb_summary s;
+  pb_summarize(lat_s, n, &s);
+  double thr = (double)r->batch / s.mean;
+  char shape[64];
+  snprintf(shape, sizeof shape, "%dx%dx%dx%d", r->batch, c->c, c->h, c->w);
+  pb_table_append_row(t);
+  pb_table_set_str(t, "framework", r->framework);
+  pb_table_set_str(t, "framework_version", r->version);
+  pb_table_set_str(t, "versions", r->versions);
+  pb_table_set_str(t, "model", c->model);
+  pb_table_set_str(t, "device", r->device_name);
+  pb_table_set_str(t, "device_type", r->device_type);
+  pb_table_set_str(t, "isa", r->isa);
+  pb_table_set_i64(t, "threads", r->threads);
+  pb_table_set_i64(t, "batch_size", r->batch);
+  pb_table_set_str(t, "input_shape", shape);
+  pb_table_set_str(t, "memory_format", r->memory_format);
+  pb_table_set_str(t, "dtype", c->dtype);
+  pb_table_set_str(t, "data_source", c->source);
+  pb_table_set_f64(t, "latency_p50_ms", s.p50 * 1e3);
+  pb_table_set_f64(t, "latency_p95_ms", s.p95 * 1e3);
+  pb_table_set_f64(t, "latency_p99_ms", s.p99 * 1e3);
+  pb_table_set_f64(t, "latency_mean_ms", s.mean * 1e3);
+  pb_table_set_f64(t, "latency_std_ms", s.stddev * 1e3);
+  pb_table_set_f64(t, "latency_min_ms", s.min * 1e3);
+  pb_table_set_f64(t, "latency_max_ms", s.max * 1e3);
+  pb_table_set_f64(t, "latency_median_ci_lo_ms", s.median_ci_lo * 1e3);
+  pb_table_set_f64(t, "latency_median_ci_hi_ms", s.median_ci_hi * 1e3);
+  pb_table_set_f64(t, "latency_cv", s.cv);
+  pb_table_set_bool(t, "p95_reliable", s.p95_reliable);
+  pb_table_set_bool(t, "p99_reliable", s.p99_reliable);
+  pb_table_set_bool(t, "unstable", s.unstable);
+  pb_summary d;
+  pb_summarize(dev_lat_s, n_dev, &d); /* NaN (a NULL cell) without device timings */
+  pb_table_set_f64(t, "device_latency_p50_ms", d.p50 * 1e3);
+  pb_table_set_f64(t, "device_latency_p95_ms", d.p95 * 1e3);
+  pb_table_set_f64(t, "throughput_ips", thr);
+  pb_table_set_f64(t, "gflops_per_image", c->flops / 1e9);
+  pb_table_set_f64(t, "achieved_gflops", c->flops * thr / 1e9);
+  pb_table_set_f64(t, "memory_mb", r->memory_mb);
+  pb_table_set_str(t, "memory_kind", r->memory_kind);
+  pb_table_set_f64(t, "compilation_time_ms", r->compile_ms);
+  pb_table_set_i64(t, "n", (int64_t)s.n);
+  pb_table_set_i64(t, "warmup", c->warmup);
+  pb_table_set_i64(t, "seed", (int64_t)c->seed);
+  pb_table_set_str(t, "timestamp", c->env.timestamp_utc);
+  pb_table_set_str(t, "git_commit", pb_git_commit());
+}
+
+/* ---- pipebench's engine -------------------------------------------------------------------- */
+
+static int time_engine(const pb_infer_params *p, pb__infer_ctx *c, pb_engine *e, pb_tensor *x,
+                       pb_tensor *y, double *lat, struct pb_error *err) {
+  int64_t start = pb_now_ns();
+  long total = (long)p->warmup + p->iterations;
+  for (long it = 0; it < total; it++) {
+    int64_t t0 = pb_now_ns();
+    PB_RETURN_NOT_OK(pb_engine_forward(e, x, y, err));
+    PB_RETURN_NOT_OK(pb_engine_synchronize(e, err)); /* the clock is read once the device is done */
+    int64_t t1 = pb_now_ns();
+    if (it >= p->warmup) lat[it - p->warmup] = (double)(t1 - t0) / 1e9;
+    if (p->progress != NULL && it % 5 == 4)
+      p->progress(p->progress_ctx, "infer", it + 1, total, (double)(pb_now_ns() - start) / 1e9);
+  }
+  if (p->progress != NULL) p->progress(p->progress_ctx, "", 0, 0, 0);
+  (void)c;
+  return PB_OK;
+}
+
+static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, double *lat,
+                            struct pb_error *err) {
+  pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
+  ep.model = c->model, ep.device = c->device, ep.dtype = c->dtype, ep.batch_size = c->bss[i];
+  ep.channels = c->c, ep.height = c->h, ep.width = c->w, ep.seed = c->seed;
+  ep.threads = p->threads;
+  pb_engine *e = NULL;
+  pb_tensor *x = NULL, *y = NULL;
+  int rc = pb_engine_new(&ep, &e, err);
+  if (rc == PB_OK) rc = pb_engine_tensor_new(e, PB_TENSOR_INPUT, &x, err);
+  if (rc == PB_OK) rc = pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &y, err);
+  if (rc == PB_OK) rc = pb_tensor_write(x, c->inputs[i], pb_tensor_bytes(x), err);
+  pb_engine_info in;
+  if (rc == PB_OK) {
+    pb_engine_get_info(e, &in);
+    if (i == 0)
+      pb__infer_note(p, 0, "device: %s (%s, %s, %d threads, %s%s%s)", in.device, in.device_name,
+                     in.isa, in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
+    c->flops = in.flops_per_image;
+    c->engine_threads = in.threads;
+    rc = time_engine(p, c, e, x, y, lat, err);
+  }
+  if (rc == PB_OK) {
+    pb__infer_row r = {0};
+    r.framework = in.backend;
+    /* oneDNN's version alone, as rows always had it; other backends name their libraries */
+    r.version = strcmp(in.backend, "onednn") == 0 ? c->env.onednn_version : in.versions;
+    r.versions = in.versions, r.device_name = in.device_name, r.device_type = in.device;
+    r.isa = in.isa, r.threads = in.threads, r.batch = c->bss[i];
+    r.memory_format = strcmp(in.device, "cpu") == 0 ? "backend_chosen" : "channels_last";
+    r.memory_mb = (double)in.bytes_total / 1048576.0, r.memory_kind = "engine_bytes";
+    r.compile_ms = in.compile_ms;
+    pb__infer_add_row(c, &r, lat, (size_t)p->iterations, NULL, 0);
+  } else {
+    pb_error_prefix(err, "batch %d: ", c->bss[i]);
+  }
+  pb_tensor_free(x);
+  pb_tensor_free(y);
+  pb_engine_free(e);
+  return rc;
+}
+
+static int run_engine(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+  double *lat = calloc((size_t)p->iterations, sizeof *lat);
+  if (lat == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  int rc = PB_OK;
+  for (int i = 0; i < c->nbs && rc == PB_OK; i++) rc = run_engine_batch(p, c, i, lat, err);
+  free(lat);
+  return rc;
+}
+
+/* The FLOP count of the model, for peers-only runs (an engine on the CPU is built for it). */
+static void count_flops(pb__infer_ctx *c) {
+  pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
+  ep.model = c->model, ep.channels = c->c, ep.height = c->h, ep.width = c->w, ep.device = "cpu";
+  pb_engine *e = NULL;
+  if (pb_engine_new(&ep, &e, NULL) == PB_OK) {
+    pb_engine_info in;
+    pb_engine_get_info(e, &in);
+    c->flops = in.flops_per_image;
+  }
+  pb_engine_free(e);
+}
+
+/* ---- output -------------------------------------------------------------------------------- */
+
+static int new_rows(pb__infer_ctx *c, struct pb_error *err) {
+  if (pb_table_new(&c->rows) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb_table_set_env(c->rows, &c->env);
+  pb_table_set_meta(c->rows, "command", "infer");
+  return PB_OK;
+}
+
+static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_path,
+                         size_t csv_path_size, struct pb_error *err) {
+  time_t now = time(NULL);
+  struct tm tmv;
+  gmtime_r(&now, &tmv);
+  char stamp[32], path[4400];
+  strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", &tmv);
+  snprintf(path, sizeof path, "%s/benchmark_results_%s.csv", p->output_dir, stamp);
+  PB_RETURN_NOT_OK(pb__mkdirs(p->output_dir, err));
+  PB_RETURN_NOT_OK(pb_table_write(c->rows, path, PB_SINK_CSV, err));
+  if (csv_path != NULL) snprintf(csv_path, csv_path_size, "%s", path);
+  pb__infer_note(p, 0, "results: %s", path);
+  if (!p->plot) return PB_OK;
+  /* The plot goes beside the raw folder, into images/ (results/raw -> results/images); a plot
+   * that cannot be drawn is a warning, the CSV is the result; one that cannot be written fails. */
+  char img_dir[4096], png[4200];
+  snprintf(img_dir, sizeof img_dir, "%s", p->output_dir);
+  char *slash = strrchr(img_dir, '/');
+  if (slash != NULL) snprintf(slash, sizeof img_dir - (size_t)(slash - img_dir), "/images");
+  else snprintf(img_dir, sizeof img_dir, "images");
+  snprintf(png, sizeof png, "%s/pipebench_infer.png", img_dir);
+  struct pb_error perr = {{0}};
+  int prc = pb__mkdirs(img_dir, &perr);
+  if (prc == PB_OK) prc = pb_report_plot_infer(p->output_dir, png, &perr);
+  if (prc == PB_OK) {
+    pb__infer_note(p, 1, "plot: %s", png);
+  } else if (prc == PB_ENOTFOUND || prc == PB_EFORMAT || prc == PB_EUNSUPPORTED ||
+             prc == PB_ESTATE) {
+    pb__infer_note(p, 1, "no plot: %s", perr.message);
+  } else { /* drawn but not written (a full disk): the command fails */
+    return pb_error_set(err, prc, "%s", perr.message);
+  }
+  return PB_OK;
+}
+
+int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size_t csv_path_size,
+                 struct pb_error *err) {
+  if (rows != NULL) *rows = NULL;
+  if (csv_path != NULL && csv_path_size > 0) csv_path[0] = '\0';
+  if (p == NULL) return pb_error_set(err, PB_EINVAL, "no parameters");
+  pb__infer_ctx *c = calloc(1, sizeof *c);
+  if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  c->seed = p->seed, c->warmup = p->warmup;
+  int rc = check_params(p, c, err);
+  if (rc == PB_OK) rc = make_inputs(c, p->seed, err);
+  if (rc == PB_OK) {
+    pb_env_collect(&c->env, NULL);
+    rc = new_rows(c, err);
+  }
+  if (rc == PB_OK && (c->mask & PB__FW_ENGINE)) rc = run_engine(p, c, err);
+  if (rc == PB_OK && (c->mask & PB__FW_PEERS)) {
+    if (!(c->mask & PB__FW_ENGINE)) count_flops(c);
+    rc = pb__infer_peers(p, c, err);
+  }
+  if (rc == PB_OK && pb_table_rows(c->rows) == 0)
+    pb__infer_note(p, 1, "no rows: every framework asked for was skipped; nothing written");
+  else if (rc == PB_OK && p->output_dir != NULL)
+    rc = write_outputs(p, c, csv_path, csv_path_size, err);
+  for (int i = 0; i < c->nbs; i++) free(c->inputs[i]);
+  if (rc == PB_OK && rows != NULL) *rows = c->rows;
+  else pb_table_free(c->rows);
+  free(c);
+  return rc;
+}
