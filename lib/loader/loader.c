@@ -662,8 +662,8 @@ static int check_images(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
     PB_RETURN_NOT_OK(pb_dataset_meta(ds, i, &m, err));
     int same = m.dtype == l->meta.dtype;
     for (int k = 0; k < PB_NDIM; k++) same = same && m.shape[k] == l->meta.shape[k];
-    if (!same)
-      return pb_error_set(err, PB_EINVAL,
+    if (!same) /* a property of the data, not of the call: not PB_EINVAL */
+      return pb_error_set(err, PB_EFORMAT,
                           "%s: image %lld ('%s') is %s %lldx%lldx%lldx%lldx%lld but image 0 ('%s') "
                           "is %s %lldx%lldx%lldx%lldx%lld (TCZYX); batches need one shape",
                           l->path, (long long)i, m.name, pb_dtype_name(m.dtype),
@@ -714,7 +714,7 @@ static int open_raw_checked(pb_loader *l, const char *file, struct pb_error *err
     for (int k = 0; k < PB_NDIM; k++) same = same && m.shape[k] == l->meta.shape[k];
   }
   if (!same)
-    return pb_error_set(err, PB_EINVAL,
+    return pb_error_set(err, PB_EFORMAT,
                         "cache file %s does not match dataset %s (image count or shape differs); "
                         "remove it or give another cache_path",
                         file, l->path);
@@ -793,7 +793,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   if (rc != PB_OK) goto fail;
   l->count = pb_dataset_count(ds0);
   if (l->count < 1) {
-    rc = pb_error_set(err, PB_EINVAL, "%s: the dataset has no images", path);
+    rc = pb_error_set(err, PB_EFORMAT, "%s: the dataset has no images", path);
     goto fail;
   }
   rc = check_images(l, ds0, err);

@@ -220,7 +220,7 @@ static void test_shape_checks(void) {
   CHECK_OK(pb_writer_finish(wr, &err), &err);
   pb_writer_free(wr);
   pb_loader *l = NULL;
-  CHECK_EQ(pb_loader_new(path, NULL, &l, &err), PB_EINVAL);
+  CHECK_EQ(pb_loader_new(path, NULL, &l, &err), PB_EFORMAT);
   CHECK(l == NULL);
   CHECK_CONTAINS(err.message, "image 2 ('odd2')");
 
