@@ -11,34 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "common/proc.h"
-
-static int failures;
-#define CHECK(cond)                                                                        \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-      failures++;                                                                          \
-    }                                                                                      \
-  } while (0)
-#define CHECK_INT(a, b)                                                                    \
-  do {                                                                                     \
-    long long a_ = (a), b_ = (b);                                                          \
-    if (a_ != b_) {                                                                        \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld vs %lld\n", __FILE__, __LINE__, #a, #b, \
-              a_, b_);                                                                     \
-      failures++;                                                                          \
-    }                                                                                      \
-  } while (0)
-#define CHECK_HAS(text, part)                                                              \
-  do {                                                                                     \
-    const char *t_ = (text), *p_ = (part);                                                 \
-    if (t_ == NULL || strstr(t_, p_) == NULL) {                                            \
-      fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,       \
-              t_ ? t_ : "(null)", p_);                                                     \
-      failures++;                                                                          \
-    }                                                                                      \
-  } while (0)
 
 static char dir[] = "/tmp/pb_test_proc_XXXXXX";
 
@@ -103,27 +77,27 @@ static int run_sh(const char *script, pb__proc_result *res, struct pb_error *err
 static void test_exit_codes(void) {
   pb__proc_result r;
   struct pb_error e = {{0}};
-  CHECK_INT(run_sh("exit 0", &r, &e), PB_OK);
-  CHECK_INT(r.exit_code, 0);
-  CHECK_INT(r.term_signal, 0);
-  CHECK(r.started);
-  CHECK(r.wall_s > 0);
-  CHECK_INT(run_sh("exit 3", &r, &e), PB_ECHILD);
-  CHECK_INT(r.exit_code, 3);
-  CHECK_HAS(e.message, "exit status 3");
-  CHECK_INT(run_sh("sleep 0.2", &r, &e), PB_OK);
-  CHECK(r.wall_s >= 0.2 && r.wall_s < 5);
-  CHECK(r.maxrss_mb > 0);
-  CHECK_INT(run_sh("exit 0", NULL, NULL), PB_OK); /* res and err may be NULL */
+  EXPECT_EQ(run_sh("exit 0", &r, &e), PB_OK);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT(r.started);
+  EXPECT(r.wall_s > 0);
+  EXPECT_EQ(run_sh("exit 3", &r, &e), PB_ECHILD);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_CONTAINS(e.message, "exit status 3");
+  EXPECT_EQ(run_sh("sleep 0.2", &r, &e), PB_OK);
+  EXPECT(r.wall_s >= 0.2 && r.wall_s < 5);
+  EXPECT(r.maxrss_mb > 0);
+  EXPECT_EQ(run_sh("exit 0", NULL, NULL), PB_OK); /* res and err may be NULL */
 }
 
 static void test_signals(void) {
   pb__proc_result r;
   struct pb_error e = {{0}};
-  CHECK_INT(run_sh("kill -USR1 $$", &r, &e), PB_ECHILD);
-  CHECK_INT(r.term_signal, SIGUSR1);
-  CHECK_INT(r.exit_code, -1);
-  CHECK_HAS(e.message, "killed by signal");
+  EXPECT_EQ(run_sh("kill -USR1 $$", &r, &e), PB_ECHILD);
+  EXPECT_EQ(r.term_signal, SIGUSR1);
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_CONTAINS(e.message, "killed by signal");
 }
 
 static void test_cannot_start(void) {
@@ -131,21 +105,21 @@ static void test_cannot_start(void) {
   struct pb_error e = {{0}};
   const char *argv[] = {"/nonexistent/pb_no_such_program", NULL};
   pb__proc p = {.argv = argv};
-  CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECHILD);
-  CHECK_HAS(e.message, "cannot run /nonexistent/pb_no_such_program");
-  CHECK_INT(r.exit_code, 127);
-  CHECK(!r.started);
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_ECHILD);
+  EXPECT_CONTAINS(e.message, "cannot run /nonexistent/pb_no_such_program");
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT(!r.started);
   const char *argv2[] = {"true", NULL};
   pb__proc q = {.argv = argv2, .cwd = "/nonexistent/pb_no_such_folder"};
-  CHECK_INT(pb__proc_run(&q, &r, &e), PB_ECHILD);
-  CHECK_HAS(e.message, "cannot enter /nonexistent/pb_no_such_folder");
+  EXPECT_EQ(pb__proc_run(&q, &r, &e), PB_ECHILD);
+  EXPECT_CONTAINS(e.message, "cannot enter /nonexistent/pb_no_such_folder");
   pb__proc z = {0};
-  CHECK_INT(pb__proc_run(&z, &r, &e), PB_EINVAL);
+  EXPECT_EQ(pb__proc_run(&z, &r, &e), PB_EINVAL);
   char log[4200];
   snprintf(log, sizeof log, "%s/no/such/dir/log", dir);
   pb__proc w = {.argv = argv2, .stderr_path = log};
-  CHECK(pb__proc_run(&w, &r, &e) < 0);
-  CHECK_HAS(e.message, log);
+  EXPECT(pb__proc_run(&w, &r, &e) < 0);
+  EXPECT_CONTAINS(e.message, log);
 }
 
 static void test_outputs(void) {
@@ -157,32 +131,32 @@ static void test_outputs(void) {
   struct pb_error e = {{0}};
   const char *argv[] = {"sh", "-c", "echo to-out; echo to-err >&2", NULL};
   pb__proc p = {.argv = argv, .stdout_path = out, .stderr_path = err_path};
-  CHECK_INT(pb__proc_run(&p, &r, &e), PB_OK);
-  CHECK(strcmp(slurp(out), "to-out\n") == 0);
-  CHECK(strcmp(slurp(err_path), "to-err\n") == 0);
-  CHECK(r.out == NULL);
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_OK);
+  EXPECT(strcmp(slurp(out), "to-out\n") == 0);
+  EXPECT(strcmp(slurp(err_path), "to-err\n") == 0);
+  EXPECT(r.out == NULL);
   pb__proc q = {.argv = argv, .stdout_path = both, .stderr_path = both};
-  CHECK_INT(pb__proc_run(&q, &r, &e), PB_OK);
-  CHECK(strcmp(slurp(both), "to-out\nto-err\n") == 0);
+  EXPECT_EQ(pb__proc_run(&q, &r, &e), PB_OK);
+  EXPECT(strcmp(slurp(both), "to-out\nto-err\n") == 0);
   /* captured stdout; stderr to a file whose last lines the error quotes */
   const char *argv2[] = {"sh", "-c", "echo captured; echo line1 >&2; echo line2 >&2; exit 4", NULL};
   pb__proc c = {.argv = argv2, .capture_stdout = 1, .stderr_path = err_path};
-  CHECK_INT(pb__proc_run(&c, &r, &e), PB_ECHILD);
-  CHECK(r.out != NULL && strcmp(r.out, "captured\n") == 0);
-  CHECK_INT((long long)r.out_len, 9);
-  CHECK_HAS(e.message, "exit status 4: line1\nline2");
+  EXPECT_EQ(pb__proc_run(&c, &r, &e), PB_ECHILD);
+  EXPECT(r.out != NULL && strcmp(r.out, "captured\n") == 0);
+  EXPECT_EQ((long long)r.out_len, 9);
+  EXPECT_CONTAINS(e.message, "exit status 4: line1\nline2");
   free(r.out);
   /* more than one pipe's worth */
   const char *argv3[] = {"head", "-c", "3000000", "/dev/zero", NULL};
   pb__proc big = {.argv = argv3, .capture_stdout = 1};
-  CHECK_INT(pb__proc_run(&big, &r, &e), PB_OK);
-  CHECK_INT((long long)r.out_len, 3000000);
+  EXPECT_EQ(pb__proc_run(&big, &r, &e), PB_OK);
+  EXPECT_EQ((long long)r.out_len, 3000000);
   free(r.out);
   /* nothing printed: an empty string, not NULL */
   const char *argv4[] = {"true", NULL};
   pb__proc none = {.argv = argv4, .capture_stdout = 1};
-  CHECK_INT(pb__proc_run(&none, &r, &e), PB_OK);
-  CHECK(r.out != NULL && r.out[0] == '\0' && r.out_len == 0);
+  EXPECT_EQ(pb__proc_run(&none, &r, &e), PB_OK);
+  EXPECT(r.out != NULL && r.out[0] == '\0' && r.out_len == 0);
   free(r.out);
 }
 
@@ -195,14 +169,14 @@ static void test_env_and_cwd(void) {
   pb__proc p = {.argv = argv, .env = env, .cwd = dir, .capture_stdout = 1};
   pb__proc_result r;
   struct pb_error e = {{0}};
-  CHECK_INT(pb__proc_run(&p, &r, &e), PB_OK);
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_OK);
   char want[4300], real[4096];
-  CHECK(realpath(dir, real) != NULL);
+  EXPECT(realpath(dir, real) != NULL);
   snprintf(want, sizeof want, "theirs kept new %s", real);
-  CHECK(r.out != NULL && strcmp(r.out, want) == 0);
+  EXPECT(r.out != NULL && strcmp(r.out, want) == 0);
   if (r.out != NULL && strcmp(r.out, want) != 0) fprintf(stderr, "got '%s', want '%s'\n", r.out, want);
   free(r.out);
-  CHECK(strcmp(getenv("PB_PROC_TEST_A"), "ours") == 0); /* ours untouched */
+  EXPECT(strcmp(getenv("PB_PROC_TEST_A"), "ours") == 0); /* ours untouched */
 }
 
 /* A timeout stops the child and the grandchild it started, whether or not they honour
@@ -217,16 +191,16 @@ static void test_timeout_kills_group(int ignore_term) {
   struct pb_error e = {{0}};
   const char *argv[] = {"sh", "-c", script, NULL};
   pb__proc p = {.argv = argv, .timeout_s = 0.5};
-  CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECHILD);
-  CHECK(r.timed_out);
-  CHECK_HAS(e.message, "no result after");
-  CHECK(r.wall_s >= 0.5 && r.wall_s < 5.0);
-  if (ignore_term) CHECK_INT(r.term_signal, SIGKILL);
-  else CHECK_INT(r.term_signal, SIGTERM);
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_ECHILD);
+  EXPECT(r.timed_out);
+  EXPECT_CONTAINS(e.message, "no result after");
+  EXPECT(r.wall_s >= 0.5 && r.wall_s < 5.0);
+  if (ignore_term) EXPECT_EQ(r.term_signal, SIGKILL);
+  else EXPECT_EQ(r.term_signal, SIGTERM);
   pid_t gc = read_pid(pidfile);
-  CHECK(gc > 0);
+  EXPECT(gc > 0);
   if (gc > 0) {
-    CHECK(ended(gc));
+    EXPECT(ended(gc));
     kill(gc, SIGKILL); /* whatever the check said, leave nothing behind */
   }
 }
@@ -249,18 +223,18 @@ static void test_cancel(void) {
   cancel_flag = 0;
   pb__proc p = {.argv = argv, .cancel = &cancel_flag, .timeout_s = 60};
   pthread_t th;
-  CHECK(pthread_create(&th, NULL, set_cancel, NULL) == 0);
+  EXPECT(pthread_create(&th, NULL, set_cancel, NULL) == 0);
   pb__proc_result r;
   struct pb_error e = {{0}};
-  CHECK_INT(pb__proc_run(&p, &r, &e), PB_ECANCELED);
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_ECANCELED);
   pthread_join(th, NULL);
-  CHECK(r.canceled);
-  CHECK(!r.timed_out);
-  CHECK(r.wall_s < 10);
+  EXPECT(r.canceled);
+  EXPECT(!r.timed_out);
+  EXPECT(r.wall_s < 10);
   pid_t gc = read_pid(pidfile);
-  CHECK(gc > 0);
+  EXPECT(gc > 0);
   if (gc > 0) {
-    CHECK(ended(gc));
+    EXPECT(ended(gc));
     kill(gc, SIGKILL);
   }
 }
@@ -279,15 +253,15 @@ static void test_interrupt(void) {
     pb__proc_run(&p, NULL, NULL);
     _exit(0); /* not reached when SIGINT is delivered again */
   }
-  CHECK(helper > 0);
+  EXPECT(helper > 0);
   pid_t gc = read_pid(pidfile);
-  CHECK(gc > 0);
+  EXPECT(gc > 0);
   kill(helper, SIGINT);
   int status = 0;
-  CHECK(waitpid(helper, &status, 0) == helper);
-  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+  EXPECT(waitpid(helper, &status, 0) == helper);
+  EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
   if (gc > 0) {
-    CHECK(ended(gc));
+    EXPECT(ended(gc));
     kill(gc, SIGKILL);
   }
 }
@@ -318,31 +292,31 @@ static void test_interrupt_handled(void) {
     int rc = pb__proc_run(&p, NULL, NULL);
     _exit(rc == PB_OK && handled ? 0 : 1);
   }
-  CHECK(helper > 0);
-  CHECK(read_pid(pidfile) > 0);
+  EXPECT(helper > 0);
+  EXPECT(read_pid(pidfile) > 0);
   kill(helper, SIGINT);
   int status = 0;
-  CHECK(waitpid(helper, &status, 0) == helper);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  CHECK(strcmp(slurp(donefile), "done\n") == 0);
+  EXPECT(waitpid(helper, &status, 0) == helper);
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT(strcmp(slurp(donefile), "done\n") == 0);
 }
 
 static void test_tail(void) {
   char path[4200], buf[64];
   path_in(path, sizeof path, "tail.txt");
   FILE *f = fopen(path, "w");
-  CHECK(f != NULL);
+  EXPECT(f != NULL);
   if (f == NULL) return;
   fputs("a\nb\nc\nd\n\n", f);
   fclose(f);
   pb__proc_tail(path, 2, buf, sizeof buf);
-  CHECK(strcmp(buf, "c\nd") == 0);
+  EXPECT(strcmp(buf, "c\nd") == 0);
   pb__proc_tail(path, 10, buf, sizeof buf);
-  CHECK(strcmp(buf, "a\nb\nc\nd") == 0);
+  EXPECT(strcmp(buf, "a\nb\nc\nd") == 0);
   pb__proc_tail(path, 10, buf, 4); /* the last 3 bytes only */
-  CHECK(strcmp(buf, "d") == 0);
+  EXPECT(strcmp(buf, "d") == 0);
   pb__proc_tail(NULL, 2, buf, sizeof buf);
-  CHECK(buf[0] == '\0');
+  EXPECT(buf[0] == '\0');
 }
 
 int main(void) {
@@ -364,7 +338,7 @@ int main(void) {
   const char *rm[] = {"rm", "-rf", dir, NULL};
   pb__proc p = {.argv = rm};
   if (pb__proc_run(&p, NULL, NULL) != PB_OK) fprintf(stderr, "could not remove %s\n", dir);
-  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  if (check_failures()) fprintf(stderr, "%d check(s) failed\n", check_failures());
   else printf("test_proc: all checks passed\n");
-  return failures ? 1 : 0;
+  return check_failures() ? 1 : 0;
 }
