@@ -14,11 +14,11 @@ static void note_cb(pb_report_note_fn note, void *ctx, int status, const char *p
   if (note != NULL) note(ctx, status, path, msg);
 }
 
-static int load_one(const char *dir, int track, pb__rp_data *d, pb_report_note_fn note, void *ctx) {
-  int k = track - 1;
+static int load_one(const char *dir, size_t k, pb__rp_data *d, pb_report_note_fn note, void *ctx) {
+  const char *track = d->views[k]->id, *stem = d->views[k]->table;
   char pq[4200], csv[4200];
-  snprintf(pq, sizeof pq, "%s/data/pipebench_track%d.parquet", dir, track);
-  snprintf(csv, sizeof csv, "%s/data/pipebench_track%d.csv", dir, track);
+  snprintf(pq, sizeof pq, "%s/data/%s.parquet", dir, stem);
+  snprintf(csv, sizeof csv, "%s/data/%s.csv", dir, stem);
   snprintf(d->path[k], sizeof d->path[k], "%s", pq);
   struct pb_error e1 = {{0}}, e2 = {{0}};
   int rc = pb_table_read(pq, PB_SINK_PARQUET, &d->t[k], &e1);
@@ -28,7 +28,7 @@ static int load_one(const char *dir, int track, pb__rp_data *d, pb_report_note_f
   if (rc2 == PB_OK) {
     if (rc != PB_ENOTFOUND) {
       char msg[1200];
-      snprintf(msg, sizeof msg, "%s; drew track %d from %s instead", e1.message, track, csv);
+      snprintf(msg, sizeof msg, "%s; drew track %s from %s instead", e1.message, track, csv);
       note_cb(note, ctx, rc, pq, msg);
     }
     snprintf(d->path[k], sizeof d->path[k], "%s", csv);
@@ -36,7 +36,7 @@ static int load_one(const char *dir, int track, pb__rp_data *d, pb_report_note_f
   }
   d->t[k] = NULL;
   if (rc == PB_ENOTFOUND && rc2 == PB_ENOTFOUND) {
-    snprintf(d->why[k], sizeof d->why[k], "%s: no such table (track %d was not run)", pq, track);
+    snprintf(d->why[k], sizeof d->why[k], "%s: no such table (track %s was not run)", pq, track);
     return PB_ENOTFOUND;
   }
   /* Name the file that is there but broken. */
@@ -127,10 +127,13 @@ int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_e
   return PB_OK;
 }
 
-void pb__rp_load(const char *dir, pb__rp_data *d, pb_report_note_fn note, void *ctx) {
+void pb__rp_load(const char *dir, const pb__rp_view *const *views, size_t n, pb__rp_data *d,
+                 pb_report_note_fn note, void *ctx) {
   memset(d, 0, sizeof *d);
   snprintf(d->dir, sizeof d->dir, "%s", dir);
-  for (int k = 1; k <= PB__RP_TRACKS; k++) d->status[k - 1] = load_one(dir, k, d, note, ctx);
+  d->views = views;
+  d->n = n < PB__RP_TRACKS ? n : PB__RP_TRACKS;
+  for (size_t k = 0; k < d->n; k++) d->status[k] = load_one(dir, k, d, note, ctx);
   static const char *const where[] = {"", "/data"};
   for (int i = 0; i < 2 && d->infer == NULL; i++) {
     char sub[4200];
@@ -150,15 +153,30 @@ void pb__rp_free(pb__rp_data *d) {
 
 /* ---- rows ----------------------------------------------------------------------------------- */
 
+static _Thread_local pb__rp_col_watch_fn watch_fn;
+static _Thread_local void *watch_ctx;
+
+void pb__rp_watch_columns(pb__rp_col_watch_fn fn, void *ctx) {
+  watch_fn = fn;
+  watch_ctx = ctx;
+}
+
+/* The index of col in t (-1: none), told to the watcher. */
+static long col_index(const pb_table *t, const char *col) {
+  if (t == NULL) return -1;
+  if (watch_fn != NULL) watch_fn(watch_ctx, t, col);
+  return pb_table_col_index(t, col);
+}
+
 const char *pb__rp_str(const pb_table *t, size_t row, const char *col) {
-  long c = t ? pb_table_col_index(t, col) : -1;
+  long c = col_index(t, col);
   if (c < 0 || pb_table_is_null(t, row, (size_t)c)) return NULL;
   if (pb_table_col_type(t, (size_t)c) != PB_COL_STRING) return NULL;
   return pb_table_get_str(t, row, (size_t)c);
 }
 
 double pb__rp_f64(const pb_table *t, size_t row, const char *col) {
-  long c = t ? pb_table_col_index(t, col) : -1;
+  long c = col_index(t, col);
   if (c < 0 || pb_table_is_null(t, row, (size_t)c)) return NAN;
   if (pb_table_col_type(t, (size_t)c) == PB_COL_STRING) return NAN;
   return pb_table_get_f64(t, row, (size_t)c);

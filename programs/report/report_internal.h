@@ -45,10 +45,12 @@ typedef struct pb__rp_filter {
   int64_t i;
 } pb__rp_filter;
 
-/* The tables of a results folder, loaded once. t[k] is NULL when track k+1 could not be read;
- * then status[k] < 0 and why[k] says why (PB_ENOTFOUND: simply absent). */
-typedef struct pb__rp_data {
+/* The tables of a results folder, loaded once: t[k] is the table of views[k], NULL when it
+ * could not be read; then status[k] < 0 and why[k] says why (PB_ENOTFOUND: simply absent). */
+struct pb__rp_data {
   char dir[4096];
+  const pb__rp_view *const *views;
+  size_t n; /* views (at most PB__RP_TRACKS) */
   pb_table *t[PB__RP_TRACKS];
   int status[PB__RP_TRACKS];
   char path[PB__RP_TRACKS][4200]; /* the file used (or tried first) */
@@ -56,10 +58,12 @@ typedef struct pb__rp_data {
   pb_table *infer; /* merged benchmark_results_*.csv rows, or NULL */
   char infer_dir[4200];
   int infer_files;
-} pb__rp_data;
+};
 
-/* Loads every table of dir; each failure or fallback is passed to note. */
-void pb__rp_load(const char *dir, pb__rp_data *d, pb_report_note_fn note, void *ctx);
+/* Loads the table of each of the n views (and the infer CSVs) of dir; each failure or fallback
+ * is passed to note. */
+void pb__rp_load(const char *dir, const pb__rp_view *const *views, size_t n, pb__rp_data *d,
+                 pb_report_note_fn note, void *ctx);
 void pb__rp_free(pb__rp_data *d);
 /* Reads and merges the infer CSVs of one folder (newest file wins per configuration). */
 int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_error *err);
@@ -82,12 +86,37 @@ int pb__rp_count_true(const pb_table *t, const char *col, const pb__rp_filter *f
 /* The fixed colour of a format (0xRRGGBB), the same in every plot. */
 uint32_t pb__rp_format_color(const char *format);
 
-/* Draws one track's plot (k = 1..4) or the infer plot (k = 0) into png (atomic). */
-int pb__plot_track(const pb__rp_data *d, int k, const char *png, struct pb_error *err);
+/* For tests: fn is told every table and column name the row helpers above look up on this
+ * thread (NULL: stop telling). */
+typedef void (*pb__rp_col_watch_fn)(void *ctx, const pb_table *t, const char *col);
+void pb__rp_watch_columns(pb__rp_col_watch_fn fn, void *ctx);
 
-/* The end of pb_run: draws the plots and writes the report of out_dir, telling each outcome
- * to line (may be NULL). Returns the first failure; pb_run does not fail on it, the tables are
- * already safe. */
-int pb__report_after_run(const char *out_dir, void (*line)(void *ctx, const char *text), void *ctx);
+/* ---- what the public calls do, for the views they are given (the tracks' table) ------------ */
+
+/* pb_report_plots_ex over these views: views[k] draws images/<table>.png. */
+int pb__rp_plots(const pb__rp_view *const *views, size_t n, const char *out_dir,
+                 pb_report_note_fn note, void *note_ctx, int *n_written, struct pb_error *err);
+/* pb_report_write_ex over these views, in their order. */
+int pb__rp_write(const pb__rp_view *const *views, size_t n, const char *out_dir,
+                 pb_report_note_fn note, void *note_ctx, struct pb_error *err);
+
+/* The end of pb_run: draws the plots and writes the report of out_dir over these views,
+ * telling each outcome to line (may be NULL). Returns the first failure to write a file;
+ * a table that cannot be drawn is only told. */
+int pb__report_after_run(const pb__rp_view *const *views, size_t n, const char *out_dir,
+                         void (*line)(void *ctx, const char *text), void *ctx);
+
+/* ---- building the written report (for the views' answers and sections) --------------------- */
+
+/* A paragraph, a list item (consecutive items make one list): text with **bold** and `code`. */
+void pb__rp_p(pb__rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pb__rp_li(pb__rp_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A table of nrows x ncols cells (row-major; row 0 is the header). */
+void pb__rp_table(pb__rp_doc *d, char (*cells)[64], int nrows, int ncols);
+/* A time in seconds or a number, in words for a table cell ("-" for NaN). */
+const char *pb__rp_fmt_time(double s, char *buf, size_t size);
+const char *pb__rp_fmt_num(double v, char *buf, size_t size);
+/* The number at o.a (b NULL) or o.a.b in a JSON object (the run's summary), or NaN. */
+double pb__rp_json_num(const cJSON *o, const char *a, const char *b);
 
 #endif

@@ -296,7 +296,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
     write_summary(c, "pipebench_summary_failed.json", &e2);
   } else {
     rc = write_summary(c, "pipebench_summary.json", err);
-    if (rc == PB_OK && (rc = pb__report_after_run(c->p.out, c->p.report, c->p.report_ctx)) != PB_OK)
+    if (rc == PB_OK && (rc = pb__tracks_report(c->p.out, c->p.report, c->p.report_ctx)) != PB_OK)
       pb_error_set(err, rc, "%s: the plots or the report could not be written (see above)", c->p.out);
   }
 done:

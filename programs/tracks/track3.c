@@ -3,10 +3,12 @@
  * (start-up) excluded, as DLIO and MLPerf Storage define it. A compute-emulation mode replaces
  * the model by a fixed busy time per batch, so storage can be judged without a model. */
 #include <math.h>
+#include <plplot.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/plot_kit.h"
 #include "tracks/tracks.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
@@ -271,16 +273,161 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   return rc;
 }
 
+/* ---- the report: plot, answer, section ------------------------------------------------------ */
+
+static void t3_draw(const void *ctx, pb__pl_page *pg) {
+  const pb_table *t = ctx;
+  const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
+  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nc = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  double hi = 0, whi = 0;
+  for (size_t r = 0; r < pb_table_rows(t); r++) {
+    double v = pb__rp_f64(t, r, T3_STEP_MEAN), w = pb__rp_f64(t, r, T3_DATA_WAIT_FRACTION);
+    if (v > hi) hi = v;
+    if (w > whi) whi = w;
+  }
+  const char *unit;
+  double us = pb__pl_time_unit(hi, &unit);
+  pb__pl_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
+  L.bottom = 4.0 * pb__pl_chr_y(&L, PB__PL_TXT);
+  char sub[256];
+  const char *model = pb__rp_str(t, 0, T3_MODEL), *mode = pb__rp_str(t, 0, T3_MODE);
+  snprintf(sub, sizeof sub, "model %s (%s), batch %.0f, %.0f workers, first step excluded; medians over rounds",
+           model ? model : "?", mode ? mode : "?", pb__rp_f64(t, 0, T3_BATCH_SIZE), pb__rp_f64(t, 0, T3_NUM_WORKERS));
+  pb__pl_title(&L, "Track 3: model loop - step time and time spent waiting for data", sub);
+  char ylab[64];
+  snprintf(ylab, sizeof ylab, "mean step time (%s)", unit);
+  double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
+  pb__pl_panel(&L, 0, -0.5, nc - 0.5, 0, hi * us * 1.15, 0, "step time: compute (solid) + data wait (hatched)",
+        "cache mode", ylab, caches, nc, NULL);
+  for (int c = 0; c < nc; c++)
+    for (int f = 0; f < nf; f++) {
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      double step = pb__rp_median(t, T3_STEP_MEAN, fl, 2, NULL) * us;
+      double wait = pb__rp_median(t, T3_DATA_WAIT_MEAN, fl, 2, NULL) * us;
+      if (!(step > 0)) continue;
+      if (!(wait >= 0)) wait = 0;
+      double x0 = c - gw / 2 + f * bw;
+      uint32_t col = pb__rp_format_color(formats[f]);
+      pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, 0, step - wait, col, 0);
+      if (wait > 0) pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, step - wait, step, col, 1);
+    }
+  double ymax = whi * 100 * 1.25;
+  if (ymax < 15) ymax = 15;
+  pb__pl_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", "cache mode",
+        "data wait (% of step time)", caches, nc, NULL);
+  pb__pl_color(0xB00000);
+  plwidth(3);
+  PLINT mark = 2500, space = 1500;
+  plstyl(1, &mark, &space);
+  PLFLT lx[2] = {-0.5, nc - 0.5}, ly[2] = {10, 10};
+  plline(2, lx, ly);
+  plstyl(0, NULL, NULL);
+  plptex(nc - 0.55, 10 + ymax * 0.03, 1, 0, 1, "data-bound above 10% (AU < 90%)");
+  for (int c = 0; c < nc; c++)
+    for (int f = 0; f < nf; f++) {
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      double v = pb__rp_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL) * 100;
+      if (!isfinite(v)) continue;
+      if (v < 0) v = 0;
+      double x0 = c - gw / 2 + f * bw;
+      pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, 0, v, pb__rp_format_color(formats[f]), 0);
+    }
+  pb__pl_format_legend(&L, formats, nf, NULL, 0, 3.2 * pb__pl_chr_y(&L, PB__PL_TXT));
+}
+
+static int t3_plot(const pb_table *t, const char *png, struct pb_error *err) {
+  return pb__plot_png(png, 1800, 800, t3_draw, t, err);
+}
+
+static void t3_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
+  (void)sum;
+  if (t == NULL) {
+    pb__rp_li(d, "Data-bound: not measured here (no track 3 table).");
+    return;
+  }
+  const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
+  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nc = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  char bound[768] = "";
+  double lo = INFINITY;
+  char lo_at[96] = "";
+  for (int f = 0; f < nf; f++)
+    for (int c = 0; c < nc; c++) {
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      double au = pb__rp_median(t, T3_AU, fl, 2, NULL);
+      if (!isfinite(au)) continue;
+      if (au < lo) {
+        lo = au;
+        snprintf(lo_at, sizeof lo_at, "%s, cache %s", formats[f], caches[c]);
+      }
+      if (au < 0.9) {
+        size_t u = strlen(bound);
+        snprintf(bound + u, sizeof bound - u, "%s%s/cache %s (AU %.0f%%)", u ? ", " : "", formats[f], caches[c], 100 * au);
+      }
+    }
+  const char *model = pb__rp_str(t, 0, T3_MODEL);
+  if (!isfinite(lo)) {
+    pb__rp_li(d, "Data-bound: track 3 has no accelerator utilisation.");
+  } else if (bound[0]) {
+    pb__rp_li(d, "**The model loop is data-bound** (track 3, %s: accelerator utilisation AU < 90%%) with %s; the model waits for data there.",
+           model ? model : "model", bound);
+  } else {
+    pb__rp_li(d, "**The model loop is not data-bound** (track 3, %s): AU >= 90%% with every format and cache mode (lowest %.1f%%, %s).",
+           model ? model : "model", 100 * lo, lo_at);
+  }
+}
+
+static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
+  pb__rp_p(d, "The loader feeding a model: step time (wait for the batch + compute), data-wait fraction = 1 - AU, first step excluded. AU below 90%% means data-bound.");
+  static const char *const head[] = {PB__COL_FORMAT, T3_CACHE, "step p50", "data wait", "AU", "data-bound", "images/s"};
+  int nc = 7, n = 0;
+  for (int c = 0; c < nc; c++) snprintf(cells[n++], 64, "%s", head[c]);
+  const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
+  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int ncache = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  for (int f = 0; f < nf; f++)
+    for (int c = 0; c < ncache && n + nc <= PB__RP_MAXCELLS; c++) {
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      int rounds = 0;
+      double au = pb__rp_median(t, T3_AU, fl, 2, &rounds);
+      if (rounds == 0) continue;
+      snprintf(cells[n++], 64, "%s", formats[f]);
+      snprintf(cells[n++], 64, "%s", caches[c]);
+      pb__rp_fmt_time(pb__rp_median(t, T3_STEP_P50, fl, 2, NULL), cells[n++], 64);
+      snprintf(cells[n++], 64, "%.1f%%", 100 * pb__rp_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL));
+      snprintf(cells[n++], 64, "%.1f%%", 100 * au);
+      snprintf(cells[n++], 64, "%s", au < 0.9 ? "**yes**" : "no");
+      pb__rp_fmt_num(pb__rp_median(t, T3_IMAGES_PER_SEC, fl, 2, NULL), cells[n++], 64);
+    }
+  pb__rp_table(d, cells, n / nc, nc);
+}
+
 /* ---- the descriptor -------------------------------------------------------------------------- */
 
-static const char *const t3_options[] = {"repeats", "model", "steps", "t3_batch", "t3_workers", "emulate_ms", "train",
-                                       "cold", "seed", NULL};
+static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, T3_MODE, T3_BATCH_SIZE, T3_NUM_WORKERS, PB__COL_CACHE_STATE, NULL};
+
+static const char *const t3_options[] = {"repeats", "model",      "steps", "t3_batch", "t3_workers",
+                                         "emulate_ms", "train", "cold",  "seed", NULL};
 
 const pb__track pb__track3 = {
     .name = "model loop",
     .options = t3_options,
     .validate = NULL,
     .measure = t3_run,
-    .view = {.id = "3", .title = "Track 3: model loop", .table = "pipebench_track3", .schema = t3_schema,
-             .plot_needs = T3_STEP_MEAN},
+    .view = {
+        .id = "3",
+        .title = "Track 3: model loop",
+        .table = "pipebench_track3",
+        .schema = t3_schema,
+        .plot_needs = T3_STEP_MEAN,
+        .plot = t3_plot,
+        .answer = t3_answer,
+        .answer_peer = NULL,
+        .section = t3_section,
+        .round_keys = t3_round_keys,
+        .round_metric = T3_STEP_P50,
+        .round_what = "step time p50",
+    },
 };
