@@ -161,9 +161,9 @@ static void available_into(char *buf, size_t n) {
 }
 
 const pb__engine_vtable *pb__engine_backend(const char *device, char *why, size_t why_len) {
-  if (why != NULL && why_len > 0) snprintf(why, why_len, "unknown device '%s'", device);
   for (int i = 0; i < N_BACKENDS; i++)
     if (strcmp(backends[i].device, device) == 0) return backends[i].get(why, why_len);
+  if (why != NULL && why_len > 0) snprintf(why, why_len, "unknown device '%s'", device);
   return NULL;
 }
 

@@ -93,10 +93,13 @@ struct cu_buf {
   int busy;
 };
 
+#define PBC_LT_CANDIDATES 8
 struct cu_mm { /* one cuBLASLt product, its algorithm chosen at creation */
   cublasLtMatmulDesc_t d = NULL;
   cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
   cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t cand[PBC_LT_CANDIDATES];
+  int n_cand = 0, tuned = 0;
 };
 
 typedef std::function<int(struct pb_error *)> cu_step;
@@ -132,6 +135,15 @@ struct cu_engine {
   int64_t outputs = 0;
   void *scores = NULL, *probs = NULL, *patches = NULL; /* attention and patch temporaries */
   size_t scores_size = 0, probs_size = 0, patches_size = 0;
+  void *heads = NULL; /* attention's q, k, v and outputs per head (batched attention) */
+  size_t heads_size = 0;
+  int attn_batched = 1;
+  int attn_fused = 1; /* k_attention for 16-bit types */
+  int patch_gemm = 1; /* patch embedding as patchify + cuBLASLt product */
+  int lt_tune = 1;        /* time cuBLASLt's candidate algorithms at creation */
+  int next_gelu = 0;      /* the next mm_make uses the GELU epilogue */
+  int gelu_epilogue = 0; /* cuBLASLt's GELU epilogue (tanh approximation) instead of exact GELU */
+  std::vector<std::string> labels; /* per step: the op kind it belongs to (profiling) */
   cudaGraph_t graph = NULL;
   cudaGraphExec_t gexec = NULL;
   int n_fused = 0, n_convs = 0;
@@ -408,7 +420,8 @@ static int mm_make(cu_engine *o, cu_mm **out, int ta, int tb, int64_t m, int64_t
   LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
   LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
   if (bias != NULL) {
-    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtEpilogue_t ep = o->next_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    o->next_gelu = 0;
     LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
        "epilogue");
     LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
@@ -438,21 +451,57 @@ static int mm_make(cu_engine *o, cu_mm **out, int ta, int tb, int64_t m, int64_t
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; i < 4; i++) cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
-  cublasLtMatmulHeuristicResult_t r;
+  cublasLtMatmulHeuristicResult_t r[PBC_LT_CANDIDATES];
   int nr = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(o->lt, mm->d, mm->a, mm->b, mm->c, mm->c, pref,
-                                                    1, &r, &nr);
+                                                    o->lt_tune ? PBC_LT_CANDIDATES : 1, r, &nr);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || nr == 0)
     return pbc_err(err, PB_EUNSUPPORTED,
                    "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %d, status %d)",
                    (long long)m, (long long)n, (long long)k, batch, (int)s);
-  mm->algo = r.algo;
+  mm->algo = r[0].algo;
+  for (int i = 0; i < nr; i++)
+    if (r[i].state == CUBLAS_STATUS_SUCCESS) mm->cand[mm->n_cand++] = r[i].algo;
   return 0;
 }
 
-static cu_step mm_step(cu_engine *o, const cu_mm *mm, float alpha, float beta, const void *A,
+/* Times the heuristic's candidates on the real buffers (at creation they hold nothing, so running
+ * in place is harmless) and keeps the fastest; the first candidate when timing fails. */
+static void mm_tune(cu_engine *o, cu_mm *mm, float alpha, float beta, const void *A, const void *B,
+                    void *C) {
+  if (mm->tuned || mm->n_cand < 2) return;
+  mm->tuned = 1;
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) != cudaSuccess) return;
+  if (cudaEventCreate(&e1) != cudaSuccess) {
+    cudaEventDestroy(e0);
+    return;
+  }
+  float best = 1e30f;
+  for (int i = 0; i < mm->n_cand; i++) {
+    int ok = 1;
+    for (int r = 0; r < 4 && ok; r++) { /* one warm-up, three timed */
+      if (r == 1) cudaEventRecord(e0, o->st);
+      ok = cublasLtMatmul(o->lt, mm->d, &alpha, A, mm->a, B, mm->b, &beta, C, mm->c, C, mm->c,
+                          &mm->cand[i], o->ltws, o->ltws_size, o->st) == CUBLAS_STATUS_SUCCESS;
+    }
+    cudaEventRecord(e1, o->st);
+    float ms = 0;
+    if (ok && cudaEventSynchronize(e1) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms < best) {
+      best = ms;
+      mm->algo = mm->cand[i];
+    }
+  }
+  cudaGetLastError();
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+static cu_step mm_step(cu_engine *o, cu_mm *mm, float alpha, float beta, const void *A,
                        const void *B, void *C) {
+  if (o->lt_tune) mm_tune(o, mm, alpha, beta, A, B, C);
   cublasLtHandle_t lt = o->lt;
   void *ws = o->ltws;
   size_t wss = o->ltws_size;
@@ -496,18 +545,24 @@ static int op_linear(cu_engine *o, const pb__graph *g, const pb__op *op, struct 
   if (b == NULL) return rc;
   PB_RETURN_NOT_OK(place(o, g, op->out, err));
   cu_mm *mm;
+  int epi_gelu = op->act == PB__ACT_GELU && o->gelu_epilogue;
+  o->next_gelu = epi_gelu;
   PB_RETURN_NOT_OK(mm_make(o, &mm, 1, 0, Nn, M, K, K, K, Nn, o->bdt, 1, 0, 0, 0, b, 16, err));
   o->steps.push_back(mm_step(o, mm, 1.f, op->res >= 0 ? 1.f : 0.f, w, tptr(o, op->in),
                              tptr(o, op->out)));
-  if (op->act != PB__ACT_NONE) {
+  if (op->act != PB__ACT_NONE && !epi_gelu) {
     /* exact (erf) GELU, as torch's ViT and the oneDNN backend compute it; cuBLASLt's GELU
      * epilogue is the tanh approximation */
     void *y = tptr(o, op->out);
     int64_t total = M * Nn;
     int dt = o->dt, act = op->act;
     cudaStream_t st = o->st;
+    int vec_ok = (total * (int64_t)o->es) % 16 == 0;
     o->steps.push_back([=](struct pb_error *e2) -> int {
-      BY_DTYPE(dt, T, (k_act<<<grid_for(total), 256, 0, st>>>((T *)y, total, act)));
+      if (vec_ok)
+        BY_DTYPE(dt, T, (k_act_vec<<<grid_for(total / (16 / (int64_t)sizeof(T))), 256, 0, st>>>((T *)y, total, act)));
+      else
+        BY_DTYPE(dt, T, (k_act<<<grid_for(total), 256, 0, st>>>((T *)y, total, act)));
       return launch_check(e2, "activation kernel");
     });
   }
@@ -519,6 +574,35 @@ static int op_attention(cu_engine *o, const pb__graph *g, const pb__op *op, stru
   int64_t T = si.c, D = op->cout, H = op->heads, dh = D / H, N = o->N;
   PB_RETURN_NOT_OK(place(o, g, op->out, err));
   int rc = 0;
+  if (o->attn_fused && o->es == 2 && dh == ATT_DH && T <= 256) {
+    /* one tensor-core kernel per (image, head); see k_attention */
+    int Tp = (int)((T + 15) / 16 * 16), Ti = (int)T, Hi = (int)H, dt = o->dt;
+    int lds = Tp + 4 > ATT_DH + 4 ? Tp + 4 : ATT_DH + 4; /* as k_attention lays it out */
+    size_t smem = (size_t)2 * Tp * ATT_LDK * 2 + (size_t)ATT_WARPS * 16 * lds * 4;
+    cudaError_t ce = o->dt == DT_BF16
+                         ? cudaFuncSetAttribute(k_attention<__nv_bfloat16>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)
+                         : cudaFuncSetAttribute(k_attention<__half>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce == cudaSuccess) {
+      const void *qkv = tptr(o, op->in);
+      void *y = tptr(o, op->out);
+      float scale = (float)(1.0 / sqrt((double)dh));
+      cudaStream_t st = o->st;
+      unsigned blocks = (unsigned)(N * H);
+      o->steps.push_back([=](struct pb_error *e2) -> int {
+        if (dt == DT_BF16)
+          k_attention<<<blocks, ATT_WARPS * 32, smem, st>>>((const __nv_bfloat16 *)qkv,
+                                                          (__nv_bfloat16 *)y, Ti, Tp, Hi, scale);
+        else
+          k_attention<<<blocks, ATT_WARPS * 32, smem, st>>>((const __half *)qkv, (__half *)y, Ti,
+                                                          Tp, Hi, scale);
+        return launch_check(e2, "attention kernel");
+      });
+      return 0;
+    }
+    cudaGetLastError(); /* no room for it: the cuBLASLt path below */
+  }
   size_t sneed = (size_t)(N * H * T * T) * 4, pneed = (size_t)(N * H * T * T) * o->es;
   if (o->scores == NULL) {
     o->scores = dev_alloc(o, sneed, &o->bytes_act, err, &rc);
@@ -531,26 +615,56 @@ static int op_attention(cu_engine *o, const pb__graph *g, const pb__op *op, stru
   char *S = (char *)o->scores, *P = (char *)o->probs;
   size_t es = o->es;
   cudaDataType_t sdt = CUDA_R_32F;
-  /* per head, batched over images: S^T(keys x queries) = K Q^T read in place from qkv */
+  float scale = (float)(1.0 / sqrt((double)dh));
+  int64_t rows = N * H * T;
+  int L = (int)T, dt = o->dt;
+  cudaStream_t st = o->st;
+  if (L > 32 * 8) return pbc_err(err, PB_EUNSUPPORTED, "attention over %d tokens (at most 256)", L);
+  cu_step softmax = [=](struct pb_error *e2) -> int {
+    int blocks = (int)((rows + 7) / 8);
+    BY_DTYPE(dt, Tt, (k_softmax<Tt, 8><<<blocks, 256, 0, st>>>((const float *)S, (Tt *)P, rows, L)));
+    return launch_check(e2, "softmax kernel");
+  };
   cu_mm *m1, *m2;
+  if (o->attn_batched && (dh * (int64_t)es) % 16 == 0) {
+    /* q, k, v copied out into (N, H, T, dh) blocks; each product is then one batch of N*H */
+    if (o->heads == NULL) {
+      o->heads_size = 4 * (size_t)(N * H * T * dh) * es; /* q, k, v and the heads' outputs */
+      o->heads = dev_alloc(o, o->heads_size, &o->bytes_act, err, &rc);
+      if (o->heads == NULL) return rc;
+    }
+    char *hq = (char *)o->heads, *hk = hq + (size_t)(N * H * T * dh) * es;
+    char *hv = hk + (size_t)(N * H * T * dh) * es, *ho = hv + (size_t)(N * H * T * dh) * es;
+    int B = (int)(N * H);
+    PB_RETURN_NOT_OK(mm_make(o, &m1, 1, 0, T, T, dh, dh, dh, T, sdt, B, T * dh, T * dh, T * T,
+                             NULL, 16, err));
+    PB_RETURN_NOT_OK(mm_make(o, &m2, 0, 0, dh, T, T, dh, T, dh, o->bdt, B, T * dh, T * T, T * dh,
+                             NULL, 16, err));
+    int Ti = (int)T, Hi = (int)H, dhi = (int)dh;
+    int64_t nv = N * T * 3 * H * dh / (int64_t)(16 / es), nm = N * T * H * dh / (int64_t)(16 / es);
+    o->steps.push_back([=](struct pb_error *e2) -> int {
+      BY_DTYPE(dt, Tt, (k_split_qkv<<<grid_for(nv), 256, 0, st>>>((const Tt *)qkv, (Tt *)hq, N, Ti, Hi, dhi)));
+      return launch_check(e2, "qkv split kernel");
+    });
+    o->steps.push_back(mm_step(o, m1, scale, 0.f, hk, hq, S));
+    o->steps.push_back(softmax);
+    o->steps.push_back(mm_step(o, m2, 1.f, 0.f, hv, P, ho));
+    o->steps.push_back([=](struct pb_error *e2) -> int {
+      BY_DTYPE(dt, Tt, (k_merge_heads<<<grid_for(nm), 256, 0, st>>>((const Tt *)ho, (Tt *)out, N, Ti, Hi, dhi)));
+      return launch_check(e2, "head merge kernel");
+    });
+    return 0;
+  }
+  /* per head, batched over images: S^T(keys x queries) = K Q^T read in place from qkv */
   PB_RETURN_NOT_OK(mm_make(o, &m1, 1, 0, T, T, dh, 3 * D, 3 * D, T, sdt, (int)N, T * 3 * D,
                            T * 3 * D, H * T * T, NULL, 16, err));
   /* O^T (dh x queries) = V^T P^T, written with heads side by side in (T, D) */
   PB_RETURN_NOT_OK(mm_make(o, &m2, 0, 0, dh, T, T, 3 * D, T, D, o->bdt, (int)N, T * 3 * D,
                            H * T * T, T * D, NULL, 16, err));
-  float scale = (float)(1.0 / sqrt((double)dh));
   for (int64_t h = 0; h < H; h++)
     o->steps.push_back(mm_step(o, m1, scale, 0.f, qkv + (size_t)(D + h * dh) * es,
                                qkv + (size_t)(h * dh) * es, S + (size_t)(h * T * T) * 4));
-  int64_t rows = N * H * T;
-  int L = (int)T, dt = o->dt;
-  cudaStream_t st = o->st;
-  if (L > 32 * 8) return pbc_err(err, PB_EUNSUPPORTED, "attention over %d tokens (at most 256)", L);
-  o->steps.push_back([=](struct pb_error *e2) -> int {
-    int blocks = (int)((rows + 7) / 8);
-    BY_DTYPE(dt, Tt, (k_softmax<Tt, 8><<<blocks, 256, 0, st>>>((const float *)S, (Tt *)P, rows, L)));
-    return launch_check(e2, "softmax kernel");
-  });
+  o->steps.push_back(softmax);
   for (int64_t h = 0; h < H; h++)
     o->steps.push_back(mm_step(o, m2, 1.f, 0.f, qkv + (size_t)(2 * D + h * dh) * es,
                                P + (size_t)(h * T * T) * es, out + (size_t)(h * dh) * es));
@@ -615,8 +729,28 @@ static int op_patch_tokens(cu_engine *o, const pb__graph *g, const pb__op *op,
   conv.kind = PB__OP_CONV, conv.pad = 0, conv.res = -1, conv.act = PB__ACT_NONE;
   conv.b = -1; /* the bias is added with the position embedding */
   int cs = op->in == 0 ? o->cp0 : (int)si.c;
-  PB_RETURN_NOT_OK(conv_step(o, g, &conv, tptr(o, op->in), cs, (int)si.h, (int)si.w, o->patches,
-                             gh, gw, 0, 0, err));
+  if (o->patch_gemm) {
+    /* patches as rows, then one product with the weights (cuDNN's stride-16 convolution ran
+     * several times slower than the product it amounts to) */
+    int C = (int)si.c, k = op->k, Hh = (int)si.h, Ww = (int)si.w, dt = o->dt;
+    int64_t K = (int64_t)C * k * k, M = o->N * P, N = o->N;
+    void *rows = dev_alloc(o, (size_t)(M * K) * o->es, &o->bytes_act, err, &rc);
+    if (rows == NULL) return rc;
+    void *w = upload(o, g->params[op->w].data, (int64_t)D * K, 0, err, &rc);
+    if (w == NULL) return rc;
+    const void *x = tptr(o, op->in);
+    cudaStream_t st = o->st;
+    o->steps.push_back([=](struct pb_error *e2) -> int {
+      BY_DTYPE(dt, T, (k_patchify<<<grid_for(M * K), 256, 0, st>>>((const T *)x, (T *)rows, N, C, cs, Hh, Ww, k)));
+      return launch_check(e2, "patch kernel");
+    });
+    cu_mm *mm;
+    PB_RETURN_NOT_OK(mm_make(o, &mm, 1, 0, D, M, K, K, K, D, o->bdt, 1, 0, 0, 0, NULL, 16, err));
+    o->steps.push_back(mm_step(o, mm, 1.f, 0.f, w, rows, o->patches));
+  } else {
+    PB_RETURN_NOT_OK(conv_step(o, g, &conv, tptr(o, op->in), cs, (int)si.h, (int)si.w, o->patches,
+                               gh, gw, 0, 0, err));
+  }
   float *bias = (float *)upload(o, g->params[op->b].data, D, 1, err, &rc);
   float *cls = bias ? (float *)upload(o, g->params[op->cls].data, D, 1, err, &rc) : NULL;
   float *pos = cls ? (float *)upload(o, g->params[op->pos].data, (int64_t)(P + 1) * D, 1, err, &rc)
@@ -664,6 +798,37 @@ static int run_steps(cu_engine *o, struct pb_error *err) {
   return 0;
 }
 
+/* Diagnostics (PB_CUDA_PROFILE=FILE): each step's time, summed by label, appended to FILE. */
+static void profile(cu_engine *o, pb_engine *e, const char *path) {
+  std::map<std::string, double> ms;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  double total = 0;
+  for (size_t i = 0; i < o->steps.size(); i++) {
+    o->steps[i](NULL);
+    cudaEventRecord(e0, o->st);
+    for (int r = 0; r < 3; r++) o->steps[i](NULL);
+    cudaEventRecord(e1, o->st);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    std::string l = i < o->labels.size() ? o->labels[i] : "?";
+    ms[l] += t / 3.0;
+    total += t / 3.0;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  FILE *f = fopen(path, "a");
+  if (f == NULL) return;
+  for (auto &kv : ms)
+    fprintf(f, "%s %s b%d %-28s %8.3f ms %5.1f%%\n", e->info.model, e->info.dtype,
+            e->info.batch_size, kv.first.c_str(), kv.second, 100.0 * kv.second / total);
+  fprintf(f, "%s %s b%d %-28s %8.3f ms\n", e->info.model, e->info.dtype, e->info.batch_size,
+          "TOTAL (steps one by one)", total);
+  fclose(f);
+}
+
 static void cu_destroy(pb_engine *e) {
   cu_engine *o = (cu_engine *)e->impl;
   if (o == NULL) return;
@@ -700,7 +865,9 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   const pb__tshape &s0 = g->tensors[0];
   o->c0 = (int)s0.c, o->h0 = (int)s0.h, o->w0 = (int)s0.w;
   /* 16-bit tensor-core convolutions want channel counts that are multiples of 8 */
-  o->cp0 = o->es == 2 ? (o->c0 + 7) / 8 * 8 : o->c0;
+  int cpad = env_int("PB_CUDA_CPAD", 8);
+  if (cpad < 1) cpad = 1;
+  o->cp0 = o->es == 2 ? (o->c0 + cpad - 1) / cpad * cpad : o->c0;
   o->x0 = dev_alloc(o, (size_t)(o->N * o->cp0 * o->h0 * o->w0) * o->es, &o->bytes_act, err, &rc);
   if (o->x0 == NULL) return rc;
   o->ws_size = (size_t)env_int("PB_CUDA_WORKSPACE_MB", 512) << 20;
@@ -719,8 +886,11 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   o->out_tensor = g->output;
   o->last_use[(size_t)g->output] = g->n_ops; /* read by the output conversion */
   o->outputs = g->outputs;
+  static const char *const kind_names[] = {"conv", "maxpool", "gap", "linear", "layernorm",
+                                           "patch_tokens", "attention", "take_cls"};
   for (int i = 0; i < g->n_ops; i++) {
     const pb__op *op = &g->ops[i];
+    size_t first = o->steps.size();
     switch (op->kind) {
     case PB__OP_CONV: rc = op_conv(o, g, op, err); break;
     case PB__OP_MAXPOOL:
@@ -737,11 +907,19 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
       snprintf(m, sizeof m, "%s", err ? err->message : "");
       return pbc_err(err, rc, "%s op %d: %s", g->model, i, m);
     }
+    for (size_t k = first; k < o->steps.size(); k++) {
+      char l[64];
+      snprintf(l, sizeof l, "%s%s%s.%d", kind_names[op->kind], op->act == PB__ACT_GELU ? "_gelu" : "",
+               op->res >= 0 ? "_res" : "", (int)(k - first));
+      o->labels.push_back(l);
+    }
     release_dead(o, g, i);
   }
   /* one eager pass (loads kernels, checks every step), then the CUDA graph of the same steps */
   PB_RETURN_NOT_OK(run_steps(o, err));
   CU(cudaStreamSynchronize(o->st), "first forward");
+  const char *prof = getenv("PB_CUDA_PROFILE");
+  if (prof != NULL && *prof) profile(o, e, prof);
   if (o->use_graph) {
     int ok = cudaStreamBeginCapture(o->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     int rs = ok ? run_steps(o, err) : -1;
@@ -778,6 +956,11 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   o->bdt = o->dt == DT_BF16 ? CUDA_R_16BF : o->dt == DT_F16 ? CUDA_R_16F : CUDA_R_32F;
   o->fused = env_int("PB_CUDA_FUSED", 1);
   o->use_graph = env_int("PB_CUDA_GRAPH", 1);
+  o->attn_batched = env_int("PB_CUDA_ATTN_BATCHED", 1);
+  o->attn_fused = env_int("PB_CUDA_ATTN_FUSED", 1);
+  o->patch_gemm = env_int("PB_CUDA_PATCH_GEMM", 1);
+  o->lt_tune = env_int("PB_CUDA_LT_TUNE", 1);
+  o->gelu_epilogue = env_int("PB_CUDA_GELU_EPILOGUE", 0);
   e->impl = o;
   int64_t t0 = pbc_now_ns();
   int rc = 0;
@@ -808,8 +991,8 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
     snprintf(e->info.device_name, sizeof e->info.device_name, "%s", d.name);
     pbc_engine_versions(e, &d);
   }
-  snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s%s", d.cc_major, d.cc_minor,
-           o->use_graph ? ", cuda graph" : "",
+  snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s, fused %d/%d%s", d.cc_major, d.cc_minor,
+           o->use_graph ? ", cuda graph" : "", o->n_fused, o->n_convs,
            o->dt == DT_TF32 ? ", tf32" : o->dt == DT_F32 ? ", no tf32" : "");
   return 0;
 }
