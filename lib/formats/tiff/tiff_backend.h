@@ -52,6 +52,12 @@ const char *pb__tiff_msg(const pb__tiff_io *io);
 int pb__tiff_walk_ifds(pb__tiff_io *io, uint64_t max_ifds, uint64_t **offsets, uint64_t *count,
                        struct pb_error *err);
 
+/** Checks the directory at ifd_off (page `page`, for messages) against the image it describes:
+ * RowsPerStrip or TileWidth/TileLength non-zero, StripOffsets and StripByteCounts (or
+ * TileOffsets and TileByteCounts) present with exactly as many entries as the image needs, and
+ * every block with data inside the file. PB_EFORMAT names the file, the page and the tag. */
+int pb__tiff_check_layout(pb__tiff_io *io, uint64_t ifd_off, int64_t page, struct pb_error *err);
+
 /* ---- descriptions ---------------------------------------------------------------------------- */
 
 /** One TiffData element of OME-XML. */

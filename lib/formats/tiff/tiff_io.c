@@ -101,7 +101,8 @@ int pb__tiff_io_open(pb__tiff_io *io, const char *path, uint64_t known_size,
   memset(io, 0, sizeof *io);
   io->fd = -1;
   io->path = path;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO or a device named like a TIFF file must not block the open. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s", path,
                         strerror(errno));
@@ -111,9 +112,15 @@ int pb__tiff_io_open(pb__tiff_io *io, const char *path, uint64_t known_size,
     return PB_OK;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
     close(fd);
-    return pb_error_set(err, PB_EIO, "%s: not a regular file", path);
+    return pb_error_set(err, -e, "%s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return pb_error_set(err, PB_EFORMAT, "%s is %s, not a TIFF file", path,
+                        pb__file_kind(st.st_mode));
   }
   io->fd = fd;
   io->size = (uint64_t)st.st_size;
@@ -336,6 +343,24 @@ static uint64_t type_size(uint16_t t) {
   }
 }
 
+/* The tags that say where a directory's pixels are, by name for messages. */
+enum { T_WIDTH, T_LENGTH, T_SPP, T_RPS, T_PLANAR, T_TW, T_TL, T_SOFF, T_SCNT, T_TOFF, T_TCNT,
+       T_COUNT };
+static const uint16_t layout_tag_ids[T_COUNT] = {256, 257, 277, 278, 284, 322,
+                                                 323, 273, 279, 324, 325};
+static const char *const layout_tag_names[T_COUNT] = {
+    "ImageWidth", "ImageLength", "SamplesPerPixel", "RowsPerStrip", "PlanarConfiguration",
+    "TileWidth", "TileLength", "StripOffsets", "StripByteCounts", "TileOffsets",
+    "TileByteCounts"};
+
+/* " (Name)" for a tag named above, "" for others. */
+static const char *tag_label(uint16_t tag, char *buf, size_t size) {
+  buf[0] = '\0';
+  for (int t = 0; t < T_COUNT; t++)
+    if (layout_tag_ids[t] == tag) snprintf(buf, size, " (%s)", layout_tag_names[t]);
+  return buf;
+}
+
 /* Checks that the out-of-line data of every entry of one directory's entry table at `at` lies
  * inside the file. libtiff only warns about such a tag and drops it, so a truncated file would
  * read with its metadata (the OME-XML) silently gone. On failure the reason is left in io->msg
@@ -356,15 +381,167 @@ static int check_entries(pb__tiff_io *io, uint64_t at, uint64_t entries, size_t 
     if (ts == 0 || count > UINT64_MAX / ts || count * ts <= inline_n) continue;
     uint64_t off = bigtiff ? get64(e + 12, big) : get32(e + 8, big), n = count * ts;
     if (off > io->size || n > io->size - off) {
+      char label[40];
       snprintf(io->msg, sizeof io->msg,
-               "tag %u of the first directory has %llu bytes at offset %llu, past the end of "
+               "tag %u%s of the first directory has %llu bytes at offset %llu, past the end of "
                "the file (size %llu): truncated or damaged",
-               tag, (unsigned long long)n, (unsigned long long)off,
-               (unsigned long long)io->size);
+               tag, tag_label(tag, label, sizeof label), (unsigned long long)n,
+               (unsigned long long)off, (unsigned long long)io->size);
       return PB_EFORMAT;
     }
   }
   return PB_OK;
+}
+
+/* ---- where a directory's pixels are ------------------------------------------------------ */
+
+typedef struct layout_entry {
+  int present;
+  uint16_t type;
+  uint64_t count;
+  unsigned char val[8]; /* the entry's value field: the values, or where they are */
+} layout_entry;
+
+typedef struct layout_ctx {
+  pb__tiff_io *io;
+  int big, bigtiff;
+  int64_t page;
+  layout_entry e[T_COUNT];
+} layout_ctx;
+
+/* Value j of an entry of type SHORT, LONG or LONG8 (others were refused before). */
+static int entry_values(layout_ctx *c, int t, uint64_t first, size_t n, uint64_t *out,
+                        struct pb_error *err) {
+  const layout_entry *e = &c->e[t];
+  uint64_t ts = e->type == 3 ? 2 : e->type == 4 ? 4 : 8;
+  size_t inline_n = c->bigtiff ? 8 : 4;
+  unsigned char buf[4096];
+  const unsigned char *p = e->val + first * ts;
+  if (e->count * ts > inline_n) {
+    uint64_t at = c->bigtiff ? get64(e->val, c->big) : get32(e->val, c->big);
+    char what[64];
+    snprintf(what, sizeof what, "the %s array", layout_tag_names[t]);
+    PB_RETURN_NOT_OK(pb__tiff_io_pread(c->io, buf, n * ts, at + first * ts, what, err));
+    p = buf;
+  }
+  for (size_t j = 0; j < n; j++)
+    out[j] = ts == 2 ? get16(p + 2 * j, c->big) : ts == 4 ? get32(p + 4 * j, c->big)
+                                                  : get64(p + 8 * j, c->big);
+  return PB_OK;
+}
+
+static uint64_t scalar(layout_ctx *c, int t, uint64_t dflt) {
+  uint64_t v = dflt;
+  if (c->e[t].present && c->e[t].count >= 1 && entry_values(c, t, 0, 1, &v, NULL) != PB_OK)
+    v = dflt;
+  return v;
+}
+
+static int layout_fail(layout_ctx *c, struct pb_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int layout_fail(layout_ctx *c, struct pb_error *err, const char *fmt, ...) {
+  char body[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(body, sizeof body, fmt, ap);
+  va_end(ap);
+  return pb_error_set(err, PB_EFORMAT, "%s: page %lld: %s", c->io->path, (long long)c->page,
+                      body);
+}
+
+/* The offsets and byte counts of one kind (strips or tiles): both present, of an integer type,
+ * with exactly `need` entries, and every block with data inside the file past the header. */
+static int check_blocks(layout_ctx *c, int toff, int tcnt, uint64_t need, const char *why,
+                        struct pb_error *err) {
+  const int pair[2] = {toff, tcnt};
+  for (int i = 0; i < 2; i++) {
+    int t = pair[i];
+    const layout_entry *e = &c->e[t];
+    if (!e->present)
+      return layout_fail(c, err, "the %s tag is missing; without it the pixels cannot be found",
+                         layout_tag_names[t]);
+    if (e->type != 3 && e->type != 4 && e->type != 16)
+      return layout_fail(c, err, "%s has field type %u (SHORT, LONG or LONG8 expected)",
+                         layout_tag_names[t], e->type);
+    if (e->count != need)
+      return layout_fail(c, err, "%s has %llu entries but %s needs %llu",
+                         layout_tag_names[t], (unsigned long long)e->count, why,
+                         (unsigned long long)need);
+  }
+  uint64_t header = c->bigtiff ? 16 : 8, size = c->io->size;
+  uint64_t off[256], cnt[256];
+  for (uint64_t k = 0; k < need; k += 256) {
+    size_t n = need - k < 256 ? (size_t)(need - k) : 256;
+    PB_RETURN_NOT_OK(entry_values(c, toff, k, n, off, err));
+    PB_RETURN_NOT_OK(entry_values(c, tcnt, k, n, cnt, err));
+    for (size_t j = 0; j < n; j++) {
+      if (cnt[j] == 0) continue; /* a sparse block: libtiff and tifffile read it as zeros */
+      if (off[j] < header || off[j] > size || cnt[j] > size - off[j])
+        return layout_fail(c, err,
+                           "%s entry %llu and %s entry %llu put data at [%llu, %llu), outside "
+                           "the file's data (bytes %llu to %llu)",
+                           layout_tag_names[toff], (unsigned long long)(k + j),
+                           layout_tag_names[tcnt], (unsigned long long)(k + j),
+                           (unsigned long long)off[j], (unsigned long long)(off[j] + cnt[j]),
+                           (unsigned long long)header, (unsigned long long)size);
+    }
+  }
+  return PB_OK;
+}
+
+int pb__tiff_check_layout(pb__tiff_io *io, uint64_t ifd_off, int64_t page, struct pb_error *err) {
+  layout_ctx c;
+  memset(&c, 0, sizeof c);
+  c.io = io;
+  c.page = page;
+  unsigned char h[8];
+  PB_RETURN_NOT_OK(pb__tiff_io_pread(io, h, 4, 0, "the header", err));
+  c.big = h[0] == 'M';
+  c.bigtiff = get16(h + 2, c.big) == 43;
+  size_t csize = c.bigtiff ? 8 : 2, esize = c.bigtiff ? 20 : 12;
+  PB_RETURN_NOT_OK(pb__tiff_io_pread(io, h, csize, ifd_off, "a directory", err));
+  uint64_t entries = c.bigtiff ? get64(h, c.big) : get16(h, c.big);
+  for (uint64_t k = 0; k < entries; k++) {
+    unsigned char e[20];
+    PB_RETURN_NOT_OK(
+        pb__tiff_io_pread(io, e, esize, ifd_off + csize + k * esize, "a directory entry", err));
+    uint16_t tag = get16(e, c.big);
+    for (int t = 0; t < T_COUNT; t++) {
+      if (layout_tag_ids[t] != tag) continue;
+      layout_entry *le = &c.e[t];
+      le->present = 1;
+      le->type = get16(e + 2, c.big);
+      le->count = c.bigtiff ? get64(e + 4, c.big) : get32(e + 4, c.big);
+      memcpy(le->val, e + (c.bigtiff ? 12 : 8), c.bigtiff ? 8 : 4);
+      /* a scalar of an unexpected type is libtiff's to judge; arrays are checked below */
+      if (le->type != 3 && le->type != 4 && le->type != 16 && t < T_SOFF) le->present = 0;
+    }
+  }
+  uint64_t w = scalar(&c, T_WIDTH, 0), hgt = scalar(&c, T_LENGTH, 0);
+  uint64_t spp = scalar(&c, T_SPP, 1), planar = scalar(&c, T_PLANAR, 1);
+  if (w == 0 || hgt == 0) return PB_OK; /* libtiff reports a missing size itself */
+  uint64_t planes = planar == 2 && spp > 1 ? spp : 1;
+  char why[160];
+  if (c.e[T_TW].present || c.e[T_TL].present || c.e[T_TOFF].present) {
+    uint64_t tw = scalar(&c, T_TW, 0), tl = scalar(&c, T_TL, 0);
+    if (tw == 0 || tl == 0)
+      return layout_fail(&c, err, "%s is %llu: tiles need a non-zero TileWidth and TileLength",
+                         tw == 0 ? "TileWidth" : "TileLength",
+                         (unsigned long long)(tw == 0 ? tw : tl));
+    uint64_t need = ((w + tw - 1) / tw) * ((hgt + tl - 1) / tl) * planes;
+    snprintf(why, sizeof why, "a %llux%llu image in %llux%llu tiles (TileWidth x TileLength)",
+             (unsigned long long)w, (unsigned long long)hgt, (unsigned long long)tw,
+             (unsigned long long)tl);
+    return check_blocks(&c, T_TOFF, T_TCNT, need, why, err);
+  }
+  uint64_t rps = scalar(&c, T_RPS, UINT32_MAX);
+  if (rps == 0)
+    return layout_fail(&c, err, "RowsPerStrip is 0: strips need at least one row");
+  if (rps > hgt) rps = hgt;
+  uint64_t need = ((hgt + rps - 1) / rps) * planes;
+  snprintf(why, sizeof why, "ImageLength %llu at RowsPerStrip %llu", (unsigned long long)hgt,
+           (unsigned long long)rps);
+  return check_blocks(&c, T_SOFF, T_SCNT, need, why, err);
 }
 
 int pb__tiff_walk_ifds(pb__tiff_io *io, uint64_t max_ifds, uint64_t **offsets, uint64_t *count,

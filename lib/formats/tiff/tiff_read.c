@@ -70,15 +70,18 @@ static int tiff_magic(const unsigned char *b) {
          (b[0] == 'M' && b[1] == 'M' && b[2] == 0 && (b[3] == 42 || b[3] == 43));
 }
 
+/* Only a regular file is read (a FIFO or a device named *.tif would block the read). */
 static int file_has_magic(const char *path) {
   unsigned char b[4];
-  FILE *fp = fopen(path, "rb");
-  if (fp == NULL) return 0;
-  size_t k = fread(b, 1, 4, fp);
-  fclose(fp);
+  int fd;
+  if (pb__open_regular(path, "a TIFF file", &fd, NULL) != PB_OK) return 0;
+  ssize_t k = pread(fd, b, 4, 0);
+  close(fd);
   return k == 4 && tiff_magic(b);
 }
 
+/* A folder is a tiff dataset when its own top-level entries include regular *.tif / *.tiff
+ * files; nothing below it is looked at. */
 static int tiff_probe(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) return 0;
@@ -88,12 +91,16 @@ static int tiff_probe(const char *path) {
   if (d == NULL) return 0;
   int score = 0, looked = 0;
   struct dirent *e;
-  while (score == 0 && looked < 256 && (e = readdir(d)) != NULL) {
+  while (score < 80 && looked < 256 && (e = readdir(d)) != NULL) {
     looked++;
     if (!has_tiff_suffix(e->d_name)) continue;
     char child[4096];
-    snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-    score = file_has_magic(child) ? 80 : 30;
+    if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child) continue;
+    struct stat cs;
+    if (stat(child, &cs) != 0 || !S_ISREG(cs.st_mode)) continue;
+    /* A damaged file still marks the folder, so that opening it names what is wrong. */
+    int s = file_has_magic(child) ? 80 : 30;
+    if (s > score) score = s;
   }
   closedir(d);
   return score;
@@ -395,7 +402,7 @@ static void direct_layout(tiff_file *f, TIFF *tif, const pb__tiff_io *io) {
 static int read_direct(const tiff_file *f, const char *path, const pb_region *r,
                        unsigned char *dst, pb_stage_times *tm, struct pb_error *err) {
   int64_t t0 = pb_now_ns();
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* never waits on a FIFO */
   if (fd < 0)
     return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s", path,
                         strerror(errno));
@@ -464,8 +471,10 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto done;
   }
-  /* Our own header check first: clearer messages for files that are not TIFF at all. */
+  /* Our own header check first: clearer messages for files that are not TIFF at all. The
+   * first directory's strip or tile tags too, before libtiff reads (or pads) them. */
   rc = pb__tiff_walk_ifds(&io, 1, &offs, &n_offs, err);
+  if (rc == PB_OK) rc = pb__tiff_check_layout(&io, offs[0], 0, err);
   if (rc != PB_OK) goto done;
   free(offs);
   offs = NULL;
@@ -585,6 +594,11 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
     goto done;
   }
   for (int64_t p = 0; p < f->n_planes; p++) f->ifd[p] = offs[map[p]];
+  /* Strip and tile arrays that disagree with the image would read as zeros or from the wrong
+   * bytes; libtiff pads or ignores them, so they are checked here, once per file. */
+  for (int64_t p = 0; p < f->n_planes && rc == PB_OK; p++)
+    rc = pb__tiff_check_layout(&io, f->ifd[p], map[p], err);
+  if (rc != PB_OK) goto done;
   f->file_size = io.size;
   direct_layout(f, tif, &io);
 done:
@@ -997,6 +1011,8 @@ out:;
   return rc;
 }
 
+static const char *const tiff_options[] = {"tile=YxX", "predictor=1|2|3", "bigtiff=0|1", NULL};
+
 const pb_format_vtable pb__format_tiff = {
     .info = {"tiff", "folder of OME-TIFF files (one image per file) via libtiff", 1, 1},
     .probe = tiff_probe,
@@ -1009,4 +1025,5 @@ const pb_format_vtable pb__format_tiff = {
     .writer_add = pb__tiff_writer_add,
     .writer_finish = pb__tiff_writer_finish,
     .writer_free = pb__tiff_writer_free,
+    .write_options = tiff_options,
 };
