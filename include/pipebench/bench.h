@@ -14,7 +14,7 @@ typedef struct pb_run_params {
                                 generate the preset into OUT/dataset */
   const char *out;         /**< results folder: tables and summary go to OUT/data */
   const char *formats;     /**< NULL: every format present in data */
-  const char *tracks;      /**< e.g. "1,2,4" */
+  const char *tracks;      /**< e.g. "1,2,4"; NULL: every track (pb_run_track) */
   const char *preset;      /**< "default" (1000 x 100x100 uint16, 1 channel) or "microscopy"
                                 (200 x 3 x 1080x1080 uint16) */
   int cold;                /**< 1: evict dataset files from the page cache before each round */
@@ -46,7 +46,7 @@ typedef struct pb_run_params {
 
 #define PB_RUN_PARAMS_DEFAULTS                                                                  \
   {                                                                                             \
-    .data = NULL, .out = "results/run", .formats = NULL, .tracks = "1,2,3,4",                     \
+    .data = NULL, .out = "results/run", .formats = NULL, .tracks = NULL,                          \
     .preset = "default", .cold = 0, .repeats = 3, .warmup = 10, .samples = 100, .batches = 50,  \
     .window_ms = 100,                                                                           \
     .batch_sizes = "1,4,16,64", .workers = "0,1,2,4", .caches = "none,preload,shared",          \
@@ -55,6 +55,11 @@ typedef struct pb_run_params {
     .t3_workers = 2, .emulate_ms = 0, .train = 0, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
     .report_ctx = NULL                                                                          \
   }
+
+/** Track i of pb_run, counting from 0 in the order it runs them: returns its id (what tracks
+ * lists, "1") and sets *name (when name is not NULL) to a few words saying what it measures;
+ * both are static strings. NULL (and *name NULL) past the last track. */
+PB_API const char *pb_run_track(size_t i, const char **name);
 
 /** Runs the tracks and writes their tables and the summary. Returns the first error; tables
  * of tracks that finished before it are kept. */

@@ -260,6 +260,12 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb_run_params defaults = PB_RUN_PARAMS_DEFAULTS;
   c->p = params != NULL ? *params : defaults;
+  char all[256] = ""; /* no tracks named: every track of the table */
+  for (size_t k = 0; c->p.tracks == NULL && k < pb__track_count(); k++) {
+    size_t u = strlen(all);
+    snprintf(all + u, sizeof all - u, "%s%s", k ? "," : "", pb__track_at(k)->view.id);
+  }
+  if (c->p.tracks == NULL) c->p.tracks = all;
   int rc = validate(&c->p, err);
   if (rc != PB_OK) {
     free(c);

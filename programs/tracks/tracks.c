@@ -23,6 +23,12 @@ const pb__track *pb__track_find(const char *id) {
   return NULL;
 }
 
+const char *pb_run_track(size_t i, const char **name) {
+  const pb__track *t = pb__track_at(i);
+  if (name != NULL) *name = t != NULL ? t->name : NULL;
+  return t != NULL ? t->view.id : NULL;
+}
+
 /* The views of every track, in the table's order. */
 static const pb__rp_view *const *views(size_t *n) {
   static const pb__rp_view *v[PB__RP_TRACKS];
