@@ -210,8 +210,8 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
 
 /* ---- pipebench's engine -------------------------------------------------------------------- */
 
-static int time_engine(const pb_infer_params *p, pb__infer_ctx *c, pb_engine *e, pb_tensor *x,
-                       pb_tensor *y, double *lat, struct pb_error *err) {
+static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_tensor *y,
+                       double *lat, struct pb_error *err) {
   int64_t start = pb_now_ns();
   long total = (long)p->warmup + p->iterations;
   for (long it = 0; it < total; it++) {
@@ -224,7 +224,6 @@ static int time_engine(const pb_infer_params *p, pb__infer_ctx *c, pb_engine *e,
       p->progress(p->progress_ctx, "infer", it + 1, total, (double)(pb_now_ns() - start) / 1e9);
   }
   if (p->progress != NULL) p->progress(p->progress_ctx, "", 0, 0, 0);
-  (void)c;
   return PB_OK;
 }
 
@@ -248,7 +247,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
                      in.isa, in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
     c->flops = in.flops_per_image;
     c->engine_threads = in.threads;
-    rc = time_engine(p, c, e, x, y, lat, err);
+    rc = time_engine(p, e, x, y, lat, err);
   }
   if (rc == PB_OK) {
     pb__infer_row r = {0};
