@@ -15,6 +15,7 @@
 #include "codecs/codec.h"
 #include "common/duck_msg.h"
 #include "common/strbuf.h"
+#include "common/vec.h"
 #include "parquet/pq_read.h"
 
 enum { PT_DATA = 0, PT_INDEX = 1, PT_DICT = 2, PT_DATA_V2 = 3 };
@@ -459,26 +460,9 @@ static const uint8_t *src_view(const pq_src *s, int64_t off, size_t n) {
   return s->mem + off;
 }
 
+/* Room for n bytes in a byte buffer. */
 static int need_buf(uint8_t **p, size_t *cap, size_t n) {
-  if (n <= *cap) return 0;
-  size_t c = *cap ? *cap : 4096;
-  while (c < n) c *= 2;
-  uint8_t *q = realloc(*p, c);
-  if (q == NULL) return -1;
-  *p = q;
-  *cap = c;
-  return 0;
-}
-
-static int grow_n(void **p, size_t *cap, size_t need, size_t esize) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap * 2 : 16;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, c * esize);
-  if (q == NULL) return -1;
-  *p = q;
-  *cap = c;
-  return 0;
+  return pb__vec_reserve((void **)p, cap, n, 1);
 }
 
 void pb__pq_rows_clear(pb__pq_rows *r) {
@@ -508,7 +492,7 @@ void pb__pq_rows_destroy(pb__pq_rows *r) {
 }
 
 static int rows_reserve(pb__pq_rows *r) {
-  if (grow_n((void **)&r->row_elem, &r->cap_rows, r->n_rows + 2, sizeof *r->row_elem) != 0)
+  if (pb__vec_reserve((void **)&r->row_elem, &r->cap_rows, r->n_rows + 2, sizeof *r->row_elem) != 0)
     return -1;
   return 0;
 }
@@ -633,7 +617,7 @@ static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
       rg->dict_off = off;
       rg->dict_h = h;
     } else if (h.type == PT_DATA || h.type == PT_DATA_V2) {
-      if (grow_n((void **)&rg->pages, &cap, rg->n_pages + 1, sizeof *rg->pages) != 0)
+      if (pb__vec_reserve((void **)&rg->pages, &cap, rg->n_pages + 1, sizeof *rg->pages) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
       pq_page *p = &rg->pages[rg->n_pages++];
       memset(p, 0, sizeof *p);
@@ -823,7 +807,7 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
   if (c->width > 0) {
     if (n > us / c->width) return perr(err, g, rg->dict_off, "dictionary page too short");
   } else {
-    if (grow_n((void **)&c->dict_off, &c->dict_off_cap, n + 1, sizeof *c->dict_off) != 0)
+    if (pb__vec_reserve((void **)&c->dict_off, &c->dict_off_cap, n + 1, sizeof *c->dict_off) != 0)
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     size_t at = 0;
     for (size_t k = 0; k < n; k++) {
@@ -844,7 +828,8 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
 static int put_bytes(pb__pq_rows *out, const uint8_t *p, size_t n) {
   if (unborrow(out) != 0) return -1;
   if (out->may_borrow && out->n_data == 0 && out->n_vals == 0) {
-    if (grow_n((void **)&out->val_off, &out->cap_vals, 2, sizeof *out->val_off) != 0) return -1;
+    if (pb__vec_reserve((void **)&out->val_off, &out->cap_vals,
+                        2, sizeof *out->val_off) != 0) return -1;
     out->borrowed = p;
     out->val_off[0] = 0;
     out->val_off[1] = out->n_data = n;
@@ -852,7 +837,8 @@ static int put_bytes(pb__pq_rows *out, const uint8_t *p, size_t n) {
     return 0;
   }
   if (need_buf(&out->data, &out->cap_data, out->n_data + n + 1) != 0 ||
-      grow_n((void **)&out->val_off, &out->cap_vals, out->n_vals + 2, sizeof *out->val_off) != 0)
+      pb__vec_reserve((void **)&out->val_off, &out->cap_vals,
+                      out->n_vals + 2, sizeof *out->val_off) != 0)
     return -1;
   if (n > 0) memcpy(out->data + out->n_data, p, n);
   out->val_off[out->n_vals] = out->n_data;
@@ -930,8 +916,8 @@ static int take_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t v0, u
 }
 
 static int new_elem(pb__pq_rows *out) {
-  if (grow_n((void **)&out->elem_val, &out->cap_elems, out->n_elems + 2, sizeof *out->elem_val) !=
-      0)
+  if (pb__vec_reserve((void **)&out->elem_val, &out->cap_elems, out->n_elems + 2,
+                      sizeof *out->elem_val) != 0)
     return -1;
   size_t cap = out->cap_elems;
   void *q = realloc(out->elem_nulls, cap * sizeof *out->elem_nulls);
@@ -962,7 +948,7 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
   if (lo >= rg->n_pages) return perr(err, g, rg->start, "row not found in its pages");
   out->width = c->width;
   if (c->width == 0 && out->n_vals == 0) {
-    if (grow_n((void **)&out->val_off, &out->cap_vals, 2, sizeof *out->val_off) != 0)
+    if (pb__vec_reserve((void **)&out->val_off, &out->cap_vals, 2, sizeof *out->val_off) != 0)
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     out->val_off[0] = out->n_data;
   }
@@ -1109,7 +1095,7 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
   }
   if (started != want) return perr(err, g, rg->start, "fewer rows than the footer says");
   out->row_elem[out->n_rows] = out->n_elems;
-  if (grow_n((void **)&out->elem_val, &out->cap_elems, out->n_elems + 1,
+  if (pb__vec_reserve((void **)&out->elem_val, &out->cap_elems, out->n_elems + 1,
              sizeof *out->elem_val) != 0)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   out->elem_val[out->n_elems] = out->n_vals;
@@ -1316,7 +1302,7 @@ static int chunk_layout(duckdb_connection con, const char *q, const char *const 
     prev = leaf;
     if (k >= nl || bad[k] != NULL) continue;
     pb__pq_col *c = cols[k];
-    if (grow_n((void **)&c->rgs, &caps[k], c->n_rgs + 1, sizeof *c->rgs) != 0) {
+    if (pb__vec_reserve((void **)&c->rgs, &caps[k], c->n_rgs + 1, sizeof *c->rgs) != 0) {
       rc = PB_ENOMEM;
       break;
     }

@@ -12,50 +12,8 @@
 #include "duckdb.h"
 #pragma GCC diagnostic pop
 
+#include "common/strbuf.h"
 #include "table/results_internal.h"
-
-/* A growable string for building SQL. */
-struct sbuf {
-  char *p;
-  size_t n, cap;
-  int oom;
-};
-
-static void sb_putn(struct sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (np == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = np;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-/* Appends s quoted with q (' for literals, " for identifiers), doubling q inside. */
-static void sb_quoted(struct sbuf *b, const char *s, char q) {
-  sb_putn(b, &q, 1);
-  for (const char *p = s; *p; p++) {
-    const char *next = strchr(p, q);
-    if (next == NULL) {
-      sb_puts(b, p);
-      break;
-    }
-    sb_putn(b, p, (size_t)(next - p) + 1);
-    sb_putn(b, &q, 1);
-    p = next;
-  }
-  sb_putn(b, &q, 1);
-}
 
 struct db {
   duckdb_database db;
@@ -161,35 +119,35 @@ int pb__parquet_write(const pb_table *t, const char *tmp, const char *path,
     return pb_error_set(err, PB_EINVAL, "%s: a Parquet file needs at least one column", path);
   struct db d;
   PB_RETURN_NOT_OK(db_open(&d, path, err));
-  struct sbuf sql = {0};
-  sb_puts(&sql, "CREATE TABLE pb_results (");
+  pb__strbuf sql = {0};
+  pb__strbuf_puts(&sql, "CREATE TABLE pb_results (");
   for (size_t c = 0; c < t->ncols; c++) {
-    if (c) sb_puts(&sql, ", ");
-    sb_quoted(&sql, t->cols[c].name, '"');
-    sb_puts(&sql, " ");
-    sb_puts(&sql, sql_type(t->cols[c].type));
+    if (c) pb__strbuf_puts(&sql, ", ");
+    pb__strbuf_quoted(&sql, t->cols[c].name, '"');
+    pb__strbuf_puts(&sql, " ");
+    pb__strbuf_puts(&sql, sql_type(t->cols[c].type));
   }
-  sb_puts(&sql, ")");
+  pb__strbuf_puts(&sql, ")");
   int rc = sql.oom ? pb_error_set(err, PB_ENOMEM, "%s: out of memory", path) : PB_OK;
   if (rc == 0) rc = db_exec(&d, sql.p, NULL, PB_EDUCKDB, path, "DuckDB CREATE TABLE", err);
   if (rc == 0) rc = append_rows(&d, t, path, err);
   if (rc == 0) {
     sql.n = 0;
-    sb_puts(&sql, "COPY pb_results TO ");
-    sb_quoted(&sql, tmp, '\'');
-    sb_puts(&sql, " (FORMAT PARQUET");
+    pb__strbuf_puts(&sql, "COPY pb_results TO ");
+    pb__strbuf_quoted(&sql, tmp, '\'');
+    pb__strbuf_puts(&sql, " (FORMAT PARQUET");
     if (t->nmeta > 0) {
       /* Footer key/value metadata: a struct literal of string keys and string values. */
-      sb_puts(&sql, ", KV_METADATA {");
+      pb__strbuf_puts(&sql, ", KV_METADATA {");
       for (size_t i = 0; i < t->nmeta; i++) {
-        if (i) sb_puts(&sql, ", ");
-        sb_quoted(&sql, t->meta[i].key, '\'');
-        sb_puts(&sql, ": ");
-        sb_quoted(&sql, t->meta[i].value, '\'');
+        if (i) pb__strbuf_puts(&sql, ", ");
+        pb__strbuf_quoted(&sql, t->meta[i].key, '\'');
+        pb__strbuf_puts(&sql, ": ");
+        pb__strbuf_quoted(&sql, t->meta[i].value, '\'');
       }
-      sb_puts(&sql, "}");
+      pb__strbuf_puts(&sql, "}");
     }
-    sb_puts(&sql, ")");
+    pb__strbuf_puts(&sql, ")");
     rc = sql.oom ? pb_error_set(err, PB_ENOMEM, "%s: out of memory", path)
                  : db_exec(&d, sql.p, NULL, PB_EDUCKDB, path, "DuckDB COPY TO PARQUET", err);
   }
@@ -267,12 +225,12 @@ static int read_chunks(duckdb_result *res, pb_table *t, const char *path, struct
 
 static int read_meta(struct db *d, const char *lit, pb_table *t, const char *path,
                      struct pb_error *err) {
-  struct sbuf sql = {0};
+  pb__strbuf sql = {0};
   /* Keys and values are BLOBs; decode() keeps UTF-8 text as is, the cast is for binary. */
-  sb_puts(&sql, "SELECT coalesce(try(decode(key)), CAST(key AS VARCHAR)), "
+  pb__strbuf_puts(&sql, "SELECT coalesce(try(decode(key)), CAST(key AS VARCHAR)), "
                 "coalesce(try(decode(value)), CAST(value AS VARCHAR)) FROM parquet_kv_metadata(");
-  sb_puts(&sql, lit);
-  sb_puts(&sql, ")");
+  pb__strbuf_puts(&sql, lit);
+  pb__strbuf_puts(&sql, ")");
   if (sql.oom) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
   duckdb_result res;
   int rc = db_exec(d, sql.p, &res, PB_EFORMAT, path, "cannot read Parquet key/value metadata",
@@ -304,11 +262,11 @@ int pb__parquet_read(const char *path, pb_table **out, struct pb_error *err) {
                         "%s: a name with '*', '?' or '[' would be read as a glob pattern", path);
   struct db d;
   PB_RETURN_NOT_OK(db_open(&d, path, err));
-  struct sbuf lit = {0}, sql = {0};
-  sb_quoted(&lit, path, '\'');
-  sb_puts(&sql, "SELECT * FROM read_parquet(");
-  sb_puts(&sql, lit.p ? lit.p : "''");
-  sb_puts(&sql, ") LIMIT 0");
+  pb__strbuf lit = {0}, sql = {0};
+  pb__strbuf_quoted(&lit, path, '\'');
+  pb__strbuf_puts(&sql, "SELECT * FROM read_parquet(");
+  pb__strbuf_puts(&sql, lit.p ? lit.p : "''");
+  pb__strbuf_puts(&sql, ") LIMIT 0");
   duckdb_result res;
   pb_table *t = NULL;
   int rc = lit.oom || sql.oom ? pb_error_set(err, PB_ENOMEM, "%s: out of memory", path) : 0;
@@ -317,24 +275,24 @@ int pb__parquet_read(const char *path, pb_table **out, struct pb_error *err) {
     rc = pb_table_new(&t);
     idx_t nc = duckdb_column_count(&res);
     sql.n = 0;
-    sb_puts(&sql, "SELECT ");
+    pb__strbuf_puts(&sql, "SELECT ");
     for (idx_t c = 0; c < nc && rc == 0; c++) {
       const char *name = duckdb_column_name(&res, c), *cast;
       pb_col_type type = map_type(duckdb_column_type(&res, c), &cast);
       rc = pb_table_add_column(t, name, type);
       if (rc == PB_EINVAL)
         rc = pb_error_set(err, PB_EFORMAT, "%s: column name '%s' appears twice", path, name);
-      if (c) sb_puts(&sql, ", ");
-      sb_puts(&sql, "CAST(");
-      sb_quoted(&sql, name, '"');
-      sb_puts(&sql, " AS ");
-      sb_puts(&sql, cast);
-      sb_puts(&sql, ")");
+      if (c) pb__strbuf_puts(&sql, ", ");
+      pb__strbuf_puts(&sql, "CAST(");
+      pb__strbuf_quoted(&sql, name, '"');
+      pb__strbuf_puts(&sql, " AS ");
+      pb__strbuf_puts(&sql, cast);
+      pb__strbuf_puts(&sql, ")");
     }
     duckdb_destroy_result(&res);
-    sb_puts(&sql, " FROM read_parquet(");
-    sb_puts(&sql, lit.p);
-    sb_puts(&sql, ")");
+    pb__strbuf_puts(&sql, " FROM read_parquet(");
+    pb__strbuf_puts(&sql, lit.p);
+    pb__strbuf_puts(&sql, ")");
     if (rc == 0 && sql.oom) rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
     if (rc == 0)
       rc = db_exec(&d, sql.p, &res, PB_EFORMAT, path, "cannot read Parquet data", err);

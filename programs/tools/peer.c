@@ -7,7 +7,7 @@
 
 #include "common/proc.h"
 #include "tools/peer.h"
-#include "formats/format_internal.h"
+#include "common/fs.h"
 
 const char *pb__python_dir(void) {
   const char *env = getenv("PIPEBENCH_PYTHON_DIR");
@@ -34,16 +34,6 @@ int pb__run_child(char *const argv[], double timeout_s, const char *err_path, st
                         r.term_signal, tail);
   return pb_error_set(err, PB_ECHILD, "%s %s failed (exit %d): %s", argv[0], what, r.exit_code,
                       tail);
-}
-
-cJSON *pb__load_json(const char *path, struct pb_error *err) {
-  void *data = NULL;
-  size_t size = 0;
-  if (pb__read_file(path, &data, &size, err) != PB_OK) return NULL;
-  cJSON *root = cJSON_ParseWithLength(data, size);
-  pb_free(data, size);
-  if (root == NULL) pb_error_set(err, PB_EFORMAT, "%s: not valid JSON", path);
-  return root;
 }
 
 static double find_pipebench_sps(const pb_table *t, const char *format, const char *cache, int64_t bs,

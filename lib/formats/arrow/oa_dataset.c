@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "common/duck_msg.h"
+#include "common/json.h"
+#include "common/vec.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
 #include "parquet/pq_cache.h"
@@ -28,17 +30,6 @@ typedef struct od_chunk {
   size_t image;
   int64_t row;      /* reader: its file row in chunks.parquet (direct page reads) */
 } od_chunk;
-
-static int grow(void **p, size_t *cap, size_t need, size_t esize) {
-  if (need <= *cap) return PB_OK;
-  size_t n = *cap ? *cap * 2 : 64;
-  while (n < need) n *= 2;
-  void *q = realloc(*p, n * esize);
-  if (q == NULL) return PB_ENOMEM;
-  *p = q;
-  *cap = n;
-  return PB_OK;
-}
 
 static int join(char *buf, size_t size, const char *dir, const char *name) {
   return snprintf(buf, size, "%s/%s", dir, name) < (int)size ? PB_OK : PB_EINVAL;
@@ -112,8 +103,10 @@ static int od_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
     if (meta->shape[k] > INT32_MAX)
       return pb_error_set(err, PB_EINVAL, "%s: image '%s' is too large for int32 sizes", w->path,
                           meta->name);
-  if (grow((void **)&w->images, &w->cap_images, w->n_images + 1, sizeof *w->images) != PB_OK ||
-      grow((void **)&w->cshape, &w->cap_cshape, w->n_images + 1, sizeof *w->cshape) != PB_OK)
+  if (pb__vec_reserve((void **)&w->images, &w->cap_images,
+                      w->n_images + 1, sizeof *w->images) != PB_OK ||
+      pb__vec_reserve((void **)&w->cshape, &w->cap_cshape,
+                      w->n_images + 1, sizeof *w->cshape) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   static const int64_t defaults[PB_NDIM] = {1, 1, 1, 512, 512};
   int64_t *cs = w->cshape[w->n_images];
@@ -136,7 +129,8 @@ static int od_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
       for (o[2] = 0; o[2] < meta->shape[2]; o[2] += cs[2])
         for (o[3] = 0; o[3] < meta->shape[3]; o[3] += cs[3])
           for (o[4] = 0; o[4] < meta->shape[4]; o[4] += cs[4]) {
-            if (grow((void **)&w->chunks, &w->cap_chunks, w->n_chunks + 1, sizeof *w->chunks))
+            if (pb__vec_reserve((void **)&w->chunks, &w->cap_chunks,
+                                w->n_chunks + 1, sizeof *w->chunks))
               return pb_error_set(err, PB_ENOMEM, "out of memory");
             od_chunk *ch = &w->chunks[w->n_chunks];
             size_t n = es;
@@ -708,8 +702,6 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   snprintf(r->path, sizeof r->path, "%s", path);
   char f[4400];
-  void *data = NULL;
-  size_t size = 0;
   int rc;
   /* DuckDB and the reads below open these files; a FIFO among them would block that open. */
   static const char *const members[] = {OD_MANIFEST, "images.parquet", "index.parquet",
@@ -723,9 +715,9 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     if (rc != PB_OK) goto fail;
   }
   join(f, sizeof f, path, OD_MANIFEST);
-  if ((rc = pb__read_file(f, &data, &size, err)) != PB_OK) goto fail;
-  cJSON *man = cJSON_ParseWithLength(data, size);
-  pb_free(data, size);
+  cJSON *man = NULL;
+  rc = pb__json_read_file(f, &man, err);
+  if (rc != PB_OK && rc != PB_EFORMAT) goto fail; /* unreadable; bad JSON is told below */
   cJSON *ty = man ? cJSON_GetObjectItem(man, "type") : NULL;
   cJSON *lay = man ? cJSON_GetObjectItem(man, "layout") : NULL;
   int ok = man != NULL && cJSON_IsString(ty) && strcmp(ty->valuestring, "ome.arrow") == 0 &&

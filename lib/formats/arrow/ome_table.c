@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/duck_msg.h"
+#include "common/vec.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
 #include "parquet/pq_cache.h"
@@ -92,17 +93,6 @@ typedef struct ot_writer {
   size_t scratch_n;
   int finished;
 } ot_writer;
-
-static int grow(void **p, size_t *cap, size_t need, size_t esize) {
-  if (need <= *cap) return PB_OK;
-  size_t n = *cap ? *cap * 2 : 64;
-  while (n < need) n *= 2;
-  void *q = realloc(*p, n * esize);
-  if (q == NULL) return PB_ENOMEM;
-  *p = q;
-  *cap = n;
-  return PB_OK;
-}
 
 static int scratch_need(ot_writer *w, size_t n) {
   if (n <= w->scratch_n) return PB_OK;
@@ -207,7 +197,8 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
                           w->path, w->n_images, meta->name, pb_dtype_name(meta->dtype),
                           pb_dtype_name(w->dtype));
   }
-  if (grow((void **)&w->images, &w->cap_images, w->n_images + 1, sizeof *w->images) != PB_OK)
+  if (pb__vec_reserve((void **)&w->images, &w->cap_images,
+                      w->n_images + 1, sizeof *w->images) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   ot_image *im = &w->images[w->n_images];
   memset(im, 0, sizeof *im);
@@ -244,7 +235,8 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
             size_t enc_n;
             int rc = pb__oa_encode(w->codec, w->level, w->scratch, raw, &enc, &enc_n, err);
             if (rc != PB_OK) return rc;
-            if (grow((void **)&w->chunks, &w->cap_chunks, w->n_chunks + 1, sizeof *w->chunks)) {
+            if (pb__vec_reserve((void **)&w->chunks, &w->cap_chunks,
+                                w->n_chunks + 1, sizeof *w->chunks)) {
               free(enc);
               return pb_error_set(err, PB_ENOMEM, "out of memory");
             }
@@ -743,7 +735,7 @@ static char *dup_str(duckdb_vector v, idx_t row) {
 }
 
 static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_error *err) {
-  if (grow((void **)&r->imgs, &r->cap, (size_t)r->n + 1, sizeof *r->imgs) != PB_OK)
+  if (pb__vec_reserve((void **)&r->imgs, &r->cap, (size_t)r->n + 1, sizeof *r->imgs) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb_image_meta m;
   memset(&m, 0, sizeof m);
@@ -772,7 +764,8 @@ static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_er
   /* Physical sizes and channels are kept once per run of identical values. */
   if (r->n_extras == 0 || memcmp(&r->extras[r->n_extras - 1].physical_size, &m.physical_size,
                                  sizeof m - offsetof(pb_image_meta, physical_size)) != 0) {
-    if (grow((void **)&r->extras, &r->cap_extras, r->n_extras + 1, sizeof *r->extras) != PB_OK)
+    if (pb__vec_reserve((void **)&r->extras, &r->cap_extras,
+                        r->n_extras + 1, sizeof *r->extras) != PB_OK)
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     r->extras[r->n_extras++] = m;
   }

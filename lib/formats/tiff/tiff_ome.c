@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/strbuf.h"
 #include "formats/tiff/tiff_backend.h"
 
 #define MAX_TIFFDATA ((size_t)1 << 22)
@@ -373,55 +374,22 @@ bad:
 
 /* ---- OME-XML writing -------------------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  int oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-      b->oom = 1;
-      return;
-    }
-    if (b->p != NULL && b->n + (size_t)k < b->cap) {
-      b->n += (size_t)k;
-      return;
-    }
-    size_t ncap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
-    char *np = realloc(b->p, ncap);
-    if (np == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = np;
-    b->cap = ncap;
-  }
-}
-
 /* Appends an attribute with its value escaped for XML. */
-static void sb_attr(sbuf *b, const char *name, const char *value) {
-  sb_add(b, " %s=\"", name);
+static void sb_attr(pb__strbuf *b, const char *name, const char *value) {
+  pb__strbuf_printf(b, " %s=\"", name);
   for (const char *s = value; *s; s++) {
     switch (*s) {
-      case '&': sb_add(b, "&amp;"); break;
-      case '<': sb_add(b, "&lt;"); break;
-      case '>': sb_add(b, "&gt;"); break;
-      case '"': sb_add(b, "&quot;"); break;
-      case '\'': sb_add(b, "&apos;"); break;
+      case '&': pb__strbuf_printf(b, "&amp;"); break;
+      case '<': pb__strbuf_printf(b, "&lt;"); break;
+      case '>': pb__strbuf_printf(b, "&gt;"); break;
+      case '"': pb__strbuf_printf(b, "&quot;"); break;
+      case '\'': pb__strbuf_printf(b, "&apos;"); break;
       default:
-        if ((unsigned char)*s < 0x20) sb_add(b, "&#%d;", (int)(unsigned char)*s);
-        else sb_add(b, "%c", *s);
+        if ((unsigned char)*s < 0x20) pb__strbuf_printf(b, "&#%d;", (int)(unsigned char)*s);
+        else pb__strbuf_printf(b, "%c", *s);
     }
   }
-  sb_add(b, "\"");
+  pb__strbuf_printf(b, "\"");
 }
 
 static const char *ome_type(pb_dtype d) {
@@ -437,17 +405,17 @@ static const char *ome_type(pb_dtype d) {
 }
 
 char *pb__ome_write(const pb_image_meta *m, const char *file_name) {
-  sbuf b = {NULL, 0, 0, 0};
-  sb_add(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+  pb__strbuf b = {0};
+  pb__strbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
              "<OME xmlns=\"http://www.openmicroscopy.org/Schemas/OME/2016-06\" "
              "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
              "xsi:schemaLocation=\"http://www.openmicroscopy.org/Schemas/OME/2016-06 "
              "http://www.openmicroscopy.org/Schemas/OME/2016-06/ome.xsd\" "
              "Creator=\"pipebench %s\">",
          pb_version());
-  sb_add(&b, "<Image ID=\"Image:0\"");
+  pb__strbuf_printf(&b, "<Image ID=\"Image:0\"");
   sb_attr(&b, "Name", m->name[0] ? m->name : file_name);
-  sb_add(&b, "><Pixels ID=\"Pixels:0\" DimensionOrder=\"XYZCT\" Type=\"%s\" SizeX=\"%lld\" "
+  pb__strbuf_printf(&b, "><Pixels ID=\"Pixels:0\" DimensionOrder=\"XYZCT\" Type=\"%s\" SizeX=\"%lld\" "
              "SizeY=\"%lld\" SizeZ=\"%lld\" SizeC=\"%lld\" SizeT=\"%lld\"",
          ome_type(m->dtype), (long long)m->shape[PB_X], (long long)m->shape[PB_Y],
          (long long)m->shape[PB_Z], (long long)m->shape[PB_C], (long long)m->shape[PB_T]);
@@ -456,36 +424,32 @@ char *pb__ome_write(const pb_image_meta *m, const char *file_name) {
     if (!(m->physical_size[k] > 0) || !isfinite(m->physical_size[k])) continue;
     char name[32];
     snprintf(name, sizeof name, "PhysicalSize%s", axis[k]);
-    sb_add(&b, " %s=\"%.17g\"", name, m->physical_size[k]);
+    pb__strbuf_printf(&b, " %s=\"%.17g\"", name, m->physical_size[k]);
     snprintf(name, sizeof name, "PhysicalSize%sUnit", axis[k]);
     sb_attr(&b, name, m->physical_unit[k][0] ? m->physical_unit[k] : "µm");
   }
-  sb_add(&b, " BigEndian=\"false\" Interleaved=\"false\">");
+  pb__strbuf_printf(&b, " BigEndian=\"false\" Interleaved=\"false\">");
   for (int64_t c = 0; c < m->shape[PB_C]; c++) {
     const pb_channel *ch = c < m->n_channels ? &m->channels[c] : NULL;
-    sb_add(&b, "<Channel ID=\"Channel:0:%lld\" SamplesPerPixel=\"1\"", (long long)c);
+    pb__strbuf_printf(&b, "<Channel ID=\"Channel:0:%lld\" SamplesPerPixel=\"1\"", (long long)c);
     if (ch != NULL) {
       if (ch->name[0]) sb_attr(&b, "Name", ch->name);
-      if (ch->color_rgba != 0) sb_add(&b, " Color=\"%d\"", (int)(int32_t)ch->color_rgba);
+      if (ch->color_rgba != 0) pb__strbuf_printf(&b, " Color=\"%d\"", (int)(int32_t)ch->color_rgba);
       if (ch->illumination[0]) sb_attr(&b, "IlluminationType", ch->illumination);
       if (ch->excitation_um > 0)
-        sb_add(&b, " ExcitationWavelength=\"%.9g\" ExcitationWavelengthUnit=\"nm\"",
+        pb__strbuf_printf(&b, " ExcitationWavelength=\"%.9g\" ExcitationWavelengthUnit=\"nm\"",
                (double)ch->excitation_um * 1000.0);
       if (ch->emission_um > 0)
-        sb_add(&b, " EmissionWavelength=\"%.9g\" EmissionWavelengthUnit=\"nm\"",
+        pb__strbuf_printf(&b, " EmissionWavelength=\"%.9g\" EmissionWavelengthUnit=\"nm\"",
                (double)ch->emission_um * 1000.0);
     }
-    sb_add(&b, "/>");
+    pb__strbuf_printf(&b, "/>");
   }
   (void)file_name; /* one file per image: TiffData needs no UUID */
-  sb_add(&b, "<TiffData IFD=\"0\" PlaneCount=\"%lld\"/>",
+  pb__strbuf_printf(&b, "<TiffData IFD=\"0\" PlaneCount=\"%lld\"/>",
          (long long)(m->shape[PB_T] * m->shape[PB_C] * m->shape[PB_Z]));
-  sb_add(&b, "</Pixels></Image></OME>");
-  if (b.oom) {
-    free(b.p);
-    return NULL;
-  }
-  return b.p;
+  pb__strbuf_printf(&b, "</Pixels></Image></OME>");
+  return pb__strbuf_take(&b); /* NULL when an append failed */
 }
 
 /* ---- tifffile and ImageJ descriptions --------------------------------------------------- */
