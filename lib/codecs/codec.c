@@ -7,11 +7,27 @@
 #include <lz4.h>
 #include <lz4frame.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
+
+#include "common/env.h"
+
+/* ---- the libraries' versions, for every result row (common/env.h) ------------------------ */
+
+static void version_blosc(char *buf, size_t size) { snprintf(buf, size, "%s", BLOSC_VERSION_STRING); }
+static void version_zstd(char *buf, size_t size) { snprintf(buf, size, "%s", ZSTD_versionString()); }
+static void version_zlib(char *buf, size_t size) { snprintf(buf, size, "%s", zlibVersion()); }
+static void version_lz4(char *buf, size_t size) { snprintf(buf, size, "%s", LZ4_versionString()); }
+PB__ENV_VERSION(register_blosc, "blosc_version", version_blosc)
+PB__ENV_VERSION(register_zstd, "zstd_version", version_zstd)
+PB__ENV_VERSION(register_zlib, "zlib_version", version_zlib)
+PB__ENV_VERSION(register_lz4, "lz4_version", version_lz4)
+
+/* ---- names --------------------------------------------------------------------------------- */
 
 static const char *const names[PB__CODEC_COUNT] = {"none", "zstd", "lz4", "lz4_raw",
                                                    "gzip", "zlib", "blosc", "snappy"};

@@ -1,7 +1,13 @@
 /* JSON files read whole and parsed. */
 #include "common/json.h"
 
+#include <stdio.h>
+
+#include "common/env.h"
 #include "common/fs.h"
+
+static void cjson_version(char *buf, size_t size) { snprintf(buf, size, "%s", cJSON_Version()); }
+PB__ENV_VERSION(register_cjson, "cjson_version", cjson_version)
 
 int pb__json_read_file(const char *path, cJSON **out, struct pb_error *err) {
   *out = NULL;

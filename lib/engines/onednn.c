@@ -12,7 +12,15 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "common/env.h"
 #include "engines/onednn_internal.h"
+
+/* oneDNN's version, for every result row (common/env.h). */
+static void onednn_version(char *buf, size_t size) {
+  const dnnl_version_t *v = dnnl_version();
+  snprintf(buf, size, "%d.%d.%d", v->major, v->minor, v->patch);
+}
+PB__ENV_VERSION(register_onednn, "onednn_version", onednn_version)
 
 int pb__dn_err(struct pb_error *err, dnnl_status_t s, const char *what) {
   int code = s == dnnl_out_of_memory ? PB_ENOMEM
@@ -610,24 +618,6 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
   case dnnl_cpu_isa_sse41: return "sse41";
   default: return "unknown";
   }
-}
-
-void pb__cpu_model(char *buf, size_t size) {
-  snprintf(buf, size, "cpu");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f == NULL) return;
-  char line[512];
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (strncmp(line, "model name", 10) != 0) continue;
-    const char *c = strchr(line, ':');
-    if (c == NULL) break;
-    c++;
-    while (*c == ' ') c++;
-    snprintf(buf, size, "%s", c);
-    buf[strcspn(buf, "\n")] = '\0';
-    break;
-  }
-  fclose(f);
 }
 
 /* bfloat16 needs native dot products (avx512_bf16 or AMX). oneDNN 2.6 can emulate bf16 on plain

@@ -8,8 +8,15 @@
 #include <unistd.h>
 
 #include "common/duck_msg.h"
+#include "common/env.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+
+/* DuckDB's version, for every result row (common/env.h). */
+static void duckdb_version(char *buf, size_t size) {
+  snprintf(buf, size, "%s", duckdb_library_version());
+}
+PB__ENV_VERSION(register_duckdb, "duckdb_version", duckdb_version)
 
 int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err) {
   memset(d, 0, sizeof *d);

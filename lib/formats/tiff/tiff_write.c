@@ -6,7 +6,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/env.h"
 #include "formats/tiff/tiff_backend.h"
+
+/* libtiff's version, for every result row (common/env.h): TIFFGetVersion() is a multi-line
+ * banner; its first line's version number is kept. */
+static void libtiff_version(char *buf, size_t size) {
+  const char *tv = TIFFGetVersion();
+  const char *num = tv ? strstr(tv, "Version ") : NULL;
+  snprintf(buf, size, "%s", num ? num + 8 : (tv ? tv : ""));
+  buf[strcspn(buf, "\n")] = '\0';
+  size_t n = strlen(buf);
+  while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\r')) buf[--n] = '\0';
+}
+PB__ENV_VERSION(register_libtiff, "libtiff_version", libtiff_version)
 
 /* Target size of one strip when the caller does not ask for tiles. */
 #define STRIP_BYTES (64 * 1024)
