@@ -309,9 +309,6 @@ int pb_writer_new(const char *path, const char *format, const pb_write_params *p
   /* A device must never be renamed over; what killed writers of path left is removed. */
   PB_RETURN_NOT_OK(pb__output_check(path, err));
   pb__temp_sweep(path);
-  /* A device must never be renamed over; what killed writers of path left is removed. */
-  PB_RETURN_NOT_OK(pb__output_check(path, err));
-  pb__temp_sweep(path);
   pb_writer *w = calloc(1, sizeof *w);
   if (w == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   w->vt = vt;
