@@ -26,6 +26,12 @@ run timeout $lim "$pb" run --data "$work/fifo" --out "$work/r" --tracks 1 --no-p
 expect_rc 2 "run --data FIFO"; expect_err "is a FIFO, not a dataset" "run FIFO message"; no_hint "run FIFO"
 run timeout $lim "$pb" revs --config "$work/fifo" --output "$work/revs.csv"
 expect_rc 2 "revs --config FIFO"; expect_err "fifo is a FIFO, not a task file" "revs FIFO message"
+run timeout $lim "$pb" revs --compare --output "$work/fifo"
+expect_rc 2 "revs --compare --output FIFO"; expect_err "fifo" "revs names the results FIFO"
+mkdir -p "$work/gf"
+mkfifo "$work/gf/manifest.json"
+run timeout $lim "$pb" run --data "$work/gf" --out "$work/rg" --tracks 1 --no-peer
+expect_rc 2 "a gen folder whose manifest is a FIFO"; expect_err "manifest.json" "the manifest is named"
 run timeout $lim "$pb" inspect /dev/null
 expect_rc 2 "inspect a character device"; expect_err "/dev/null is a character device, not a dataset" "device message"
 if "$py" -c "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$work/sock"; then
