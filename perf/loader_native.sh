@@ -5,7 +5,7 @@
 # Makes ROWS 100x100 uint16 images (raw) and runs perf/loader_native.c over them: cache preload
 # (batch assembly alone) and none (the raw format's read included), workers 0 and 2.
 # Target: native batch assembly from the preload cache at the speed of memcpy of its pixels
-# (>= 0.9x, ratio taken within each round).
+# (>= 0.9x, ratio of total times over interleaved rounds).
 set -euo pipefail
 build=${1:-build}; out=${2:-results/bench-loader-native}
 rows=${ROWS:-4000}; batch=${BATCH:-256}; rounds=${ROUNDS:-15}
