@@ -207,6 +207,11 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   char storage[1024];
   PB_RETURN_NOT_OK(parse_formats(p.formats, names, &n, storage, sizeof storage, err));
   PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
+  for (int i = 0; i < n; i++) { /* each is replaced at the end: never a device */
+    char to[4096];
+    pb_gen_format_path(dir, names[i], to, sizeof to);
+    PB_RETURN_NOT_OK(pb__output_check(to, err));
+  }
 
   /* Everything is written under a staging folder first and moved into place at the end, so
    * an earlier dataset in dir stays whole until the new one is complete. */

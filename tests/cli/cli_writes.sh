@@ -98,6 +98,11 @@ else
   expect_err "No space left on device" "train reports ENOSPC from the full device"
   run "$pb" train --num-images 16 --metrics-out "$work/null"
   expect_rc 0 "train --metrics-out a null device"
+  mkdir -p "$work/devds" && mknod "$work/devds/images.pbraw" c 1 3
+  run "$pb" gen --out "$work/devds" --rows 2 --size 8x8 --formats raw
+  expect_rc 2 "gen refuses a format file that is a device"
+  expect_err "is a character device" "gen says what the target is"
+  [[ -c $work/devds/images.pbraw ]] && pass || fail "gen left the device node alone"
   [[ -c $work/null ]] && pass || fail "the null node is still a character device"
   [[ -c $work/full ]] && pass || fail "the full node is still a character device"
 fi
