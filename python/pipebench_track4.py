@@ -17,6 +17,8 @@ import time
 cfg = json.load(open(sys.argv[1]))
 if cfg.get("library"):
     os.environ["PIPEBENCH_LIB"] = cfg["library"]
+if "oa_cache_mb" in cfg:  # the block budget of the run's own readers, before the library loads
+    os.environ["PB_OA_CACHE_MB"] = str(int(cfg["oa_cache_mb"]))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402

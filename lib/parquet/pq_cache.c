@@ -89,3 +89,26 @@ pb__pq_block *pb__pq_cache_add(pb__pq_cache *c, pb__pq_block *b) {
   memset(b, 0, sizeof *b);
   return &c->blocks[c->n++];
 }
+
+/* ---- the budget of handles opened now ------------------------------------------------------ */
+
+/* Per thread: a run sets it in the thread that opens its handles (pb_dataset_open and
+ * pb_loader_new open every handle in the calling thread), without touching other threads or
+ * the process environment. */
+static _Thread_local long long budget_of_thread = -1;
+
+long long pb__pq_cache_budget_set(long long bytes) {
+  long long old = budget_of_thread;
+  budget_of_thread = bytes < 0 ? -1 : bytes;
+  return old;
+}
+
+size_t pb__pq_cache_budget(size_t dflt) {
+  const char *env = getenv("PB_OA_CACHE_MB");
+  if (env != NULL && *env != '\0') {
+    char *end;
+    long long mb = strtoll(env, &end, 10);
+    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) return (size_t)mb << 20;
+  }
+  return budget_of_thread >= 0 ? (size_t)budget_of_thread : dflt;
+}

@@ -10,6 +10,7 @@
 
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
+#include "parquet/pq_cache.h"
 #include "pipebench/gen.h"
 
 #define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr,oa-dataset,ome-parquet"
@@ -271,6 +272,10 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
     free(c);
     return rc;
   }
+  /* "cache none" rows read every block from storage: the OME-Arrow readers this run opens keep
+   * one decoded block at a time (unless PB_OA_CACHE_MB chooses a budget), for the command line
+   * and every other caller of pb_run alike. */
+  long long budget = pb__pq_cache_budget_set(0);
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/data", c->p.out);
   if ((rc = pb__mkdirs(dir, err)) != PB_OK) goto done;
@@ -306,6 +311,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
       pb_error_set(err, rc, "%s: the plots or the report could not be written (see above)", c->p.out);
   }
 done:
+  pb__pq_cache_budget_set(budget);
   cJSON_Delete(c->summary);
   free(c);
   return rc;

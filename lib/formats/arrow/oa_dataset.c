@@ -746,13 +746,7 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     goto fail;
   }
   /* Read-ahead window: about a quarter of the cache, in chunks of the average raw size. */
-  size_t cache_limit = (size_t)OD_CACHE_DEFAULT_MB << 20;
-  const char *env = getenv("PB_OA_CACHE_MB");
-  if (env != NULL && *env != '\0') {
-    char *end;
-    long long mb = strtoll(env, &end, 10);
-    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) cache_limit = (size_t)mb << 20;
-  }
+  size_t cache_limit = pb__pq_cache_budget((size_t)OD_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OD_MAX_BLOCKS, cache_limit) != PB_OK) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;

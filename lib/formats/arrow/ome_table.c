@@ -1000,13 +1000,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", path, PB__DUCK_MSG(duckdb_result_error(&res)));
   duckdb_destroy_result(&res);
   if (rc != PB_OK) goto fail;
-  size_t cache_limit = (size_t)OT_CACHE_DEFAULT_MB << 20;
-  const char *env = getenv("PB_OA_CACHE_MB");
-  if (env != NULL && *env != '\0') {
-    char *end;
-    long long mb = strtoll(env, &end, 10);
-    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) cache_limit = (size_t)mb << 20;
-  }
+  size_t cache_limit = pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;
