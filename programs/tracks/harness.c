@@ -129,10 +129,7 @@ void pb__window_pilot(pb__window *w, const double *pilot_s, size_t n) {
   w->g = pb__timer_group(w->overhead_ns, pilot_s, n, w->cap);
 }
 
-int pb__window_add(pb__window *w, int64_t start_ns, int64_t end_ns, struct pb_error *err) {
-  if (w->in_group == 0) w->g0 = start_ns;
-  w->items++;
-  if (++w->in_group < w->g) return PB__WINDOW_ITEM;
+int pb__window_close(pb__window *w, int64_t end_ns, struct pb_error *err) {
   w->in_group = 0;
   double span = (double)(end_ns - w->g0) / 1e9;
   if (w->n == w->lat_cap) {

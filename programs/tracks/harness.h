@@ -99,9 +99,18 @@ void pb__window_pilot(pb__window *w, const double *pilot_s, size_t n);
 static inline int pb__window_opens(const pb__window *w) { return w->in_group == 0; }
 /** Does the next item close a group (read the clock after holding it)? */
 static inline int pb__window_closes(const pb__window *w) { return w->in_group + 1 == w->g; }
+/** Closes the open group at end_ns (pb__window_add does this at a group's last item). */
+int pb__window_close(pb__window *w, int64_t end_ns, struct pb_error *err);
 /** Adds an item asked for at start_ns and held at end_ns (only start_ns of a group's first
- * item and end_ns of its last are used). Returns a PB__WINDOW_* value, or PB_ENOMEM. */
-int pb__window_add(pb__window *w, int64_t start_ns, int64_t end_ns, struct pb_error *err);
+ * item and end_ns of its last are used). Returns a PB__WINDOW_* value, or PB_ENOMEM. Inline:
+ * items inside a group are timed with the bookkeeping between them, which stays this small. */
+static inline int pb__window_add(pb__window *w, int64_t start_ns, int64_t end_ns,
+                                 struct pb_error *err) {
+  if (w->in_group == 0) w->g0 = start_ns;
+  w->items++;
+  if (++w->in_group < w->g) return PB__WINDOW_ITEM;
+  return pb__window_close(w, end_ns, err);
+}
 /** Drops the open group (an untimed pause, such as an epoch reset, fell inside it). */
 static inline void pb__window_drop_group(pb__window *w) { w->in_group = 0; }
 /** Summary of the window's per-item interval times. */
