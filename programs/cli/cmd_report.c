@@ -21,10 +21,10 @@ static void on_note(void *ctx, int status, const char *path, const char *message
 
 static int run(const cli_args *a) {
   const char *dir = a->pos[0];
-  int bad = 0, n = 0;
+  int bad = 0, n = 0, plots_rc = PB_OK;
   struct pb_error err = {{0}};
   if (!cli_has(a, "no-plots")) {
-    int rc = pb_report_plots_ex(dir, on_note, &bad, &n, &err);
+    int rc = plots_rc = pb_report_plots_ex(dir, on_note, &bad, &n, &err);
     if (rc != PB_OK) {
       cli_fail("report", "%s", err.message);
       if (rc == PB_EUNSUPPORTED || rc == PB_ENOTFOUND) return CLI_FAIL;
@@ -34,6 +34,7 @@ static int run(const cli_args *a) {
   int rc = pb_report_write_ex(dir, on_note, &bad, &err);
   if (rc != PB_OK) return cli_fail("report", "%s", err.message);
   if (!cli_has(a, "no-plots") && n == 0) return cli_fail("report", "no plot could be drawn from %s", dir);
+  if (plots_rc != PB_OK) return CLI_FAIL; /* a plot after the first ones could not be written */
   if (bad > 0) fprintf(stderr, "report: %d input(s) skipped, the rest drawn from what could be read\n", bad);
   return CLI_OK;
 }

@@ -130,6 +130,9 @@ if small_fs "$work/res/images" 16k; then
   if grep -q "wrote [0-9]* plots" <<<"$errout$out"; then fail "run claims plots it did not write"; else pass; fi
   [[ -e $work/res/images/pipebench_track1.png ]] && fail "a partial track 1 PNG was left" || pass
   no_temporaries "$work/res" "run on a full images folder"
+  run "$pb" report "$work/res"
+  expect_rc 2 "report with a full images folder"
+  [[ -e $work/res/images/pipebench_track1.png ]] && fail "report left a partial PNG" || pass
 fi
 if small_fs "$work/inf/images" 16k; then
   run timeout $lim "$pb" infer --framework pipebench --batch-sizes 1 --iterations 2 --warmup 0 \
