@@ -4,6 +4,9 @@
 # torch peers (eager and torch.compile, channels-last ResNet-50) run in the same call after it.
 # Builds nothing. Usage: perf/cuda_engine.sh BUILD_DIR [quick|full]
 #   BUILD_DIR holds cuda_engine_bench, libpipebench.so and libpipebench-cuda.so.
+# Environment: CONFIGS="model:dtype:batch ..." replaces the mode's list; PEAKS=0 skips the GPU's
+# limits; TORCH_ROWS="model:batch,..." picks the torch rows (see cuda_torch_peer.py);
+# PB_CUDA_PROFILE=FILE appends each engine step's time to FILE.
 set -u
 B=${1:?usage: perf/cuda_engine.sh BUILD_DIR [quick|full]}
 MODE=${2:-full}
@@ -12,8 +15,10 @@ BENCH="$B/cuda_engine_bench"
 [ -x "$BENCH" ] || BENCH="$B/bin/cuda_engine_bench"
 export PIPEBENCH_CUDA_MODULE=${PIPEBENCH_CUDA_MODULE:-$(dirname "$BENCH")/libpipebench-cuda.so}
 [ -f "$PIPEBENCH_CUDA_MODULE" ] || PIPEBENCH_CUDA_MODULE=$B/lib/libpipebench-cuda.so
-"$BENCH" peaks || exit $?
-if [ "$MODE" = quick ]; then
+if [ "${PEAKS:-1}" != 0 ]; then "$BENCH" peaks || exit $?; fi
+if [ -n "${CONFIGS:-}" ]; then
+  :
+elif [ "$MODE" = quick ]; then
   CONFIGS="resnet50:bfloat16:256 vit_b_16:bfloat16:128 resnet50:float32:64"
 else
   CONFIGS="resnet50:bfloat16:1 resnet50:bfloat16:32 resnet50:bfloat16:128 resnet50:bfloat16:256

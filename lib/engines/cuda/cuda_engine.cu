@@ -575,10 +575,9 @@ static int op_attention(cu_engine *o, const pb__graph *g, const pb__op *op, stru
   PB_RETURN_NOT_OK(place(o, g, op->out, err));
   int rc = 0;
   if (o->attn_fused && o->es == 2 && dh == ATT_DH && T <= 256) {
-    /* one tensor-core kernel per (image, head); see k_attention */
+    /* one flash-style tensor-core kernel per (image, head); see k_attention */
     int Tp = (int)((T + 15) / 16 * 16), Ti = (int)T, Hi = (int)H, dt = o->dt;
-    int lds = Tp + 4 > ATT_DH + 4 ? Tp + 4 : ATT_DH + 4; /* as k_attention lays it out */
-    size_t smem = (size_t)2 * Tp * ATT_LDK * 2 + (size_t)ATT_WARPS * 16 * lds * 4;
+    size_t smem = ATT_SMEM(Tp);
     cudaError_t ce = o->dt == DT_BF16
                          ? cudaFuncSetAttribute(k_attention<__nv_bfloat16>,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)
@@ -686,9 +685,17 @@ static int op_layernorm(cu_engine *o, const pb__graph *g, const pb__op *op, stru
   float eps = op->eps;
   int dt = o->dt;
   cudaStream_t st = o->st;
+  /* 16-byte vectors when a row is whole vectors and D fits 32 lanes x 3 or 6 vectors (ViT's 768) */
+  int vec = (D * o->es) % 16 == 0 && (int64_t)D * o->es <= 32 * 16 * (o->es == 2 ? 3 : 6);
   o->steps.push_back([=](struct pb_error *e2) -> int {
     int blocks = (int)((rows + 7) / 8);
-    if (D <= 32 * 24)
+    if (vec && (dt == DT_F32 || dt == DT_TF32))
+      k_layernorm_vec<float, 6><<<blocks, 256, 0, st>>>((const float *)x, (float *)y, gm, bt, rows, D, eps);
+    else if (vec && dt == DT_BF16)
+      k_layernorm_vec<__nv_bfloat16, 3><<<blocks, 256, 0, st>>>((const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, gm, bt, rows, D, eps);
+    else if (vec && dt == DT_F16)
+      k_layernorm_vec<__half, 3><<<blocks, 256, 0, st>>>((const __half *)x, (__half *)y, gm, bt, rows, D, eps);
+    else if (D <= 32 * 24)
       BY_DTYPE(dt, T, (k_layernorm<T, 24><<<blocks, 256, 0, st>>>((const T *)x, (T *)y, gm, bt, rows, D, eps)));
     else
       BY_DTYPE(dt, T, (k_layernorm<T, 32><<<blocks, 256, 0, st>>>((const T *)x, (T *)y, gm, bt, rows, D, eps)));

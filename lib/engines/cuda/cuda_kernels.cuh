@@ -7,7 +7,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 #include <stdint.h>
 
 namespace pbk {
@@ -85,127 +84,197 @@ __global__ void k_act_vec(T *__restrict__ y, int64_t total, int act) {
   }
 }
 
-/* Multi-head attention for 16-bit types on the tensor cores (WMMA), one block per (image, head),
- * reading q, k, v in place from the qkv projection (N, Tn, 3, H, 64) and writing (N, Tn, H*64)
- * with heads side by side. All Tn <= ATT_TMAX keys sit in shared memory, so each warp computes
- * whole rows of scores (float), their softmax (probabilities rounded to T, as flash attention
- * does) and P V, 16 queries at a time; nothing but q, k, v and the output touches device memory. */
+/* Multi-head attention for 16-bit types on the tensor cores, flash style: one block per (image,
+ * head) reads that head's q, k and v in place from the qkv projection (N, Tn, 3, H, 64) into
+ * shared memory (16-byte asynchronous copies, rows past Tn zero), and each warp takes 16 queries
+ * at a time through all keys, 64 keys per step: S = Q K^T and O += P V on mma.sync m16n8k16 with
+ * float accumulators, the softmax online (running row maximum and sum in registers, P rounded to
+ * T as flash attention does, exponentials in base 2). The output (N, Tn, H*64) has heads side
+ * by side; nothing but q, k, v and the output touches device memory. */
 #define ATT_DH 64
-#define ATT_WARPS 4
-#define ATT_LDK 72 /* K, V and Q rows padded from 64 to 72 values: no shared-memory bank conflicts */
+#define ATT_WARPS 8
+#define ATT_LDK 72 /* rows padded from 64 to 72 values: ldmatrix reads without bank conflicts */
+/* shared memory of one block: Q, K and V, Tp rows each */
+#define ATT_SMEM(Tp) ((size_t)3 * (size_t)(Tp) * ATT_LDK * 2)
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3,
+                                        const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3,
+                                          const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_u32(p)));
+}
+/* d += a b, 16x8x16, float accumulators; a and b bfloat16 or float16 */
 template <typename T>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__device__ __forceinline__ void mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float *d, const uint32_t *a, uint32_t b0,
+                                                        uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__half>(float *d, const uint32_t *a, uint32_t b0,
+                                                 uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* One step over NS * 16 keys from key k0 for a warp's 16 queries (qa: the Q fragments). The
+ * thread holds rows g = lane / 4 and g + 8 of S and O, columns 2 (lane % 4) and the next. */
+template <typename T, int NS>
+__device__ __forceinline__ void att_step(const uint32_t (&qa)[ATT_DH / 16][4], const T *Ks,
+                                         const T *Vs, int k0, int Tn, float sl2, float (&o)[8][4],
+                                         float (&m)[2], float (&l)[2], int lane) {
+  float s[2 * NS][4];
+#pragma unroll
+  for (int j = 0; j < 2 * NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+  const int mi = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int kk = 0; kk < ATT_DH / 16; kk++) {
+#pragma unroll
+    for (int sb = 0; sb < NS; sb++) {
+      /* matrices: keys 0-7 dims 0-7, keys 0-7 dims 8-15, keys 8-15 dims 0-7, keys 8-15 dims 8-15 */
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4(b0, b1, b2, b3,
+              Ks + (size_t)(k0 + sb * 16 + r + (mi >> 1) * 8) * ATT_LDK + kk * 16 + (mi & 1) * 8);
+      mma16816<T>(s[2 * sb], qa[kk], b0, b1);
+      mma16816<T>(s[2 * sb + 1], qa[kk], b2, b3);
+    }
+  }
+  const int t2 = 2 * (lane % 4);
+  float mx0 = m[0], mx1 = m[1];
+#pragma unroll
+  for (int j = 0; j < 2 * NS; j++) {
+    int c = k0 + 8 * j + t2;
+    if (c >= Tn) s[j][0] = s[j][2] = -INFINITY;
+    if (c + 1 >= Tn) s[j][1] = s[j][3] = -INFINITY;
+    mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  /* the first step has a key below Tn in every row, so the maxima are finite from here on */
+  const float a0 = fast_exp2((m[0] - mx0) * sl2), a1 = fast_exp2((m[1] - mx1) * sl2);
+  m[0] = mx0, m[1] = mx1;
+  const float ms0 = mx0 * sl2, ms1 = mx1 * sl2;
+  float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < 2 * NS; j++) {
+    s[j][0] = fast_exp2(fmaf(s[j][0], sl2, -ms0));
+    s[j][1] = fast_exp2(fmaf(s[j][1], sl2, -ms0));
+    s[j][2] = fast_exp2(fmaf(s[j][2], sl2, -ms1));
+    s[j][3] = fast_exp2(fmaf(s[j][3], sl2, -ms1));
+    sum0 += s[j][0] + s[j][1];
+    sum1 += s[j][2] + s[j][3];
+  }
+  l[0] = l[0] * a0 + sum0, l[1] = l[1] * a1 + sum1;
+#pragma unroll
+  for (int j = 0; j < 8; j++) o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
+#pragma unroll
+  for (int sb = 0; sb < NS; sb++) {
+    /* P's A fragment for keys 16 sb .. 16 sb + 15 straight from the accumulators */
+    uint32_t pa[4] = {pack2<T>(s[2 * sb][0], s[2 * sb][1]), pack2<T>(s[2 * sb][2], s[2 * sb][3]),
+                      pack2<T>(s[2 * sb + 1][0], s[2 * sb + 1][1]),
+                      pack2<T>(s[2 * sb + 1][2], s[2 * sb + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < ATT_DH / 16; dp++) {
+      /* matrices (transposed): keys 0-7 dims 0-7, keys 8-15 dims 0-7, keys 0-7 dims 8-15, keys
+       * 8-15 dims 8-15 */
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4_t(b0, b1, b2, b3,
+                Vs + (size_t)(k0 + sb * 16 + r + (mi & 1) * 8) * ATT_LDK + dp * 16 + (mi >> 1) * 8);
+      mma16816<T>(o[2 * dp], pa, b0, b1);
+      mma16816<T>(o[2 * dp + 1], pa, b2, b3);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(ATT_WARPS * 32, 2)
     k_attention(const T *__restrict__ qkv, T *__restrict__ out, int Tn, int Tp, int H,
                 float scale) {
-  using namespace nvcuda;
   extern __shared__ __align__(128) unsigned char smem[];
   const int D = H * ATT_DH, ld3 = 3 * D;
   const int nh = blockIdx.x, n = nh / H, h = nh % H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int lds = Tp + 4, ldp = 2 * lds; /* scores (float) and P (T) row strides, padded */
-  T *Ks = reinterpret_cast<T *>(smem);                 /* Tp x ATT_LDK */
-  T *Vs = Ks + (size_t)Tp * ATT_LDK;                     /* Tp x ATT_LDK */
-  unsigned char *wbase = smem + (size_t)2 * Tp * ATT_LDK * sizeof(T);
-  /* a warp's space holds the larger of its scores and its output (16 x 68 floats) */
-  const size_t wbytes = (size_t)16 * (lds > ATT_DH + 4 ? lds : ATT_DH + 4) * sizeof(float);
-  /* per warp: its 16 queries, then 16 x Tp scores, then P, then O (each read before the next is
-   * written), so that two blocks fit on an SM */
-  float *Sw = reinterpret_cast<float *>(wbase + warp * wbytes);
-  T *Qw = reinterpret_cast<T *>(Sw);
+  T *Qs = reinterpret_cast<T *>(smem); /* Tp x ATT_LDK each */
+  T *Ks = Qs + (size_t)Tp * ATT_LDK;
+  T *Vs = Ks + (size_t)Tp * ATT_LDK;
   const T *base = qkv + (size_t)n * Tn * ld3 + h * ATT_DH;
-  /* K and V rows, 16 bytes a thread, zero past Tn */
   const int vpr = ATT_DH * (int)sizeof(T) / 16; /* 16-byte pieces per row */
-  for (int i = threadIdx.x; i < Tp * vpr; i += blockDim.x) {
-    int t = i / vpr, c = i % vpr;
-    uint4 kz = make_uint4(0, 0, 0, 0), vz = kz;
+  for (int i = threadIdx.x; i < 3 * Tp * vpr; i += blockDim.x) {
+    int w = i / (Tp * vpr), t = (i / vpr) % Tp, c = i % vpr;
+    T *dst = Qs + ((size_t)w * Tp + t) * ATT_LDK + c * (16 / (int)sizeof(T));
     if (t < Tn) {
-      kz = reinterpret_cast<const uint4 *>(base + (size_t)t * ld3 + D)[c];
-      vz = reinterpret_cast<const uint4 *>(base + (size_t)t * ld3 + 2 * D)[c];
+      const T *src = base + (size_t)t * ld3 + w * D + c * (16 / (int)sizeof(T));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src));
+    } else {
+      *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
     }
-    reinterpret_cast<uint4 *>(Ks + (size_t)t * ATT_LDK)[c] = kz;
-    reinterpret_cast<uint4 *>(Vs + (size_t)t * ATT_LDK)[c] = vz;
   }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
-  T *Pw = reinterpret_cast<T *>(Sw); /* row r of P (Tp values of T) overwrites scores already read */
-  const int ntiles = Tp / 16, nq = (Tn + 15) / 16;
-  for (int qt = warp; qt < nq; qt += ATT_WARPS) {
+  const float sl2 = scale * 1.4426950408889634f; /* scores in base 2 */
+  const int ntiles = (Tn + 15) / 16, nfull = Tp / 64, rest = (Tp % 64) / 16;
+  const int mi = lane / 8, r = lane % 8, g = lane / 4, t2 = 2 * (lane % 4);
+  for (int qt = warp; qt < ntiles; qt += ATT_WARPS) {
     const int q0 = qt * 16;
-    for (int i = lane; i < 16 * vpr; i += 32) {
-      int r = i / vpr, c = i % vpr;
-      uint4 z = make_uint4(0, 0, 0, 0);
-      if (q0 + r < Tn) z = reinterpret_cast<const uint4 *>(base + (size_t)(q0 + r) * ld3)[c];
-      reinterpret_cast<uint4 *>(Qw + r * ATT_LDK)[c] = z;
+    uint32_t qa[ATT_DH / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < ATT_DH / 16; kk++)
+      ldsm_x4(qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3],
+              Qs + (size_t)(q0 + r + (mi & 1) * 8) * ATT_LDK + kk * 16 + (mi >> 1) * 8);
+    float o[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    for (int c = 0; c < nfull; c++) att_step<T, 4>(qa, Ks, Vs, c * 64, Tn, sl2, o, m, l, lane);
+    if (rest == 1) att_step<T, 1>(qa, Ks, Vs, nfull * 64, Tn, sl2, o, m, l, lane);
+    else if (rest == 2) att_step<T, 2>(qa, Ks, Vs, nfull * 64, Tn, sl2, o, m, l, lane);
+    else if (rest == 3) att_step<T, 3>(qa, Ks, Vs, nfull * 64, Tn, sl2, o, m, l, lane);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+      l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
-    __syncwarp();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qa[ATT_DH / 16];
+    const float i0 = 1.f / l[0], i1 = 1.f / l[1];
+    const int r0 = q0 + g, r1 = q0 + g + 8;
+    T *o0 = out + ((size_t)n * Tn + r0) * D + h * ATT_DH + t2;
+    T *o1 = out + ((size_t)n * Tn + r1) * D + h * ATT_DH + t2;
 #pragma unroll
-    for (int kk = 0; kk < ATT_DH / 16; kk++) wmma::load_matrix_sync(qa[kk], Qw + kk * 16, ATT_LDK);
-    __syncwarp(); /* the scores overwrite the queries */
-    for (int j = 0; j < ntiles; j++) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-      for (int kk = 0; kk < ATT_DH / 16; kk++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kb;
-        wmma::load_matrix_sync(kb, Ks + (size_t)j * 16 * ATT_LDK + kk * 16, ATT_LDK);
-        wmma::mma_sync(acc, qa[kk], kb, acc);
-      }
-      wmma::store_matrix_sync(Sw + j * 16, acc, lds, wmma::mem_row_major);
+    for (int j = 0; j < 8; j++) {
+      if (r0 < Tn) *reinterpret_cast<uint32_t *>(o0 + 8 * j) = pack2<T>(o[j][0] * i0, o[j][1] * i0);
+      if (r1 < Tn) *reinterpret_cast<uint32_t *>(o1 + 8 * j) = pack2<T>(o[j][2] * i1, o[j][3] * i1);
     }
-    __syncwarp();
-    /* softmax row by row; a row's P is written only after the whole warp has read its scores */
-    for (int r = 0; r < 16; r++) {
-      float v[8];
-      float m = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        int c = lane + 32 * i;
-        v[i] = c < Tn ? Sw[(size_t)r * lds + c] * scale : -INFINITY;
-        m = fmaxf(m, v[i]);
-      }
-      m = warp_max(m);
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        int c = lane + 32 * i;
-        v[i] = c < Tn ? __expf(v[i] - m) : 0.f;
-        sum += v[i];
-      }
-      float inv = 1.f / warp_sum(sum);
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        int c = lane + 32 * i;
-        if (c < Tp) Pw[(size_t)r * ldp + c] = fromf<T>(v[i] * inv);
-      }
-      __syncwarp();
-    }
-    /* O (16 x 64) = P (16 x Tp) V (Tp x 64), staged as float in the scores' space after P */
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[ATT_DH / 16];
-#pragma unroll
-    for (int j = 0; j < ATT_DH / 16; j++) wmma::fill_fragment(o[j], 0.f);
-    for (int kk = 0; kk < ntiles; kk++) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pa;
-      wmma::load_matrix_sync(pa, Pw + kk * 16, ldp);
-#pragma unroll
-      for (int j = 0; j < ATT_DH / 16; j++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vb;
-        wmma::load_matrix_sync(vb, Vs + (size_t)kk * 16 * ATT_LDK + j * 16, ATT_LDK);
-        wmma::mma_sync(o[j], pa, vb, o[j]);
-      }
-    }
-    __syncwarp();
-    float *Ow = Sw; /* 16 x 68 floats: P is no longer needed */
-#pragma unroll
-    for (int j = 0; j < ATT_DH / 16; j++)
-      wmma::store_matrix_sync(Ow + j * 16, o[j], ATT_DH + 4, wmma::mem_row_major);
-    __syncwarp();
-    for (int i = lane; i < 16 * ATT_DH; i += 32) {
-      int r = i / ATT_DH, c = i % ATT_DH;
-      if (q0 + r < Tn)
-        out[((size_t)n * Tn + q0 + r) * D + h * ATT_DH + c] = fromf<T>(Ow[r * (ATT_DH + 4) + c]);
-    }
-    __syncwarp();
   }
 }
 
@@ -280,6 +349,55 @@ __global__ void k_layernorm(const T *__restrict__ x, T *__restrict__ y, const fl
   for (int j = 0; j < MAXV; j++) {
     int d = lane + 32 * j;
     if (d < D) yr[d] = fromf<T>((v[j] - mean) * rstd * g[d] + b[d]);
+  }
+}
+
+/* The same, 16 bytes a thread per load and store (D * sizeof(T) a multiple of 16, rows 16-byte
+ * aligned; up to 32 * NV vectors a row in registers). */
+template <typename T, int NV>
+__global__ void k_layernorm_vec(const T *__restrict__ x, T *__restrict__ y,
+                                const float *__restrict__ g, const float *__restrict__ b,
+                                int64_t rows, int D, float eps) {
+  constexpr int VE = 16 / (int)sizeof(T); /* values per vector */
+  int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32, nvec = D / VE;
+  if (row >= rows) return;
+  const uint4 *xr = reinterpret_cast<const uint4 *>(x + row * D);
+  float v[NV][VE];
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    int c = lane + 32 * j;
+    uint4 u = c < nvec ? xr[c] : make_uint4(0, 0, 0, 0);
+    const T *t = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int e = 0; e < VE; e++) v[j][e] = tof(t[e]), s += v[j][e];
+  }
+  float mean = warp_sum(s) / (float)D;
+  float q = 0.f;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    bool in = lane + 32 * j < nvec;
+#pragma unroll
+    for (int e = 0; e < VE; e++) {
+      float d = in ? v[j][e] - mean : 0.f;
+      q += d * d;
+    }
+  }
+  float rstd = rsqrtf(warp_sum(q) / (float)D + eps);
+  uint4 *yr = reinterpret_cast<uint4 *>(y + row * D);
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    int c = lane + 32 * j;
+    if (c >= nvec) continue;
+    uint4 u;
+    T *t = reinterpret_cast<T *>(&u);
+#pragma unroll
+    for (int e = 0; e < VE; e++) {
+      int d = c * VE + e;
+      t[e] = fromf<T>((v[j][e] - mean) * rstd * g[d] + b[d]);
+    }
+    yr[c] = u;
   }
 }
 
