@@ -267,13 +267,24 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, 2)
       l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
     const float i0 = 1.f / l[0], i1 = 1.f / l[1];
-    const int r0 = q0 + g, r1 = q0 + g + 8;
-    T *o0 = out + ((size_t)n * Tn + r0) * D + h * ATT_DH + t2;
-    T *o1 = out + ((size_t)n * Tn + r1) * D + h * ATT_DH + t2;
+    /* O through this warp's own 16 rows of Qs (already in registers), then out 16 bytes a lane:
+     * each row's 128 bytes in whole sectors */
+    T *Ow = Qs + (size_t)q0 * ATT_LDK;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-      if (r0 < Tn) *reinterpret_cast<uint32_t *>(o0 + 8 * j) = pack2<T>(o[j][0] * i0, o[j][1] * i0);
-      if (r1 < Tn) *reinterpret_cast<uint32_t *>(o1 + 8 * j) = pack2<T>(o[j][2] * i1, o[j][3] * i1);
+      *reinterpret_cast<uint32_t *>(Ow + (size_t)g * ATT_LDK + 8 * j + t2) =
+          pack2<T>(o[j][0] * i0, o[j][1] * i0);
+      *reinterpret_cast<uint32_t *>(Ow + (size_t)(g + 8) * ATT_LDK + 8 * j + t2) =
+          pack2<T>(o[j][2] * i1, o[j][3] * i1);
+    }
+    __syncwarp();
+    const int vpr8 = ATT_DH * (int)sizeof(T) / 16;
+#pragma unroll
+    for (int i = lane; i < 16 * vpr8; i += 32) {
+      int rr = i / vpr8, c = i % vpr8;
+      if (q0 + rr < Tn)
+        reinterpret_cast<uint4 *>(out + ((size_t)n * Tn + q0 + rr) * D + h * ATT_DH)[c] =
+            reinterpret_cast<const uint4 *>(Ow + (size_t)rr * ATT_LDK)[c];
     }
   }
 }
@@ -392,11 +403,15 @@ __global__ void k_layernorm_vec(const T *__restrict__ x, T *__restrict__ y,
     if (c >= nvec) continue;
     uint4 u;
     T *t = reinterpret_cast<T *>(&u);
+    /* gamma and beta 16 bytes at a time too (device allocations: 256-byte aligned) */
+    float gv[VE], bv[VE];
 #pragma unroll
-    for (int e = 0; e < VE; e++) {
-      int d = c * VE + e;
-      t[e] = fromf<T>((v[j][e] - mean) * rstd * g[d] + b[d]);
+    for (int e = 0; e < VE; e += 4) {
+      *reinterpret_cast<float4 *>(gv + e) = reinterpret_cast<const float4 *>(g + c * VE)[e / 4];
+      *reinterpret_cast<float4 *>(bv + e) = reinterpret_cast<const float4 *>(b + c * VE)[e / 4];
     }
+#pragma unroll
+    for (int e = 0; e < VE; e++) t[e] = fromf<T>((v[j][e] - mean) * rstd * gv[e] + bv[e]);
     yr[c] = u;
   }
 }
