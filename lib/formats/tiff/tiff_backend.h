@@ -23,6 +23,8 @@ typedef struct pb__tiff_io {
   int64_t bytes_io;       /**< bytes fetched from the file so far */
   const char *path;       /**< for messages; not owned */
   char msg[512];          /**< first message libtiff reported on this handle ("" if none) */
+  int header_known;       /**< the header was read: byte order and kind below */
+  int big_endian, bigtiff;
 } pb__tiff_io;
 
 /** Opens path for reading (fd and size); no libtiff yet. known_size: the size seen when the

@@ -495,9 +495,14 @@ int pb__tiff_check_layout(pb__tiff_io *io, uint64_t ifd_off, int64_t page, struc
   c.io = io;
   c.page = page;
   unsigned char h[8];
-  PB_RETURN_NOT_OK(pb__tiff_io_pread(io, h, 4, 0, "the header", err));
-  c.big = h[0] == 'M';
-  c.bigtiff = get16(h + 2, c.big) == 43;
+  if (!io->header_known) { /* the IFD walk records it; reading byte 0 again costs a refill */
+    PB_RETURN_NOT_OK(pb__tiff_io_pread(io, h, 4, 0, "the header", err));
+    io->big_endian = h[0] == 'M';
+    io->bigtiff = get16(h + 2, io->big_endian) == 43;
+    io->header_known = 1;
+  }
+  c.big = io->big_endian;
+  c.bigtiff = io->bigtiff;
   size_t csize = c.bigtiff ? 8 : 2, esize = c.bigtiff ? 20 : 12;
   PB_RETURN_NOT_OK(pb__tiff_io_pread(io, h, csize, ifd_off, "a directory", err));
   uint64_t entries = c.bigtiff ? get64(h, c.big) : get16(h, c.big);
@@ -576,6 +581,9 @@ int pb__tiff_walk_ifds(pb__tiff_io *io, uint64_t max_ifds, uint64_t **offsets, u
     return pb_error_set(err, PB_EFORMAT, "%s: not a TIFF file (version %u, expected 42 or 43)",
                         io->path, version);
   }
+  io->big_endian = big;
+  io->bigtiff = bigtiff;
+  io->header_known = 1;
   if (off == 0) return pb_error_set(err, PB_EFORMAT, "%s: TIFF file has no images", io->path);
   uint64_t limit = max_ifds ? max_ifds : MAX_IFDS;
   size_t cap = 0;
