@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "codecs/codec.h"
+#include "common/checked.h"
 #include "common/duck_msg.h"
 #include "common/strbuf.h"
 #include "common/vec.h"
@@ -603,7 +604,9 @@ static int count_starts(pb__pq_col *c, size_t g, pq_page *p, struct pb_error *er
 static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
   pq_rg *rg = &c->rgs[g];
   if (rg->built) return PB_OK;
-  int64_t off = rg->start, end = rg->start + rg->size;
+  int64_t off = rg->start, end;
+  if (!pb__add_i64_ok(rg->start, rg->size, &end))
+    return perr(err, g, rg->start, "column chunk size runs past any file");
   if (end > c->src.size) end = c->src.size;
   size_t cap = 0;
   rg->dict_off = -1;
@@ -624,7 +627,7 @@ static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
       p->off = off;
       p->h = h;
     }
-    off += (int64_t)h.hlen + h.csize;
+    off += (int64_t)h.hlen + h.csize; /* read_header keeps it inside [off, end] */
   }
   int64_t rows = 0;
   for (size_t k = 0; k < rg->n_pages; k++) {
@@ -634,7 +637,8 @@ static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
     else if (p->h.type == PT_DATA_V2) p->starts = p->h.v2_rows;
     else if (rg->n_pages == 1 && rg->n_rows >= 0) p->starts = rg->n_rows;
     else PB_RETURN_NOT_OK(count_starts(c, g, p, err));
-    rows += p->starts;
+    if (p->starts < 0 || !pb__add_i64_ok(rows, p->starts, &rows))
+      return perr(err, g, p->off, "row count of the pages overflows");
   }
   if (rg->n_rows >= 0 && rows != rg->n_rows) {
     char m[128];
@@ -935,9 +939,9 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
   if (unborrow(out) != 0) return pb_error_set(err, PB_ENOMEM, "out of memory");
   PB_RETURN_NOT_OK(build_rg(c, g, err));
   pq_rg *rg = &c->rgs[g];
-  if (lr < 0 || want < 1 || lr + want > rg->n_rows)
-    return pb_error_set(err, PB_EINVAL, "row group %zu: rows %lld..%lld of %lld", g,
-                        (long long)lr, (long long)(lr + want - 1), (long long)rg->n_rows);
+  if (lr < 0 || want < 1 || want > rg->n_rows - lr)
+    return pb_error_set(err, PB_EINVAL, "row group %zu: %lld rows from row %lld of %lld", g,
+                        (long long)want, (long long)lr, (long long)rg->n_rows);
   size_t lo = 0, hi = rg->n_pages; /* the page where row lr starts */
   while (hi - lo > 1) {
     size_t mid = lo + (hi - lo) / 2;
@@ -1114,12 +1118,12 @@ static size_t find_rg(const pb__pq_col *c, int64_t row) {
 
 int pb__pq_read(pb__pq_col *c, int64_t first, int64_t n, pb__pq_rows *out,
                 struct pb_error *err) {
-  if (c->n_rgs == 0 || first < 0 || n < 1 || first + n > c->n_rows)
-    return pb_error_set(err, PB_EINVAL, "rows %lld..%lld outside the column's %lld",
-                        (long long)first, (long long)(first + n - 1), (long long)c->n_rows);
+  if (c->n_rgs == 0 || first < 0 || n < 1 || n > c->n_rows - first)
+    return pb_error_set(err, PB_EINVAL, "%lld rows from row %lld: outside the column's %lld",
+                        (long long)n, (long long)first, (long long)c->n_rows);
   size_t g = find_rg(c, first);
   const pq_rg *rg = &c->rgs[g];
-  if (first + n > rg->first_row + rg->n_rows)
+  if (first + n > rg->first_row + rg->n_rows) /* both sums at most c->n_rows (checked above) */
     return pb_error_set(err, PB_EINVAL, "rows %lld..%lld span row groups", (long long)first,
                         (long long)(first + n - 1));
   return read_rows(c, g, first - rg->first_row, n, out, err);
@@ -1325,8 +1329,10 @@ static int chunk_layout(duckdb_connection con, const char *q, const char *const 
     int64_t data = duckdb_value_int64(&res, 5, i), dict = duckdb_value_int64(&res, 6, i);
     rg->start = dict > 0 && dict < data ? dict : data;
     rg->size = duckdb_value_int64(&res, 7, i);
+    int64_t rg_end;
     if (duckdb_value_int64(&res, 1, i) != (int64_t)c->n_rgs || rg->n_rows < 0 ||
-        rg->start < 4 || rg->size < 0 || rg->n_rows > INT64_MAX / 2 - c->n_rows)
+        rg->start < 4 || rg->size < 0 || rg->n_rows > INT64_MAX / 2 - c->n_rows ||
+        !pb__add_i64_ok(rg->start, rg->size, &rg_end))
       bad[k] = "unexpected row group layout";
     c->n_rows += rg->n_rows;
     c->n_rgs++;
