@@ -119,6 +119,49 @@ static int check_record(const raw_state *s, uint64_t i, struct pb_error *err) {
   return PB_OK;
 }
 
+static uint64_t align_up(uint64_t v) { return (v + RAW_ALIGN - 1) / RAW_ALIGN * RAW_ALIGN; }
+
+/* The writer lays the file out as header, images in index order (each at the next multiple of
+ * RAW_ALIGN after the one before), index, channel entries, end of file, with each image's
+ * channel entries following the previous image's. Anything else (an offset moved so that two
+ * images overlap, a gap, an index over pixels) is a corrupt file: refused at open, since
+ * reading it would give other pixels without any error. check_record has bounded every offset
+ * and size by the file size already, so the sums below cannot wrap. */
+static int check_layout(const raw_state *s, uint64_t index_off, uint64_t ch_off,
+                        struct pb_error *err) {
+  uint64_t at = RAW_HEADER_SIZE, ch = 0;
+  for (uint64_t i = 0; i < s->count; i++) {
+    const unsigned char *r = s->records + i * RAW_RECORD_SIZE;
+    uint64_t off = get_u64(r), nbytes = get_u64(r + 8), first = get_u64(r + 24);
+    uint32_t nch = get_u32(r + 20);
+    if (off != align_up(at))
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: corrupt raw index: image %llu starts at byte %llu, but the images "
+                          "before it end at byte %llu (images overlap or leave a gap; expected "
+                          "offset %llu)",
+                          s->path, (unsigned long long)i, (unsigned long long)off,
+                          (unsigned long long)at, (unsigned long long)align_up(at));
+    if (first != ch)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: corrupt raw index: image %llu's channel entries start at %llu, "
+                          "expected %llu",
+                          s->path, (unsigned long long)i, (unsigned long long)first,
+                          (unsigned long long)ch);
+    at = off + nbytes;
+    ch += nch;
+  }
+  if (index_off != align_up(at) || ch_off != index_off + s->count * RAW_RECORD_SIZE ||
+      ch != s->n_channels || ch_off + s->n_channels * RAW_CHANNEL_SIZE != s->size)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: corrupt raw index: the images end at byte %llu, the index lies at "
+                        "%llu, the channel entries (%llu used of %llu) at %llu, the file ends at "
+                        "%zu; they must follow one another",
+                        s->path, (unsigned long long)at, (unsigned long long)index_off,
+                        (unsigned long long)ch, (unsigned long long)s->n_channels,
+                        (unsigned long long)ch_off, s->size);
+  return PB_OK;
+}
+
 static int raw_open(const char *path, void **state, struct pb_error *err) {
   *state = NULL;
   raw_state *s = calloc(1, sizeof *s);
@@ -184,6 +227,8 @@ static int raw_open(const char *path, void **state, struct pb_error *err) {
     rc = check_record(s, i, err);
     if (rc != PB_OK) goto fail;
   }
+  rc = check_layout(s, index_off, ch_off, err);
+  if (rc != PB_OK) goto fail;
   *state = s;
   return PB_OK;
 fail:
