@@ -281,6 +281,9 @@ static int convert_run(const cli_args *a) {
   if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
   pb_writer *wr = NULL;
   rc = pb_writer_new(out, to, &w, &wr, &err);
+  /* Only the writer's set-up judges what the user asked for (options, codec, target); what
+   * fails after it is about the data, whatever its code: exit 2, no usage hint. */
+  int usage = rc == PB_EINVAL;
   void *pixels = NULL;
   size_t cap = 0;
   int64_t n = pb_dataset_count(ds), start = pb_now_ns();
@@ -297,7 +300,7 @@ static int convert_run(const cli_args *a) {
   pb_writer_free(wr);
   pb_free(pixels, cap);
   pb_dataset_free(ds);
-  if (rc == PB_EINVAL) return cli_usage_error("convert", "%s", err.message);
+  if (usage) return cli_usage_error("convert", "%s", err.message);
   if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
   fprintf(stderr, "convert: %lld images %s -> %s (%s) in %.1f s\n", (long long)n, src, out, to,
           (double)(pb_now_ns() - start) / 1e9);
