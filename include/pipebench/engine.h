@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "pipebench/core.h"
+#include "pipebench/dlpack.h"
 #include "pipebench/format.h"
 
 #ifdef __cplusplus
@@ -182,6 +183,60 @@ PB_API int pb_npy_write_f32(const char *path, const float *data, const int64_t *
  * count * sizeof(float)). shape holds up to 8 dims. */
 PB_API int pb_npy_read_f32(const char *path, float **data, int64_t *shape, int *ndim,
                            int64_t *count, struct pb_error *err);
+
+/* ---- feeding an engine raw pixels (the GPU data path) -------------------------------------- */
+
+/** Host memory that the engine's device copies from fastest: page-locked (pinned) memory on
+ * cuda (cudaHostAlloc), for pb_loader_params.allocator, so batches land where the copy engine
+ * reads them directly. NULL on backends that read host memory in place (cpu): use the default.
+ * The allocator and its functions stay valid for the life of the process, so batches may
+ * outlive the engine. */
+PB_API const pb_allocator *pb_engine_host_allocator(pb_engine *e);
+
+/** A batch of raw images as a loader hands them over (PB_OUT_NATIVE): n images of c x z x h x w
+ * pixels of type dtype, C order, in host memory (pinned memory from pb_engine_host_allocator
+ * makes the copy asynchronous). */
+typedef struct pb_native_batch {
+  const void *pixels;
+  pb_dtype dtype;
+  int64_t n, c, z, h, w;
+  float mean, std; /**< normalisation: ((x / max) - mean) / std, x / max as pb_image_to_chw
+                        scales (floats unscaled); mean 0 and std 1 leave the values alone */
+} pb_native_batch;
+
+/** Forward from raw pixels. Each image becomes the model input exactly as pb_image_to_chw
+ * places it (time point 0, middle z plane, channels repeated cyclically, centre crop or zero
+ * pad to the engine's input), then normalised inside the image (padding stays 0), then the
+ * model runs into output (PB_TENSOR_OUTPUT). n must equal the engine's batch size.
+ *
+ * On cuda the pixels are copied host-to-device on a copy stream of their own into one of two
+ * device staging buffers and converted by a kernel on the device, so the copy of the next batch
+ * overlaps the model running on this one; the call returns once the pixels have been copied
+ * (pixels may then be reused or freed) and the forward is queued (pb_engine_synchronize waits
+ * for it). On cpu the conversion runs on the host and the call returns when done.
+ * h2d_ns (may be NULL) gets the host-to-device copy's device time (CUDA events), 0 on cpu. */
+PB_API int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor *output,
+                                    int64_t *h2d_ns, struct pb_error *err);
+
+/** Waits for the work queued on the engine and gives the device time (CUDA events) that the
+ * forwards of pb_engine_forward_native took since the previous call (conversion and model; a
+ * copy the device had to wait for not included): the time the GPU was busy with them. The share
+ * of wall time this covers is the accelerator's utilisation. PB_EUNSUPPORTED on cpu. */
+PB_API int pb_engine_device_time(pb_engine *e, int64_t *ns, struct pb_error *err);
+
+/** Copies bytes of host memory to the device through the engine's copy stream (into its staging
+ * buffer) and waits; *ns gets the copy's device time (CUDA events). Measures the data path's
+ * host-to-device stage. PB_EUNSUPPORTED on backends without a device copy (cpu). */
+PB_API int pb_engine_copy_to_device(pb_engine *e, const void *src, size_t bytes, int64_t *ns,
+                                    struct pb_error *err);
+
+/** Exports a tensor as DLPack without a copy: float32, shape batch x outputs (output and mse
+ * target tensors), batch x C x H x W (input), batch (int32 class targets); device kDLCUDA 0
+ * for a GPU engine's tensors (torch.from_dlpack gives a CUDA tensor), kDLCPU otherwise. The
+ * export borrows the tensor's memory: keep the tensor and its engine until the consumer has
+ * called (*out)->deleter(*out), which frees only the DLPack wrapper; synchronise the engine
+ * before the consumer reads. */
+PB_API int pb_tensor_to_dlpack(pb_tensor *t, DLManagedTensor **out, struct pb_error *err);
 
 #ifdef __cplusplus
 }

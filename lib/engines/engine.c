@@ -1,6 +1,7 @@
 /* The engine handle: parameter checks, the table of backends, tensors, weight export (.npy). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "common/env.h"
 #include "engines/cuda/cuda_module.h"
 #include "engines/engine_internal.h"
 
@@ -42,6 +44,22 @@ static struct {
   const pb__cuda_module *m;
   char why[512];
 } cuda = {PTHREAD_ONCE_INIT, NULL, ""};
+
+/* What the module found at load, for every table's environment from then on. */
+static pb__cuda_device cuda_dev;
+static void cuda_env_versions(char *buf, size_t n) { snprintf(buf, n, "%s", cuda_dev.versions); }
+static void cuda_env_cudnn(char *buf, size_t n) {
+  int64_t v = cuda_dev.cudnn_version;
+  snprintf(buf, n, "%lld.%lld.%lld", (long long)(v / 10000), (long long)(v % 10000 / 100),
+           (long long)(v % 100));
+}
+static void cuda_env_gpu(char *buf, size_t n) { snprintf(buf, n, "%s", cuda_dev.name); }
+static void cuda_register_versions(void) {
+  if (cuda.m->device(&cuda_dev, NULL) != 0) return;
+  pb__env_register_version("cuda_version", cuda_env_versions);
+  pb__env_register_version("cudnn_version", cuda_env_cudnn);
+  pb__env_register_version("gpu_name", cuda_env_gpu);
+}
 
 static void cuda_load(void) {
   char cand[3][4096];
@@ -82,6 +100,7 @@ static void cuda_load(void) {
     char why[400] = "";
     cuda.m = open_fn(PB__CUDA_ABI, why, sizeof why);
     if (cuda.m == NULL) snprintf(cuda.why, sizeof cuda.why, "%s", why);
+    else cuda_register_versions();
     return;
   }
   snprintf(cuda.why, sizeof cuda.why,
@@ -338,6 +357,12 @@ void pb_engine_free(pb_engine *e) {
   if (e == NULL) return;
   pb_tensor_free(e->host_in);
   pb_tensor_free(e->host_out);
+  if (e->native != NULL && e->vt->native_release != NULL) e->vt->native_release(e);
+  if (e->native_host != NULL) {
+    const pb_engine_info *i = &e->info;
+    pb_free(e->native_host,
+            (size_t)i->batch_size * (size_t)i->channels * (size_t)i->height * (size_t)i->width * 4);
+  }
   e->vt->destroy(e);
   free(e);
 }
@@ -435,6 +460,145 @@ int pb_engine_forward_host(pb_engine *e, const float *input, size_t input_count,
   PB_RETURN_NOT_OK(pb_engine_forward(e, e->host_in, e->host_out, err));
   PB_RETURN_NOT_OK(pb_engine_synchronize(e, err));
   return pb_tensor_read(e->host_out, output, output_count * sizeof(float), err);
+}
+
+/* ---- raw pixels in (the GPU data path; the host fallback) ---------------------------------- */
+
+const pb_allocator *pb_engine_host_allocator(pb_engine *e) {
+  return e != NULL ? e->vt->host_allocator : NULL;
+}
+
+static int check_native(const pb_engine *e, const pb_native_batch *in, struct pb_error *err) {
+  if (in == NULL || in->pixels == NULL)
+    return pb_error_set(err, PB_EINVAL, "forward_native: no pixels");
+  if (pb_dtype_size(in->dtype) == 0)
+    return pb_error_set(err, PB_EINVAL, "forward_native: unknown pixel type %d", (int)in->dtype);
+  if (in->n != e->info.batch_size)
+    return pb_error_set(err, PB_EINVAL,
+                        "forward_native: %lld images, but the engine was built for batch %d",
+                        (long long)in->n, e->info.batch_size);
+  if (in->c < 1 || in->z < 1 || in->h < 1 || in->w < 1)
+    return pb_error_set(err, PB_EINVAL, "forward_native: image shape %lldx%lldx%lldx%lld",
+                        (long long)in->c, (long long)in->z, (long long)in->h, (long long)in->w);
+  if (!(in->std > 0.0f) || !isfinite(in->std) || !isfinite(in->mean))
+    return pb_error_set(err, PB_EINVAL, "forward_native: std must be > 0 and mean finite");
+  return 0;
+}
+
+/* The host conversion: pb_image_to_chw per image, then ((v - mean) / std) inside the image;
+ * the padding stays 0. dst holds n x C x H x W floats of the engine's input. */
+static int native_to_input(const pb_engine *e, const pb_native_batch *in, float *dst,
+                           struct pb_error *err) {
+  const pb_engine_info *i = &e->info;
+  int C = i->channels, H = i->height, W = i->width;
+  size_t per_out = (size_t)C * (size_t)H * (size_t)W;
+  size_t per_in = (size_t)(in->c * in->z * in->h * in->w) * pb_dtype_size(in->dtype);
+  pb_image_meta m;
+  pb_image_meta_init(&m, "batch", in->dtype, (int64_t[PB_NDIM]){1, in->c, in->z, in->h, in->w});
+  /* the image's rows and columns inside the model input (pb_image_to_chw's centring) */
+  int64_t oy = (in->h - H) / 2, ox = (in->w - W) / 2;
+  int64_t y0 = oy < 0 ? -oy : 0, y1 = in->h - oy < H ? in->h - oy : H;
+  int64_t x0 = ox < 0 ? -ox : 0, x1 = in->w - ox < W ? in->w - ox : W;
+  float inv = 1.0f / in->std;
+  for (int64_t b = 0; b < in->n; b++) {
+    float *d = dst + (size_t)b * per_out;
+    PB_RETURN_NOT_OK(pb_image_to_chw(&m, (const char *)in->pixels + (size_t)b * per_in, C, H, W,
+                                     d, err));
+    for (int c = 0; c < C; c++)
+      for (int64_t y = y0; y < y1; y++) {
+        float *row = d + ((size_t)c * (size_t)H + (size_t)y) * (size_t)W;
+        for (int64_t x = x0; x < x1; x++) row[x] = (row[x] - in->mean) * inv;
+      }
+  }
+  return 0;
+}
+
+int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor *output,
+                             int64_t *h2d_ns, struct pb_error *err) {
+  if (h2d_ns != NULL) *h2d_ns = 0;
+  PB_RETURN_NOT_OK(check_native(e, in, err));
+  PB_RETURN_NOT_OK(check_tensor(e, output, PB_TENSOR_OUTPUT, "output", err));
+  if (e->vt->forward_native != NULL) return e->vt->forward_native(e, in, output->ptr, h2d_ns, err);
+  const pb_engine_info *i = &e->info;
+  size_t bytes =
+      (size_t)i->batch_size * (size_t)i->channels * (size_t)i->height * (size_t)i->width * 4;
+  if (e->vt->host_visible) { /* convert straight into an input tensor the engine keeps */
+    if (e->host_in == NULL) {
+      PB_RETURN_NOT_OK(pb_engine_tensor_new(e, PB_TENSOR_INPUT, &e->host_in, err));
+      PB_RETURN_NOT_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &e->host_out, err));
+    }
+    PB_RETURN_NOT_OK(native_to_input(e, in, e->host_in->ptr, err));
+  } else { /* a device without its own conversion: convert here, then copy */
+    if (e->native_host == NULL && (e->native_host = pb_alloc(bytes)) == NULL)
+      return pb_error_set(err, PB_ENOMEM, "out of memory (%zu bytes)", bytes);
+    if (e->host_in == NULL) {
+      PB_RETURN_NOT_OK(pb_engine_tensor_new(e, PB_TENSOR_INPUT, &e->host_in, err));
+      PB_RETURN_NOT_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &e->host_out, err));
+    }
+    PB_RETURN_NOT_OK(native_to_input(e, in, e->native_host, err));
+    PB_RETURN_NOT_OK(pb_tensor_write(e->host_in, e->native_host, bytes, err));
+  }
+  return e->vt->forward(e, e->host_in->ptr, output->ptr, err);
+}
+
+int pb_engine_device_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
+  *ns = 0;
+  if (e->vt->device_time == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "the %s backend runs on the host: there is no device time", e->vt->name);
+  return e->vt->device_time(e, ns, err);
+}
+
+int pb_engine_copy_to_device(pb_engine *e, const void *src, size_t bytes, int64_t *ns,
+                             struct pb_error *err) {
+  if (ns != NULL) *ns = 0;
+  if (e->vt->copy_in == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "the %s backend computes in host memory: there is no copy to a device",
+                        e->vt->name);
+  if (src == NULL || bytes == 0)
+    return pb_error_set(err, PB_EINVAL, "copy_to_device: nothing to copy");
+  return e->vt->copy_in(e, src, bytes, ns, err);
+}
+
+/* ---- DLPack ----------------------------------------------------------------------------- */
+
+typedef struct tensor_export {
+  DLManagedTensor mt;
+  int64_t shape[4];
+} tensor_export;
+
+static void tensor_export_free(DLManagedTensor *self) { free(self ? self->manager_ctx : NULL); }
+
+int pb_tensor_to_dlpack(pb_tensor *t, DLManagedTensor **out, struct pb_error *err) {
+  *out = NULL;
+  if (t == NULL) return pb_error_set(err, PB_EINVAL, "pb_tensor_to_dlpack: tensor is NULL");
+  tensor_export *x = calloc(1, sizeof *x);
+  if (x == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  const pb_engine_info *i = &t->e->info;
+  DLTensor *d = &x->mt.dl_tensor;
+  d->data = t->ptr;
+  d->device.device_type = t->e->vt->host_visible ? kDLCPU : kDLCUDA;
+  d->device.device_id = 0;
+  d->dtype.code = kDLFloat, d->dtype.bits = 32, d->dtype.lanes = 1;
+  x->shape[0] = i->batch_size;
+  if (t->role == PB_TENSOR_INPUT) {
+    d->ndim = 4;
+    x->shape[1] = i->channels, x->shape[2] = i->height, x->shape[3] = i->width;
+  } else if (t->role == PB_TENSOR_TARGET && !t->e->loss_mse) {
+    d->ndim = 1;
+    d->dtype.code = kDLInt;
+  } else {
+    d->ndim = 2;
+    x->shape[1] = i->outputs;
+  }
+  d->shape = x->shape;
+  d->strides = NULL; /* compact row-major */
+  d->byte_offset = 0;
+  x->mt.manager_ctx = x;
+  x->mt.deleter = tensor_export_free;
+  *out = &x->mt;
+  return 0;
 }
 
 int pb_engine_export_weights(pb_engine *e, const char *dir, struct pb_error *err) {

@@ -26,6 +26,18 @@ typedef struct pb__engine_vtable {
   int (*train_step)(pb_engine *e, const void *input, const void *target, float lr, float *loss,
                     struct pb_error *err);
   int (*synchronize)(pb_engine *e, struct pb_error *err);
+  /* The GPU data path (NULL where the backend reads host memory in place: engine.c converts on
+   * the host and calls forward). host_allocator: pinned host memory for batches.
+   * forward_native: copy raw pixels in (h2d_ns: the copy's device time), convert on the device
+   * into the float32 input, then forward; in has been checked against the engine's shapes.
+   * copy_in: one timed host-to-device copy. native_release: frees e->native (staging). */
+  const pb_allocator *host_allocator;
+  int (*forward_native)(pb_engine *e, const pb_native_batch *in, void *output, int64_t *h2d_ns,
+                        struct pb_error *err);
+  int (*copy_in)(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct pb_error *err);
+  void (*native_release)(pb_engine *e);
+  /* Waits for queued work; *ns = device time of forward_native's work since the last call. */
+  int (*device_time)(pb_engine *e, int64_t *ns, struct pb_error *err);
 } pb__engine_vtable;
 
 struct pb_engine {
@@ -36,6 +48,8 @@ struct pb_engine {
   int loss_mse; /* 0: cross-entropy, 1: mean squared error */
   void *impl;
   pb_tensor *host_in, *host_out; /* kept for pb_engine_forward_host */
+  void *native;                  /* the backend's staging for forward_native (native_release) */
+  float *native_host;            /* host-side conversion target of forward_native (cpu) */
 };
 
 struct pb_tensor {

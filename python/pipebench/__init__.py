@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 __all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path", "infer",
-           "train"]
+           "train", "Engine"]
 
 # ---- the library --------------------------------------------------------------------------
 
@@ -620,3 +620,132 @@ def train(data="synthetic", model="embed", epochs=1, batch_size=16, lr=0.01,
                                            "height", "width")})
     out.update({n: getattr(r, n) for n, _ in _TRAIN_RESULT_NUMBERS})
     return out
+
+
+# ---- engines: raw batches into a model on the GPU, outputs to torch through DLPack ----------
+
+class _EngineParams(ctypes.Structure):
+    _fields_ = [
+        ("model", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+        ("backend", ctypes.c_char_p),
+        ("dtype", ctypes.c_char_p),
+        ("batch_size", ctypes.c_int),
+        ("channels", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("width", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("threads", ctypes.c_int),
+        ("training", ctypes.c_int),
+        ("loss", ctypes.c_char_p),
+    ]
+
+
+class _NativeBatch(ctypes.Structure):
+    _fields_ = [
+        ("pixels", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("n", ctypes.c_int64),
+        ("c", ctypes.c_int64),
+        ("z", ctypes.c_int64),
+        ("h", ctypes.c_int64),
+        ("w", ctypes.c_int64),
+        ("mean", ctypes.c_float),
+        ("std", ctypes.c_float),
+    ]
+
+
+_engine_new = _fn("pb_engine_new", ctypes.c_int, ctypes.POINTER(_EngineParams),
+                  ctypes.POINTER(_c), _err_p)
+_engine_free = _fn("pb_engine_free", None, _c)
+_engine_sync = _fn("pb_engine_synchronize", ctypes.c_int, _c, _err_p)
+_tensor_new = _fn("pb_engine_tensor_new", ctypes.c_int, _c, ctypes.c_int, ctypes.POINTER(_c),
+                  _err_p)
+_tensor_free = _fn("pb_tensor_free", None, _c)
+_tensor_bytes = _fn("pb_tensor_bytes", ctypes.c_size_t, _c)
+_tensor_read = _fn("pb_tensor_read", ctypes.c_int, _c, _c, ctypes.c_size_t, _err_p)
+_tensor_dlpack = _fn("pb_tensor_to_dlpack", ctypes.c_int, _c, ctypes.POINTER(_c), _err_p)
+_forward_native = _fn("pb_engine_forward_native", ctypes.c_int, _c, ctypes.POINTER(_NativeBatch),
+                      _c, ctypes.POINTER(ctypes.c_int64), _err_p)
+
+
+class Engine:
+    """A model compiled for one device, dtype and batch size (pb_engine). forward_native() takes
+    raw images (a native Batch of the Loader, or a numpy array N,C,H,W or N,C,Z,H,W of uint8,
+    uint16, float32 ...): on cuda they are copied to the GPU as they are and padded, replicated
+    and normalised there. output_torch() hands the logits to torch without a copy (a CUDA
+    tensor on cuda, through DLPack)."""
+
+    def __init__(self, model="resnet50", device="auto", dtype="float32", batch_size=1,
+                 channels=0, height=0, width=0, seed=42):
+        p = _EngineParams(_b(model), _b(device), None, _b(dtype), batch_size, channels, height,
+                          width, seed, 0, 0, None)
+        self._e = _c()
+        self._out = _c()
+        self.batch_size = batch_size
+        err = _Error()
+        _check(_engine_new(ctypes.byref(p), ctypes.byref(self._e), err), err)
+        _check(_tensor_new(self._e, 1, ctypes.byref(self._out), err), err)
+        self.outputs = _tensor_bytes(self._out) // 4 // batch_size
+        self.last_h2d_ns = 0
+
+    def forward_native(self, images, mean=0.0, std=1.0):
+        """Queues a forward of one batch of raw images; returns once they are copied. mean and
+        std normalise ((x / max) - mean) / std as the loader's normalize does."""
+        keep = images
+        if isinstance(images, Batch):
+            b = images._get()
+            if _OUT_DTYPES[b.dtype] != "native":
+                raise ValueError("forward_native takes native batches (Loader(dtype='native'))")
+            shape = [int(b.shape[i]) for i in range(b.ndim)]
+            ptr, dt = b.data, int(b.native_dtype)
+        else:
+            arr = np.ascontiguousarray(images)
+            keep = arr
+            shape = list(arr.shape)
+            ptr, dt = arr.ctypes.data, _DTYPES.index(str(arr.dtype))
+        if len(shape) == 4:
+            shape = shape[:2] + [1] + shape[2:]
+        if len(shape) != 5:
+            raise ValueError(f"images of shape {shape}: N,C,H,W or N,C,Z,H,W")
+        nb = _NativeBatch(ptr, dt, *shape, mean, std)
+        ns = ctypes.c_int64(0)
+        err = _Error()
+        _check(_forward_native(self._e, ctypes.byref(nb), self._out, ctypes.byref(ns), err), err)
+        del keep  # the copy is done when the call returns
+        self.last_h2d_ns = ns.value
+
+    def synchronize(self):
+        err = _Error()
+        _check(_engine_sync(self._e, err), err)
+
+    def output_numpy(self):
+        """The last forward's outputs (batch x outputs float32), copied to host memory."""
+        out = np.empty((self.batch_size, self.outputs), dtype=np.float32)
+        err = _Error()
+        _check(_tensor_read(self._out, out.ctypes.data, out.nbytes, err), err)
+        return out
+
+    def output_torch(self):
+        """The output tensor as torch sees it through DLPack, without a copy (on the GPU for a
+        cuda engine). It is the engine's buffer: the next forward overwrites it. The tensor
+        keeps this Engine alive."""
+        import torch.utils.dlpack
+
+        self.synchronize()
+        mt = _c()
+        err = _Error()
+        _check(_tensor_dlpack(self._out, ctypes.byref(mt), err), err)
+        t = torch.utils.dlpack.from_dlpack(_capsule_new(mt, _DLTENSOR, None))
+        t._pipebench_engine = self  # the memory belongs to this engine
+        return t
+
+    def close(self):
+        if getattr(self, "_out", None) is not None and self._out.value:
+            _tensor_free(self._out)
+            self._out = None
+        if getattr(self, "_e", None) is not None and self._e.value:
+            _engine_free(self._e)
+            self._e = None
+
+    __del__ = close

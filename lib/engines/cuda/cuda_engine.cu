@@ -24,6 +24,7 @@
 #include <cudnn.h>
 
 #include "engines/cuda/cuda_module.h"
+#include "engines/cuda/cuda_input.h"
 #include "engines/cuda/cuda_kernels.cuh"
 #include "engines/cuda/cuda_shared.h"
 
@@ -1053,10 +1054,14 @@ static int cu_train_step(pb_engine *e, const void *input, const void *target, fl
   return pbc_err(err, PB_EUNSUPPORTED, "training on cuda is not implemented");
 }
 
+cudaStream_t pbc_engine_stream(pb_engine *e) { return e->impl ? ((cu_engine *)e->impl)->st : NULL; }
+
 extern "C" const pb__engine_vtable pbc_backend = {
     "cudnn",            /* name */
     "cuda",             /* device */
     cu_create,          cu_destroy,  cu_tensor_alloc, cu_tensor_release, cu_write, cu_read,
     0,                  /* host_visible */
     cu_forward,         cu_train_step, cu_sync,
+    /* the data path (cuda_input.cu) */
+    &pbc_pinned_allocator, pbc_forward_native, pbc_copy_in, pbc_native_release, pbc_device_time,
 };

@@ -1,0 +1,263 @@
+/* The GPU data path: a loader's raw batch (uint8/uint16/... pixels, PB_OUT_NATIVE) goes to the
+ * device as it is, 2 bytes a uint16 pixel instead of 4 or more after conversion, and a kernel
+ * turns it into the model's float32 input there, with pb_image_to_chw's placement (time point 0,
+ * middle z plane, channels repeated cyclically, centre crop or zero pad) and the loader's
+ * normalisation ((x / max - mean) / std inside the image, padding 0). The engine's forward then
+ * converts that input to its compute type.
+ *
+ * Double buffering: two device staging buffers, a copy stream beside the engine's stream and
+ * events between them. Batch k+1 is copied into the buffer batch k-1 used, once the conversion of
+ * k-1 has read it (event "consumed"); the conversion of k+1 waits for its copy (event "copied").
+ * The copy therefore runs while the model computes batch k. The call returns once the copy is
+ * done, so the caller may reuse the host buffer; the forward stays queued.
+ *
+ * Device time: each forward_native's work on the engine's stream (after its copy has arrived)
+ * lies between two events of a small ring; pbc_device_time sums the finished ones, so track 3
+ * can set the GPU's busy time against wall time. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "engines/cuda/cuda_input.h"
+#include "engines/cuda/cuda_shared.h"
+
+/* ---- pinned host memory ---------------------------------------------------------------------- */
+
+static void *pinned_alloc(void *ctx, size_t size, size_t alignment) {
+  (void)ctx;
+  void *p = NULL;
+  /* cudaHostAlloc returns page-aligned memory, which satisfies any alignment asked for here */
+  if (alignment > 4096 || cudaHostAlloc(&p, size ? size : 1, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+static void pinned_free(void *ctx, void *ptr, size_t size) {
+  (void)ctx, (void)size;
+  if (ptr != NULL) cudaFreeHost(ptr);
+}
+const pb_allocator pbc_pinned_allocator = {pinned_alloc, pinned_free, NULL};
+
+/* ---- the conversion kernel ------------------------------------------------------------------- */
+
+template <typename S> __device__ __forceinline__ float px(const S *p, size_t i, float scale) {
+  return (float)p[i] * scale;
+}
+
+/* One thread per element of the n x C x H x W float32 input. Source images are c x z x h x w. */
+template <typename S>
+__global__ void k_native_to_input(const S *__restrict__ src, float *__restrict__ dst, int64_t n,
+                                  int C, int H, int W, int64_t c, int64_t z, int64_t h, int64_t w,
+                                  float scale, float mean, float inv_std) {
+  int64_t total = n * C * H * W;
+  int64_t oy = (h - H) / 2, ox = (w - W) / 2, zp = z / 2;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t x = i % W, y = i / W % H, ch = i / ((int64_t)W * H) % C, b = i / ((int64_t)W * H * C);
+    int64_t sy = y + oy, sx = x + ox;
+    float v = 0.0f;
+    if (sy >= 0 && sx >= 0 && sy < h && sx < w) {
+      int64_t sc = ch % c;
+      size_t at = (size_t)((((b * c + sc) * z + zp) * h + sy) * w + sx);
+      v = (px(src, at, scale) - mean) * inv_std;
+    }
+    dst[i] = v;
+  }
+}
+
+/* ---- per-engine staging ---------------------------------------------------------------------- */
+
+#define PBC_BUSY_RING 8
+
+struct native_state {
+  cudaStream_t copy = NULL;
+  void *staging[2] = {NULL, NULL};
+  size_t cap = 0;            /* bytes of each staging buffer */
+  float *input = NULL;       /* the converted float32 input */
+  size_t input_bytes = 0;
+  cudaEvent_t copy_start[2] = {NULL, NULL}, copied[2] = {NULL, NULL}, consumed[2] = {NULL, NULL};
+  int next = 0;
+  cudaEvent_t busy0[PBC_BUSY_RING] = {}, busy1[PBC_BUSY_RING] = {};
+  int64_t issued = 0, summed = 0; /* forwards timed, and those already added to busy_ns */
+  int64_t busy_ns = 0;
+};
+
+#define CUN(call, what)                                                                        \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) return pbc_cuda_err(err, e_, what);                                 \
+  } while (0)
+
+void pbc_native_release(pb_engine *e) {
+  native_state *s = (native_state *)e->native;
+  if (s == NULL) return;
+  if (s->copy) cudaStreamSynchronize(s->copy);
+  cudaStream_t st = pbc_engine_stream(e);
+  if (st) cudaStreamSynchronize(st);
+  for (int k = 0; k < 2; k++) {
+    cudaFree(s->staging[k]);
+    if (s->copy_start[k]) cudaEventDestroy(s->copy_start[k]);
+    if (s->copied[k]) cudaEventDestroy(s->copied[k]);
+    if (s->consumed[k]) cudaEventDestroy(s->consumed[k]);
+  }
+  for (int k = 0; k < PBC_BUSY_RING; k++) {
+    if (s->busy0[k]) cudaEventDestroy(s->busy0[k]);
+    if (s->busy1[k]) cudaEventDestroy(s->busy1[k]);
+  }
+  cudaFree(s->input);
+  if (s->copy) cudaStreamDestroy(s->copy);
+  e->info.bytes_scratch -= (int64_t)(2 * s->cap + s->input_bytes);
+  e->info.bytes_total -= (int64_t)(2 * s->cap + s->input_bytes);
+  delete s;
+  e->native = NULL;
+}
+
+static int state_get(pb_engine *e, size_t bytes, native_state **out, struct pb_error *err) {
+  native_state *s = (native_state *)e->native;
+  if (s == NULL) {
+    s = new native_state();
+    e->native = s;
+    CUN(cudaStreamCreateWithFlags(&s->copy, cudaStreamNonBlocking), "copy stream");
+    for (int k = 0; k < 2; k++) {
+      CUN(cudaEventCreate(&s->copy_start[k]), "event");
+      CUN(cudaEventCreate(&s->copied[k]), "event");
+      CUN(cudaEventCreateWithFlags(&s->consumed[k], cudaEventDisableTiming), "event");
+    }
+    for (int k = 0; k < PBC_BUSY_RING; k++) {
+      CUN(cudaEventCreate(&s->busy0[k]), "event");
+      CUN(cudaEventCreate(&s->busy1[k]), "event");
+    }
+    const pb_engine_info *i = &e->info;
+    s->input_bytes =
+        (size_t)i->batch_size * (size_t)i->channels * (size_t)i->height * (size_t)i->width * 4;
+    CUN(cudaMalloc(&s->input, s->input_bytes), "converted input");
+    e->info.bytes_scratch += (int64_t)s->input_bytes;
+    e->info.bytes_total += (int64_t)s->input_bytes;
+  }
+  if (bytes > s->cap) { /* grow both buffers once nothing reads them */
+    CUN(cudaStreamSynchronize(s->copy), "synchronize");
+    CUN(cudaStreamSynchronize(pbc_engine_stream(e)), "synchronize");
+    for (int k = 0; k < 2; k++) {
+      cudaFree(s->staging[k]);
+      s->staging[k] = NULL;
+    }
+    e->info.bytes_scratch -= (int64_t)(2 * s->cap);
+    e->info.bytes_total -= (int64_t)(2 * s->cap);
+    s->cap = 0;
+    for (int k = 0; k < 2; k++) CUN(cudaMalloc(&s->staging[k], bytes), "staging buffer");
+    s->cap = bytes;
+    e->info.bytes_scratch += (int64_t)(2 * s->cap);
+    e->info.bytes_total += (int64_t)(2 * s->cap);
+  }
+  *out = s;
+  return 0;
+}
+
+/* Copies bytes into staging slot k on the copy stream once the conversion that last read it is
+ * done, between the slot's timing events. */
+static int copy_into(native_state *s, int k, const void *src, size_t bytes, struct pb_error *err) {
+  CUN(cudaStreamWaitEvent(s->copy, s->consumed[k], 0), "wait");
+  CUN(cudaEventRecord(s->copy_start[k], s->copy), "event");
+  CUN(cudaMemcpyAsync(s->staging[k], src, bytes, cudaMemcpyHostToDevice, s->copy),
+      "host-to-device copy");
+  CUN(cudaEventRecord(s->copied[k], s->copy), "event");
+  return 0;
+}
+
+static int copy_wait(native_state *s, int k, int64_t *ns, struct pb_error *err) {
+  CUN(cudaEventSynchronize(s->copied[k]), "host-to-device copy");
+  if (ns != NULL) {
+    float ms = 0;
+    CUN(cudaEventElapsedTime(&ms, s->copy_start[k], s->copied[k]), "event time");
+    *ns = (int64_t)((double)ms * 1e6);
+  }
+  return 0;
+}
+
+template <typename S>
+static void launch(const void *src, float *dst, const pb_engine_info *i, const pb_native_batch *in,
+                   float scale, cudaStream_t st) {
+  int64_t total = (int64_t)i->batch_size * i->channels * i->height * i->width;
+  int64_t blocks = (total + 255) / 256;
+  if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+  k_native_to_input<S><<<(unsigned)blocks, 256, 0, st>>>(
+      (const S *)src, dst, in->n, i->channels, i->height, i->width, in->c, in->z, in->h, in->w,
+      scale, in->mean, 1.0f / in->std);
+}
+
+/* Adds the device time of the timed forwards before `upto` (waiting for them) to busy_ns. */
+static int busy_sum(native_state *s, int64_t upto, struct pb_error *err) {
+  for (; s->summed < upto; s->summed++) {
+    int k = (int)(s->summed % PBC_BUSY_RING);
+    float ms = 0;
+    CUN(cudaEventSynchronize(s->busy1[k]), "event");
+    CUN(cudaEventElapsedTime(&ms, s->busy0[k], s->busy1[k]), "event time");
+    s->busy_ns += (int64_t)((double)ms * 1e6);
+  }
+  return 0;
+}
+
+int pbc_device_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
+  *ns = 0;
+  CUN(cudaStreamSynchronize(pbc_engine_stream(e)), "synchronize");
+  native_state *s = (native_state *)e->native;
+  if (s == NULL) return 0;
+  PB_RETURN_NOT_OK(busy_sum(s, s->issued, err));
+  *ns = s->busy_ns;
+  s->busy_ns = 0;
+  return 0;
+}
+
+static size_t dtype_size(pb_dtype d) {
+  switch (d) {
+  case PB_UINT8: return 1;
+  case PB_UINT16: case PB_INT16: return 2;
+  case PB_UINT32: case PB_FLOAT32: return 4;
+  case PB_FLOAT64: return 8;
+  default: return 0;
+  }
+}
+
+int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, int64_t *h2d_ns,
+                       struct pb_error *err) {
+  size_t bytes = (size_t)(in->n * in->c * in->z * in->h * in->w) * dtype_size(in->dtype);
+  native_state *s = NULL;
+  PB_RETURN_NOT_OK(state_get(e, bytes, &s, err));
+  int k = s->next;
+  s->next ^= 1;
+  PB_RETURN_NOT_OK(copy_into(s, k, in->pixels, bytes, err));
+  cudaStream_t st = pbc_engine_stream(e);
+  CUN(cudaStreamWaitEvent(st, s->copied[k], 0), "wait");
+  /* a ring slot is reused only once the forward that had it is summed (long finished, since
+   * the loop runs at most two batches ahead) */
+  PB_RETURN_NOT_OK(busy_sum(s, s->issued - PBC_BUSY_RING + 1, err));
+  int bk = (int)(s->issued % PBC_BUSY_RING);
+  CUN(cudaEventRecord(s->busy0[bk], st), "event");
+  const pb_engine_info *i = &e->info;
+  switch (in->dtype) {
+  case PB_UINT8: launch<uint8_t>(s->staging[k], s->input, i, in, 1.0f / 255.0f, st); break;
+  case PB_UINT16: launch<uint16_t>(s->staging[k], s->input, i, in, 1.0f / 65535.0f, st); break;
+  case PB_UINT32: launch<uint32_t>(s->staging[k], s->input, i, in, (float)(1.0 / 4294967295.0), st); break;
+  case PB_INT16: launch<int16_t>(s->staging[k], s->input, i, in, 1.0f / 32767.0f, st); break;
+  case PB_FLOAT32: launch<float>(s->staging[k], s->input, i, in, 1.0f, st); break;
+  case PB_FLOAT64: launch<double>(s->staging[k], s->input, i, in, 1.0f, st); break;
+  default: return pbc_err(err, PB_EINVAL, "forward_native: unknown pixel type %d", (int)in->dtype);
+  }
+  CUN(cudaGetLastError(), "input conversion");
+  CUN(cudaEventRecord(s->consumed[k], st), "event");
+  PB_RETURN_NOT_OK(e->vt->forward(e, s->input, output, err));
+  CUN(cudaEventRecord(s->busy1[bk], st), "event");
+  s->issued++;
+  return copy_wait(s, k, h2d_ns, err);
+}
+
+int pbc_copy_in(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct pb_error *err) {
+  native_state *s = NULL;
+  PB_RETURN_NOT_OK(state_get(e, bytes, &s, err));
+  int k = s->next;
+  s->next ^= 1;
+  PB_RETURN_NOT_OK(copy_into(s, k, src, bytes, err));
+  return copy_wait(s, k, ns, err);
+}
