@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "formats/zarr/zarr_internal.h"
 
 typedef struct zimg {
@@ -180,6 +181,27 @@ static int read_json(const char *path, char **data, size_t *n, struct pb_error *
   return rc;
 }
 
+/* The image size the array metadata claims, before anything is allocated for it. A missing
+ * chunk reads as the fill value, so the chunks on disk bound nothing: the claim is held to
+ * pb__max_image_bytes() (64 GiB unless PB_MAX_IMAGE_BYTES says otherwise). */
+static int check_claimed_size(const pb__zarr_array *a, const char *label, struct pb_error *err) {
+  int64_t px, bytes, limit = pb__max_image_bytes();
+  int fits = pb__prod_i64_ok(a->fshape, (size_t)a->ndim, &px) &&
+             pb__mul_i64_ok(px, (int64_t)a->esize, &bytes);
+  if (fits && bytes <= limit) return PB_OK;
+  char shape[160], claim[48];
+  if (fits) snprintf(claim, sizeof claim, "%lld bytes", (long long)bytes);
+  else snprintf(claim, sizeof claim, "more than 2^63 bytes");
+  size_t len = 0;
+  for (int d = 0; d < a->ndim && len < sizeof shape; d++)
+    len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", d ? ", " : "",
+                            (long long)a->fshape[d]);
+  return pb_error_set(err, PB_EUNSUPPORTED,
+                      "%s: shape [%s] of %s claims %s, more than the %lld bytes pipebench "
+                      "believes before reading (PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                      label, shape, pb_dtype_name(a->dtype), claim, (long long)limit);
+}
+
 static int load_meta(zimg *im, struct pb_error *err) {
   char p[4096];
   int version = exists(im->dir, ".zattrs") ? 2 : 3;
@@ -204,6 +226,7 @@ static int load_meta(zimg *im, struct pb_error *err) {
       pb_free(json, n);
     }
     if (rc == PB_OK) rc = pb__zarr_map_axes(&im->arr, ome, p, err);
+    if (rc == PB_OK) rc = check_claimed_size(&im->arr, p, err);
     if (rc == PB_OK) {
       free(im->adir);
       im->adir = strdup(adir);

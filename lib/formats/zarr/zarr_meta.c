@@ -35,6 +35,42 @@ __attribute__((format(printf, 4, 5))) static int bad(struct pb_error *err, int c
   return pb_error_set(err, code, "%s: %s", label, what);
 }
 
+/* obj's key when it is absent or null (*out NULL) or a string; anything else is refused,
+ * naming the field. */
+static int opt_str(const cJSON *obj, const char *key, const char **out, const char *label,
+                   struct pb_error *err) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *out = NULL;
+  if (it == NULL || cJSON_IsNull(it)) return PB_OK;
+  if (!cJSON_IsString(it)) return bad(err, PB_EFORMAT, label, "'%s' is not a string", key);
+  *out = it->valuestring;
+  return PB_OK;
+}
+
+/* obj's key: absent or null (*out = dflt) or an integer from lo to hi. */
+static int opt_int(const cJSON *obj, const char *key, int lo, int hi, int dflt, int *out,
+                   const char *label, struct pb_error *err) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *out = dflt;
+  if (it == NULL || cJSON_IsNull(it)) return PB_OK;
+  double d = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+  if (!(d >= lo && d <= hi) || d != floor(d))
+    return bad(err, PB_EFORMAT, label, "'%s' is not an integer from %d to %d", key, lo, hi);
+  *out = (int)d;
+  return PB_OK;
+}
+
+/* obj's key: absent, null or an object (*out NULL unless an object). */
+static int opt_obj(const cJSON *obj, const char *key, const cJSON **out, const char *label,
+                   struct pb_error *err) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *out = NULL;
+  if (it == NULL || cJSON_IsNull(it)) return PB_OK;
+  if (!cJSON_IsObject(it)) return bad(err, PB_EFORMAT, label, "'%s' is not an object", key);
+  *out = it;
+  return PB_OK;
+}
+
 /* A list of ndim positive integers (ndim < 0: any length 1..PB_NDIM, stored in *n). */
 static int int_list(const cJSON *list, int ndim, int64_t *out, int *n, const char *label,
                     const char *key, struct pb_error *err) {
@@ -196,13 +232,6 @@ static int add_codec(pb__zarr_pipe *p, const pb__zarr_codec *c, const char *labe
   return PB_OK;
 }
 
-static int level_of(const cJSON *obj, const char *key) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-  return cJSON_IsNumber(it) && it->valuedouble > -1000 && it->valuedouble < 1000
-             ? (int)it->valuedouble
-             : 0;
-}
-
 static int parse_v2_compressor(const cJSON *comp, pb__zarr_array *a, const char *label,
                                struct pb_error *err) {
   if (comp == NULL || cJSON_IsNull(comp)) return PB_OK;
@@ -212,22 +241,25 @@ static int parse_v2_compressor(const cJSON *comp, pb__zarr_array *a, const char 
   pb__zarr_codec c;
   memset(&c, 0, sizeof c);
   if (strcmp(id, "blosc") == 0) {
-    const char *cname = json_str(comp, "cname");
+    const char *cname;
+    int blocksize;
+    PB_RETURN_NOT_OK(opt_str(comp, "cname", &cname, label, err));
     if (cname != NULL && !blosc_cname_ok(cname))
       return bad(err, PB_EUNSUPPORTED, label, "blosc cname '%s' is not supported", cname);
     c.id = PB__ZC_BLOSC;
     snprintf(c.cname, sizeof c.cname, "%s", cname ? cname : "lz4");
-    c.level = level_of(comp, "clevel");
-    c.shuffle = level_of(comp, "shuffle");
+    PB_RETURN_NOT_OK(opt_int(comp, "clevel", 0, 9, 0, &c.level, label, err));
+    PB_RETURN_NOT_OK(opt_int(comp, "shuffle", -1, 2, 0, &c.shuffle, label, err));
+    PB_RETURN_NOT_OK(opt_int(comp, "blocksize", 0, INT32_MAX, 0, &blocksize, label, err));
   } else if (strcmp(id, "zstd") == 0) {
     c.id = PB__ZC_ZSTD;
-    c.level = level_of(comp, "level");
+    PB_RETURN_NOT_OK(opt_int(comp, "level", -131072, 22, 0, &c.level, label, err));
   } else if (strcmp(id, "gzip") == 0) {
     c.id = PB__ZC_GZIP;
-    c.level = level_of(comp, "level");
+    PB_RETURN_NOT_OK(opt_int(comp, "level", 0, 9, 0, &c.level, label, err));
   } else if (strcmp(id, "zlib") == 0) {
     c.id = PB__ZC_ZLIB;
-    c.level = level_of(comp, "level");
+    PB_RETURN_NOT_OK(opt_int(comp, "level", 0, 9, 0, &c.level, label, err));
   } else {
     return bad(err, PB_EUNSUPPORTED, label,
                "compressor '%s' is not supported (pipebench reads blosc, zstd, gzip, zlib)", id);
@@ -236,8 +268,9 @@ static int parse_v2_compressor(const cJSON *comp, pb__zarr_array *a, const char 
 }
 
 static int parse_bytes_cfg(const cJSON *cfg, int *big, const char *label, struct pb_error *err) {
-  const char *e = json_str(cfg, "endian");
+  const char *e;
   *big = 0;
+  PB_RETURN_NOT_OK(opt_str(cfg, "endian", &e, label, err));
   if (e == NULL || strcmp(e, "little") == 0) return PB_OK;
   if (strcmp(e, "big") == 0) {
     *big = 1;
@@ -258,7 +291,10 @@ static int parse_v3_codecs(const cJSON *list, pb__zarr_array *a, pb__zarr_pipe *
   cJSON_ArrayForEach(it, list) {
     const char *name = cJSON_IsString(it) ? it->valuestring : json_str(it, "name");
     if (name == NULL) return bad(err, PB_EFORMAT, label, "%s", "a codec has no string 'name'");
-    const cJSON *cfg = cJSON_IsObject(it) ? cJSON_GetObjectItemCaseSensitive(it, "configuration") : NULL;
+    const cJSON *cfg = NULL;
+    if (cJSON_IsObject(it)) PB_RETURN_NOT_OK(opt_obj(it, "configuration", &cfg, label, err));
+    else if (!cJSON_IsString(it))
+      return bad(err, PB_EFORMAT, label, "%s", "a codec is neither an object nor a name");
     pb__zarr_codec c;
     memset(&c, 0, sizeof c);
     if (strcmp(name, "transpose") == 0) {
@@ -298,20 +334,29 @@ static int parse_v3_codecs(const cJSON *list, pb__zarr_array *a, pb__zarr_pipe *
                  "codec '%s' after sharding_indexed is not supported (it defeats partial reads)",
                  name);
     if (strcmp(name, "blosc") == 0) {
-      const char *cname = json_str(cfg, "cname");
+      const char *cname, *sh;
+      int n;
+      PB_RETURN_NOT_OK(opt_str(cfg, "cname", &cname, label, err));
       if (cname != NULL && !blosc_cname_ok(cname))
         return bad(err, PB_EUNSUPPORTED, label, "blosc cname '%s' is not supported", cname);
       c.id = PB__ZC_BLOSC;
       snprintf(c.cname, sizeof c.cname, "%s", cname ? cname : "lz4");
-      c.level = level_of(cfg, "clevel");
-      const char *sh = json_str(cfg, "shuffle");
-      c.shuffle = sh == NULL ? 0 : strcmp(sh, "shuffle") == 0 ? 1 : strcmp(sh, "bitshuffle") == 0 ? 2 : 0;
+      PB_RETURN_NOT_OK(opt_int(cfg, "clevel", 0, 9, 0, &c.level, label, err));
+      PB_RETURN_NOT_OK(opt_int(cfg, "typesize", 1, 255, 1, &n, label, err));
+      PB_RETURN_NOT_OK(opt_int(cfg, "blocksize", 0, INT32_MAX, 0, &n, label, err));
+      PB_RETURN_NOT_OK(opt_str(cfg, "shuffle", &sh, label, err));
+      if (sh == NULL || strcmp(sh, "noshuffle") == 0) c.shuffle = 0;
+      else if (strcmp(sh, "shuffle") == 0) c.shuffle = 1;
+      else if (strcmp(sh, "bitshuffle") == 0) c.shuffle = 2;
+      else
+        return bad(err, PB_EFORMAT, label,
+                   "blosc 'shuffle' '%s' is not noshuffle, shuffle or bitshuffle", sh);
     } else if (strcmp(name, "zstd") == 0) {
       c.id = PB__ZC_ZSTD;
-      c.level = level_of(cfg, "level");
+      PB_RETURN_NOT_OK(opt_int(cfg, "level", -131072, 22, 0, &c.level, label, err));
     } else if (strcmp(name, "gzip") == 0) {
       c.id = PB__ZC_GZIP;
-      c.level = level_of(cfg, "level");
+      PB_RETURN_NOT_OK(opt_int(cfg, "level", 0, 9, 0, &c.level, label, err));
     } else if (strcmp(name, "crc32c") == 0) {
       c.id = PB__ZC_CRC32C;
     } else {
@@ -360,7 +405,8 @@ static int parse_sharding(const cJSON *cfg, pb__zarr_array *a, const char *label
                "shard index codecs other than bytes and crc32c are not supported");
   a->index_crc = ip.n == 1;
   a->index_big_endian = ip.big_endian;
-  const char *loc = json_str(cfg, "index_location");
+  const char *loc;
+  PB_RETURN_NOT_OK(opt_str(cfg, "index_location", &loc, label, err));
   if (loc == NULL || strcmp(loc, "end") == 0) a->index_at_end = 1;
   else if (strcmp(loc, "start") == 0) a->index_at_end = 0;
   else return bad(err, PB_EFORMAT, label, "index_location '%s' is neither start nor end", loc);
@@ -401,14 +447,20 @@ static int parse_v2_array(const cJSON *root, pb__zarr_array *a, const char *labe
   if (!parse_v2_dtype(dt, a))
     return bad(err, v2_dtype_wellformed(dt) ? PB_EUNSUPPORTED : PB_EFORMAT, label,
                "dtype '%s' is not supported (u1, u2, u4, i2, f4, f8 in either byte order)", dt);
-  const char *order = json_str(root, "order");
-  if (order != NULL && strcmp(order, "C") != 0)
+  const char *order;
+  PB_RETURN_NOT_OK(opt_str(root, "order", &order, label, err));
+  if (order != NULL && strcmp(order, "F") == 0)
     return bad(err, PB_EUNSUPPORTED, label, "order '%s' is not supported (C order only)", order);
+  if (order != NULL && strcmp(order, "C") != 0)
+    return bad(err, PB_EFORMAT, label, "order '%s' is neither \"C\" nor \"F\"", order);
   const cJSON *filters = cJSON_GetObjectItemCaseSensitive(root, "filters");
   if (filters != NULL && !cJSON_IsNull(filters)) {
     if (!cJSON_IsArray(filters)) return bad(err, PB_EFORMAT, label, "%s", "'filters' is not a list");
     if (cJSON_GetArraySize(filters) > 0) {
-      const char *id = json_str(cJSON_GetArrayItem(filters, 0), "id");
+      const cJSON *f0 = cJSON_GetArrayItem(filters, 0);
+      const char *id = json_str(f0, "id");
+      if (!cJSON_IsObject(f0) || id == NULL)
+        return bad(err, PB_EFORMAT, label, "%s", "a filter in 'filters' has no string 'id'");
       return bad(err, PB_EUNSUPPORTED, label, "filter '%s' is not supported (no filters are)",
                  id ? id : "?");
     }
@@ -418,6 +470,11 @@ static int parse_v2_array(const cJSON *root, pb__zarr_array *a, const char *labe
   PB_RETURN_NOT_OK(parse_v2_compressor(cJSON_GetObjectItemCaseSensitive(root, "compressor"), a,
                                        label, err));
   PB_RETURN_NOT_OK(parse_fill(cJSON_GetObjectItemCaseSensitive(root, "fill_value"), a, label, err));
+  /* optional; when present, "." or "/" (a null is read as absent, as zarr-python does) */
+  const cJSON *dsep = cJSON_GetObjectItemCaseSensitive(root, "dimension_separator");
+  if (dsep != NULL && !cJSON_IsNull(dsep) && !cJSON_IsString(dsep))
+    return bad(err, PB_EFORMAT, label, "%s",
+               "'dimension_separator' is not a string (it must be \".\" or \"/\")");
   const char *sep = json_str(root, "dimension_separator");
   a->sep = '.';
   if (sep != NULL) {
@@ -448,16 +505,21 @@ static int parse_v3_array(const cJSON *root, pb__zarr_array *a, const char *labe
   a->esize = pb_dtype_size(a->dtype);
   const cJSON *grid = cJSON_GetObjectItemCaseSensitive(root, "chunk_grid");
   const char *gname = json_str(grid, "name");
+  const cJSON *gcfg = NULL;
+  if (gname != NULL) PB_RETURN_NOT_OK(opt_obj(grid, "configuration", &gcfg, label, err));
   if (gname == NULL) return bad(err, PB_EFORMAT, label, "%s", "'chunk_grid' is missing or has no name");
   if (strcmp(gname, "regular") != 0)
     return bad(err, PB_EUNSUPPORTED, label, "%s", "'chunk_grid' is not a regular grid");
   PB_RETURN_NOT_OK(int_list(cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(grid, "configuration"), "chunk_shape"),
                             a->ndim, a->fchunk, NULL, label, "chunk_shape", err));
-  const cJSON *kenc = cJSON_GetObjectItemCaseSensitive(root, "chunk_key_encoding");
-  const char *kname = kenc ? json_str(kenc, "name") : "default";
-  const char *ksep = json_str(cJSON_GetObjectItemCaseSensitive(kenc, "configuration"), "separator");
+  const cJSON *kenc = cJSON_GetObjectItemCaseSensitive(root, "chunk_key_encoding"), *kcfg = NULL;
+  if (kenc != NULL && !cJSON_IsObject(kenc))
+    return bad(err, PB_EFORMAT, label, "%s", "'chunk_key_encoding' is not an object");
+  const char *kname = kenc ? json_str(kenc, "name") : "default", *ksep;
   if (kname == NULL) return bad(err, PB_EFORMAT, label, "%s", "'chunk_key_encoding' has no name");
+  PB_RETURN_NOT_OK(opt_obj(kenc, "configuration", &kcfg, label, err));
+  PB_RETURN_NOT_OK(opt_str(kcfg, "separator", &ksep, label, err));
   if (strcmp(kname, "default") == 0) {
     a->key_prefix_c = 1;
     a->sep = '/';
@@ -473,16 +535,28 @@ static int parse_v3_array(const cJSON *root, pb__zarr_array *a, const char *labe
     else return bad(err, PB_EFORMAT, label, "chunk key separator '%s' is neither '.' nor '/'", ksep);
   }
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "storage_transformers");
+  if (st != NULL && !cJSON_IsArray(st))
+    return bad(err, PB_EFORMAT, label, "%s", "'storage_transformers' is not a list");
   if (cJSON_IsArray(st) && cJSON_GetArraySize(st) > 0)
     return bad(err, PB_EUNSUPPORTED, label, "%s", "storage_transformers are not supported");
   const cJSON *fv = cJSON_GetObjectItemCaseSensitive(root, "fill_value");
   if (fv == NULL) return bad(err, PB_EFORMAT, label, "%s", "'fill_value' is missing");
   PB_RETURN_NOT_OK(parse_fill(fv, a, label, err));
-  const cJSON *names = cJSON_GetObjectItemCaseSensitive(root, "dimension_names");
+  const cJSON *names = cJSON_GetObjectItemCaseSensitive(root, "dimension_names"), *nm;
+  if (names != NULL && !cJSON_IsNull(names)) {
+    if (!cJSON_IsArray(names) || cJSON_GetArraySize(names) != a->ndim)
+      return bad(err, PB_EFORMAT, label, "'dimension_names' is not a list of %d names", a->ndim);
+    cJSON_ArrayForEach(nm, names) {
+      if (!cJSON_IsString(nm) && !cJSON_IsNull(nm))
+        return bad(err, PB_EFORMAT, label, "%s", "'dimension_names' holds a non-string");
+    }
+  }
+  const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(root, "attributes");
+  if (attrs != NULL && !cJSON_IsObject(attrs))
+    return bad(err, PB_EFORMAT, label, "%s", "'attributes' is not an object");
   if (cJSON_IsArray(names) && cJSON_GetArraySize(names) == a->ndim) {
     int d = 0;
     a->has_dim_names = 1;
-    const cJSON *nm;
     cJSON_ArrayForEach(nm, names) {
       char c = 0;
       if (cJSON_IsString(nm) && strlen(nm->valuestring) == 1)
@@ -541,20 +615,53 @@ static int axis_letter(const cJSON *ax, char *out) {
   return 1;
 }
 
-static void apply_scale(const cJSON *transforms, pb__zarr_ome *o) {
+/* A list of n finite numbers (positive ones when positive is set). */
+static int number_list(const cJSON *list, int n, int positive) {
+  if (!cJSON_IsArray(list) || (n > 0 && cJSON_GetArraySize(list) != n)) return 0;
+  const cJSON *v;
+  cJSON_ArrayForEach(v, list) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || (positive && !(v->valuedouble > 0)))
+      return 0;
+  }
+  return 1;
+}
+
+/* Checks a coordinateTransformations list (NGFF 0.4/0.5: "scale" with a list of positive
+ * numbers, one per axis (o->naxes; any length when 0), optionally "translation"; "identity"
+ * allowed) and multiplies its scales into o->scale. where: for messages. */
+static int apply_scale(const cJSON *transforms, pb__zarr_ome *o, const char *where,
+                       const char *label, struct pb_error *err) {
+  if (transforms == NULL) return PB_OK;
+  if (!cJSON_IsArray(transforms))
+    return bad(err, PB_EFORMAT, label, "%s 'coordinateTransformations' is not a list", where);
+  int naxes = o->naxes;
   const cJSON *t;
   cJSON_ArrayForEach(t, transforms) {
     const char *type = json_str(t, "type");
-    const cJSON *scale = cJSON_GetObjectItemCaseSensitive(t, "scale");
-    if (type == NULL || strcmp(type, "scale") != 0 || !cJSON_IsArray(scale)) continue;
-    if (cJSON_GetArraySize(scale) != o->naxes) continue;
+    if (type == NULL)
+      return bad(err, PB_EFORMAT, label, "%s 'coordinateTransformations' entry has no string "
+                 "'type'", where);
+    if (strcmp(type, "identity") == 0) continue;
+    if (strcmp(type, "scale") != 0 && strcmp(type, "translation") != 0)
+      return bad(err, PB_EFORMAT, label, "%s coordinate transformation type '%s' is not "
+                 "scale, translation or identity", where, type);
+    int is_scale = type[0] == 's';
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, type);
+    if (v == NULL && cJSON_HasObjectItem(t, "path"))
+      return bad(err, PB_EUNSUPPORTED, label, "%s %s stored in a file ('path') is not "
+                 "supported", where, type);
+    if (!number_list(v, naxes, is_scale))
+      return bad(err, PB_EFORMAT, label, "%s '%s' is not a list of %s%s numbers%s", where, type,
+                 is_scale ? "positive " : "", "finite", naxes > 0 ? " (one per axis)" : "");
+    if (!is_scale || naxes == 0) continue;
     int d = 0;
     const cJSON *s;
-    cJSON_ArrayForEach(s, scale) {
-      if (cJSON_IsNumber(s) && d < PB_NDIM) o->scale[d] *= s->valuedouble;
+    cJSON_ArrayForEach(s, v) {
+      if (d < PB_NDIM) o->scale[d] *= s->valuedouble;
       d++;
     }
   }
+  return PB_OK;
 }
 
 static void parse_channels(const cJSON *omero, pb__zarr_ome *o) {
@@ -592,9 +699,19 @@ int pb__zarr_parse_ome(const char *json, size_t n, int version, const char *labe
     ome = cJSON_GetObjectItemCaseSensitive(attrs, "ome");
   }
   const cJSON *holder = cJSON_HasObjectItem(ome, "multiscales") ? ome : attrs;
-  const cJSON *ms = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(holder, "multiscales"), 0);
+  const cJSON *msl = cJSON_GetObjectItemCaseSensitive(holder, "multiscales");
+  if (msl != NULL && !cJSON_IsArray(msl)) {
+    rc = bad(err, PB_EFORMAT, label, "%s", "'multiscales' is not a list");
+    goto done;
+  }
+  const cJSON *ms = cJSON_GetArrayItem(msl, 0), *ver;
   if (!cJSON_IsObject(ms)) {
     rc = bad(err, PB_EFORMAT, label, "%s", "no OME 'multiscales' (not an OME-Zarr image group)");
+    goto done;
+  }
+  ver = cJSON_GetObjectItemCaseSensitive(version == 3 ? ome : ms, "version");
+  if (ver != NULL && !cJSON_IsString(ver)) {
+    rc = bad(err, PB_EFORMAT, label, "%s", "the NGFF 'version' is not a string");
     goto done;
   }
   const cJSON *axes = cJSON_GetObjectItemCaseSensitive(ms, "axes");
@@ -606,6 +723,20 @@ int pb__zarr_parse_ome(const char *json, size_t n, int version, const char *labe
     const cJSON *ax;
     cJSON_ArrayForEach(ax, axes) {
       int d = out->naxes++;
+      const cJSON *f;
+      if (cJSON_IsObject(ax) && (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(ax, "name")) ||
+                                 ((f = cJSON_GetObjectItemCaseSensitive(ax, "type")) != NULL &&
+                                  !cJSON_IsString(f)) ||
+                                 ((f = cJSON_GetObjectItemCaseSensitive(ax, "unit")) != NULL &&
+                                  !cJSON_IsString(f)))) {
+        rc = bad(err, PB_EFORMAT, label, "axis %d: 'name' is not a string, or 'type' or 'unit' "
+                 "is not one", d);
+        goto done;
+      }
+      if (!cJSON_IsObject(ax) && !cJSON_IsString(ax)) {
+        rc = bad(err, PB_EFORMAT, label, "axis %d is neither an object nor a name", d);
+        goto done;
+      }
       if (!axis_letter(ax, &out->axes[d])) {
         rc = bad(err, PB_EUNSUPPORTED, label, "%s",
                  "an axis is not one of t, c, z, y, x (or of type time/channel)");
@@ -615,7 +746,23 @@ int pb__zarr_parse_ome(const char *json, size_t n, int version, const char *labe
       if (unit != NULL) unit_from_ngff(unit, out->unit[d], sizeof out->unit[d]);
     }
   }
-  const cJSON *ds = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ms, "datasets"), 0);
+  const cJSON *dsl = cJSON_GetObjectItemCaseSensitive(ms, "datasets"), *dk;
+  if (!cJSON_IsArray(dsl) || cJSON_GetArraySize(dsl) < 1) {
+    rc = bad(err, PB_EFORMAT, label, "%s", "multiscales 'datasets' is missing or not a list");
+    goto done;
+  }
+  cJSON_ArrayForEach(dk, dsl) {
+    const cJSON *pk = cJSON_GetObjectItemCaseSensitive(dk, "path");
+    if (!cJSON_IsObject(dk) || !cJSON_IsString(pk)) {
+      rc = bad(err, PB_EFORMAT, label, "%s", "a multiscales dataset has no string 'path'");
+      goto done;
+    }
+    pb__zarr_ome probe = {.naxes = out->naxes};
+    rc = apply_scale(cJSON_GetObjectItemCaseSensitive(dk, "coordinateTransformations"), &probe,
+                     "dataset", label, err);
+    if (rc != PB_OK) goto done;
+  }
+  const cJSON *ds = cJSON_GetArrayItem(dsl, 0);
   const char *path = json_str(ds, "path");
   if (path == NULL || path[0] == '\0' || strstr(path, "..") != NULL || path[0] == '/' ||
       strlen(path) >= sizeof out->path) {
@@ -623,10 +770,12 @@ int pb__zarr_parse_ome(const char *json, size_t n, int version, const char *labe
     goto done;
   }
   snprintf(out->path, sizeof out->path, "%s", path);
-  if (out->naxes > 0) {
-    apply_scale(cJSON_GetObjectItemCaseSensitive(ds, "coordinateTransformations"), out);
-    apply_scale(cJSON_GetObjectItemCaseSensitive(ms, "coordinateTransformations"), out);
-  }
+  rc = apply_scale(cJSON_GetObjectItemCaseSensitive(ds, "coordinateTransformations"), out,
+                   "dataset", label, err);
+  if (rc == PB_OK)
+    rc = apply_scale(cJSON_GetObjectItemCaseSensitive(ms, "coordinateTransformations"), out,
+                     "multiscales", label, err);
+  if (rc != PB_OK) goto done;
   const cJSON *omero = cJSON_GetObjectItemCaseSensitive(ome, "omero");
   if (omero == NULL) omero = cJSON_GetObjectItemCaseSensitive(attrs, "omero");
   if (cJSON_IsObject(omero)) parse_channels(omero, out);
