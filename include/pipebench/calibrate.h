@@ -17,11 +17,13 @@ typedef struct pb_calibrate_params {
   int rounds;             /**< measured rounds per quantity (after one warm-up round) */
   int threads;            /**< threads for the multi-threaded copy (0: all cores) */
   int matmul;             /**< also measure peak matmul GFLOP/s through the engine (1/0) */
+  int gpu;                /**< also measure the GPU (cuda) where it is usable (1/0): copy
+                               bandwidths, and with matmul the cuBLASLt peaks */
   void (*progress)(void *ctx, const char *what, int step, int steps); /**< may be NULL */
   void *progress_ctx;
 } pb_calibrate_params;
 #define PB_CALIBRATE_PARAMS_DEFAULTS \
-  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, NULL, NULL}
+  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 0, NULL, NULL}
 
 /** One measured quantity: the median of `rounds` rounds and their summary. */
 typedef struct pb_calib_value {
@@ -46,6 +48,19 @@ typedef struct pb_calibration {
   double timer_overhead_ns;           /**< mean cost of one pb_now_ns() call */
   double timer_resolution_ns;         /**< smallest non-zero step seen (and clock_getres) */
   double seconds;                     /**< how long calibration took */
+  /* The GPU (params.gpu): every value NaN where it was not measured. */
+  int gpu_measured;                   /**< 1: cuda was usable and measured */
+  char gpu_why[256];                  /**< why not ("" when measured or not asked for) */
+  char gpu_name[128];
+  int gpu_cc_major, gpu_cc_minor, gpu_multiprocessors;
+  int64_t gpu_memory_bytes;
+  char gpu_versions[192];             /**< driver, runtime, cuDNN, cuBLASLt */
+  pb_calib_value gpu_bf16_gflops;     /**< cuBLASLt bfloat16 8192^3 peak */
+  pb_calib_value gpu_tf32_gflops;     /**< cuBLASLt TF32 8192^3 peak */
+  pb_calib_value gpu_h2d_pinned_gbps; /**< host-to-device from pinned memory */
+  pb_calib_value gpu_h2d_pageable_gbps;
+  pb_calib_value gpu_d2h_pinned_gbps;
+  pb_calib_value gpu_d2d_gbps;        /**< device-to-device, bytes read plus written */
 } pb_calibration;
 
 /** Measures every limit. Takes a few seconds with the defaults. */

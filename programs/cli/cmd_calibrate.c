@@ -16,6 +16,7 @@ static const cli_opt opts[] = {
     {"rounds", "N", "measured rounds per quantity (default 5)"},
     {"threads", "N", "threads for the multi-threaded copy (default: all cores)"},
     {"no-matmul", NULL, "skip the matrix-multiply peak"},
+    {"no-gpu", NULL, "skip the GPU (copy bandwidths and cuBLASLt peaks on cuda)"},
     {NULL, NULL, NULL},
 };
 
@@ -50,6 +51,7 @@ static int run(const cli_args *a) {
   p.threads = (int)threads;
   p.dir = cli_get(a, "dir");
   p.matmul = !cli_has(a, "no-matmul");
+  p.gpu = !cli_has(a, "no-gpu");
   p.progress = on_progress;
   const char *out = cli_get(a, "out") ? cli_get(a, "out") : "results/calibration.json";
 
@@ -80,6 +82,19 @@ static int run(const cli_args *a) {
     row("matmul bfloat16 peak", &cal.matmul_bf16_gflops, "GFLOP/s");
     printf("  %-28s %12.1f ns\n", "timer overhead", cal.timer_overhead_ns);
     printf("  %-28s %12.1f ns\n", "timer resolution", cal.timer_resolution_ns);
+    if (cal.gpu_measured) {
+      printf("cuda: %s (compute capability %d.%d, %d SMs, %.1f GiB); %s\n", cal.gpu_name,
+             cal.gpu_cc_major, cal.gpu_cc_minor, cal.gpu_multiprocessors,
+             (double)cal.gpu_memory_bytes / (double)(1 << 30), cal.gpu_versions);
+      row("GPU matmul bfloat16 peak", &cal.gpu_bf16_gflops, "GFLOP/s");
+      row("GPU matmul tf32 peak", &cal.gpu_tf32_gflops, "GFLOP/s");
+      row("GPU host->device, pinned", &cal.gpu_h2d_pinned_gbps, "GB/s");
+      row("GPU host->device, pageable", &cal.gpu_h2d_pageable_gbps, "GB/s");
+      row("GPU device->host, pinned", &cal.gpu_d2h_pinned_gbps, "GB/s");
+      row("GPU device->device (r+w)", &cal.gpu_d2d_gbps, "GB/s");
+    } else if (cal.gpu_why[0]) {
+      printf("cuda: unavailable: %s\n", cal.gpu_why);
+    }
   }
   free(json);
   if (rc != PB_OK) return cli_fail("calibrate", "%s", err.message);
@@ -93,7 +108,10 @@ const cli_command cli_cmd_calibrate = {
     .usage = "[--json] [--out FILE] [options]",
     .details = "Later throughputs are reported as a fraction of these limits. The cold file read\n"
                "evicts the scratch file from the page cache with posix_fadvise(DONTNEED) before\n"
-               "each pass and checks with mincore that it worked.",
+               "each pass and checks with mincore that it worked. Where CUDA is usable it also\n"
+               "measures the GPU: copy bandwidths (host<->device pinned and pageable,\n"
+               "device<->device) and the cuBLASLt bfloat16 and TF32 peaks; elsewhere it prints\n"
+               "one line saying why CUDA is unavailable.",
     .opts = opts,
     .max_pos = 0,
     .run = run,

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,49 @@ static void set_nan(pb_calib_value *v) {
   v->value = NAN;
 }
 
+/* The GPU through the CUDA engine module: copy bandwidths (median of rounds, each the best copy
+ * of about 0.2 s) and, with matmul, the cuBLASLt bfloat16 and TF32 peaks. */
+static int measure_gpu(const pb_calibrate_params *p, pb_calibration *out, double *rounds,
+                       struct pb_error *err) {
+  static const struct {
+    const char *kind, *label;
+    size_t off;
+  } copies[] = {
+      {"h2d_pinned", "GPU copy host->device (pinned)", offsetof(pb_calibration, gpu_h2d_pinned_gbps)},
+      {"h2d_pageable", "GPU copy host->device (pageable)", offsetof(pb_calibration, gpu_h2d_pageable_gbps)},
+      {"d2h_pinned", "GPU copy device->host (pinned)", offsetof(pb_calibration, gpu_d2h_pinned_gbps)},
+      {"d2d", "GPU copy device->device", offsetof(pb_calibration, gpu_d2d_gbps)},
+  };
+  pb_gpu_info gi;
+  PB_RETURN_NOT_OK(pb_engine_gpu_info(&gi, err));
+  snprintf(out->gpu_name, sizeof out->gpu_name, "%s", gi.name);
+  snprintf(out->gpu_versions, sizeof out->gpu_versions, "%s", gi.versions);
+  out->gpu_cc_major = gi.cc_major, out->gpu_cc_minor = gi.cc_minor;
+  out->gpu_multiprocessors = gi.multiprocessors;
+  out->gpu_memory_bytes = gi.memory_bytes;
+  for (size_t k = 0; k < sizeof copies / sizeof copies[0]; k++) {
+    for (int r = 0; r < p->rounds; r++) {
+      progress(p, copies[k].label, r + 1, p->rounds);
+      PB_RETURN_NOT_OK(pb_engine_gpu_bandwidth(copies[k].kind, 0, 0.2, &rounds[r], err));
+    }
+    PB_RETURN_NOT_OK(finish_value((pb_calib_value *)(void *)((char *)out + copies[k].off), rounds,
+                                  p->rounds));
+  }
+  if (p->matmul) {
+    double g = NAN;
+    progress(p, "GPU matmul bfloat16 (cuBLASLt)", 1, 2);
+    PB_RETURN_NOT_OK(pb_engine_device_peak_gflops("cuda", "bfloat16", 0, 1.0, &g, err));
+    out->gpu_bf16_gflops.value = g;
+    out->gpu_bf16_gflops.s.n = 1;
+    progress(p, "GPU matmul tf32 (cuBLASLt)", 2, 2);
+    PB_RETURN_NOT_OK(pb_engine_device_peak_gflops("cuda", "tf32", 0, 1.0, &g, err));
+    out->gpu_tf32_gflops.value = g;
+    out->gpu_tf32_gflops.s.n = 1;
+  }
+  out->gpu_measured = 1;
+  return PB_OK;
+}
+
 int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct pb_error *err) {
   pb_calibrate_params p = PB_CALIBRATE_PARAMS_DEFAULTS;
   if (params != NULL) p = *params;
@@ -268,6 +312,14 @@ int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct 
   memset(out, 0, sizeof *out);
   set_nan(&out->matmul_f32_gflops);
   set_nan(&out->matmul_bf16_gflops);
+  set_nan(&out->gpu_bf16_gflops);
+  set_nan(&out->gpu_tf32_gflops);
+  set_nan(&out->gpu_h2d_pinned_gbps);
+  set_nan(&out->gpu_h2d_pageable_gbps);
+  set_nan(&out->gpu_d2h_pinned_gbps);
+  set_nan(&out->gpu_d2d_gbps);
+  /* before the environment is read: loading the CUDA module registers its versions there */
+  int gpu = p.gpu && pb_engine_device_status("cuda", out->gpu_why, sizeof out->gpu_why) == 0;
   int64_t start = pb_now_ns();
   PB_RETURN_NOT_OK(pb_env_collect(&out->env, err));
   measure_timer(out);
@@ -319,6 +371,7 @@ int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct 
       out->matmul_bf16_gflops.s.n = 1;
     }
   }
+  if (gpu && (rc = measure_gpu(&p, out, rounds, err)) != PB_OK) goto done;
   out->seconds = (double)(pb_now_ns() - start) / 1e9;
 done:
   free(rounds);
@@ -366,6 +419,25 @@ char *pb_calibration_to_json(const pb_calibration *cal) {
   add_num(root, "timer_overhead_ns", cal->timer_overhead_ns);
   add_num(root, "timer_resolution_ns", cal->timer_resolution_ns);
   add_num(root, "seconds", cal->seconds);
+  if (cal->gpu_measured) {
+    cJSON *g = cJSON_AddObjectToObject(root, "cuda");
+    cJSON_AddStringToObject(g, "name", cal->gpu_name);
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", cal->gpu_cc_major, cal->gpu_cc_minor);
+    cJSON_AddStringToObject(g, "compute_capability", cc);
+    cJSON_AddNumberToObject(g, "multiprocessors", cal->gpu_multiprocessors);
+    cJSON_AddNumberToObject(g, "memory_bytes", (double)cal->gpu_memory_bytes);
+    cJSON_AddStringToObject(g, "versions", cal->gpu_versions);
+    add_value(g, "matmul_bf16_gflops", "GFLOP/s", &cal->gpu_bf16_gflops);
+    add_value(g, "matmul_tf32_gflops", "GFLOP/s", &cal->gpu_tf32_gflops);
+    add_value(g, "h2d_pinned_gbps", "GB/s", &cal->gpu_h2d_pinned_gbps);
+    add_value(g, "h2d_pageable_gbps", "GB/s", &cal->gpu_h2d_pageable_gbps);
+    add_value(g, "d2h_pinned_gbps", "GB/s", &cal->gpu_d2h_pinned_gbps);
+    add_value(g, "d2d_gbps", "GB/s", &cal->gpu_d2d_gbps);
+  } else if (cal->gpu_why[0]) {
+    cJSON *g = cJSON_AddObjectToObject(root, "cuda");
+    cJSON_AddStringToObject(g, "unavailable", cal->gpu_why);
+  }
   cJSON *env = cJSON_AddObjectToObject(root, "env");
   char tmp[64];
   for (int i = 0; i < pb_env_field_count(); i++) {
@@ -436,6 +508,29 @@ int pb_calibration_load(const char *path, pb_calibration *out, struct pb_error *
   out->timer_overhead_ns = get_num(root, "timer_overhead_ns");
   out->timer_resolution_ns = get_num(root, "timer_resolution_ns");
   out->seconds = get_num(root, "seconds");
+  set_nan(&out->gpu_bf16_gflops);
+  set_nan(&out->gpu_tf32_gflops);
+  set_nan(&out->gpu_h2d_pinned_gbps);
+  set_nan(&out->gpu_h2d_pageable_gbps);
+  set_nan(&out->gpu_d2h_pinned_gbps);
+  set_nan(&out->gpu_d2d_gbps);
+  const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "cuda");
+  const cJSON *gname = cJSON_GetObjectItemCaseSensitive(gpu, "name");
+  const cJSON *gwhy = cJSON_GetObjectItemCaseSensitive(gpu, "unavailable");
+  if (cJSON_IsString(gname)) {
+    out->gpu_measured = 1;
+    snprintf(out->gpu_name, sizeof out->gpu_name, "%s", gname->valuestring);
+    const cJSON *gv = cJSON_GetObjectItemCaseSensitive(gpu, "versions");
+    if (cJSON_IsString(gv)) snprintf(out->gpu_versions, sizeof out->gpu_versions, "%s", gv->valuestring);
+    get_value(gpu, "matmul_bf16_gflops", &out->gpu_bf16_gflops);
+    get_value(gpu, "matmul_tf32_gflops", &out->gpu_tf32_gflops);
+    get_value(gpu, "h2d_pinned_gbps", &out->gpu_h2d_pinned_gbps);
+    get_value(gpu, "h2d_pageable_gbps", &out->gpu_h2d_pageable_gbps);
+    get_value(gpu, "d2h_pinned_gbps", &out->gpu_d2h_pinned_gbps);
+    get_value(gpu, "d2d_gbps", &out->gpu_d2d_gbps);
+  } else if (cJSON_IsString(gwhy)) {
+    snprintf(out->gpu_why, sizeof out->gpu_why, "%s", gwhy->valuestring);
+  }
   const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "cold_evicted");
   out->cold_evicted = cJSON_IsTrue(ev);
   cJSON_Delete(root);
