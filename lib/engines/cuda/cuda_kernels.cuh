@@ -270,6 +270,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, 2)
     /* O through this warp's own 16 rows of Qs (already in registers), then out 16 bytes a lane:
      * each row's 128 bytes in whole sectors */
     T *Ow = Qs + (size_t)q0 * ATT_LDK;
+    __syncwarp(); /* every lane's ldmatrix of these Q rows comes before any lane's store */
 #pragma unroll
     for (int j = 0; j < 8; j++) {
       *reinterpret_cast<uint32_t *>(Ow + (size_t)g * ATT_LDK + 8 * j + t2) =
