@@ -151,27 +151,53 @@ static int parse_count(const char *s, const char *what, const char *name, int li
   return PB_OK;
 }
 
+/* Items end at a comma, semicolon or blank outside brackets and quotes, so a Hydra list value
+ * (data.sizes=[1,2]) or a quoted value stays one item. */
+static int is_sep(char ch) {
+  return ch == ',' || ch == ';' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+static int key_char(char ch) {
+  return isalnum((unsigned char)ch) || ch == '_' || ch == '-' || ch == '.' || ch == '/' ||
+         ch == '@' || ch == '+' || ch == '~';
+}
+
 int pb__revs_split_overrides(const char *text, char ***items, size_t *n, struct pb_error *err) {
   *items = NULL;
   *n = 0;
   size_t cap = 0;
   const char *p = text ? text : "";
   for (;;) {
-    while (*p == ' ' || *p == '\t' || *p == ';' || *p == '\n' || *p == '\r') p++;
+    while (*p && is_sep(*p)) p++;
     if (*p == '\0') break;
     const char *s = p;
-    while (*p && *p != ' ' && *p != '\t' && *p != ';' && *p != '\n' && *p != '\r') p++;
+    int depth = 0;
+    char quote = 0;
+    while (*p && (quote || depth > 0 || !is_sep(*p))) {
+      if (quote) {
+        if (*p == quote) quote = 0;
+      } else if (*p == '\'' || *p == '"') {
+        quote = *p;
+      } else if (*p == '[' || *p == '{' || *p == '(') {
+        depth++;
+      } else if ((*p == ']' || *p == '}' || *p == ')') && depth > 0) {
+        depth--;
+      }
+      p++;
+    }
     size_t len = (size_t)(p - s);
     const char *eq = memchr(s, '=', len);
-    int ok = eq != NULL && eq > s;
-    for (const char *q = s; ok && q < eq; q++)
-      ok = isalnum((unsigned char)*q) || *q == '_' || *q == '-' || *q == '.';
-    if (!ok) {
+    /* key=value, or ~key (Hydra's removal of a key) */
+    int ok = (eq != NULL && eq > s) || (s[0] == '~' && len > 1);
+    const char *kend = eq != NULL ? eq : s + len;
+    for (const char *q = s; ok && q < kend; q++) ok = key_char(*q);
+    if (!ok || quote || depth > 0) {
       pb__revs_free_strings(*items, *n);
       *items = NULL;
       *n = 0;
       return pb_error_set(err, PB_EFORMAT,
-                          "override '%.*s' is not key=value (keys: letters, digits, '_', '-', '.')",
+                          "override '%.*s' is not key=value (keys: letters, digits and _ - . / @ "
+                          "+ ~; brackets and quotes closed)",
                           (int)len, s);
     }
     if (*n == cap) {
@@ -179,6 +205,8 @@ int pb__revs_split_overrides(const char *text, char ***items, size_t *n, struct 
       char **ni = realloc(*items, cap * sizeof *ni);
       if (ni == NULL) {
         pb__revs_free_strings(*items, *n);
+        *items = NULL;
+        *n = 0;
         return pb_error_set(err, PB_ENOMEM, "out of memory");
       }
       *items = ni;
@@ -186,6 +214,8 @@ int pb__revs_split_overrides(const char *text, char ***items, size_t *n, struct 
     char *d = malloc(len + 1);
     if (d == NULL) {
       pb__revs_free_strings(*items, *n);
+      *items = NULL;
+      *n = 0;
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     }
     memcpy(d, s, len);
@@ -242,11 +272,11 @@ static int make_task(const csv_row *r, const int *where, pb_revs_kind kind, cons
       return pb_error_set(err, PB_EFORMAT,
                           "%s: line %d: the metrics file is empty (name the JSON file the "
                           "command writes)", name, r->line);
-  } else {
-    if (strcmp(t->trainer, "cpu") != 0 && strcmp(t->trainer, "gpu") != 0 &&
-        strcmp(t->trainer, "ddp") != 0)
-      return pb_error_set(err, PB_EFORMAT, "%s: line %d: trainer must be cpu, gpu or ddp, not '%s'",
-                          name, r->line, t->trainer);
+  } else if (t->trainer[0] == '\0') {
+    /* any other value goes to the task's command as it is; pipebench's own train and infer
+     * judge it when they are the runner */
+    return pb_error_set(err, PB_EFORMAT, "%s: line %d: the trainer is empty (cpu, gpu, ddp, ...)",
+                        name, r->line);
   }
   if (where[C_MAX_EPOCHS] >= 0 && r->field[where[C_MAX_EPOCHS]][0] != '\0')
     PB_RETURN_NOT_OK(parse_count(r->field[where[C_MAX_EPOCHS]], "max_epochs", name, r->line,
@@ -347,6 +377,12 @@ int pb_revs_tasks_parse(const char *text, size_t size, const char *name, pb_revs
   for (;;) {
     rc = read_record(&c, &row, err);
     if (rc <= 0) break;
+    if (row.n > width && where[C_OVERRIDES] >= 0) {
+      rc = pb_error_set(err, PB_EFORMAT, "%s: line %d: %d fields, but the header has %d: a "
+                        "comma-separated overrides list must be quoted as one field, e.g. "
+                        "\"a=1,b=2\"", name, row.line, row.n, width);
+      break;
+    }
     if (row.n != width) {
       rc = pb_error_set(err, PB_EFORMAT, "%s: line %d: %d fields, but the header has %d (quote a "
                         "field that holds a comma)", name, row.line, row.n, width);

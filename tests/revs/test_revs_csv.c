@@ -73,6 +73,26 @@ int main(void) {
     EXPECT(t[0].batch_size == 16 && t[0].max_epochs == 0);
     pb_revs_tasks_free(t, n);
   }
+  /* the guide's two layouts as written, trainer values not judged */
+  rc = parse("branch,experiment,trainer,max_epochs,batch_size,overrides\n"
+             "main,im2im/segmentation,gpu,5,8,\n"
+             "phase-branch-name,im2im/segmentation,ddp,5,8,custom_override=value\n", &t, &n, &e);
+  EXPECT(rc == PB_OK && n == 2);
+  if (rc == PB_OK) {
+    EXPECT_STREQ(t[0].experiment, "im2im/segmentation");
+    EXPECT_STREQ(t[1].trainer, "ddp");
+    EXPECT_STREQ(t[1].overrides, "custom_override=value");
+    pb_revs_tasks_free(t, n);
+  }
+  rc = parse("branch,experiment,checkpoint_path,data_path,trainer,batch_size,overrides\n"
+             "main,im2im/segmentation,path/to/checkpoint.ckpt,path/to/data,gpu,16,\n"
+             "phase-branch-name,im2im/segmentation,path/to/checkpoint.ckpt,path/to/data,gpu,16,\n",
+             &t, &n, &e);
+  EXPECT(rc == PB_OK && n == 2);
+  if (rc == PB_OK) {
+    EXPECT_STREQ(t[1].data_path, "path/to/data");
+    pb_revs_tasks_free(t, n);
+  }
   /* overrides split on spaces and semicolons */
   char **items;
   size_t ni;
@@ -86,6 +106,18 @@ int main(void) {
   pb__revs_free_strings(items, ni);
   EXPECT(pb__revs_split_overrides("a=1 y", &items, &ni, &e) == PB_EFORMAT);
   EXPECT(strstr(e.message, "'y'") != NULL);
+  /* the guide's comma list; brackets and quotes keep their commas; Hydra's + and ~ keys */
+  EXPECT(pb__revs_split_overrides("model.lr=0.1,data.sizes=[1,2], +x.y='a,b',~z", &items, &ni,
+                                  &e) == PB_OK);
+  EXPECT(ni == 4);
+  if (ni == 4) {
+    EXPECT_STREQ(items[0], "model.lr=0.1");
+    EXPECT_STREQ(items[1], "data.sizes=[1,2]");
+    EXPECT_STREQ(items[2], "+x.y='a,b'");
+    EXPECT_STREQ(items[3], "~z");
+  }
+  pb__revs_free_strings(items, ni);
+  EXPECT(pb__revs_split_overrides("a=[1,2", &items, &ni, &e) == PB_EFORMAT);
 
   bad("", "the file is empty");
   bad("\n\n", "the file is empty");
@@ -101,7 +133,10 @@ int main(void) {
   bad("branch,experiment,command,metrics\n,x,y,m\n", "line 2: the branch is empty");
   bad("branch,experiment,command,metrics\nmain,x,,m\n", "the command is empty");
   bad("branch,experiment,command,metrics\nmain,x,y,\n", "the metrics file is empty");
-  bad("branch,experiment,trainer,max_epochs,batch_size\nmain,x,tpu,1,2\n", "not 'tpu'");
+  bad("branch,experiment,trainer,max_epochs,batch_size\nmain,x, ,1,2\n", "the trainer is empty");
+  /* an unquoted comma-separated overrides list splits the row: the message says to quote it */
+  bad("branch,experiment,trainer,max_epochs,batch_size,overrides\nmain,x,cpu,1,2,a=1,b=2\n",
+      "line 2: 7 fields, but the header has 6: a comma-separated overrides list must be quoted");
   bad("branch,experiment,trainer,max_epochs,batch_size\nmain,x,cpu,0,2\n", "max_epochs must be");
   bad("branch,experiment,trainer,max_epochs,batch_size\nmain,x,cpu,2,many\n", "batch_size must be");
   bad("branch,experiment,trainer,max_epochs,batch_size,overrides\nmain,x,cpu,2,4,oops\n",
