@@ -36,6 +36,10 @@ typedef struct pb_run_params {
   int t3_batch, t3_workers;/**< track 3: loader batch size and workers */
   double emulate_ms;       /**< track 3: > 0: a fixed busy time per batch instead of a model */
   int train;               /**< track 3: 1: an SGD step per batch instead of a forward pass */
+  const char *device;      /**< track 3 (and 4's host-to-device stage): "cpu" (NULL), "cuda",
+                                "auto" (cuda when usable here, else cpu) */
+  const char *dtype;       /**< track 3: the engine's compute type; NULL: float32 on cpu,
+                                bfloat16 on cuda */
   /** Progress: what is running, how many steps of how many are done. May be NULL. */
   void (*progress)(void *ctx, const char *what, long done, long total);
   void *progress_ctx;
@@ -52,7 +56,7 @@ typedef struct pb_run_params {
     .batch_sizes = "1,4,16,64", .workers = "0,1,2,4", .caches = "none,preload,shared",          \
     .transforms = "none,normalize,augment", .seed = 42, .python = "/usr/bin/python3",           \
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
-    .t3_workers = 2, .emulate_ms = 0, .train = 0, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
+    .t3_workers = 2, .emulate_ms = 0, .train = 0, .device = NULL, .dtype = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
     .report_ctx = NULL                                                                          \
   }
 

@@ -28,6 +28,10 @@ static const cli_opt opts[] = {
     {"steps", "N", "track 3 steps per round (default 50)"},
     {"emulate-ms", "MS", "track 3: a fixed compute time per batch instead of a model"},
     {"train", NULL, "track 3: an SGD step per batch instead of inference"},
+    {"t3-batch", "N", "track 3 batch size (default 16)"},
+    {"t3-workers", "N", "track 3 loader workers (default 2)"},
+    {"device", "DEV", "track 3 and 4: cpu (default), cuda, or auto (cuda when usable here)"},
+    {"dtype", "TYPE", "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
     {"no-peer", NULL, "skip the torch DataLoader peer in track 2"},
     {"seed", "S", "seed (default 42)"},
     {"python", "PATH", "Python with numpy and torch (default /usr/bin/python3)"},
@@ -56,6 +60,11 @@ static int run(const cli_args *a) {
   PB_RETURN_NOT_OK(cli_get_long(a, "run", "steps", 50, 1, 10000000, &steps));
   PB_RETURN_NOT_OK(cli_get_long(a, "run", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
   PB_RETURN_NOT_OK(cli_get_double(a, "run", "emulate-ms", 0, 0, 1e6, &emulate));
+  long t3_batch, t3_workers;
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "t3-batch", 16, 1, 65536, &t3_batch));
+  PB_RETURN_NOT_OK(cli_get_long(a, "run", "t3-workers", 2, 0, 1024, &t3_workers));
+  p.t3_batch = (int)t3_batch;
+  p.t3_workers = (int)t3_workers;
   double window_ms;
   PB_RETURN_NOT_OK(cli_get_double(a, "run", "window-ms", 100, 0, 1e7, &window_ms));
   p.window_ms = window_ms;
@@ -79,6 +88,8 @@ static int run(const cli_args *a) {
   if (cli_get(a, "transforms")) p.transforms = cli_get(a, "transforms");
   if (cli_get(a, "model")) p.model = cli_get(a, "model");
   if (cli_get(a, "python")) p.python = cli_get(a, "python");
+  if (cli_get(a, "device")) p.device = cli_get(a, "device");
+  if (cli_get(a, "dtype")) p.dtype = cli_get(a, "dtype");
   const char *cache = cli_get(a, "cache");
   if (cache != NULL) {
     if (strcmp(cache, "cold") == 0) p.cold = 1;

@@ -1,7 +1,14 @@
 /* Track 3: the end-to-end loop, loader -> model. Each step waits for a batch (data wait) and
  * then computes on it; accelerator utilisation AU = compute / step time with the first step
  * (start-up) excluded, as DLIO and MLPerf Storage define it. A compute-emulation mode replaces
- * the model by a fixed busy time per batch, so storage can be judged without a model. */
+ * the model by a fixed busy time per batch, so storage can be judged without a model.
+ *
+ * On cuda (--device cuda, or auto with a GPU) the loader hands over raw batches (PB_OUT_NATIVE)
+ * in pinned memory from the engine's allocator, and pb_engine_forward_native copies them to the
+ * GPU and converts them there (pad to the model's input, grey -> RGB, normalise). The loop does
+ * not wait for each forward: it runs as far ahead as the engine's two staging buffers allow, so
+ * a step's compute time is the time the GPU holds the loop back, and data wait is the time the
+ * GPU could have run but the batch was not there. */
 #include <math.h>
 #include <plplot.h>
 #include <stdio.h>
@@ -20,6 +27,8 @@ static const char *const cache_names[] = {"none", "preload"};
 #define T3_CACHE "cache"
 #define T3_MODEL "model"
 #define T3_MODE "mode"
+#define T3_DEVICE "device"
+#define T3_DTYPE "dtype"
 #define T3_BATCH_SIZE "batch_size"
 #define T3_NUM_WORKERS "num_workers"
 #define T3_STEP_PREFIX "step_time_"
@@ -31,9 +40,11 @@ static const char *const cache_names[] = {"none", "preload"};
 #define T3_IMAGES_PER_SEC "images_per_sec"
 
 static const char *const t3_schema[] = {
-    PB__COMMON_COLUMNS, T3_CACHE, T3_MODEL, T3_MODE, "emulate_ms", T3_BATCH_SIZE, T3_NUM_WORKERS,
+    PB__COMMON_COLUMNS, T3_CACHE, T3_MODEL, T3_MODE, T3_DEVICE, T3_DTYPE, "emulate_ms",
+    T3_BATCH_SIZE, T3_NUM_WORKERS,
     "num_steps", "first_step_time", PB__SUMMARY_COLUMNS(T3_STEP_PREFIX), T3_DATA_WAIT_MEAN,
-    "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC, NULL};
+    "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC,
+    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", NULL};
 
 /* ---- the model loop -------------------------------------------------------------------------- */
 
@@ -47,9 +58,17 @@ typedef struct t3_state {
   pb_engine *engine;
   pb_tensor *in, *out, *target;
   int64_t out_count;
+  int gpu;                 /* raw batches through pb_engine_forward_native */
+  int batch;               /* the batch size the engine was built for */
+  float mean, std;         /* the loader's normalisation, applied on the GPU */
+  int64_t h2d_ns, h2d_bytes, h2d_n; /* host-to-device copies of the timed steps */
+  int64_t busy_ns;         /* the GPU's time on the timed steps' forwards (CUDA events) */
+  double *h2d_s;           /* each timed step's copy, seconds (h2d_cap entries) */
+  int64_t h2d_cap;
 } t3_state;
 
 static void state_free(t3_state *s) {
+  free(s->h2d_s);
   pb_tensor_free(s->target);
   pb_tensor_free(s->out);
   pb_tensor_free(s->in);
@@ -94,10 +113,48 @@ static int state_new(pb_run_ctx *c, const pb_image_meta *m, int bs, t3_state *s,
   return rc;
 }
 
+/* The GPU engine: the model's own input size (224x224 for resnet50 and vit_b_16), raw batches
+ * padded and replicated to it on the device. Kept across formats and cache modes. */
+static int state_new_gpu(pb_run_ctx *c, const char *device, int bs, t3_state *s,
+                         struct pb_error *err) {
+  memset(s, 0, sizeof *s);
+  pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
+  ep.model = c->p.model;
+  ep.device = device;
+  ep.dtype = c->p.dtype ? c->p.dtype : "bfloat16";
+  ep.batch_size = bs;
+  ep.seed = c->p.seed;
+  int rc = pb_engine_new(&ep, &s->engine, err);
+  if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_OUTPUT, &s->out, err);
+  s->h2d_cap = (int64_t)c->p.steps + 1;
+  if (rc == PB_OK && (s->h2d_s = calloc((size_t)s->h2d_cap, sizeof *s->h2d_s)) == NULL)
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  if (rc != PB_OK) {
+    state_free(s);
+    return rc;
+  }
+  s->gpu = 1;
+  s->batch = bs;
+  return PB_OK;
+}
+
 static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_error *err) {
   if (c->p.emulate_ms > 0) {
     busy_wait_ns((int64_t)(c->p.emulate_ms * 1e6));
     return PB_OK;
+  }
+  if (s->gpu) {
+    int five = b->ndim == 5;
+    pb_native_batch nb = {b->data, b->native_dtype, b->shape[0], b->shape[1],
+                          five ? b->shape[2] : 1, b->shape[five ? 3 : 2], b->shape[five ? 4 : 3],
+                          s->mean, s->std};
+    int64_t ns = 0;
+    PB_RETURN_NOT_OK(pb_engine_forward_native(s->engine, &nb, s->out, &ns, err));
+    s->h2d_ns += ns;
+    if (s->h2d_n < s->h2d_cap) s->h2d_s[s->h2d_n] = (double)ns / 1e9;
+    s->h2d_bytes += (int64_t)b->nbytes;
+    s->h2d_n++;
+    return PB_OK; /* not waited for: the copy of the next batch overlaps this forward */
   }
   PB_RETURN_NOT_OK(pb_tensor_write(s->in, b->data, b->nbytes, err));
   if (c->p.train) return pb_engine_train_step(s->engine, s->in, s->target, 0.01f, NULL, err);
@@ -149,14 +206,31 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
       n++;
     }
     pb_batch_free(b);
+    if (k == 0 && s->gpu && rc == PB_OK) {
+      /* the first step is excluded: the timed steps start with the GPU idle and its counters
+       * at zero, so every forward they queue, and only those, is counted */
+      int64_t ns = 0;
+      rc = pb_engine_device_time(s->engine, &ns, err);
+      first_step = (double)(pb_now_ns() - t0) / 1e9;
+      s->h2d_ns = s->h2d_bytes = s->h2d_n = 0;
+    }
     k++;
+  }
+  if (rc == PB_OK && s->gpu) { /* the forwards still queued belong to the last step */
+    int64_t t0 = pb_now_ns();
+    rc = pb_engine_device_time(s->engine, &s->busy_ns, err);
+    double dt = (double)(pb_now_ns() - t0) / 1e9;
+    if (n > 0) step_s[n - 1] += dt, sum_step += dt;
+    else first_step += dt;
   }
   *o = (t3_steps_out){n, first_step, sum_step, sum_wait, samples};
   return rc;
 }
 
-static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s, double *wait_s,
-                   cJSON *summary, struct pb_error *err) {
+static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device,
+                   t3_state *gs, double *step_s, double *wait_s, cJSON *summary,
+                   struct pb_error *err) {
+  int gpu = strcmp(device, "cpu") != 0 && c->p.emulate_ms <= 0;
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   lp.format = c->formats[fi];
   lp.batch_size = c->p.t3_batch;
@@ -167,6 +241,16 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
   lp.drop_last = 1; /* the model is built for one batch size */
   lp.transform = PB_TRANSFORM_NORMALIZE;
   lp.cache = cache ? PB_CACHE_PRELOAD : PB_CACHE_NONE;
+  if (gpu) { /* raw pixels in pinned memory; the GPU normalises */
+    if (gs->engine == NULL || gs->batch != lp.batch_size) {
+      state_free(gs);
+      PB_RETURN_NOT_OK(state_new_gpu(c, device, lp.batch_size, gs, err));
+    }
+    gs->mean = lp.mean, gs->std = lp.std;
+    lp.transform = PB_TRANSFORM_NONE;
+    lp.out_dtype = PB_OUT_NATIVE;
+    lp.allocator = pb_engine_host_allocator(gs->engine);
+  }
   pb_loader *ld = NULL;
   PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   int64_t per_epoch = pb_loader_samples_per_epoch(ld);
@@ -183,30 +267,47 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
                       "with batch %lld", c->formats[fi], (long long)per_epoch, lp.batch_size,
                    (long long)per_epoch);
     lp.batch_size = (int)per_epoch;
+    if (gpu) {
+      state_free(gs);
+      PB_RETURN_NOT_OK(state_new_gpu(c, device, lp.batch_size, gs, err));
+      gs->mean = lp.mean, gs->std = lp.std;
+      lp.allocator = pb_engine_host_allocator(gs->engine);
+    }
     PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   }
-  t3_state s;
-  int rc = state_new(c, pb_loader_meta(ld), lp.batch_size, &s, err);
+  t3_state local, *sp = gpu ? gs : &local;
+  int rc = gpu ? PB_OK : state_new(c, pb_loader_meta(ld), lp.batch_size, &local, err);
   if (rc != PB_OK) {
     pb_loader_free(ld);
     return rc;
   }
+  t3_state *sx = sp;
+  pb_engine_info einfo;
+  memset(&einfo, 0, sizeof einfo);
+  if (sx->engine != NULL) pb_engine_get_info(sx->engine, &einfo);
   int64_t epoch = 0;
   for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = pb_loader_reset(ld, epoch++, err);
     t3_steps_out st = {0};
-    rc = t3_steps(c, ld, &epoch, &s, step_s, wait_s, &st, err);
+    rc = t3_steps(c, ld, &epoch, sx, step_s, wait_s, &st, err);
     if (rc != PB_OK) break;
     pb_summary ss, ws;
     int n = st.n;
     if ((rc = pb_summarize(step_s, (size_t)n, &ss)) != PB_OK) break;
     if ((rc = pb_summarize(wait_s, (size_t)n, &ws)) != PB_OK) break;
+    /* AU: on the CPU the loop's compute time over step time; on the GPU the device's busy time
+     * (CUDA events around each forward) over step time, since the loop runs ahead of the GPU
+     * and a wait for data need not leave the GPU idle */
     double au = st.sum_step > 0 ? (st.sum_step - st.sum_wait) / st.sum_step : NAN;
+    if (sx->gpu && st.sum_step > 0) au = (double)sx->busy_ns / 1e9 / st.sum_step;
+    double wait_frac = st.sum_step > 0 ? st.sum_wait / st.sum_step : NAN;
     pb__row_common(c, t, c->formats[fi], r);
     pb_table_set_str(t, T3_CACHE, cache_names[cache]);
     pb_table_set_str(t, T3_MODEL, c->p.emulate_ms > 0 ? "emulated" : c->p.model);
     pb_table_set_str(t, T3_MODE, c->p.train ? "train" : "inference");
+    pb_table_set_str(t, T3_DEVICE, c->p.emulate_ms > 0 ? "emulated" : device);
+    pb_table_set_str(t, T3_DTYPE, einfo.dtype[0] ? einfo.dtype : "");
     pb_table_set_f64(t, "emulate_ms", c->p.emulate_ms);
     pb_table_set_i64(t, T3_BATCH_SIZE, lp.batch_size);
     pb_table_set_i64(t, T3_NUM_WORKERS, lp.workers);
@@ -218,28 +319,71 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, double *step_s
     pb__add_summary_columns(t, &ss, T3_STEP_PREFIX);
     pb_table_set_f64(t, T3_DATA_WAIT_MEAN, ws.mean);
     pb_table_set_f64(t, "data_wait_p50", ws.p50);
-    pb_table_set_f64(t, T3_DATA_WAIT_FRACTION, 1.0 - au);
+    pb_table_set_f64(t, T3_DATA_WAIT_FRACTION, wait_frac);
+    pb_table_set_f64(t, "device_time_mean", sx->gpu && n > 0 ? (double)sx->busy_ns / 1e9 / n : NAN);
     pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
     pb_table_set_f64(t, T3_IMAGES_PER_SEC, st.sum_step > 0 ? (double)st.samples / st.sum_step : NAN);
+    /* the copies' rate at their median time: a copy whose closing event the busy GPU wrote
+     * late reads slow, and the median is robust to those few */
+    double h2d_mean = sx->h2d_n > 0 ? (double)sx->h2d_ns / 1e9 / (double)sx->h2d_n : NAN;
+    double per_batch = sx->h2d_n > 0 ? (double)sx->h2d_bytes / (double)sx->h2d_n : NAN;
+    pb_summary hs;
+    double h2d_p50 = NAN;
+    int64_t nh = sx->h2d_n < sx->h2d_cap ? sx->h2d_n : sx->h2d_cap;
+    if (nh > 0 && pb_summarize(sx->h2d_s, (size_t)nh, &hs) == PB_OK) h2d_p50 = hs.p50;
+    double h2d_gbps = h2d_p50 > 0 ? per_batch / h2d_p50 / 1e9 : NAN;
+    pb_table_set_f64(t, "h2d_time_mean", h2d_mean);
+    pb_table_set_f64(t, "h2d_time_p50", h2d_p50);
+    pb_table_set_f64(t, "h2d_bytes_per_batch", per_batch);
+    pb_table_set_f64(t, "h2d_gbps", h2d_gbps);
     if (r == c->p.repeats - 1) {
       char key[64];
       snprintf(key, sizeof key, "%s/%s", c->formats[fi], cache_names[cache]);
       cJSON *o = cJSON_AddObjectToObject(summary, key);
       cJSON_AddNumberToObject(o, "accelerator_utilisation", au);
-      cJSON_AddNumberToObject(o, "data_wait_fraction", 1.0 - au);
+      cJSON_AddNumberToObject(o, "data_wait_fraction", wait_frac);
       cJSON_AddNumberToObject(o, "step_time_p50_s", ss.p50);
       cJSON_AddBoolToObject(o, "data_bound", au < 0.9);
+      cJSON_AddNumberToObject(o, "images_per_sec",
+                              st.sum_step > 0 ? (double)st.samples / st.sum_step : 0);
+      if (h2d_gbps > 0) cJSON_AddNumberToObject(o, "h2d_gbps", h2d_gbps);
     }
   }
-  state_free(&s);
-  pb_loader_free(ld);
+  if (!gpu) state_free(&local);
+  pb_loader_free(ld); /* its pinned batches go back through the engine's allocator (which stays valid) */
   if (rc != PB_OK) pb_error_prefix(err, "track 3, %s: ", c->formats[fi]);
   return rc;
 }
 
+/* The device track 3 computes on: "cpu" unless asked; "auto" takes cuda when usable. */
+static int t3_device(const pb_run_params *p, const char **device, struct pb_error *err) {
+  const char *want = p->device ? p->device : "cpu";
+  const char *d = pb_engine_resolve_device(want);
+  if (d == NULL)
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", want,
+                        pb_engine_device_list());
+  char why[512] = "";
+  if (strcmp(d, "cpu") != 0 && pb_engine_device_status(d, why, sizeof why) != 0)
+    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: device %s is unavailable here: %s", d, why);
+  if (strcmp(d, "cpu") != 0 && p->train && p->emulate_ms <= 0)
+    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: --train runs on cpu only (the %s engine "
+                        "runs inference)", d);
+  *device = d;
+  return PB_OK;
+}
+
+static int t3_validate(const pb_run_params *p, struct pb_error *err) {
+  const char *d;
+  return t3_device(p, &d, err);
+}
+
 static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
+  const char *device = "cpu";
+  PB_RETURN_NOT_OK(t3_device(&c->p, &device, err));
+  t3_state gs;
+  memset(&gs, 0, sizeof gs);
   pb_table *t = NULL;
   PB_RETURN_NOT_OK(pb__new_table(c, "3", &t, err));
   double *step_s = calloc((size_t)c->p.steps + 1, sizeof *step_s);
@@ -249,15 +393,18 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   c->step = 0;
   c->total_steps = (long)c->nf * 2;
   cJSON_AddStringToObject(s, "model", c->p.emulate_ms > 0 ? "emulated" : c->p.model);
+  cJSON_AddStringToObject(s, "device", c->p.emulate_ms > 0 ? "emulated" : device);
   cJSON *per = cJSON_AddObjectToObject(s, "per_format");
   for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
     for (int cache = 0; cache < 2 && rc == PB_OK; cache++) {
-      char what[128];
-      snprintf(what, sizeof what, "track 3: %s cache=%s -> %s", c->formats[fi], cache_names[cache],
-               c->p.emulate_ms > 0 ? "emulated compute" : c->p.model);
+      char what[192];
+      snprintf(what, sizeof what, "track 3: %s cache=%s -> %s%s%s", c->formats[fi],
+               cache_names[cache], c->p.emulate_ms > 0 ? "emulated compute" : c->p.model,
+               c->p.emulate_ms > 0 ? "" : " on ", c->p.emulate_ms > 0 ? "" : device);
       pb__run_progress(c, what);
-      rc = measure(c, t, fi, cache, step_s, wait_s, per, err);
+      rc = measure(c, t, fi, cache, device, &gs, step_s, wait_s, per, err);
     }
+  state_free(&gs);
   free(step_s);
   free(wait_s);
   if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track3.parquet", err);
@@ -409,12 +556,13 @@ static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
 static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, T3_MODE, T3_BATCH_SIZE, T3_NUM_WORKERS, PB__COL_CACHE_STATE, NULL};
 
 static const char *const t3_options[] = {"repeats", "model",      "steps", "t3_batch", "t3_workers",
-                                         "emulate_ms", "train", "cold",  "seed", NULL};
+                                         "emulate_ms", "train", "cold",  "seed", "device",
+                                         "dtype", NULL};
 
 const pb__track pb__track3 = {
     .name = "model loop",
     .options = t3_options,
-    .validate = NULL,
+    .validate = t3_validate,
     .measure = t3_run,
     .view = {
         .id = "3",

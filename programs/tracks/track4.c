@@ -14,6 +14,7 @@
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
 #include "parquet/pq_cache.h"
+#include "pipebench/engine.h"
 #include "pipebench/loader.h"
 
 /* ---- schema ---------------------------------------------------------------------------------- */
@@ -31,13 +32,57 @@ static const char *const t4_schema[] = {
     T4_PCTS("py_next"), T4_PCTS("dlpack"), T4_PCTS("numpy"), T4_PCTS("conversion"),
     "peer_version", "torch_p50", "pipebench_torch_p50", T4_CONVERSION_PCT, T4_DLPACK_PCT,
     "numpy_samples_per_sec", "torch_samples_per_sec", "pipebench_samples_per_sec", T4_OVER_PEER,
-    T4_OTHER_P50, NULL};
+    T4_OTHER_P50, "device", T4_PCTS("h2d"), "h2d_bytes", NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
 typedef struct stage_samples {
   double *read, *decompress, *decode, *convert, *transform, *total;
+  double *h2d;      /* host-to-device copy of the sample's raw pixels (with a GPU engine) */
+  pb_engine *gpu;   /* NULL: no device stage */
+  void *pinned;     /* the copy's source, from the engine's pinned allocator */
+  size_t pinned_size, h2d_bytes;
 } stage_samples;
+
+/* The host-to-device stage: a small engine on the device only for its copy stream and staging
+ * buffer (pb_engine_copy_to_device); the raw sample, as a GPU-fed loader ships it
+ * (PB_OUT_NATIVE), is copied from pinned memory and timed with CUDA events. */
+static int h2d_open(pb_run_ctx *c, stage_samples *s, struct pb_error *err) {
+  const char *d = pb_engine_resolve_device(c->p.device ? c->p.device : "cpu");
+  if (d == NULL || strcmp(d, "cpu") == 0) return PB_OK;
+  pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
+  ep.model = "embed";
+  ep.device = d;
+  return pb_engine_new(&ep, &s->gpu, err);
+}
+
+static void h2d_close(stage_samples *s) {
+  const pb_allocator *a = s->gpu ? pb_engine_host_allocator(s->gpu) : NULL;
+  if (a != NULL && s->pinned != NULL) a->free(a->ctx, s->pinned, s->pinned_size);
+  s->pinned = NULL;
+  pb_engine_free(s->gpu);
+  s->gpu = NULL;
+}
+
+static int h2d_sample(stage_samples *s, const pb_image_meta *m, double *out_s,
+                      struct pb_error *err) {
+  size_t bytes = (size_t)pb_image_bytes(m);
+  const pb_allocator *a = pb_engine_host_allocator(s->gpu);
+  if (a == NULL) return pb_error_set(err, PB_EUNSUPPORTED, "the device engine has no pinned memory");
+  if (bytes > s->pinned_size) {
+    if (s->pinned != NULL) a->free(a->ctx, s->pinned, s->pinned_size);
+    s->pinned_size = 0;
+    if ((s->pinned = a->alloc(a->ctx, bytes, 64)) == NULL)
+      return pb_error_set(err, PB_ENOMEM, "cannot allocate %zu bytes of pinned memory", bytes);
+    s->pinned_size = bytes;
+    memset(s->pinned, 1, bytes);
+  }
+  int64_t ns = 0;
+  PB_RETURN_NOT_OK(pb_engine_copy_to_device(s->gpu, s->pinned, bytes, &ns, err));
+  s->h2d_bytes = bytes;
+  *out_s = (double)ns / 1e9;
+  return PB_OK;
+}
 
 static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, struct pb_error *err) {
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
@@ -73,6 +118,7 @@ static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, 
       s->convert[n] = (double)b->times.convert_ns / 1e9;
       s->transform[n] = (double)b->times.transform_ns / 1e9;
       s->total[n] = (double)(t1 - t0) / 1e9;
+      if (s->gpu != NULL) rc = h2d_sample(s, pb_loader_meta(ld), &s->h2d[n], err);
       n++;
     }
     pb_batch_free(b);
@@ -147,15 +193,17 @@ static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
 
 static int t4_run(pb_run_ctx *c, struct pb_error *err) {
   int cap = c->p.samples;
-  double *buf = calloc((size_t)cap * 10, sizeof *buf);
+  double *buf = calloc((size_t)cap * 11, sizeof *buf);
   if (buf == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  stage_samples s = {buf, buf + cap, buf + 2 * cap, buf + 3 * cap, buf + 4 * cap, buf + 5 * cap};
+  stage_samples s = {buf, buf + cap, buf + 2 * cap, buf + 3 * cap, buf + 4 * cap, buf + 5 * cap,
+                     buf + 10 * cap, NULL, NULL, 0, 0};
   double *next_s = buf + 6 * cap, *dl_s = buf + 7 * cap, *np_s = buf + 8 * cap, *conv_s = buf + 9 * cap;
   pb_table *t = NULL;
   int rc = pb__new_table(c, "4", &t, err);
   cJSON *py = NULL;
   c->step = 0;
   c->total_steps = (long)c->nf * c->p.repeats + 1;
+  if (rc == PB_OK && (rc = h2d_open(c, &s, err)) != PB_OK) pb_error_prefix(err, "track 4: ");
   if (rc == PB_OK) {
     pb__run_progress(c, "track 4: torch hand-off and peer path (Python)");
     rc = run_python(c, &py, err);
@@ -216,6 +264,15 @@ static int t4_run(pb_run_ctx *c, struct pb_error *err) {
       double m_tr = median_of(s.transform, n), m_tot = median_of(s.total, n);
       double other = m_tot - (m_read + m_dec + m_decode + m_cv + m_tr);
       pb_table_set_f64(t, T4_OTHER_P50, other > 0 ? other : 0);
+      if (s.gpu != NULL) {
+        pb_engine_info gi;
+        pb_engine_get_info(s.gpu, &gi);
+        pb_table_set_str(t, "device", gi.device);
+        set_pcts(t, "h2d", s.h2d, n);
+        pb_table_set_i64(t, "h2d_bytes", (int64_t)s.h2d_bytes);
+      } else {
+        pb_table_set_str(t, "device", "cpu");
+      }
       if (r == c->p.repeats - 1) {
         cJSON *o = cJSON_AddObjectToObject(summary, c->formats[fi]);
         cJSON_AddNumberToObject(o, "read_s", m_read);
@@ -229,6 +286,7 @@ static int t4_run(pb_run_ctx *c, struct pb_error *err) {
       }
     }
   if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track4.parquet", err);
+  h2d_close(&s);
   cJSON_Delete(py);
   pb_table_free(t);
   free(buf);
@@ -352,7 +410,7 @@ static void t4_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
 
 /* ---- the descriptor -------------------------------------------------------------------------- */
 
-static const char *const t4_options[] = {"repeats", "warmup", "samples", "python", "library", "cold", "seed", NULL};
+static const char *const t4_options[] = {"repeats", "warmup", "samples", "python", "library", "cold", "seed", "device", NULL};
 
 const pb__track pb__track4 = {
     .name = "stage breakdown and torch hand-off",
