@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "formats/tiff/tiff_backend.h"
 
 /* Planes per image above this are treated as corrupt metadata. */
@@ -572,6 +573,24 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
     for (int64_t p = 0; p < f->n_planes; p++) map[p] = p;
   }
   f->shape[PB_C] = f->pages[1] * spp;
+  /* The size the tags and description claim, before anything is allocated for it: compressed or
+   * sparse blocks may be far smaller than their pixels, so the file length bounds nothing, and
+   * the claim is held to PB_MAX_IMAGE_BYTES (docs/formats.md). */
+  int64_t claim_px, claim = 0;
+  if (!pb__prod_i64_ok(f->shape, PB_NDIM, &claim_px) ||
+      !pb__mul_i64_ok(claim_px, (int64_t)pb_dtype_size(f->dtype), &claim) ||
+      claim > pb__max_image_bytes()) {
+    rc = pb_error_set(err, PB_EUNSUPPORTED,
+                      "%s: shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s claims %s%lld bytes, "
+                      "more than the %lld bytes pipebench believes before reading "
+                      "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                      path, (long long)f->shape[PB_T], (long long)f->shape[PB_C],
+                      (long long)f->shape[PB_Z], (long long)f->shape[PB_Y],
+                      (long long)f->shape[PB_X], pb_dtype_name(f->dtype),
+                      claim > 0 ? "" : "more than ", claim > 0 ? (long long)claim : INT64_MAX,
+                      (long long)pb__max_image_bytes());
+    goto done;
+  }
   /* Directory offsets of every plane, walking the chain only as far as needed. */
   int64_t max_ifd = 0;
   for (int64_t p = 0; p < f->n_planes; p++)
@@ -856,9 +875,12 @@ static int read_page(read_ctx *cx, int64_t t, int64_t pc, int64_t z, struct pb_e
   int64_t bw = bw_, bh = bh_;
   /* Tiles may overhang the image, but not absurdly: a corrupt tile size must not make us
    * allocate gigabytes for a small image. */
-  int64_t block = bw * bh * (int64_t)spp * (int64_t)cx->esize;
-  int64_t plane_bytes = (int64_t)w * h * spp * (int64_t)cx->esize;
-  if (block > 16 * plane_bytes + ((int64_t)16 << 20))
+  int64_t block, plane_bytes, room;
+  const int64_t blk_dims[4] = {bw, bh, (int64_t)spp, (int64_t)cx->esize};
+  const int64_t img_dims[4] = {(int64_t)w, (int64_t)h, (int64_t)spp, (int64_t)cx->esize};
+  if (!pb__prod_i64_ok(blk_dims, 4, &block) || !pb__prod_i64_ok(img_dims, 4, &plane_bytes) ||
+      !pb__mul_i64_ok(plane_bytes, 16, &room) ||
+      !pb__add_i64_ok(room, (int64_t)16 << 20, &room) || block > room)
     return pb_error_set(err, PB_EFORMAT, "%s: page %lld: tile size %ux%u is implausible for a "
                         "%ux%u image", cx->path, (long long)plane, bw_, bh_, w, h);
   int64_t across = (w + bw - 1) / bw, down = (h + bh - 1) / bh;
