@@ -30,7 +30,7 @@ typedef struct pb_revs_task {
   char *trainer;          /**< cpu, gpu or ddp (train and infer tasks) */
   char *checkpoint_path;  /**< infer tasks */
   char *data_path;        /**< infer tasks */
-  char *overrides;        /**< key=value items separated by spaces or semicolons */
+  char *overrides;        /**< key=value items separated by commas, semicolons or spaces */
   char *command;          /**< command tasks: run with /bin/sh -c in the worktree */
   char *metrics;          /**< command tasks: the JSON file the command writes (worktree-relative) */
   long max_epochs;        /**< train tasks; 0 when absent */
@@ -59,6 +59,13 @@ typedef struct pb_revs_params {
   const char *binary;     /**< pipebench binary for train/infer tasks, relative to the
                                worktree or absolute; NULL: build/pipebench */
   const char *tmp_dir;    /**< where worktrees go; NULL: $TMPDIR or /tmp */
+  /** Command templates of training and inference tasks (run with /bin/sh -c in the worktree):
+   * {experiment}, {trainer}, {max_epochs}, {batch_size}, {checkpoint_path}, {data_path},
+   * {branch}, {commit}, {repeat}, {metrics} and {overrides} (space-separated key=value
+   * arguments), each value shell-quoted. NULL: the revision's .pipebench/revs.json ("train",
+   * "infer"), else pipebench's own train / infer. */
+  const char *train_cmd;
+  const char *infer_cmd;
   int repeats;            /**< runs per task (>= 1), interleaved across tasks */
   double timeout_s;       /**< per build and per run; a run past it is killed */
   int skip_failed;        /**< 1: a failed task is recorded and the others go on */
@@ -76,7 +83,8 @@ typedef struct pb_revs_params {
 #define PB_REVS_PARAMS_DEFAULTS                                                                 \
   {                                                                                             \
     .config = NULL, .output = "results/train_benchmark.json", .repo = NULL, .build_cmd = NULL,  \
-    .binary = NULL, .tmp_dir = NULL, .repeats = 3, .timeout_s = 1800.0, .skip_failed = 0,       \
+    .binary = NULL, .tmp_dir = NULL, .train_cmd = NULL, .infer_cmd = NULL, .repeats = 3,      \
+    .timeout_s = 1800.0, .skip_failed = 0,                                                      \
     .cancel = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL, .report_ctx = NULL  \
   }
 
@@ -92,7 +100,7 @@ PB_API int pb_revs_run(const pb_revs_params *params, int *n_failed, struct pb_er
 /** One (experiment, metric, branch) against the baseline. */
 typedef struct pb_revs_comparison {
   char experiment[128];
-  char metric[64];
+  char metric[160];                /**< dotted path in the run's metrics object */
   char branch[128];
   char baseline[128];
   size_t n, n_baseline;            /**< repeats of each */

@@ -1,4 +1,5 @@
 /* pipebench revs: tasks across git branches or commits, with a comparison against a baseline. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,12 @@ static const cli_opt revs_opts[] = {
                          "pipebench for train/infer tasks, none for command tasks)"},
     {"binary", "PATH", "pipebench binary of train/infer tasks, worktree-relative or absolute "
                        "(default build/pipebench)"},
+    {"train-cmd", "TEMPLATE", "your training command for training tasks, with {experiment} "
+                              "{trainer} {max_epochs} {batch_size} {overrides} ... (default: "
+                              ".pipebench/revs.json of the revision, else pipebench train)"},
+    {"infer-cmd", "TEMPLATE", "your prediction command for inference tasks, with {experiment} "
+                              "{checkpoint_path} {data_path} {trainer} {batch_size} {overrides} "
+                              "... (default: .pipebench/revs.json, else pipebench infer)"},
     {"tmp-dir", "DIR", "where the worktrees go (default $TMPDIR or /tmp)"},
     {"compare", NULL, "compare each branch with the baseline (table on stdout); without "
                       "--config, compares an existing --output"},
@@ -64,31 +71,46 @@ static int print_comparison(const char *output, const char *baseline, double fac
     free(c);
     return CLI_OK;
   }
-  int we = (int)strlen("experiment"), wm = (int)strlen("metric"), wb = (int)strlen("branch"),
-      wbl = (int)strlen("baseline");
+  int wm = (int)strlen("metric");
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(c[i].metric) > wm) wm = (int)strlen(c[i].metric);
+  const char *last_exp = "", *last_branch = "";
   for (size_t i = 0; i < n; i++) {
-    int l;
-    if ((l = (int)strlen(c[i].experiment)) > we) we = l;
-    if ((l = (int)strlen(c[i].metric)) > wm) wm = l;
-    if ((l = (int)strlen(c[i].branch)) > wb) wb = l;
-    if ((l = (int)strlen(c[i].baseline)) > wbl) wbl = l;
+    const pb_revs_comparison *x = &c[i];
+    if (strcmp(x->experiment, last_exp) != 0 || strcmp(x->branch, last_branch) != 0) {
+      printf("%s%s: %s against %s (%zu/%zu repeats)\n", i ? "\n" : "", x->experiment, x->branch,
+             x->baseline, x->n, x->n_baseline);
+      printf("  %-*s  %11s  %11s  %-14s  %9s  %-21s  %8s  %s\n", wm, "metric", "baseline",
+             "candidate", "speedup", "change", "99% interval", "p", "verdict");
+      last_exp = x->experiment;
+      last_branch = x->branch;
+    }
+    /* speedup as the guide's users read it: how many times faster the candidate is (for a
+     * throughput, how many times more it does); change: candidate against baseline in % */
+    double r = x->ratio.ratio, lo = x->ratio.lo, hi = x->ratio.hi;
+    char speed[48], change[32], ci[64];
+    int is_time = !x->higher_is_better && strstr(x->metric, "memory") == NULL &&
+                  strstr(x->metric, "rss") == NULL;
+    double sp = x->higher_is_better ? r : 1.0 / r;
+    if (!(r > 0) || !isfinite(r))
+      snprintf(speed, sizeof speed, "-");
+    else if (is_time || x->higher_is_better)
+      snprintf(speed, sizeof speed, "%.2f\u00d7 %s", sp >= 1 ? sp : 1.0 / sp,
+               sp >= 1 ? "faster" : "slower");
+    else
+      snprintf(speed, sizeof speed, "%.2f\u00d7 %s", r >= 1 ? r : 1.0 / r,
+               r >= 1 ? "more" : "less");
+    snprintf(change, sizeof change, "%+.1f %%", 100.0 * (r - 1.0));
+    snprintf(ci, sizeof ci, "[%+.1f %%, %+.1f %%]", 100.0 * (lo - 1.0), 100.0 * (hi - 1.0));
+    /* the multiplication sign is two bytes and one column: one more byte of width */
+    printf("  %-*s  %11.4g  %11.4g  %-15s  %9s  %-21s  %8.2g  %s%s\n", wm, x->metric,
+           x->median_baseline, x->median, speed, change, ci, x->p, x->verdict_text,
+           x->regression ? " (regression)" : "");
+    *regressed |= x->regression;
   }
-  printf("%-*s  %-*s  %-*s  %-*s  %5s  %10s  %10s  %7s  %7s  %-19s  %8s  %s\n", we, "experiment", wm,
-         "metric", wb, "branch", wbl, "baseline", "n", "median", "base med", "ratio", "+-",
-         "99% interval", "p", "verdict");
-  for (size_t i = 0; i < n; i++) {
-    char nn[32], ci[64], pm[32];
-    snprintf(nn, sizeof nn, "%zu/%zu", c[i].n, c[i].n_baseline);
-    snprintf(ci, sizeof ci, "[%.3f, %.3f]", c[i].ratio.lo, c[i].ratio.hi);
-    snprintf(pm, sizeof pm, "%.1f%%", 100.0 * c[i].ratio.rel_err);
-    printf("%-*s  %-*s  %-*s  %-*s  %5s  %10.4g  %10.4g  %7.3f  %7s  %-19s  %8.2g  %s%s\n", we,
-           c[i].experiment, wm, c[i].metric, wb, c[i].branch, wbl, c[i].baseline, nn, c[i].median,
-           c[i].median_baseline, c[i].ratio.ratio, pm, ci, c[i].p, c[i].verdict_text,
-           c[i].regression ? " (regression)" : "");
-    *regressed |= c[i].regression;
-  }
-  printf("ratio = branch / baseline (medians); significant: ratio beyond %.3g either way and "
-         "(Mann-Whitney p < 0.002 or the medians' 99%% intervals do not overlap)\n",
+  printf("\nbaseline, candidate: medians; change: candidate/baseline - 1 with its bootstrap 99%% "
+         "interval; significant: ratio beyond %.3g either way and (Mann-Whitney p < 0.002 or the "
+         "medians' 99%% intervals do not overlap)\n",
          factor > 0 ? factor : 1.1);
   free(c);
   return CLI_OK;
@@ -129,6 +151,8 @@ static int run_revs(const cli_args *a) {
     p.build_cmd = cli_get(a, "build-cmd");
     p.binary = cli_get(a, "binary");
     p.tmp_dir = cli_get(a, "tmp-dir");
+    p.train_cmd = cli_get(a, "train-cmd");
+    p.infer_cmd = cli_get(a, "infer-cmd");
     p.repeats = (int)repeats;
     p.timeout_s = timeout;
     p.skip_failed = cli_has(a, "skip-failed");
@@ -178,13 +202,17 @@ const cli_command cli_cmd_revs = {
         "Each task runs in its own detached worktree of its revision (git worktree add\n"
         "--detach), so your working tree, index and branch are never touched; worktrees are\n"
         "removed afterwards, also on failure and on Ctrl-C. Revisions are checked out and\n"
-        "built first, then the tasks run in --repeats interleaved rounds. Each run's wall\n"
-        "time (monotonic) and peak RSS (wait4) are measured here; first-epoch, first-batch,\n"
-        "throughput and loss come from the metrics JSON the task writes. Task files:\n"
-        "  branch,experiment,trainer,max_epochs,batch_size,overrides        (pipebench train)\n"
-        "  branch,experiment,checkpoint_path,data_path,trainer,batch_size,overrides (infer)\n"
+        "built first, then the tasks run in --repeats interleaved rounds. Task files:\n"
+        "  branch,experiment,trainer,max_epochs,batch_size,overrides           (training)\n"
+        "  branch,experiment,checkpoint_path,data_path,trainer,batch_size,overrides (inference)\n"
         "  branch,experiment,command,metrics        (your command writes the metrics JSON)\n"
-        "See docs/revs.md for the formats, the output and the comparison rule.",
+        "overrides: a comma-separated list, quoted (\"a=1,b=2\"). Training and inference tasks\n"
+        "run your command from --train-cmd/--infer-cmd or the revision's .pipebench/revs.json,\n"
+        "e.g. 'python -m pkg.train experiment={experiment} trainer={trainer}\n"
+        "data.batch_size={batch_size} {overrides}', else pipebench's own train/infer. Every\n"
+        "task may write its timings as JSON to $PIPEBENCH_METRICS (python: pipebench.revs.\n"
+        "Recorder); pipebench adds wall time and peak RSS. --skip-failed with every task\n"
+        "failed exits 2. See docs/revs.md for the formats, the output and the comparison.",
     .opts = revs_opts,
     .max_pos = 0,
     .min_pos = 0,

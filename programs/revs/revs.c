@@ -1,5 +1,6 @@
 /* pipebench revs: each task in a detached worktree of its revision, built once, run in
  * interleaved rounds; one record per task with git info, per-repeat samples and medians. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -18,49 +19,41 @@
 #include "pipebench/results.h"
 
 #define GIT_TIMEOUT_S 600.0
-#define MAX_METRICS 64
+#define MAX_METRICS 128
 
-/* Groups of the output's "metrics" object. */
-enum { G_TOTAL, G_EPOCH, G_DATA, G_FINAL, G_SETTINGS, G_COUNT };
-static const char *const group_names[G_COUNT] = {"total_training", "epoch_breakdown",
-                                                 "dataset_info", "final_metrics", "settings"};
-
-/* Names a metrics JSON may use (pipebench train's, the output's own) and where they go. */
+/* Flat names (pipebench train --metrics-out, older task scripts) at the top level of a task's
+ * metrics JSON, and the path of the guide's nested shape each one takes. "@" stands for the
+ * task's total group: total_training, or total_inference for inference tasks. Every other
+ * number keeps the path it has in the file. */
 static const struct {
-  const char *src, *name;
-  int group;
-} known[] = {
-    {"total_time_s", "training_seconds", G_TOTAL},
-    {"training_seconds", "training_seconds", G_TOTAL},
-    {"elapsed_seconds", "training_seconds", G_TOTAL},
-    {"peak_rss_mb", "reported_peak_memory_mb", G_TOTAL},
-    {"peak_memory_mb", "reported_peak_memory_mb", G_TOTAL},
-    {"gpu_peak_memory_mb", "gpu_peak_memory_mb", G_TOTAL},
-    {"peak_gpu_memory_mb", "gpu_peak_memory_mb", G_TOTAL},
-    {"engine_memory_mb", "engine_memory_mb", G_TOTAL},
-    {"first_epoch_time_s", "first_epoch_seconds", G_EPOCH},
-    {"first_epoch_seconds", "first_epoch_seconds", G_EPOCH},
-    {"first_batch_data_s", "first_batch_data_seconds", G_EPOCH},
-    {"first_batch_data_seconds", "first_batch_data_seconds", G_EPOCH},
-    {"first_batch_compute_s", "first_batch_forward_seconds", G_EPOCH},
-    {"first_batch_forward_seconds", "first_batch_forward_seconds", G_EPOCH},
-    {"data_time_s", "data_seconds", G_EPOCH},
-    {"compute_time_s", "compute_seconds", G_EPOCH},
-    {"data_wait_fraction", "data_wait_fraction", G_EPOCH},
-    {"images", "num_samples", G_DATA},
-    {"num_samples", "num_samples", G_DATA},
-    {"batch_size", "batch_size", G_DATA},
-    {"epochs", "epochs", G_DATA},
-    {"steps", "steps", G_DATA},
-    {"throughput_ips", "throughput_samples_per_second", G_DATA},
-    {"throughput_samples_per_second", "throughput_samples_per_second", G_DATA},
-    {"samples_per_second", "throughput_samples_per_second", G_DATA},
-    {"final_loss", "final_loss", G_FINAL},
-    {"first_loss", "first_loss", G_FINAL},
-    {"lr", "lr", G_SETTINGS},
-    {"threads", "threads", G_SETTINGS},
-    {"seed", "seed", G_SETTINGS},
-    {"gflops_per_image_forward", "gflops_per_image_forward", G_SETTINGS},
+  const char *src, *path;
+} legacy[] = {
+    {"total_time_s", "@.elapsed_seconds"},
+    {"training_seconds", "@.elapsed_seconds"},
+    {"peak_rss_mb", "@.peak_memory_mb"},
+    {"peak_memory_mb", "@.peak_memory_mb"},
+    {"gpu_peak_memory_mb", "peak_gpu_memory_mb"},
+    {"first_epoch_time_s", "epoch_breakdown.first_epoch.elapsed_seconds"},
+    {"first_epoch_seconds", "epoch_breakdown.first_epoch.elapsed_seconds"},
+    {"first_batch_data_s", "epoch_breakdown.data_loading_first_batch.elapsed_seconds"},
+    {"first_batch_compute_s", "epoch_breakdown.model_forward_first_batch.elapsed_seconds"},
+    {"data_time_s", "epoch_breakdown.data_seconds"},
+    {"compute_time_s", "epoch_breakdown.compute_seconds"},
+    {"data_wait_fraction", "epoch_breakdown.data_wait_fraction"},
+    {"images", "dataset_info.num_samples"},
+    {"num_samples", "dataset_info.num_samples"},
+    {"batch_size", "dataset_info.batch_size"},
+    {"epochs", "dataset_info.epochs"},
+    {"steps", "dataset_info.steps"},
+    {"throughput_ips", "dataset_info.throughput_samples_per_sec"},
+    {"samples_per_second", "dataset_info.throughput_samples_per_sec"},
+    {"final_loss", "final_metrics.final_loss"},
+    {"first_loss", "final_metrics.first_loss"},
+    {"lr", "settings.lr"},
+    {"threads", "settings.threads"},
+    {"seed", "settings.seed"},
+    {"gflops_per_image_forward", "settings.gflops_per_image_forward"},
+    {"engine_memory_mb", "@.engine_memory_mb"},
 };
 
 /* pipebench presets an experiment may name when the revision has no configs/NAME. */
@@ -74,8 +67,7 @@ static const struct {
 };
 
 typedef struct series {
-  char name[64];
-  int group;
+  char name[160]; /* dotted path in the output's metrics object */
   double *v;
   size_t n, cap;
 } series;
@@ -87,6 +79,8 @@ typedef struct worktree {
   int added, built, build_failed;
   double build_s;
   char build_error[1024];
+  /* from the revision's .pipebench/revs.json (NULL: none) */
+  char *file_train, *file_infer, *file_build;
 } worktree;
 
 typedef struct task_state {
@@ -96,6 +90,7 @@ typedef struct task_state {
   int ready;       /* checked out and built: may run */
   int failed;
   int runs_done;
+  int reported;    /* runs whose metrics file the task wrote */
   char error[1024];
   series m[MAX_METRICS];
   int nm;
@@ -129,17 +124,26 @@ static void progress(revs_ctx *c, const char *what) {
 
 static int canceled(const revs_ctx *c) { return c->p->cancel != NULL && *c->p->cancel != 0; }
 
-static int add_value(task_state *s, const char *name, int group, double v) {
+static series *find_series(task_state *s, const char *name) {
+  for (int k = 0; k < s->nm; k++)
+    if (strcmp(s->m[k].name, name) == 0) return &s->m[k];
+  return NULL;
+}
+
+static size_t series_n(task_state *s, const char *name) {
+  series *m = find_series(s, name);
+  return m ? m->n : 0;
+}
+
+static int add_value(task_state *s, const char *name, double v) {
   if (!isfinite(v)) return PB_OK;
-  int k = 0;
-  while (k < s->nm && strcmp(s->m[k].name, name) != 0) k++;
-  if (k == s->nm) {
+  series *m = find_series(s, name);
+  if (m == NULL) {
     if (s->nm == MAX_METRICS) return PB_OK; /* more than anyone will compare; drop the rest */
-    snprintf(s->m[k].name, sizeof s->m[k].name, "%s", name);
-    s->m[k].group = group;
-    s->nm++;
+    m = &s->m[s->nm++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
   }
-  series *m = &s->m[k];
   if (m->n == m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 8;
     double *nv = realloc(m->v, cap * sizeof *nv);
@@ -151,34 +155,38 @@ static int add_value(task_state *s, const char *name, int group, double v) {
   return PB_OK;
 }
 
-static void add_known(task_state *s, const char *key, int dflt_group, double v) {
-  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-    if (strcmp(known[i].src, key) == 0) {
-      add_value(s, known[i].name, known[i].group, v);
-      return;
-    }
-  add_value(s, key, dflt_group, v);
+static const char *total_group(const pb_revs_task *t) {
+  return t->kind == PB_REVS_INFER ? "total_inference" : "total_training";
 }
 
-/* Takes the numbers of a task's metrics JSON: top-level ones and those inside the output's own
- * groups (so a task may write either pipebench train's flat names or the nested shape). */
-static void take_metrics(task_state *s, const cJSON *root) {
+/* Takes every number of a task's metrics JSON at its dotted path (the guide's nested shape as
+ * it is), flat legacy names at the top level moved to their place in that shape. A top-level
+ * object named "metrics" is read as the top level itself. */
+static void take_metrics(task_state *s, const cJSON *obj, const char *prefix) {
   const cJSON *it;
-  cJSON_ArrayForEach(it, root) {
-    if (cJSON_IsNumber(it)) {
-      add_known(s, it->string, G_FINAL, it->valuedouble);
-    } else if (cJSON_IsObject(it) && it->string != NULL) {
-      int g = -1;
-      for (int k = 0; k < G_COUNT; k++)
-        if (strcmp(it->string, group_names[k]) == 0) g = k;
-      if (strcmp(it->string, "metrics") == 0) {
-        take_metrics(s, it);
+  cJSON_ArrayForEach(it, obj) {
+    if (it->string == NULL || it->string[0] == '\0' || strchr(it->string, '.') != NULL) continue;
+    char path[320];
+    if (prefix[0] == '\0' && cJSON_IsObject(it) && strcmp(it->string, "metrics") == 0) {
+      take_metrics(s, it, "");
+      continue;
+    }
+    if (prefix[0] == '\0' && cJSON_IsNumber(it)) {
+      size_t i = 0;
+      while (i < sizeof legacy / sizeof legacy[0] && strcmp(legacy[i].src, it->string) != 0) i++;
+      if (i < sizeof legacy / sizeof legacy[0]) {
+        if (legacy[i].path[0] == '@')
+          snprintf(path, sizeof path, "%s%s", total_group(s->t), legacy[i].path + 1);
+        else
+          snprintf(path, sizeof path, "%s", legacy[i].path);
+        add_value(s, path, it->valuedouble);
         continue;
       }
-      if (g < 0) continue;
-      const cJSON *sub;
-      cJSON_ArrayForEach(sub, it) if (cJSON_IsNumber(sub)) add_known(s, sub->string, g, sub->valuedouble);
     }
+    int len = snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", it->string);
+    if (len <= 0 || (size_t)len >= 159) continue;
+    if (cJSON_IsNumber(it)) add_value(s, path, it->valuedouble);
+    else if (cJSON_IsObject(it)) take_metrics(s, it, path);
   }
 }
 
@@ -250,10 +258,180 @@ static int is_pipebench_tree(const char *dir) {
   return access(p, F_OK) == 0;
 }
 
+/* ---- command templates --------------------------------------------------------------- */
+
+/* The revision's .pipebench/revs.json: {"train": "...", "infer": "...", "build": "..."}. */
+static int read_repo_file(worktree *w, struct pb_error *err) {
+  char path[4400];
+  snprintf(path, sizeof path, "%s/.pipebench/revs.json", w->path);
+  if (access(path, F_OK) != 0) return PB_OK;
+  cJSON *root = pb__load_json(path, err);
+  if (root == NULL) return PB_EFORMAT;
+  int rc = PB_OK;
+  if (!cJSON_IsObject(root)) {
+    rc = pb_error_set(err, PB_EFORMAT, ".pipebench/revs.json of revision %.12s: not a JSON object",
+                      w->commit);
+  } else {
+    static const char *const keys[] = {"train", "infer", "build"};
+    char **slot[] = {&w->file_train, &w->file_infer, &w->file_build};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+      int k = 0;
+      while (k < 3 && strcmp(it->string, keys[k]) != 0) k++;
+      if (k == 3 || !cJSON_IsString(it) || it->valuestring[0] == '\0') {
+        rc = pb_error_set(err, PB_EFORMAT,
+                          ".pipebench/revs.json of revision %.12s: '%s' is not one of the keys "
+                          "train, infer, build with a non-empty command string",
+                          w->commit, it->string);
+        break;
+      }
+      free(*slot[k]);
+      *slot[k] = strdup(it->valuestring);
+      if (*slot[k] == NULL) {
+        rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+        break;
+      }
+    }
+  }
+  cJSON_Delete(root);
+  return rc;
+}
+
+/* The template of a task: the command line's, else the revision's file; NULL: pipebench's own
+ * train/infer. */
+static const char *task_template(const revs_ctx *c, const worktree *w, const pb_revs_task *t) {
+  if (t->kind == PB_REVS_TRAIN) return c->p->train_cmd ? c->p->train_cmd : w->file_train;
+  if (t->kind == PB_REVS_INFER) return c->p->infer_cmd ? c->p->infer_cmd : w->file_infer;
+  return NULL;
+}
+
+typedef struct sbuf {
+  char *s;
+  size_t n, cap;
+  int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t len) {
+  if (b->oom) return;
+  if (b->n + len + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->n + len + 1 > cap) cap *= 2;
+    char *ns = realloc(b->s, cap);
+    if (ns == NULL) {
+      b->oom = 1;
+      return;
+    }
+    b->s = ns;
+    b->cap = cap;
+  }
+  memcpy(b->s + b->n, s, len);
+  b->n += len;
+  b->s[b->n] = '\0';
+}
+
+/* A value as one shell word: as it is when it holds only safe characters, else in single
+ * quotes (a quote inside written '\''). */
+static void sb_quoted(sbuf *b, const char *v) {
+  int safe = v[0] != '\0';
+  for (const char *q = v; safe && *q; q++)
+    safe = isalnum((unsigned char)*q) || strchr("_-./=:,+@%[]", *q) != NULL;
+  if (safe) {
+    sb_add(b, v, strlen(v));
+    return;
+  }
+  sb_add(b, "'", 1);
+  for (const char *q = v; *q; q++) {
+    if (*q == '\'') sb_add(b, "'\\''", 4);
+    else sb_add(b, q, 1);
+  }
+  sb_add(b, "'", 1);
+}
+
+/* Expands a template for one run into *out (free()). {{ and }} are literal braces. */
+static int expand_template(const char *tmpl, const pb_revs_task *t, const char *commit,
+                           int repeat, const char *metrics, char **out, struct pb_error *err) {
+  *out = NULL;
+  sbuf b = {NULL, 0, 0, 0};
+  sb_add(&b, "", 0);
+  char num[32];
+  for (const char *p = tmpl; *p;) {
+    if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+      sb_add(&b, p, 1);
+      p += 2;
+      continue;
+    }
+    if (*p != '{') {
+      sb_add(&b, p, 1);
+      p++;
+      continue;
+    }
+    const char *e = strchr(p, '}');
+    if (e == NULL) {
+      free(b.s);
+      return pb_error_set(err, PB_EINVAL, "command template: a '{' without '}' (write a literal "
+                          "brace as {{)");
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(e - p - 1), p + 1);
+    const char *v = NULL;
+    int missing = 0;
+    if (strcmp(name, "overrides") == 0) {
+      char **items;
+      size_t n;
+      int rc = pb__revs_split_overrides(t->overrides, &items, &n, err);
+      if (rc != PB_OK) {
+        free(b.s);
+        return rc;
+      }
+      for (size_t i = 0; i < n; i++) {
+        if (i) sb_add(&b, " ", 1);
+        sb_quoted(&b, items[i]);
+      }
+      pb__revs_free_strings(items, n);
+      p = e + 1;
+      continue;
+    }
+    if (strcmp(name, "branch") == 0) v = t->branch;
+    else if (strcmp(name, "experiment") == 0) v = t->experiment;
+    else if (strcmp(name, "trainer") == 0) v = t->trainer;
+    else if (strcmp(name, "checkpoint_path") == 0) v = t->checkpoint_path, missing = v == NULL;
+    else if (strcmp(name, "data_path") == 0) v = t->data_path, missing = v == NULL;
+    else if (strcmp(name, "commit") == 0) v = commit;
+    else if (strcmp(name, "metrics") == 0) v = metrics;
+    else if (strcmp(name, "max_epochs") == 0 || strcmp(name, "batch_size") == 0 ||
+             strcmp(name, "repeat") == 0) {
+      long x = name[0] == 'm' ? t->max_epochs : name[0] == 'b' ? t->batch_size : repeat + 1;
+      missing = x == 0;
+      snprintf(num, sizeof num, "%ld", x);
+      v = num;
+    } else {
+      free(b.s);
+      return pb_error_set(err, PB_EINVAL,
+                          "command template: unknown placeholder {%s} (known: {experiment} "
+                          "{trainer} {max_epochs} {batch_size} {checkpoint_path} {data_path} "
+                          "{overrides} {branch} {commit} {repeat} {metrics})", name);
+    }
+    if (missing) {
+      free(b.s);
+      return pb_error_set(err, PB_EINVAL, "command template: {%s} has no column in this task "
+                          "file (line %d)", name, t->line);
+    }
+    sb_quoted(&b, v ? v : "");
+    p = e + 1;
+  }
+  if (b.oom) {
+    free(b.s);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  *out = b.s;
+  return PB_OK;
+}
+
 static int build(revs_ctx *c, worktree *w, const pb_revs_task *t, struct pb_error *err) {
-  const char *cmd = c->p->build_cmd;
+  const char *cmd = c->p->build_cmd ? c->p->build_cmd : w->file_build;
   if (cmd == NULL) {
-    if (t->kind == PB_REVS_COMMAND || c->p->binary != NULL) return PB_OK;
+    if (t->kind == PB_REVS_COMMAND || c->p->binary != NULL || task_template(c, w, t) != NULL)
+      return PB_OK;
     if (!is_pipebench_tree(w->path))
       return pb_error_set(err, PB_EINVAL,
                           "revision %.12s is not pipebench's repository, so there is no default "
@@ -310,20 +488,34 @@ static int prepare(revs_ctx *c, task_state *s, struct pb_error *err) {
       return rc;
     }
     w->added = 1;
+    rc = read_repo_file(w, err);
+    if (rc != PB_OK) {
+      w->build_failed = 1;
+      snprintf(w->build_error, sizeof w->build_error, "%s", err ? err->message : "bad revs.json");
+      return rc;
+    }
   }
-  if (t->kind != PB_REVS_COMMAND) {
+  if (w->build_failed) return pb_error_set(err, PB_ECHILD, "%s", w->build_error);
+  const char *tmpl = task_template(c, w, t);
+  if (tmpl != NULL) {
+    /* a template's mistakes show before any build or run */
+    char *probe = NULL;
+    int rc = expand_template(tmpl, t, s->commit, 0, "metrics.json", &probe, err);
+    free(probe);
+    PB_RETURN_NOT_OK(rc);
+  } else if (t->kind != PB_REVS_COMMAND) {
     /* settings errors show before any build or run */
-    if (strcmp(t->trainer, "ddp") == 0)
+    if (strcmp(t->trainer, "cpu") != 0 && strcmp(t->trainer, "gpu") != 0)
       return pb_error_set(err, PB_EUNSUPPORTED,
-                          "trainer ddp: pipebench %s runs one process; use cpu or gpu, or a "
-                          "command task for a multi-process trainer",
+                          "trainer '%s': pipebench %s knows cpu and gpu (one process); give "
+                          "your own entry point with --%s-cmd or .pipebench/revs.json",
+                          t->trainer, t->kind == PB_REVS_TRAIN ? "train" : "infer",
                           t->kind == PB_REVS_TRAIN ? "train" : "infer");
     argv_list probe = {NULL, 0, 0};
     int rc = experiment_options(w, t->experiment, &probe, err);
     argv_free(&probe);
     PB_RETURN_NOT_OK(rc);
   }
-  if (w->build_failed) return pb_error_set(err, PB_ECHILD, "%s", w->build_error);
   if (!w->built) {
     int rc = build(c, w, t, err);
     if (rc == PB_ECANCELED) return rc;
@@ -333,7 +525,8 @@ static int prepare(revs_ctx *c, task_state *s, struct pb_error *err) {
       return rc;
     }
     /* a command task needs no build; a train task on the same commit may still */
-    w->built = c->p->build_cmd != NULL || t->kind != PB_REVS_COMMAND;
+    w->built = c->p->build_cmd != NULL || w->file_build != NULL ||
+               (t->kind != PB_REVS_COMMAND && task_template(c, w, t) == NULL);
   }
   return PB_OK;
 }
@@ -439,11 +632,24 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
   snprintf(log, sizeof log, "%s/task-%zu-run-%d.log", c->tmp, idx + 1, repeat + 1);
   argv_list a = {NULL, 0, 0};
   int rc = PB_OK;
-  char *env[16];
+  char *env[24];
   int ne = 0;
-  char e_branch[700], e_exp[700], e_rep[64], e_commit[100], e_metrics[4500], e_wt[4200];
+  char e_branch[700], e_exp[700], e_rep[64], e_commit[100], e_metrics[4500], e_wt[4200],
+      e_pm[4500];
   argv_list over = {NULL, 0, 0}; /* command tasks: overrides as environment entries */
-  if (t->kind == PB_REVS_COMMAND) {
+  const char *tmpl = task_template(c, w, t);
+  int optional_metrics = 0; /* a template's task may write no metrics file */
+  if (tmpl != NULL) {
+    snprintf(metrics, sizeof metrics, "%s/task-%zu-run-%d.json", c->tmp, idx + 1, repeat + 1);
+    char *cmd = NULL;
+    rc = expand_template(tmpl, t, s->commit, repeat, metrics, &cmd, err);
+    if (rc != PB_OK) return rc;
+    rc = argv_push(&a, "/bin/sh");
+    if (rc == PB_OK) rc = argv_push(&a, "-c");
+    if (rc == PB_OK) rc = argv_push(&a, cmd);
+    free(cmd);
+    optional_metrics = 1;
+  } else if (t->kind == PB_REVS_COMMAND) {
     if (t->metrics[0] == '/') snprintf(metrics, sizeof metrics, "%s", t->metrics);
     else snprintf(metrics, sizeof metrics, "%s/%s", w->path, t->metrics);
     rc = argv_push(&a, "/bin/sh");
@@ -461,11 +667,6 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
       return pb_error_set(err, PB_ENOTFOUND, "no pipebench binary at %s after the build%s", bin,
                           c->p->binary ? "" : " (give --binary when the build puts it elsewhere)");
     }
-    if (strcmp(t->trainer, "ddp") == 0)
-      return pb_error_set(err, PB_EUNSUPPORTED,
-                          "trainer ddp: pipebench %s runs one process; use cpu or gpu, or a "
-                          "command task for a multi-process trainer",
-                          t->kind == PB_REVS_TRAIN ? "train" : "infer");
     const char *device = strcmp(t->trainer, "gpu") == 0 ? "cuda" : "cpu";
     char num[32];
     rc = argv_push(&a, bin);
@@ -514,6 +715,8 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
   env[ne++] = e_commit;
   env[ne++] = e_metrics;
   env[ne++] = e_wt;
+  snprintf(e_pm, sizeof e_pm, "PIPEBENCH_METRICS=%s", metrics);
+  if (metrics[0] != '\0') env[ne++] = e_pm;
   for (size_t i = 0; i < over.n; i++) env[ne++] = over.v[i];
   env[ne] = NULL;
   if (metrics[0] != '\0') unlink(metrics); /* a stale file must not pass for this run's */
@@ -522,12 +725,15 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
   argv_free(&a);
   argv_free(&over);
   if (rc != PB_OK) return rc;
-  add_value(s, "elapsed_seconds", G_TOTAL, res.wall_s);
-  add_value(s, "peak_memory_mb", G_TOTAL, res.maxrss_mb);
-  if (metrics[0] != '\0') {
-    if (access(metrics, F_OK) != 0)
-      return pb_error_set(err, PB_ENOTFOUND, "the task exited 0 but wrote no metrics file %s",
-                          t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
+  /* what pipebench measured from outside, always under "pipebench"; the guide's slots get it
+   * only where the task reported nothing of its own */
+  add_value(s, "pipebench.wall_seconds", res.wall_s);
+  add_value(s, "pipebench.peak_rss_mb", res.maxrss_mb);
+  char p_el[200], p_mem[200];
+  snprintf(p_el, sizeof p_el, "%s.elapsed_seconds", total_group(t));
+  snprintf(p_mem, sizeof p_mem, "%s.peak_memory_mb", total_group(t));
+  size_t n_el = series_n(s, p_el), n_mem = series_n(s, p_mem);
+  if (metrics[0] != '\0' && access(metrics, F_OK) == 0) {
     cJSON *root = pb__load_json(metrics, err);
     if (root == NULL) return PB_EFORMAT;
     if (!cJSON_IsObject(root)) {
@@ -535,9 +741,15 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
       return pb_error_set(err, PB_EFORMAT, "%s: the metrics file must hold a JSON object",
                           t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
     }
-    take_metrics(s, root);
+    take_metrics(s, root, "");
     cJSON_Delete(root);
+    s->reported++;
+  } else if (metrics[0] != '\0' && !optional_metrics) {
+    return pb_error_set(err, PB_ENOTFOUND, "the task exited 0 but wrote no metrics file %s",
+                        t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
   }
+  if (series_n(s, p_el) == n_el) add_value(s, p_el, res.wall_s);
+  if (series_n(s, p_mem) == n_mem) add_value(s, p_mem, res.maxrss_mb);
   return PB_OK;
 }
 
@@ -561,6 +773,23 @@ static double median_of(const series *m) {
 
 static cJSON *str_or_null(const char *s) {
   return s != NULL && s[0] != '\0' ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+/* Sets the number at a dotted path, making the objects on the way; a path through a number
+ * (a file with both "a": 1 and "a": {...}) keeps the first. */
+static void put_path(cJSON *root, const char *path, double v) {
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s", path);
+  cJSON *o = root;
+  char *p = buf;
+  for (char *dot; (dot = strchr(p, '.')) != NULL; p = dot + 1) {
+    *dot = '\0';
+    cJSON *next = cJSON_GetObjectItemCaseSensitive(o, p);
+    if (next == NULL) next = cJSON_AddObjectToObject(o, p);
+    if (!cJSON_IsObject(next)) return;
+    o = next;
+  }
+  if (cJSON_GetObjectItemCaseSensitive(o, p) == NULL) cJSON_AddNumberToObject(o, p, v);
 }
 
 static cJSON *task_json(const revs_ctx *c, const task_state *s, const pb_env *env) {
@@ -595,22 +824,46 @@ static cJSON *task_json(const revs_ctx *c, const task_state *s, const pb_env *en
   else
     cJSON_AddNullToObject(r, "build_seconds");
   cJSON *m = cJSON_AddObjectToObject(r, "metrics");
-  cJSON *grp[G_COUNT];
-  for (int k = 0; k < G_COUNT; k++) grp[k] = cJSON_AddObjectToObject(m, group_names[k]);
-  int have_gpu = 0;
-  for (int k = 0; k < s->nm; k++) {
-    cJSON_AddNumberToObject(grp[s->m[k].group], s->m[k].name, median_of(&s->m[k]));
-    have_gpu |= strcmp(s->m[k].name, "gpu_peak_memory_mb") == 0;
+  for (int k = 0; k < s->nm; k++) put_path(m, s->m[k].name, median_of(&s->m[k]));
+  if (find_series((task_state *)s, "peak_gpu_memory_mb") == NULL) {
+    cJSON_AddNullToObject(m, "peak_gpu_memory_mb");
+    cJSON_AddStringToObject(r, "gpu_memory", "not available (the task reported none and "
+                            "nvidia-smi gave none)");
   }
-  if (!have_gpu) {
-    cJSON_AddNullToObject(grp[G_TOTAL], "gpu_peak_memory_mb");
-    cJSON_AddStringToObject(grp[G_TOTAL], "gpu_memory",
-                            "not available (the task reported no GPU memory)");
-  }
-  cJSON_AddStringToObject(m, "summary", "median over the repeats; per-repeat values in samples");
+  cJSON_AddNumberToObject(r, "runs_with_task_metrics", s->reported);
+  cJSON_AddStringToObject(r, "summary", "metrics: median over the repeats; samples: every "
+                          "repeat; statistics: n, median, mean, min, max, 99% interval of the "
+                          "median");
   cJSON *smp = cJSON_AddObjectToObject(r, "samples");
   for (int k = 0; k < s->nm; k++)
     cJSON_AddItemToObject(smp, s->m[k].name, cJSON_CreateDoubleArray(s->m[k].v, (int)s->m[k].n));
+  cJSON *st = cJSON_AddObjectToObject(r, "statistics");
+  for (int k = 0; k < s->nm; k++) {
+    const series *x = &s->m[k];
+    cJSON *o = cJSON_AddObjectToObject(st, x->name);
+    double lo = x->v[0], hi = x->v[0], sum = 0;
+    for (size_t i = 0; i < x->n; i++) {
+      sum += x->v[i];
+      if (x->v[i] < lo) lo = x->v[i];
+      if (x->v[i] > hi) hi = x->v[i];
+    }
+    cJSON_AddNumberToObject(o, "n", (double)x->n);
+    cJSON_AddNumberToObject(o, "median", median_of(x));
+    cJSON_AddNumberToObject(o, "mean", sum / (double)x->n);
+    cJSON_AddNumberToObject(o, "min", lo);
+    cJSON_AddNumberToObject(o, "max", hi);
+    double *sorted = malloc(x->n * sizeof *sorted);
+    if (sorted != NULL && x->n >= 2) {
+      memcpy(sorted, x->v, x->n * sizeof *sorted);
+      qsort(sorted, x->n, sizeof *sorted, cmp_double);
+      double clo, chi;
+      pb_median_ci_sorted(sorted, x->n, 0.99, &clo, &chi);
+      cJSON *iv = cJSON_AddArrayToObject(o, "median_ci99");
+      cJSON_AddItemToArray(iv, cJSON_CreateNumber(clo));
+      cJSON_AddItemToArray(iv, cJSON_CreateNumber(chi));
+    }
+    free(sorted);
+  }
   cJSON *h = cJSON_AddObjectToObject(r, "host");
   cJSON_AddStringToObject(h, "hostname", env->hostname);
   cJSON_AddStringToObject(h, "cpu_model", env->cpu_model);
@@ -760,7 +1013,7 @@ int pb_revs_run(const pb_revs_params *p, int *n_failed, struct pb_error *err) {
       s->runs_done++;
       if (r + 1 == p->repeats)
         report(&c, "task %zu (%s, %s): %d runs, median %.3f s", i + 1, s->t->branch,
-               s->t->experiment, s->runs_done, median_of(&s->m[0]));
+               s->t->experiment, s->runs_done, median_of(find_series(s, "pipebench.wall_seconds")));
     }
   }
   remove_worktrees(&c);
@@ -778,10 +1031,20 @@ int pb_revs_run(const pb_revs_params *p, int *n_failed, struct pb_error *err) {
       if (err) snprintf(err->message, sizeof err->message, "%s", werr.message);
     } else {
       rc = first_error;
+      if (rc == PB_OK && nf > 0 && (size_t)nf == nt) {
+        rc = PB_ECHILD;
+        pb_error_set(err, PB_ECHILD, "every task failed (%d of %zu); their errors are in %s", nf,
+                     nt, p->output);
+      }
     }
   }
   for (size_t i = 0; i < nt; i++)
     for (int k = 0; k < c.ts[i].nm; k++) free(c.ts[i].m[k].v);
+  for (size_t i = 0; i < c.nwt; i++) {
+    free(c.wts[i].file_train);
+    free(c.wts[i].file_infer);
+    free(c.wts[i].file_build);
+  }
   free(c.ts);
   free(c.wts);
   pb_revs_tasks_free(tasks, nt);

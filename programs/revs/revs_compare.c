@@ -9,19 +9,19 @@
 #include "tools/peer.h"
 #include "revs/revs_internal.h"
 
-/* The metrics compared, and which way is better. */
-static const struct {
-  const char *name;
-  int kind; /* 0 time (lower is better), 1 throughput (higher), 2 memory (lower) */
-} compared[] = {
-    {"elapsed_seconds", 0},
-    {"training_seconds", 0},
-    {"first_epoch_seconds", 0},
-    {"first_batch_data_seconds", 0},
-    {"first_batch_forward_seconds", 0},
-    {"throughput_samples_per_second", 1},
-    {"peak_memory_mb", 2},
-};
+/* Which way a metric is better, from its dotted path: 0 a time (lower is better), 1 a
+ * throughput (higher), 2 memory (lower), -1 not compared (losses, counts, settings). */
+static int metric_kind(const char *path) {
+  const char *leaf = strrchr(path, '.');
+  leaf = leaf ? leaf + 1 : path;
+  size_t n = strlen(leaf);
+  if (strstr(leaf, "memory_mb") != NULL || strstr(leaf, "rss_mb") != NULL) return 2;
+  if (strstr(leaf, "throughput") != NULL || strstr(leaf, "per_sec") != NULL) return 1;
+  if (strstr(leaf, "seconds") != NULL || strstr(leaf, "time_per") != NULL ||
+      (n > 2 && strcmp(leaf + n - 2, "_s") == 0))
+    return 0;
+  return -1;
+}
 
 static size_t numbers(const cJSON *arr, double **out) {
   int n = cJSON_GetArraySize(arr);
@@ -135,10 +135,14 @@ int pb_revs_compare(const char *results_path, const char *baseline, double facto
     if (base == NULL) continue;
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(run, "samples");
     const cJSON *sb = cJSON_GetObjectItemCaseSensitive(base, "samples");
-    for (size_t k = 0; k < sizeof compared / sizeof compared[0] && rc == PB_OK; k++) {
+    const cJSON *ms;
+    cJSON_ArrayForEach(ms, sa) {
+      if (rc != PB_OK) break;
+      int kind = ms->string ? metric_kind(ms->string) : -1;
+      if (kind < 0) continue;
       double *va, *vb;
-      size_t na = numbers(cJSON_GetObjectItemCaseSensitive(sa, compared[k].name), &va);
-      size_t nb = numbers(cJSON_GetObjectItemCaseSensitive(sb, compared[k].name), &vb);
+      size_t na = numbers(ms, &va);
+      size_t nb = numbers(cJSON_GetObjectItemCaseSensitive(sb, ms->string), &vb);
       if (na == 0 || nb == 0) {
         free(va);
         free(vb);
@@ -158,7 +162,7 @@ int pb_revs_compare(const char *results_path, const char *baseline, double facto
       pb_revs_comparison *c = &list[(*n)++];
       memset(c, 0, sizeof *c);
       snprintf(c->experiment, sizeof c->experiment, "%s", exp);
-      snprintf(c->metric, sizeof c->metric, "%s", compared[k].name);
+      snprintf(c->metric, sizeof c->metric, "%s", ms->string);
       snprintf(c->branch, sizeof c->branch, "%s", branch);
       snprintf(c->baseline, sizeof c->baseline, "%s", baseline);
       c->n = na;
@@ -167,8 +171,8 @@ int pb_revs_compare(const char *results_path, const char *baseline, double facto
       c->median_baseline = median(vb, nb);
       pb_ratio_of(va, na, vb, nb, seed++, 0, &c->ratio);
       c->verdict = pb_compare(va, na, vb, nb, factor, &c->p);
-      c->higher_is_better = compared[k].kind == 1;
-      switch (compared[k].kind) {
+      c->higher_is_better = kind == 1;
+      switch (kind) {
         case 0:
           c->regression = c->verdict == PB_SLOWER;
           c->verdict_text = c->verdict == PB_SLOWER ? "slower"

@@ -22,16 +22,17 @@ printf 'branch,experiment,command,metrics\nmain,sleep,./task.sh,out.json\nslow,s
 cd "$repo" || exit 1
 run "$PB" revs --config "$work/slow.csv" --output "$work/res/slow.json" --compare --repeats 5
 expect_rc 0 "compare without --fail-on-regression"
-expect_out 'sleep +elapsed_seconds +slow +main .*slower \(regression\)' "slow branch flagged slower"
-expect_out 'first_epoch_seconds +slow +main .*slower' "first-epoch time from the metrics JSON"
+expect_out '^sleep: slow against main \(5/5 repeats\)' "pair named"
+expect_out 'pipebench\.wall_seconds .*× slower .*slower \(regression\)' "slow branch flagged slower"
+expect_out 'epoch_breakdown\.first_epoch\.elapsed_seconds .*slower' "first-epoch time from the metrics JSON"
 expect_out '^results: ' "results path printed"
 [[ -f $work/res/slow.json ]] && pass || fail "output JSON written"
 [[ $(json_get "$work/res/slow.json" 'len(r)') == 2 ]] && pass || fail "two runs recorded"
 [[ $(json_get "$work/res/slow.json" 'all(x["success"] for x in r)') == True ]] && pass || fail "runs succeeded"
-[[ $(json_get "$work/res/slow.json" 'len(r[1]["samples"]["elapsed_seconds"])') == 5 ]] && pass || fail "5 samples per run"
+[[ $(json_get "$work/res/slow.json" 'len(r[1]["samples"]["pipebench.wall_seconds"])') == 5 ]] && pass || fail "5 samples per run"
 [[ $(json_get "$work/res/slow.json" 'r[0]["git_info"]["commit_hash"]') == $(git -C "$repo" rev-parse main) ]] && pass || fail "commit hash recorded"
 [[ $(json_get "$work/res/slow.json" 'r[1]["git_info"]["commit_date"]') == 2024-01-02T03:04:05* ]] && pass || fail "commit date recorded"
-[[ $(json_get "$work/res/slow.json" 'r[0]["metrics"]["epoch_breakdown"]["first_epoch_seconds"]') == 0.05 ]] && pass || fail "metrics JSON mapped"
+[[ $(json_get "$work/res/slow.json" 'r[0]["metrics"]["epoch_breakdown"]["first_epoch"]["elapsed_seconds"]') == 0.05 ]] && pass || fail "metrics JSON mapped"
 [[ $(json_get "$work/res/slow.json" 'r[0]["metrics"]["total_training"]["peak_memory_mb"] > 0') == True ]] && pass || fail "peak memory measured"
 
 run "$PB" revs --config "$work/slow.csv" --output "$work/res/slow2.json" --compare --repeats 5 --fail-on-regression
@@ -41,12 +42,13 @@ expect_err 'significant slowdown' "regression explained"
 # the slow branch as baseline: main is faster, not a regression
 run "$PB" revs --compare --output "$work/res/slow.json" --baseline slow --fail-on-regression
 expect_rc 0 "compare an existing file against another baseline"
-expect_out 'elapsed_seconds +main +slow .*faster' "faster direction"
+expect_out '^sleep: main against slow' "pair named"
+expect_out 'pipebench\.wall_seconds .*× faster .*faster' "faster direction"
 
 printf 'branch,experiment,command,metrics\nmain,sleep,./task.sh,out.json\nsame,sleep,./task.sh,out.json\n' >"$work/same.csv"
 run "$PB" revs --config "$work/same.csv" --output "$work/res/same.json" --compare --repeats 5 --fail-on-regression
 expect_rc 0 "identical branches are no regression"
-expect_out 'elapsed_seconds +same +main .*no significant change' "identical branches: no change"
+expect_out 'pipebench\.wall_seconds .*no significant change' "identical branches: no change"
 
 run "$PB" revs --compare --output "$work/res/same.json" --baseline nope
 expect_rc 2 "unknown baseline"

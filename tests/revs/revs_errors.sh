@@ -38,9 +38,9 @@ run "$PB" revs --config "$work/unclosed.csv" --output "$work/o.json"
 expect_rc 2 "unclosed quote"
 expect_err 'never closed' "unclosed quote named"
 csv trainer 'branch,experiment,trainer,max_epochs,batch_size,overrides\nmain,x,tpu,1,4,\n'
-run "$PB" revs --config "$work/trainer.csv" --output "$work/o.json"
-expect_rc 2 "bad trainer"
-expect_err "trainer must be cpu, gpu or ddp, not 'tpu'" "bad trainer named"
+run "$PB" revs --config "$work/trainer.csv" --output "$work/tr.json"
+expect_rc 2 "a trainer pipebench train does not know"
+expect_err "trainer 'tpu': pipebench train knows cpu and gpu" "bad trainer named"
 run "$PB" revs --config "$work/none.csv" --output "$work/o.json"
 expect_rc 2 "missing task file"
 expect_err 'none.csv' "missing task file named"
@@ -72,7 +72,7 @@ expect_err 'wrote no metrics file out.json' "missing metrics file"
 expect_err '2 task\(s\) failed' "failure count"
 [[ $(json_get "$work/f.json" '[x["success"] for x in r]') == "[False, False, True]" ]] && pass || fail "success flags"
 [[ $(json_get "$work/f.json" 'r[0]["error"]') == *"something broke"* ]] && pass || fail "error text recorded"
-[[ $(json_get "$work/f.json" 'len(r[2]["samples"]["elapsed_seconds"])') == 2 ]] && pass || fail "good task ran twice"
+[[ $(json_get "$work/f.json" 'len(r[2]["samples"]["pipebench.wall_seconds"])') == 2 ]] && pass || fail "good task ran twice"
 run "$PB" revs --config "$work/fail.csv" --output "$work/f2.json" --repeats 2
 expect_rc 2 "without --skip-failed: exit 2"
 expect_err 'stopped at the first failed task' "stop explained"
@@ -80,7 +80,8 @@ expect_err 'stopped at the first failed task' "stop explained"
 # ---- a build that fails
 csv build 'branch,experiment,command,metrics\nmain,x,./task.sh,out.json\n'
 run "$PB" revs --config "$work/build.csv" --output "$work/bf.json" --build-cmd 'echo no compiler >&2; exit 3' --skip-failed
-expect_rc 0 "failed build skipped"
+expect_rc 2 "failed build of the only task: every task failed"
+expect_err 'every task failed \(1 of 1\)' "all-failed said"
 expect_err 'build failed \(echo no compiler' "build failure named"
 expect_err 'no compiler' "build output quoted"
 run "$PB" revs --config "$work/build.csv" --output "$work/bf.json" --build-cmd 'touch built.txt' --repeats 1
