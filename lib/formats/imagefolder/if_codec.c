@@ -1,0 +1,344 @@
+/* JPEG through TurboJPEG and PNG through libpng, from and to memory (docs/format-imagefolder.md).
+ * Decoders treat every warning as an error, so a truncated or damaged file is refused rather
+ * than read as a partly grey image. */
+#include "formats/imagefolder/if_codec.h"
+
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "common/checked.h"
+#include "common/env.h"
+
+#ifndef PB_TURBOJPEG_VERSION
+#define PB_TURBOJPEG_VERSION ""
+#endif
+
+/* Versions for every result row (common/env.h). TurboJPEG 2.x cannot report its own version, so
+ * the one this build compiled against is given; libpng reports the one loaded. */
+static void turbojpeg_version(char *buf, size_t size) { snprintf(buf, size, "%s", PB_TURBOJPEG_VERSION); }
+static void libpng_version(char *buf, size_t size) { snprintf(buf, size, "%s", png_get_libpng_ver(NULL)); }
+PB__ENV_VERSION(register_turbojpeg, "libjpeg_turbo_version", turbojpeg_version)
+PB__ENV_VERSION(register_libpng, "libpng_version", libpng_version)
+
+static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+pb__if_kind pb__if_sniff(const unsigned char *data, size_t size) {
+  if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return PB__IF_JPEG;
+  if (size >= 8 && memcmp(data, png_sig, 8) == 0) return PB__IF_PNG;
+  return PB__IF_UNKNOWN;
+}
+
+/* Refuses a claimed size before anything is allocated for it. */
+static int check_size(const char *name, const pb__if_info *info, struct pb_error *err) {
+  if (info->width < 1 || info->height < 1)
+    return pb_error_set(err, PB_EFORMAT, "%s: image header claims %d x %d pixels", name,
+                        info->width, info->height);
+  int64_t pixels = (int64_t)info->width * info->height;
+  int64_t bytes = pixels * info->channels * (int64_t)pb_dtype_size(info->dtype);
+  if (pixels > PB__IF_MAX_PIXELS || bytes > pb__max_image_bytes())
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: image header claims %d x %d pixels, more than the %lld pixels "
+                        "(or PB_MAX_IMAGE_BYTES) pipebench believes before decoding",
+                        name, info->width, info->height, (long long)PB__IF_MAX_PIXELS);
+  return PB_OK;
+}
+
+/* ---- JPEG ----------------------------------------------------------------------------------- */
+
+static int jpeg_fail(const char *name, tjhandle tj, const char *what, struct pb_error *err) {
+  int rc = pb_error_set(err, PB_EFORMAT, "%s: %s JPEG: %s", name, what, tjGetErrorStr2(tj));
+  tjDestroy(tj);
+  return rc;
+}
+
+static int jpeg_header(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+                       struct pb_error *err) {
+  if (size > (size_t)0xffffffffu)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: JPEG file of %zu bytes is too large", name, size);
+  tjhandle tj = tjInitDecompress();
+  if (tj == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", name);
+  int w, h, sub, cs;
+  if (tjDecompressHeader3(tj, data, (unsigned long)size, &w, &h, &sub, &cs) != 0)
+    return jpeg_fail(name, tj, "corrupt", err);
+  tjDestroy(tj);
+  if (cs == TJCS_CMYK || cs == TJCS_YCCK)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: CMYK JPEG is not supported (convert it to RGB, e.g. with PIL's "
+                        "Image.convert('RGB'))",
+                        name);
+  info->kind = PB__IF_JPEG;
+  info->width = w;
+  info->height = h;
+  info->channels = cs == TJCS_GRAY ? 1 : 3;
+  info->dtype = PB_UINT8;
+  return check_size(name, info, err);
+}
+
+/* Interleaved Y,X,C to planar C,Y,X. */
+static void deinterleave(void *dst, const void *src, size_t pixels, int channels, size_t esize) {
+  unsigned char *d = dst;
+  const unsigned char *s = src;
+  size_t plane = pixels * esize;
+  for (size_t p = 0; p < pixels; p++)
+    for (int c = 0; c < channels; c++)
+      memcpy(d + (size_t)c * plane + p * esize, s + (p * (size_t)channels + (size_t)c) * esize, esize);
+}
+
+static void interleave(void *dst, const void *src, size_t pixels, int channels) {
+  unsigned char *d = dst;
+  const unsigned char *s = src;
+  for (size_t p = 0; p < pixels; p++)
+    for (int c = 0; c < channels; c++) d[p * (size_t)channels + (size_t)c] = s[(size_t)c * pixels + p];
+}
+
+static int jpeg_decode(const char *name, const unsigned char *data, size_t size,
+                       const pb__if_info *info, void *dst, struct pb_error *err) {
+  size_t pixels = (size_t)info->width * (size_t)info->height;
+  unsigned char *tmp = dst;
+  if (info->channels == 3 && (tmp = malloc(pixels * 3)) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu pixels", name, pixels);
+  tjhandle tj = tjInitDecompress();
+  if (tj == NULL) {
+    if (tmp != dst) free(tmp);
+    return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", name);
+  }
+  int pf = info->channels == 1 ? TJPF_GRAY : TJPF_RGB;
+  /* Accurate DCT: what PIL uses, so pixels match it exactly. */
+  int flags = TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING;
+  int rc = tjDecompress2(tj, data, (unsigned long)size, tmp, info->width, 0, info->height, pf, flags);
+  if (rc != 0) {
+    if (tmp != dst) free(tmp);
+    return jpeg_fail(name, tj, "truncated or corrupt", err);
+  }
+  tjDestroy(tj);
+  if (tmp != dst) {
+    deinterleave(dst, tmp, pixels, 3, 1);
+    free(tmp);
+  }
+  return PB_OK;
+}
+
+/* ---- PNG ------------------------------------------------------------------------------------ */
+
+typedef struct png_io {
+  const unsigned char *data;
+  size_t size, pos;
+  char message[256];
+  jmp_buf jmp;
+} png_io;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+  png_io *io = png_get_error_ptr(png);
+  snprintf(io->message, sizeof io->message, "%s", msg);
+  longjmp(io->jmp, 1);
+}
+/* libpng warns about harmless ancillary matters (an sRGB profile it knows to be wrong); pixels
+ * are not affected, so warnings are dropped. */
+static void png_on_warning(png_structp png, png_const_charp msg) {
+  (void)png;
+  (void)msg;
+}
+
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
+  png_io *io = png_get_io_ptr(png);
+  if (n > io->size - io->pos) png_error(png, "file ends early (truncated)");
+  memcpy(out, io->data + io->pos, n);
+  io->pos += n;
+}
+
+/* Header only when dst is NULL; otherwise decodes into dst (planar). */
+static int png_run(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+                   void *dst, struct pb_error *err) {
+  png_io io = {.data = data, .size = size};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
+  if (png == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the PNG decoder", name);
+  png_infop pi = png_create_info_struct(png);
+  /* volatile: these change between setjmp and a longjmp back to it. */
+  unsigned char *volatile owned = NULL;
+  png_bytep *volatile rows = NULL;
+  if (pi == NULL || setjmp(io.jmp)) {
+    free(owned);
+    free(rows);
+    png_destroy_read_struct(&png, pi ? &pi : NULL, NULL);
+    if (pi == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the PNG decoder", name);
+    return pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt PNG: %s", name, io.message);
+  }
+  png_set_read_fn(png, &io, png_read_mem);
+  /* Decoding a huge claimed size is refused by check_size below; libpng's own limit is wider. */
+  png_set_user_limits(png, 0x7fffffffu, 0x7fffffffu);
+  png_read_info(png, pi);
+  png_uint_32 w = png_get_image_width(png, pi), h = png_get_image_height(png, pi);
+  int ct = png_get_color_type(png, pi), depth = png_get_bit_depth(png, pi);
+  if (w > 0x7fffffffu || h > 0x7fffffffu) png_error(png, "image size out of range");
+  pb__if_info in = {PB__IF_PNG, (int)w, (int)h, (ct & PNG_COLOR_MASK_COLOR) ? 3 : 1,
+                    depth == 16 ? PB_UINT16 : PB_UINT8};
+  int rc = check_size(name, &in, err);
+  if (rc != PB_OK || dst == NULL) {
+    png_destroy_read_struct(&png, &pi, NULL);
+    if (rc == PB_OK) *info = in;
+    return rc;
+  }
+  if (in.width != info->width || in.height != info->height || in.channels != info->channels ||
+      in.dtype != info->dtype) {
+    png_destroy_read_struct(&png, &pi, NULL);
+    return pb_error_set(err, PB_EFORMAT, "%s: PNG changed while it was read", name);
+  }
+  if (ct == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (ct == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (ct & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  if (depth == 16) png_set_swap(png); /* PNG is big-endian; pixels are native (little) */
+  png_set_interlace_handling(png);
+  png_read_update_info(png, pi);
+  size_t esize = pb_dtype_size(in.dtype), pixels = (size_t)w * h;
+  size_t row = (size_t)w * (size_t)in.channels * esize;
+  if (png_get_rowbytes(png, pi) != row) png_error(png, "unexpected row layout after transforms");
+  if (in.channels != 1) owned = malloc(row * h);
+  unsigned char *tmp = in.channels == 1 ? dst : owned;
+  rows = malloc(sizeof(png_bytep) * h);
+  if (tmp == NULL || rows == NULL) png_error(png, "out of memory");
+  for (png_uint_32 y = 0; y < h; y++) rows[y] = tmp + (size_t)y * row;
+  png_read_image(png, rows);
+  png_read_end(png, NULL);
+  if (owned != NULL) {
+    deinterleave(dst, owned, pixels, in.channels, esize);
+    free(owned);
+  }
+  free(rows);
+  png_destroy_read_struct(&png, &pi, NULL);
+  return PB_OK;
+}
+
+/* ---- both ----------------------------------------------------------------------------------- */
+
+int pb__if_header(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+                  struct pb_error *err) {
+  memset(info, 0, sizeof *info);
+  if (size == 0) return pb_error_set(err, PB_EFORMAT, "%s: empty file (0 bytes), not a JPEG or PNG", name);
+  switch (pb__if_sniff(data, size)) {
+  case PB__IF_JPEG: return jpeg_header(name, data, size, info, err);
+  case PB__IF_PNG: return png_run(name, data, size, info, NULL, err);
+  default: break;
+  }
+  unsigned char b[4] = {0};
+  memcpy(b, data, size < 4 ? size : 4);
+  return pb_error_set(err, PB_EFORMAT,
+                      "%s: not a JPEG or PNG file (starts with bytes %02x %02x %02x %02x)", name,
+                      b[0], b[1], b[2], b[3]);
+}
+
+int pb__if_decode(const char *name, const unsigned char *data, size_t size,
+                  const pb__if_info *info, void *dst, size_t dst_size, struct pb_error *err) {
+  size_t need = (size_t)info->width * (size_t)info->height * (size_t)info->channels *
+                pb_dtype_size(info->dtype);
+  if (dst_size < need)
+    return pb_error_set(err, PB_EINVAL, "%s: image needs %zu bytes, destination holds %zu", name,
+                        need, dst_size);
+  if (info->kind == PB__IF_JPEG) return jpeg_decode(name, data, size, info, dst, err);
+  if (info->kind == PB__IF_PNG) return png_run(name, data, size, (pb__if_info *)info, dst, err);
+  return pb_error_set(err, PB_EFORMAT, "%s: not a JPEG or PNG file", name);
+}
+
+/* ---- encoding ------------------------------------------------------------------------------- */
+
+typedef struct png_out {
+  unsigned char *buf;
+  size_t size, cap;
+  int failed;
+  char message[256];
+  jmp_buf jmp;
+} png_out;
+
+static void png_write_mem(png_structp png, png_bytep data, png_size_t n) {
+  png_out *o = png_get_io_ptr(png);
+  if (n > o->cap - o->size) {
+    size_t cap = o->cap ? o->cap : 65536;
+    while (cap - o->size < n) cap *= 2;
+    unsigned char *b = realloc(o->buf, cap);
+    if (b == NULL) png_error(png, "out of memory");
+    o->buf = b;
+    o->cap = cap;
+  }
+  memcpy(o->buf + o->size, data, n);
+  o->size += n;
+}
+static void png_flush_mem(png_structp png) { (void)png; }
+
+static void png_on_write_error(png_structp png, png_const_charp msg) {
+  png_out *o = png_get_error_ptr(png);
+  snprintf(o->message, sizeof o->message, "%s", msg);
+  longjmp(o->jmp, 1);
+}
+
+static int png_encode(const char *name, const uint8_t *il, int width, int height, int channels,
+                      unsigned char **out, size_t *out_size, struct pb_error *err) {
+  png_out o = {0};
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &o, png_on_write_error, png_on_warning);
+  if (png == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the PNG encoder", name);
+  png_infop pi = png_create_info_struct(png);
+  if (pi == NULL || setjmp(o.jmp)) {
+    png_destroy_write_struct(&png, pi ? &pi : NULL);
+    free(o.buf);
+    return pb_error_set(err, PB_EIO, "%s: PNG encoding failed: %s", name,
+                        pi == NULL ? "out of memory" : o.message);
+  }
+  png_set_write_fn(png, &o, png_write_mem, png_flush_mem);
+  png_set_IHDR(png, pi, (png_uint_32)width, (png_uint_32)height, 8,
+               channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, pi);
+  for (int y = 0; y < height; y++)
+    png_write_row(png, il + (size_t)y * (size_t)width * (size_t)channels);
+  png_write_end(png, pi);
+  png_destroy_write_struct(&png, &pi);
+  *out = o.buf;
+  *out_size = o.size;
+  return PB_OK;
+}
+
+int pb__if_encode(const char *name, const uint8_t *pixels, int width, int height, int channels,
+                  int png, int quality, pb__if_subsampling sub, unsigned char **out,
+                  size_t *out_size, struct pb_error *err) {
+  *out = NULL;
+  *out_size = 0;
+  if (channels != 1 && channels != 3)
+    return pb_error_set(err, PB_EINVAL, "%s: %d channels; JPEG and PNG take 1 (grey) or 3 (RGB)",
+                        name, channels);
+  size_t pixels_n = (size_t)width * (size_t)height;
+  const uint8_t *il = pixels;
+  uint8_t *tmp = NULL;
+  if (channels == 3) {
+    if ((tmp = malloc(pixels_n * 3)) == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    interleave(tmp, pixels, pixels_n, 3);
+    il = tmp;
+  }
+  int rc;
+  if (png) {
+    rc = png_encode(name, il, width, height, channels, out, out_size, err);
+  } else {
+    tjhandle tj = tjInitCompress();
+    unsigned char *jbuf = NULL;
+    unsigned long jsize = 0;
+    static const int tjsub[] = {TJSAMP_444, TJSAMP_422, TJSAMP_420};
+    if (tj == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG encoder", name);
+    } else if (tjCompress2(tj, il, width, 0, height, channels == 1 ? TJPF_GRAY : TJPF_RGB, &jbuf,
+                           &jsize, channels == 1 ? TJSAMP_GRAY : tjsub[sub], quality,
+                           TJFLAG_ACCURATEDCT) != 0) {
+      rc = pb_error_set(err, PB_EIO, "%s: JPEG encoding failed: %s", name, tjGetErrorStr2(tj));
+    } else if ((*out = malloc(jsize)) == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    } else {
+      memcpy(*out, jbuf, jsize);
+      *out_size = jsize;
+      rc = PB_OK;
+    }
+    tjFree(jbuf);
+    if (tj != NULL) tjDestroy(tj);
+  }
+  free(tmp);
+  return rc;
+}

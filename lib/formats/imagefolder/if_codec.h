@@ -1,0 +1,48 @@
+/* JPEG (TurboJPEG) and PNG (libpng) in memory: what the imagefolder backend and its fuzz target
+ * decode and encode. Internal. */
+#ifndef PB_IF_CODEC_H
+#define PB_IF_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipebench/format.h"
+
+/** Images claiming more pixels than this (width x height) are refused from their header, before
+ * anything is allocated for them: 2^28, e.g. 16384 x 16384. */
+#define PB__IF_MAX_PIXELS ((int64_t)1 << 28)
+
+typedef enum { PB__IF_UNKNOWN = 0, PB__IF_JPEG = 1, PB__IF_PNG = 2 } pb__if_kind;
+
+/** What a header says: width, height, channels (1 grey or 3 RGB) and the pixel type (uint8;
+ * uint16 for 16-bit PNG). */
+typedef struct pb__if_info {
+  pb__if_kind kind;
+  int width, height, channels;
+  pb_dtype dtype;
+} pb__if_info;
+
+/** The kind of encoded image data from its signature bytes. */
+pb__if_kind pb__if_sniff(const unsigned char *data, size_t size);
+
+/** Reads the header of an encoded JPEG or PNG: PB_EFORMAT when it is neither or is corrupt,
+ * PB_EUNSUPPORTED for CMYK JPEG and images over PB__IF_MAX_PIXELS; messages name `name`. */
+int pb__if_header(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+                  struct pb_error *err);
+
+/** Decodes into dst, planar C,Y,X (the image's T,C,Z,Y,X order with T = Z = 1): dst_size must be
+ * width * height * channels * element size, as pb__if_header reported. Any decoder warning
+ * (truncated data, a corrupt segment) is an error: PB_EFORMAT naming `name`. */
+int pb__if_decode(const char *name, const unsigned char *data, size_t size,
+                  const pb__if_info *info, void *dst, size_t dst_size, struct pb_error *err);
+
+/** JPEG chroma subsampling for encoding. */
+typedef enum { PB__IF_444 = 0, PB__IF_422 = 1, PB__IF_420 = 2 } pb__if_subsampling;
+
+/** Encodes planar uint8 C,Y,X pixels (channels 1 or 3) as JPEG (quality 1..100) or, when png is
+ * non-zero, as 8-bit PNG. *out is malloc'd (free with free), *out_size its length. */
+int pb__if_encode(const char *name, const uint8_t *pixels, int width, int height, int channels,
+                  int png, int quality, pb__if_subsampling sub, unsigned char **out,
+                  size_t *out_size, struct pb_error *err);
+
+#endif
