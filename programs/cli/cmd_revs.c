@@ -211,7 +211,8 @@ const cli_command cli_cmd_revs = {
         "e.g. 'python -m pkg.train experiment={experiment} trainer={trainer}\n"
         "data.batch_size={batch_size} {overrides}', else pipebench's own train/infer. Every\n"
         "task may write its timings as JSON to $PIPEBENCH_METRICS (python: pipebench.revs.\n"
-        "Recorder); pipebench adds wall time and peak RSS. --skip-failed with every task\n"
+        "Recorder); pipebench adds wall time, the process tree's peak RSS and, where\n"
+        "nvidia-smi answers, its GPU memory. --skip-failed with every task\n"
         "failed exits 2. See docs/revs.md for the formats, the output and the comparison.",
     .opts = revs_opts,
     .max_pos = 0,

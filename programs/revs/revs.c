@@ -721,14 +721,22 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
   env[ne] = NULL;
   if (metrics[0] != '\0') unlink(metrics); /* a stale file must not pass for this run's */
   pb__revs_child res;
+  pb__revs_sampler smp;
+  pb__revs_sampler_start(&smp);
   rc = pb__revs_exec(a.v, w->path, env, c->p->timeout_s, log, log, c->p->cancel, &res, err);
+  pb__revs_sampler_stop(&smp);
   argv_free(&a);
   argv_free(&over);
   if (rc != PB_OK) return rc;
   /* what pipebench measured from outside, always under "pipebench"; the guide's slots get it
    * only where the task reported nothing of its own */
   add_value(s, "pipebench.wall_seconds", res.wall_s);
-  add_value(s, "pipebench.peak_rss_mb", res.maxrss_mb);
+  /* the tree's summed RSS as sampled, or the largest single process (wait4) when that is more:
+   * a task shorter than one sample */
+  double rss = smp.peak_tree_mb > res.maxrss_mb ? smp.peak_tree_mb : res.maxrss_mb;
+  add_value(s, "pipebench.peak_rss_mb", rss);
+  if (smp.gpu_answered) add_value(s, "pipebench.peak_gpu_memory_mb", smp.peak_gpu_mb);
+  size_t n_gpu = series_n(s, "peak_gpu_memory_mb");
   char p_el[200], p_mem[200];
   snprintf(p_el, sizeof p_el, "%s.elapsed_seconds", total_group(t));
   snprintf(p_mem, sizeof p_mem, "%s.peak_memory_mb", total_group(t));
@@ -749,7 +757,9 @@ static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err
                         t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
   }
   if (series_n(s, p_el) == n_el) add_value(s, p_el, res.wall_s);
-  if (series_n(s, p_mem) == n_mem) add_value(s, p_mem, res.maxrss_mb);
+  if (series_n(s, p_mem) == n_mem) add_value(s, p_mem, rss);
+  if (smp.gpu_answered && series_n(s, "peak_gpu_memory_mb") == n_gpu)
+    add_value(s, "peak_gpu_memory_mb", smp.peak_gpu_mb);
   return PB_OK;
 }
 

@@ -2,7 +2,9 @@
 #ifndef PB_REVS_INTERNAL_H
 #define PB_REVS_INTERNAL_H
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "pipebench/revs.h"
@@ -31,5 +33,20 @@ typedef struct pb__revs_child {
 int pb__revs_exec(char *const argv[], const char *cwd, char *const env_add[], double timeout_s,
                   const char *out_path, const char *err_path, volatile sig_atomic_t *cancel,
                   pb__revs_child *res, struct pb_error *err);
+
+/** Samples, while a task runs, the summed resident set of our descendant processes and (where
+ * nvidia-smi answers) the GPU memory they hold. Start before the task, stop after it. */
+typedef struct pb__revs_sampler {
+  pthread_t thread;
+  atomic_int stop;
+  int running;
+  int gpu_tried;       /**< nvidia-smi is on the PATH */
+  int gpu_answered;    /**< it answered at least once */
+  double peak_tree_mb; /**< largest summed RSS seen, MiB (0: no sample saw the task) */
+  double peak_gpu_mb;  /**< largest GPU memory of our processes seen, MiB */
+} pb__revs_sampler;
+
+void pb__revs_sampler_start(pb__revs_sampler *s);
+void pb__revs_sampler_stop(pb__revs_sampler *s);
 
 #endif

@@ -173,6 +173,13 @@ expect_rc 2 "every task failed"
 expect_err 'every task failed \(2 of 2\)' "all-failed said"
 [[ $(json_get "$work/allfail.json" '[x["success"] for x in r]') == "[False, False]" ]] && pass || fail "all-failed output written"
 
+# ---- peak RSS of the whole process tree: two workers of ~80 MB each count together
+printf '%s\n' 'import time' 'b = b"x" * (80 << 20)' 'time.sleep(1.2)' >"$work/hold.py"
+printf 'branch,experiment,command,metrics\nmain,tree,"python3 %s & python3 %s & wait; echo {} > m.json",m.json\n' "$work/hold.py" "$work/hold.py" >"$work/tree.csv"
+run "$PB" revs --config "$work/tree.csv" --output "$work/tree.json" --repeats 1
+expect_rc 0 "two workers"
+[[ $(json_get "$work/tree.json" 'r[0]["metrics"]["pipebench"]["peak_rss_mb"] > 140') == True ]] && pass || fail "tree RSS summed ($(json_get "$work/tree.json" 'r[0]["metrics"]["pipebench"]'))"
+
 # ---- the Lightning callback, where Lightning is installed
 if "$py" -c 'import lightning' 2>/dev/null; then
   "$py" - <<'PY' && pass || fail "Lightning callback fills the training keys"
