@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/duck_msg.h"
 #include "common/json.h"
 #include "common/vec.h"
@@ -541,6 +542,17 @@ static int load_images(od_reader *r, struct pb_error *err) {
         rc = pb_error_set(err, PB_EFORMAT, "%s: image %llu: %s is %lld", f, (unsigned long long)i,
                           need[3 + k], (long long)m->shape[k]);
     }
+    int64_t px, claim = 0;
+    if (rc == PB_OK && (!pb__prod_i64_ok(m->shape, PB_NDIM, &px) ||
+                        !pb__mul_i64_ok(px, (int64_t)pb_dtype_size(m->dtype), &claim) ||
+                        claim > pb__max_image_bytes()))
+      rc = pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: image %llu: shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s claims "
+                        "more than the %lld bytes pipebench believes before reading "
+                        "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                        f, (unsigned long long)i, (long long)m->shape[0], (long long)m->shape[1],
+                        (long long)m->shape[2], (long long)m->shape[3], (long long)m->shape[4],
+                        pb_dtype_name(m->dtype), (long long)pb__max_image_bytes());
     for (int k = 0; k < 3; k++) {
       if (cp[k] >= 0 && !duckdb_value_is_null(&res, (idx_t)cp[k], i))
         m->physical_size[k] = duckdb_value_double(&res, (idx_t)cp[k], i);
@@ -623,7 +635,8 @@ static int load_index(od_reader *r, struct pb_error *err) {
     for (int k = 0; k < PB_NDIM; k++) {
       ch->org[k] = duckdb_value_int64(&res, (idx_t)(2 + k), j);
       ch->shp[k] = duckdb_value_int64(&res, (idx_t)(7 + k), j);
-      if (ch->org[k] < 0 || ch->shp[k] < 1 || ch->org[k] + ch->shp[k] > m->shape[k]) {
+      if (ch->org[k] < 0 || ch->shp[k] < 1 || ch->org[k] >= m->shape[k] ||
+          ch->shp[k] > m->shape[k] - ch->org[k]) {
         rc = pb_error_set(err, PB_EFORMAT,
                           "%s: chunk %lld of image '%s': box on axis %c lies outside the image",
                           f, (long long)ch->id, m->id, "TCZYX"[k]);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/duck_msg.h"
 #include "common/vec.h"
 #include "formats/arrow/oa_common.h"
@@ -761,6 +762,19 @@ static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_er
                           (long long)(r->n - 1), "tczyx"[k], (long long)m.shape[k]);
     im->shape[k] = m.shape[k];
   }
+  /* the size pixels_meta claims, before anything is allocated for it (docs/formats.md) */
+  int64_t px, claim = 0;
+  if (!pb__prod_i64_ok(im->shape, PB_NDIM, &px) ||
+      !pb__mul_i64_ok(px, (int64_t)pb_dtype_size(im->dtype), &claim) ||
+      claim > pb__max_image_bytes())
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: image %lld: pixels_meta shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s "
+                        "claims more than the %lld bytes pipebench believes before reading "
+                        "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                        r->path, (long long)(r->n - 1), (long long)im->shape[0],
+                        (long long)im->shape[1], (long long)im->shape[2], (long long)im->shape[3],
+                        (long long)im->shape[4], pb_dtype_name(im->dtype),
+                        (long long)pb__max_image_bytes());
   /* Physical sizes and channels are kept once per run of identical values. */
   if (r->n_extras == 0 || memcmp(&r->extras[r->n_extras - 1].physical_size, &m.physical_size,
                                  sizeof m - offsetof(pb_image_meta, physical_size)) != 0) {
