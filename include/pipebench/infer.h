@@ -31,11 +31,14 @@ typedef void (*pb_infer_progress_fn)(void *ctx, const char *what, long done, lon
  * every pointer is borrowed for the call. */
 typedef struct pb_infer_params {
   /** Comma-separated list of what runs, each giving its own rows: "pipebench" (pipebench's
-   * engine on the device; "onednn" and "cudnn" are accepted for it), "torch" (eager),
-   * "torch-compile" (torch.compile), "jax" (jax.jit), "peers" (the last three), "all". NULL:
+   * engine on the device), "onednn" (the engine on the CPU), "cuda" (the engine on the GPU;
+   * "cudnn" too), "pytorch" or "torch" (eager), "torch-compile" (torch.compile), "jax"
+   * (jax.jit), "both" (pytorch and jax), "peers" (pytorch, torch-compile, jax), "all". NULL:
    * "pipebench". */
   const char *frameworks;
-  const char *model;       /**< "embed" (NULL), "resnet50", "vit_b_16" */
+  /** Comma-separated models, each run in turn: "embed" (NULL), "resnet50", "vit_b_16";
+   * "both" is resnet50 and vit_b_16. */
+  const char *model;
   const char *dtype;       /**< "float32" (NULL), "bfloat16", "float16" */
   const char *device;      /**< "auto" (NULL), "cpu", "cuda"; the engine and the peers all run
                                 on the device "auto" resolves to */
@@ -45,7 +48,9 @@ typedef struct pb_infer_params {
   int warmup;              /**< untimed passes first, dropped (>= 0) */
   int threads;             /**< compute threads; 0: all online CPUs */
   uint64_t seed;           /**< weights and synthetic input */
-  const char *data_source; /**< "synthetic" (NULL: seeded normal noise) or a dataset path */
+  /** "synthetic" (NULL: seeded normal noise), a dataset path, or a folder `pipebench gen`
+   * wrote (its data_format, or the first of its formats that opens) */
+  const char *data_source;
   const char *output_dir;  /**< where benchmark_results_YYYYMMDD_HHMMSS.csv goes (made when
                                 missing); NULL: no file */
   int plot;                /**< 1: also draw output_dir/../images/pipebench_infer.png */
@@ -56,13 +61,14 @@ typedef struct pb_infer_params {
   void *note_ctx;
   pb_infer_progress_fn progress; /**< NULL: none */
   void *progress_ctx;
+  const char *data_format; /**< format of data_source (NULL: detected, or a gen folder's first) */
 } pb_infer_params;
 
 #define PB_INFER_PARAMS_DEFAULTS                                                               \
   {.frameworks = NULL, .model = NULL, .dtype = NULL, .device = NULL, .batch_sizes = NULL,      \
    .n_batch_sizes = 0, .iterations = 20, .warmup = 3, .threads = 0, .seed = 42,                \
    .data_source = NULL, .output_dir = NULL, .plot = 0, .python = NULL, .peer_timeout_s = 0,    \
-   .note = NULL, .note_ctx = NULL, .progress = NULL, .progress_ctx = NULL}
+   .note = NULL, .note_ctx = NULL, .progress = NULL, .progress_ctx = NULL, .data_format = NULL}
 
 /** Fills params with PB_INFER_PARAMS_DEFAULTS (for bindings that cannot use the macro). */
 PB_API void pb_infer_params_init(pb_infer_params *params);
@@ -73,10 +79,13 @@ PB_API void pb_infer_params_init(pb_infer_params *params);
  * is read). One row per framework and batch size in *rows (a new table the caller frees with
  * pb_table_free; NULL when the call fails), with the columns of docs/infer.md. A peer whose
  * framework is missing (or cannot reach the device) gives no rows and one warning note.
- * When output_dir is set the rows are also written there (atomically); its path goes into
- * csv_path (may be NULL). Returns 0; PB_EINVAL for a bad parameter (the message names it and
- * lists what is available); PB_EUNSUPPORTED when the device cannot run the engine (the message
- * says why); PB_ECHILD when a peer failed; other codes for I/O. */
+ * When output_dir is set it is checked first (made, and a file created and removed in it), and
+ * the rows are written there as a plain CSV with the environment in a JSON file of the same stem
+ * (both atomically); the CSV's path goes into csv_path (may be NULL). Returns 0; PB_EINVAL for a
+ * bad parameter (the message names it and lists what is available; a device this machine lacks,
+ * such as "mps" or "tpu", is one); PB_EUNSUPPORTED when the device cannot run the engine, or when
+ * every framework asked for was skipped (the message says why); PB_ECHILD when a peer failed;
+ * PB_EIO for an output folder that takes no file; other codes for I/O. */
 PB_API int pb_infer_run(const pb_infer_params *params, pb_table **rows, char *csv_path,
                         size_t csv_path_size, struct pb_error *err);
 

@@ -14,15 +14,18 @@
 #define CMD "infer"
 
 static const cli_opt infer_opts[] = {
-    {"framework", "LIST...", "pipebench (default: its engine on the device; onednn and cudnn name "
-                             "it too), torch, torch-compile, jax, peers (the three), all"},
-    {"model", "NAME", "embed (default), resnet50, vit_b_16"},
+    {"framework", "LIST...", "pipebench (default: its engine on the device), onednn (on the cpu), "
+                             "cuda (on the GPU), pytorch (or torch), torch-compile, jax, both "
+                             "(pytorch and jax), peers (pytorch, torch-compile, jax), all"},
+    {"model", "LIST...", "embed (default), resnet50, vit_b_16, both (resnet50 and vit_b_16)"},
     {"batch-sizes", "LIST...", "batch sizes to run (default: 1 8 32 128)"},
     {"iterations", "N", "timed forward passes per batch size (default 20)"},
     {"warmup", "N", "untimed passes first, dropped (default 3)"},
     {"dtype", "NAME", "float32 (default), bfloat16, float16"},
     {"device", "NAME", "auto (default), cpu, cuda: for the engine and the peers alike"},
-    {"data-source", "SRC", "synthetic (default, seeded normal noise) or a dataset path"},
+    {"data-source", "SRC", "synthetic (default, seeded normal noise), a dataset, or a folder "
+                           "`pipebench gen` wrote"},
+    {"format", "NAME", "the format to read in a gen folder (default: the first that opens)"},
     {"output-dir", "DIR", "where the CSV goes (default results/raw)"},
     {"threads", "N", "compute threads (default: all CPUs)"},
     {"seed", "N", "weights and synthetic input (default 42)"},
@@ -69,13 +72,16 @@ static double cell(const pb_table *t, size_t r, const char *col) {
 static void print_rows(const pb_table *t) {
   long fw = pb_table_col_index(t, "framework"), bs = pb_table_col_index(t, "batch_size");
   long un = pb_table_col_index(t, "unstable"), n = pb_table_col_index(t, "n");
+  long md = pb_table_col_index(t, "model");
   int few = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
-    printf("batch %4lld: p50 %9.3f ms  throughput %9.1f images/s  %7.1f GFLOP/s  memory %8.1f MiB"
-           "  [%s]%s\n",
-           (long long)pb_table_get_i64(t, r, (size_t)bs), cell(t, r, "latency_p50_ms"),
-           cell(t, r, "throughput_ips"), cell(t, r, "achieved_gflops"), cell(t, r, "memory_mb"),
-           pb_table_get_str(t, r, (size_t)fw),
+    /* throughput is batch / mean latency: the mean goes beside it, the p50 after */
+    printf("%-16s %-9s batch %4lld: mean %9.3f ms  throughput %9.1f images/s  (p50 %9.3f ms)"
+           "  %7.1f GFLOP/s  memory %8.1f MiB%s\n",
+           pb_table_get_str(t, r, (size_t)fw), pb_table_get_str(t, r, (size_t)md),
+           (long long)pb_table_get_i64(t, r, (size_t)bs), cell(t, r, "latency_mean_ms"),
+           cell(t, r, "throughput_ips"), cell(t, r, "latency_p50_ms"),
+           cell(t, r, "achieved_gflops"), cell(t, r, "memory_mb"),
            pb_table_get_bool(t, r, (size_t)un) ? "  (unstable: cv > 5% or outliers)" : "");
     few |= pb_table_get_i64(t, r, (size_t)n) < (int64_t)pb_percentile_min_n(0.99);
   }
@@ -103,6 +109,7 @@ static int run_infer(const cli_args *a) {
   p.frameworks = cli_get(a, "framework");
   p.model = cli_get(a, "model"), p.dtype = cli_get(a, "dtype"), p.device = cli_get(a, "device");
   p.data_source = cli_get(a, "data-source"), p.python = cli_get(a, "python");
+  p.data_format = cli_get(a, "format");
   p.output_dir = cli_get(a, "output-dir") ? cli_get(a, "output-dir") : "results/raw";
   p.plot = 1;
   p.iterations = (int)iters, p.warmup = (int)warmup, p.threads = (int)threads;
@@ -127,8 +134,10 @@ const cli_command cli_cmd_infer = {
                "as compilation_time_ms), runs --warmup passes that are dropped, then times each\n"
                "of --iterations passes from the call to the finished output (on a GPU after a\n"
                "synchronise). The peers run as Python child processes over the same inputs; a\n"
-               "peer whose framework is missing is skipped with one line. Writes\n"
-               "OUTDIR/benchmark_results_YYYYMMDD_HHMMSS.csv (UTC). A dataset is read image by\n"
+               "peer whose framework is missing is skipped with one line (exit 2 only when\n"
+               "nothing could run). Writes OUTDIR/benchmark_results_YYYYMMDD_HHMMSS.csv (UTC; a\n"
+               "plain CSV), the environment in the .json of the same stem, and the plot in\n"
+               "OUTDIR/../images/pipebench_infer.png. A dataset is read image by\n"
                "image (cycling when the batch is larger), its middle z plane at t=0 centre-\n"
                "cropped or zero-padded to the model's input; embed takes the data's own shape.",
     .opts = infer_opts,

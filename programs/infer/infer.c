@@ -40,10 +40,18 @@ static int parse_frameworks(const char *list, unsigned *mask, struct pb_error *e
   static const struct {
     const char *name;
     unsigned mask;
-  } names[] = {{"pipebench", PB__FW_ENGINE},      {"onednn", PB__FW_ENGINE},
-               {"cudnn", PB__FW_ENGINE},          {"torch", PB__FW_TORCH},
-               {"torch-compile", PB__FW_TORCH_COMPILE}, {"jax", PB__FW_JAX},
-               {"peers", PB__FW_PEERS},           {"all", PB__FW_ENGINE | PB__FW_PEERS}};
+  } names[] = {{"pipebench", PB__FW_ENGINE},
+               {"onednn", PB__FW_ENGINE | PB__FW_ONEDNN},
+               {"cuda", PB__FW_ENGINE | PB__FW_CUDA},
+               {"cudnn", PB__FW_ENGINE | PB__FW_CUDA},
+               {"torch", PB__FW_TORCH},
+               {"pytorch", PB__FW_TORCH},
+               {"torch-compile", PB__FW_TORCH_COMPILE},
+               {"pytorch-compile", PB__FW_TORCH_COMPILE},
+               {"jax", PB__FW_JAX},
+               {"both", PB__FW_TORCH | PB__FW_JAX},
+               {"peers", PB__FW_PEERS},
+               {"all", PB__FW_ENGINE | PB__FW_PEERS}};
   *mask = 0;
   const char *p = list != NULL ? list : "pipebench";
   while (*p) {
@@ -53,12 +61,16 @@ static int parse_frameworks(const char *list, unsigned *mask, struct pb_error *e
       if (strlen(names[i].name) == n && strncmp(p, names[i].name, n) == 0) m = names[i].mask;
     if (m == 0)
       return pb_error_set(err, PB_EINVAL,
-                          "unknown framework '%.*s' (available: pipebench (or onednn, cudnn), "
-                          "torch, torch-compile, jax, peers, all)",
+                          "unknown framework '%.*s' (available: pipebench (or onednn, cuda), "
+                          "pytorch (or torch), torch-compile, jax, both (pytorch and jax), "
+                          "peers, all)",
                           (int)n, p);
     *mask |= m;
     p += n + (p[n] == ',');
   }
+  if ((*mask & PB__FW_ONEDNN) && (*mask & PB__FW_CUDA))
+    return pb_error_set(err, PB_EINVAL, "onednn and cuda run on different devices: one call "
+                                        "takes one of them");
   return *mask ? PB_OK : pb_error_set(err, PB_EINVAL, "no framework given");
 }
 
@@ -69,17 +81,69 @@ static int check_name(const char *what, const char *v, const char *list, struct 
   return pb_error_set(err, PB_EINVAL, "unknown %s '%s' (available: %s)", what, v, list);
 }
 
-static int check_params(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+/* "cpu", plus "cuda" when an engine can run there: what this machine has. */
+static void devices_here(char *buf, size_t size) {
+  snprintf(buf, size, "cpu%s", pb_engine_device_status("cuda", NULL, 0) == PB_OK ? ", cuda" : "");
+}
+
+static int resolve_device(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+  const char *want = p->device ? p->device : "auto";
+  char here[64];
+  devices_here(here, sizeof here);
+  if (strcmp(want, "mps") == 0 || strcmp(want, "tpu") == 0)
+    return pb_error_set(err, PB_EINVAL, "device '%s' is not available on this machine (it has: %s)",
+                        want, here);
+  if ((c->mask & PB__FW_ONEDNN) && strcmp(want, "auto") == 0) want = "cpu";
+  if ((c->mask & PB__FW_CUDA) && strcmp(want, "auto") == 0) want = "cuda";
+  c->device = pb_engine_resolve_device(want);
+  if (c->device == NULL)
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s; this machine has: %s)",
+                        want, pb_engine_device_list(), here);
+  if ((c->mask & PB__FW_ONEDNN) && strcmp(c->device, "cpu") != 0)
+    return pb_error_set(err, PB_EINVAL, "framework onednn runs on the cpu, not on %s", c->device);
+  if ((c->mask & PB__FW_CUDA) && strcmp(c->device, "cuda") != 0)
+    return pb_error_set(err, PB_EINVAL, "framework cuda runs on the GPU, not on %s", c->device);
+  return PB_OK;
+}
+
+/* Splits the model list into c->models ("both": resnet50 and vit_b_16), each checked. */
+static int parse_models(const char *list, pb__infer_models *m, struct pb_error *err) {
+  m->n = 0;
+  const char *p = list != NULL && list[0] != '\0' ? list : "embed";
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    const char *names[2] = {NULL, NULL};
+    char one[32];
+    if (n == 0 || n >= sizeof one)
+      return pb_error_set(err, PB_EINVAL, "unknown model '%.*s' (available: %s, both)", (int)n, p,
+                          pb_engine_model_list());
+    memcpy(one, p, n);
+    one[n] = '\0';
+    if (strcmp(one, "both") == 0) names[0] = "resnet50", names[1] = "vit_b_16";
+    else names[0] = one;
+    for (int k = 0; k < 2 && names[k] != NULL; k++) {
+      PB_RETURN_NOT_OK(check_name("model", names[k], pb_engine_model_list(), err));
+      int dup = 0;
+      for (int i = 0; i < m->n; i++) dup |= strcmp(m->names[i], names[k]) == 0;
+      if (dup) continue;
+      if (m->n == PB__INFER_MAX_MODELS)
+        return pb_error_set(err, PB_EINVAL, "at most %d models", PB__INFER_MAX_MODELS);
+      snprintf(m->names[m->n++], sizeof m->names[0], "%s", names[k]);
+    }
+    p += n + (p[n] == ',');
+  }
+  return PB_OK;
+}
+
+static int check_params(const pb_infer_params *p, pb__infer_ctx *c, pb__infer_models *models,
+                        struct pb_error *err) {
   PB_RETURN_NOT_OK(parse_frameworks(p->frameworks, &c->mask, err));
-  c->model = p->model ? p->model : "embed";
+  PB_RETURN_NOT_OK(parse_models(p->model, models, err));
+  c->model = models->names[0];
   c->dtype = p->dtype ? p->dtype : "float32";
   c->source = p->data_source ? p->data_source : "synthetic";
-  PB_RETURN_NOT_OK(check_name("model", c->model, pb_engine_model_list(), err));
   PB_RETURN_NOT_OK(check_name("dtype", c->dtype, "float32, bfloat16, float16", err));
-  c->device = pb_engine_resolve_device(p->device ? p->device : "auto");
-  if (c->device == NULL)
-    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", p->device,
-                        pb_engine_device_list());
+  PB_RETURN_NOT_OK(resolve_device(p, c, err));
   if (p->iterations < 1 || p->warmup < 0 || p->threads < 0)
     return pb_error_set(err, PB_EINVAL, "iterations must be >= 1, warmup and threads >= 0");
   if (p->n_batch_sizes < 0 || p->n_batch_sizes > PB_INFER_MAX_BATCH_SIZES ||
@@ -129,7 +193,7 @@ static int make_inputs(pb__infer_ctx *c, uint64_t seed, struct pb_error *err) {
   pb_dataset *ds = NULL;
   c->c = 1, c->h = 100, c->w = 100;
   if (strcmp(c->source, "synthetic") != 0) {
-    PB_RETURN_NOT_OK(pb_dataset_open(c->source, NULL, &ds, err));
+    PB_RETURN_NOT_OK(pb_dataset_open(c->source, c->source_format, &ds, err));
     pb_image_meta m;
     int rc = pb_dataset_count(ds) < 1
                  ? pb_error_set(err, PB_EFORMAT, "%s holds no images", c->source)
@@ -211,10 +275,12 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
 /* ---- pipebench's engine -------------------------------------------------------------------- */
 
 static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_tensor *y,
-                       double *lat, struct pb_error *err) {
+                       double *lat, double *rss_mb, struct pb_error *err) {
   int64_t start = pb_now_ns();
   long total = (long)p->warmup + p->iterations;
+  double mark = NAN;
   for (long it = 0; it < total; it++) {
+    if (it == p->warmup) mark = pb__infer_rss_mark();
     int64_t t0 = pb_now_ns();
     PB_RETURN_NOT_OK(pb_engine_forward(e, x, y, err));
     PB_RETURN_NOT_OK(pb_engine_synchronize(e, err)); /* the clock is read once the device is done */
@@ -223,6 +289,7 @@ static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_
     if (p->progress != NULL && it % 5 == 4)
       p->progress(p->progress_ctx, "infer", it + 1, total, (double)(pb_now_ns() - start) / 1e9);
   }
+  *rss_mb = pb__infer_rss_growth_mb(mark);
   if (p->progress != NULL) p->progress(p->progress_ctx, "", 0, 0, 0);
   return PB_OK;
 }
@@ -240,6 +307,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
   if (rc == PB_OK) rc = pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &y, err);
   if (rc == PB_OK) rc = pb_tensor_write(x, c->inputs[i], pb_tensor_bytes(x), err);
   pb_engine_info in;
+  double rss_mb = NAN;
   if (rc == PB_OK) {
     pb_engine_get_info(e, &in);
     if (i == 0)
@@ -247,7 +315,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
                      in.isa, in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
     c->flops = in.flops_per_image;
     c->engine_threads = in.threads;
-    rc = time_engine(p, e, x, y, lat, err);
+    rc = time_engine(p, e, x, y, lat, &rss_mb, err);
   }
   if (rc == PB_OK) {
     pb__infer_row r = {0};
@@ -257,7 +325,11 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
     r.versions = in.versions, r.device_name = in.device_name, r.device_type = in.device;
     r.isa = in.isa, r.threads = in.threads, r.batch = c->bss[i];
     r.memory_format = strcmp(in.device, "cpu") == 0 ? "backend_chosen" : "channels_last";
-    r.memory_mb = (double)in.bytes_total / 1048576.0, r.memory_kind = "engine_bytes";
+    /* The same meaning as the peers' rows on the device: on the CPU the growth of the peak
+     * resident memory over the timed passes, on a GPU the device memory the engine holds (all
+     * of it allocated before the passes, none during them). */
+    if (strcmp(in.device, "cpu") == 0) r.memory_mb = rss_mb, r.memory_kind = "cpu_peak_rss_growth";
+    else r.memory_mb = (double)in.bytes_total / 1048576.0, r.memory_kind = "device_peak_allocated";
     r.compile_ms = in.compile_ms;
     pb__infer_add_row(c, &r, lat, (size_t)p->iterations, NULL, 0);
   } else {
@@ -305,18 +377,22 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_p
   time_t now = time(NULL);
   struct tm tmv;
   gmtime_r(&now, &tmv);
-  char stamp[32], path[4400];
+  char stamp[32], path[4400], env_path[4400];
   strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", &tmv);
   snprintf(path, sizeof path, "%s/benchmark_results_%s.csv", p->output_dir, stamp);
+  snprintf(env_path, sizeof env_path, "%s/benchmark_results_%s.json", p->output_dir, stamp);
   PB_RETURN_NOT_OK(pb__mkdirs(p->output_dir, err));
-  PB_RETURN_NOT_OK(pb_table_write(c->rows, path, PB_SINK_CSV, err));
+  PB_RETURN_NOT_OK(pb__infer_write_env(c->rows, env_path, err));
+  PB_RETURN_NOT_OK(pb__infer_write_csv(c->rows, path, err));
   if (csv_path != NULL) snprintf(csv_path, csv_path_size, "%s", path);
-  pb__infer_note(p, 0, "results: %s", path);
+  pb__infer_note(p, 0, "results: %s (environment: %s)", path, env_path);
   if (!p->plot) return PB_OK;
   /* The plot goes beside the raw folder, into images/ (results/raw -> results/images); a plot
    * that cannot be drawn is a warning, the CSV is the result; one that cannot be written fails. */
   char img_dir[4096], png[4200];
   snprintf(img_dir, sizeof img_dir, "%s", p->output_dir);
+  size_t l = strlen(img_dir);
+  while (l > 1 && img_dir[l - 1] == '/') img_dir[--l] = '\0';
   char *slash = strrchr(img_dir, '/');
   if (slash != NULL) snprintf(slash, sizeof img_dir - (size_t)(slash - img_dir), "/images");
   else snprintf(img_dir, sizeof img_dir, "images");
@@ -325,7 +401,7 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_p
   int prc = pb__mkdirs(img_dir, &perr);
   if (prc == PB_OK) prc = pb_report_plot_infer(p->output_dir, png, &perr);
   if (prc == PB_OK) {
-    pb__infer_note(p, 1, "plot: %s", png);
+    pb__infer_note(p, 0, "plot: %s", png);
   } else if (prc == PB_ENOTFOUND || prc == PB_EFORMAT || prc == PB_EUNSUPPORTED ||
              prc == PB_ESTATE) {
     pb__infer_note(p, 1, "no plot: %s", perr.message);
@@ -335,32 +411,64 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_p
   return PB_OK;
 }
 
+/* One model: its inputs, the engine, the peers. */
+static int run_model(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+  int rc = make_inputs(c, p->seed, err);
+  if (rc == PB_OK && (c->mask & PB__FW_ENGINE)) rc = run_engine(p, c, err);
+  if (rc == PB_OK && (c->mask & PB__FW_PEERS)) {
+    if (!(c->mask & PB__FW_ENGINE)) count_flops(c);
+    rc = pb__infer_peers(p, c, err);
+  }
+  for (int i = 0; i < c->nbs; i++) {
+    free(c->inputs[i]);
+    c->inputs[i] = NULL;
+  }
+  if (rc != PB_OK && c->nmodels > 1) pb_error_prefix(err, "%s: ", c->model);
+  return rc;
+}
+
 int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size_t csv_path_size,
                  struct pb_error *err) {
   if (rows != NULL) *rows = NULL;
   if (csv_path != NULL && csv_path_size > 0) csv_path[0] = '\0';
   if (p == NULL) return pb_error_set(err, PB_EINVAL, "no parameters");
   pb__infer_ctx *c = calloc(1, sizeof *c);
-  if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  pb__infer_models *models = calloc(1, sizeof *models);
+  if (c == NULL || models == NULL) {
+    free(c);
+    free(models);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
   c->seed = p->seed, c->warmup = p->warmup;
-  int rc = check_params(p, c, err);
-  if (rc == PB_OK) rc = make_inputs(c, p->seed, err);
+  char source[4400], source_format[64];
+  int rc = check_params(p, c, models, err);
+  if (rc == PB_OK && strcmp(c->source, "synthetic") != 0) {
+    rc = pb__infer_resolve_source(c->source, p->data_format, source, sizeof source, source_format,
+                                  sizeof source_format, err);
+    c->source = source;
+    c->source_format = source_format[0] ? source_format : NULL;
+  }
+  char made[4096] = "";
+  if (rc == PB_OK) rc = pb__infer_check_output(p->output_dir, made, sizeof made, err); /* first */
   if (rc == PB_OK) {
     pb_env_collect(&c->env, NULL);
     rc = new_rows(c, err);
   }
-  if (rc == PB_OK && (c->mask & PB__FW_ENGINE)) rc = run_engine(p, c, err);
-  if (rc == PB_OK && (c->mask & PB__FW_PEERS)) {
-    if (!(c->mask & PB__FW_ENGINE)) count_flops(c);
-    rc = pb__infer_peers(p, c, err);
+  c->nmodels = models->n;
+  for (int m = 0; m < models->n && rc == PB_OK; m++) {
+    c->model = models->names[m];
+    rc = run_model(p, c, err);
   }
   if (rc == PB_OK && pb_table_rows(c->rows) == 0)
-    pb__infer_note(p, 1, "no rows: every framework asked for was skipped; nothing written");
+    rc = pb_error_set(err, PB_EUNSUPPORTED,
+                      "nothing could run: every framework asked for was skipped (see above); "
+                      "nothing written");
   else if (rc == PB_OK && p->output_dir != NULL)
     rc = write_outputs(p, c, csv_path, csv_path_size, err);
-  for (int i = 0; i < c->nbs; i++) free(c->inputs[i]);
+  if (rc != PB_OK) pb__infer_unmake_output(p->output_dir, made); /* empty folders only */
   if (rc == PB_OK && rows != NULL) *rows = c->rows;
   else pb_table_free(c->rows);
   free(c);
+  free(models);
   return rc;
 }

@@ -11,18 +11,29 @@ enum {
   PB__FW_TORCH = 2u,
   PB__FW_TORCH_COMPILE = 4u,
   PB__FW_JAX = 8u,
-  PB__FW_PEERS = 2u | 4u | 8u
+  PB__FW_PEERS = 2u | 4u | 8u,
+  PB__FW_ONEDNN = 16u, /**< the engine named as onednn: the CPU */
+  PB__FW_CUDA = 32u    /**< the engine named as cuda (or cudnn): the GPU */
 };
+
+#define PB__INFER_MAX_MODELS 8
+/** The models of one call, in the order asked. */
+typedef struct pb__infer_models {
+  char names[PB__INFER_MAX_MODELS][32];
+  int n;
+} pb__infer_models;
 
 /** One pb_infer_run: what was asked, the inputs, the rows so far. */
 typedef struct pb__infer_ctx {
   unsigned mask; /**< PB__FW_* */
   const char *model, *dtype, *source, *device; /**< device: resolved ("cpu", "cuda") */
+  const char *source_format;                    /**< format of source, NULL: detected */
   int bss[PB_INFER_MAX_BATCH_SIZES], nbs;
   int c, h, w;                                  /**< the model's input */
   float *inputs[PB_INFER_MAX_BATCH_SIZES];      /**< one float32 NCHW batch per batch size */
   uint64_t seed;
   int warmup;
+  int nmodels;
   int engine_threads;
   double flops;                                 /**< per image, forward */
   pb_env env;
@@ -44,6 +55,28 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
 /** Sends a formatted line to params->note, when there is one. */
 void pb__infer_note(const pb_infer_params *p, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/** Checks before any pass runs that dir (made when missing) takes a new file: PB_EIO naming it
+ * otherwise. NULL: nothing to check. made gets the first folder this call created ("" when dir
+ * existed), for pb__infer_unmake_output. */
+int pb__infer_check_output(const char *dir, char *made, size_t made_size, struct pb_error *err);
+/** Removes the empty folders from dir up to `made` (what pb__infer_check_output created) when
+ * nothing was written after all. */
+void pb__infer_unmake_output(const char *dir, const char *made);
+/** The rows as a plain CSV (a header line, then the rows; NULL cells empty, booleans True/False)
+ * written atomically. */
+int pb__infer_write_csv(const pb_table *t, const char *path, struct pb_error *err);
+/** The table's metadata (the environment, "env.*") as one JSON object, written atomically. */
+int pb__infer_write_env(const pb_table *t, const char *path, struct pb_error *err);
+/** A `pipebench gen` folder (manifest.json of kind pipebench.dataset) gives the path of
+ * `format` in it, or of its first format that opens when format is NULL; any other path is
+ * copied as it is. fmt_out gets the format ("" when unknown). */
+int pb__infer_resolve_source(const char *src, const char *format, char *out, size_t out_size,
+                             char *fmt_out, size_t fmt_size, struct pb_error *err);
+/** Starts a resident-memory window (the peak is reset where the kernel allows); returns the
+ * baseline in KiB. */
+double pb__infer_rss_mark(void);
+/** Growth of the peak resident memory since the mark, in MiB (0 when it did not grow). */
+double pb__infer_rss_growth_mb(double mark_kib);
 /** Runs the peers c->mask asks for (torch eager and torch.compile in one child, JAX in
  * another) and appends their rows. A missing framework is a warning note, not an error. */
 int pb__infer_peers(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err);

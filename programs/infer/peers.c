@@ -61,7 +61,10 @@ static double num_of(const cJSON *o, const char *key) {
 static int add_run(pb__infer_ctx *c, const cJSON *top, const cJSON *run, const char *script,
                    struct pb_error *err) {
   pb__infer_row r = {0};
+  /* torch's rows are named as its users name it: pytorch (eager) and pytorch-compile */
   r.framework = str_of(run, "framework", "?");
+  if (strcmp(r.framework, "torch") == 0) r.framework = "pytorch";
+  else if (strcmp(r.framework, "torch-compile") == 0) r.framework = "pytorch-compile";
   r.version = str_of(top, "framework_version", "");
   char versions[192];
   snprintf(versions, sizeof versions, "%s %s", str_of(top, "framework", "?"), r.version);

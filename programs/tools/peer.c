@@ -1,5 +1,8 @@
 /* Running the Python peers: child processes with a time limit, JSON in and out. */
+#include <dlfcn.h>
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +12,33 @@
 #include "tools/peer.h"
 #include "common/fs.h"
 
+/* An installed pipebench keeps its helpers in PREFIX/share/pipebench/python, PREFIX being the
+ * folder above the one that holds the library (or the program it is linked into). */
+static char installed_python[4200];
+static pthread_once_t installed_once = PTHREAD_ONCE_INIT;
+
+static void find_installed(void) {
+  Dl_info info;
+  if (dladdr(&installed_once, &info) == 0 || info.dli_fname == NULL) return;
+  char *real = realpath(info.dli_fname, NULL);
+  if (real == NULL) return;
+  char *slash = strrchr(real, '/');
+  if (slash != NULL) {
+    *slash = '\0';
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/../share/pipebench/python/pipebench_peer.py", real);
+    if (access(probe, R_OK) == 0)
+      snprintf(installed_python, sizeof installed_python, "%s/../share/pipebench/python", real);
+  }
+  free(real);
+}
+
 const char *pb__python_dir(void) {
   const char *env = getenv("PIPEBENCH_PYTHON_DIR");
-  return env != NULL && env[0] != '\0' ? env : PB_SOURCE_PYTHON_DIR;
+  if (env != NULL && env[0] != '\0') return env;
+  pthread_once(&installed_once, find_installed);
+  /* not installed: a build, whose helpers are in the source tree */
+  return installed_python[0] != '\0' ? installed_python : PB_SOURCE_PYTHON_DIR;
 }
 
 int pb__run_child(char *const argv[], double timeout_s, const char *err_path, struct pb_error *err) {

@@ -4,28 +4,51 @@ Datasets in any pipebench format as numpy arrays, the native loader's batches as
 arrays or torch tensors without a copy (DLPack), and the infer and train measurements the
 command line makes (the same library functions). See docs/python.md and docs/infer.md.
 
-The shared library is found through the environment variable PIPEBENCH_LIB, else at
-../../build/libpipebench.so relative to this package.
+The shared library is found through the environment variable PIPEBENCH_LIBRARY (or
+PIPEBENCH_LIB), else beside an installed prefix (the lib/ folder above this package when it is
+installed under PREFIX/share/pipebench/python, or above the `pipebench` program on the PATH),
+else in the build tree (../../build/libpipebench.so relative to this package), else wherever the
+dynamic loader finds libpipebench.so.
 """
 
 import ctypes
+import ctypes.util
 import os
+import shutil
 
 import numpy as np
 
 __all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path", "infer",
-           "train", "Engine"]
+           "train", "Engine", "BenchmarkConfig", "run_inference_benchmark",
+           "run_benchmark_suite", "read_results"]
 
 # ---- the library --------------------------------------------------------------------------
 
+_LIB = "libpipebench.so"
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    # PREFIX/share/pipebench/python/pipebench -> PREFIX/lib
+    yield os.path.join(here, "..", "..", "..", "..", "lib", _LIB)
+    # pip install --prefix PREFIX: PREFIX/lib/pythonX.Y/site-packages/pipebench -> PREFIX/lib
+    yield os.path.join(here, "..", "..", "..", _LIB)
+    exe = shutil.which("pipebench")
+    if exe:
+        yield os.path.join(os.path.dirname(os.path.realpath(exe)), "..", "lib", _LIB)
+    yield os.path.join(here, "..", "..", "build", _LIB)
+
 
 def library_path():
-    """Path of the shared library this module loads."""
-    env = os.environ.get("PIPEBENCH_LIB")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "build", "libpipebench.so"))
+    """Path of the shared library this module loads (see the module's doc for the order)."""
+    for var in ("PIPEBENCH_LIBRARY", "PIPEBENCH_LIB"):
+        env = os.environ.get(var)
+        if env:
+            return env
+    for c in _candidates():
+        if os.path.isfile(c):
+            return os.path.normpath(c)
+    return ctypes.util.find_library("pipebench") or _LIB
 
 
 _lib = ctypes.CDLL(library_path())
@@ -483,6 +506,7 @@ class _InferParams(ctypes.Structure):
         ("note_ctx", ctypes.c_void_p),
         ("progress", _PROGRESS_FN),
         ("progress_ctx", ctypes.c_void_p),
+        ("data_format", ctypes.c_char_p),
     ]
 
 
@@ -568,22 +592,27 @@ def _note_cb(notes):
 
 def infer(frameworks="pipebench", model="embed", batch_sizes=(1, 8, 32, 128), iterations=20,
           warmup=3, dtype="float32", device="auto", threads=0, seed=42, data_source="synthetic",
-          output_dir=None, plot=False, python=None, peer_timeout_s=0, notes=None):
+          output_dir=None, plot=False, python=None, peer_timeout_s=0, notes=None,
+          data_format=None):
     """Times a model's forward pass across batch sizes, as `pipebench infer` does, and returns
     the rows (one dict per framework and batch size; columns in docs/infer.md).
 
-    frameworks: "pipebench" (its engine), "torch", "torch-compile", "jax", "peers", "all", or a
-    list of them. A peer whose framework is missing gives no rows; the reason is appended to
+    frameworks: "pipebench" (its engine), "onednn", "cuda", "pytorch" (or "torch"),
+    "torch-compile", "jax", "both", "peers", "all", or a list of them; model likewise ("both":
+    resnet50 and vit_b_16). A peer whose framework is missing gives no rows; the reason is appended to
     `notes` (a list of (level, line) pairs, when given) like every other note. output_dir: also
     write the CSV there (its path is the note starting with "results: ")."""
     if not isinstance(frameworks, str):
         frameworks = ",".join(frameworks)
+    if not isinstance(model, str):
+        model = ",".join(model)
     p = _InferParams()
     _infer_init(ctypes.byref(p))
     sizes = (ctypes.c_int * len(batch_sizes))(*batch_sizes)
     keep = [_b(frameworks), _b(model), _b(dtype), _b(device), _b(data_source), _b(output_dir),
-            _b(python)]  # alive until the call returns
-    p.frameworks, p.model, p.dtype, p.device, p.data_source, p.output_dir, p.python = keep
+            _b(python), _b(data_format)]  # alive until the call returns
+    (p.frameworks, p.model, p.dtype, p.device, p.data_source, p.output_dir, p.python,
+     p.data_format) = keep
     p.batch_sizes, p.n_batch_sizes = sizes, len(batch_sizes)
     p.iterations, p.warmup, p.threads, p.seed = iterations, warmup, threads, seed
     p.plot, p.peer_timeout_s = int(bool(plot)), float(peer_timeout_s)
@@ -749,3 +778,7 @@ class Engine:
             self._e = None
 
     __del__ = close
+
+
+from .bench import (BenchmarkConfig, read_results, run_benchmark_suite,  # noqa: E402
+                    run_inference_benchmark)

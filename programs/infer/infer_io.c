@@ -1,0 +1,217 @@
+/* What pb_infer_run reads and writes besides the measuring: the output folder checked before any
+ * pass runs, the plain CSV (header and rows only, so that any CSV reader takes it as it is) with
+ * its environment in a JSON file of the same stem, a `pipebench gen` folder as the data source,
+ * and the process's resident memory for the CPU rows. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "pipebench/format.h"
+#include "pipebench/infer.h"
+
+#include "common/fs.h"
+#include "infer/infer_internal.h"
+
+/* The first of dir and its parents that does not exist yet, into made ("" when dir exists). */
+static void first_missing(const char *dir, char *made, size_t size) {
+  made[0] = '\0';
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", dir);
+  struct stat st;
+  while (buf[0] != '\0' && stat(buf, &st) != 0 && errno == ENOENT) {
+    snprintf(made, size, "%s", buf);
+    char *slash = strrchr(buf, '/');
+    if (slash == NULL || slash == buf) break;
+    *slash = '\0';
+  }
+}
+
+void pb__infer_unmake_output(const char *dir, const char *made) {
+  if (dir == NULL || made == NULL || made[0] == '\0') return;
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", dir);
+  for (;;) { /* empty folders only, from dir up to the first one this call made */
+    if (rmdir(buf) != 0) return;
+    if (strcmp(buf, made) == 0) return;
+    char *slash = strrchr(buf, '/');
+    if (slash == NULL || slash == buf) return;
+    *slash = '\0';
+  }
+}
+
+int pb__infer_check_output(const char *dir, char *made, size_t made_size, struct pb_error *err) {
+  if (made_size > 0) made[0] = '\0';
+  if (dir == NULL) return PB_OK;
+  if (dir[0] == '\0') return pb_error_set(err, PB_EINVAL, "--output-dir: an empty path");
+  first_missing(dir, made, made_size);
+  PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/.pipebench-probe-XXXXXX", dir);
+  int fd = mkstemp(probe);
+  if (fd < 0) {
+    int e = errno;
+    pb__infer_unmake_output(dir, made);
+    return pb_error_set(err, PB_EIO, "%s: cannot write results there: %s", dir, strerror(e));
+  }
+  close(fd);
+  unlink(probe);
+  return PB_OK;
+}
+
+/* ---- the plain CSV and the environment beside it ------------------------------------------- */
+
+static void put_field(FILE *f, const char *s) {
+  if (strpbrk(s, ",\"\r\n") == NULL) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void put_cell(FILE *f, const pb_table *t, size_t r, size_t c) {
+  if (pb_table_is_null(t, r, c)) return; /* an empty field */
+  switch (pb_table_col_type(t, c)) {
+  case PB_COL_STRING: put_field(f, pb_table_get_str(t, r, c)); break;
+  case PB_COL_INT64: fprintf(f, "%lld", (long long)pb_table_get_i64(t, r, c)); break;
+  case PB_COL_BOOL: fputs(pb_table_get_bool(t, r, c) ? "True" : "False", f); break;
+  case PB_COL_DOUBLE: fprintf(f, "%.17g", pb_table_get_f64(t, r, c)); break;
+  }
+}
+
+int pb__infer_write_csv(const pb_table *t, const char *path, struct pb_error *err) {
+  char *text = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&text, &size);
+  if (f == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (size_t c = 0; c < pb_table_cols(t); c++) {
+    if (c) fputc(',', f);
+    put_field(f, pb_table_col_name(t, c));
+  }
+  fputc('\n', f);
+  for (size_t r = 0; r < pb_table_rows(t); r++) {
+    for (size_t c = 0; c < pb_table_cols(t); c++) {
+      if (c) fputc(',', f);
+      put_cell(f, t, r, c);
+    }
+    fputc('\n', f);
+  }
+  int bad = ferror(f);
+  fclose(f);
+  int rc = bad ? pb_error_set(err, PB_ENOMEM, "out of memory for %s", path)
+               : pb_write_file_atomic(path, text, size, err);
+  free(text);
+  return rc;
+}
+
+int pb__infer_write_env(const pb_table *t, const char *path, struct pb_error *err) {
+  cJSON *root = cJSON_CreateObject();
+  for (size_t i = 0; root != NULL && i < pb_table_meta_count(t); i++) {
+    const char *k, *v;
+    pb_table_meta_at(t, i, &k, &v);
+    cJSON_AddStringToObject(root, k, v);
+  }
+  char *text = root ? cJSON_Print(root) : NULL;
+  cJSON_Delete(root);
+  if (text == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for %s", path);
+  int rc = pb_write_file_atomic(path, text, strlen(text), err);
+  free(text);
+  return rc;
+}
+
+/* ---- the data source ----------------------------------------------------------------------- */
+
+/* A folder that `pipebench gen` wrote holds manifest.json with "kind": "pipebench.dataset" and
+ * "formats": {name: path inside the folder}. Picks `format` there (or the first readable one)
+ * into out; a plain dataset path is taken as it is. */
+int pb__infer_resolve_source(const char *src, const char *format, char *out, size_t out_size,
+                             char *fmt_out, size_t fmt_size, struct pb_error *err) {
+  snprintf(out, out_size, "%s", src);
+  snprintf(fmt_out, fmt_size, "%s", format != NULL ? format : "");
+  char manifest[4200];
+  snprintf(manifest, sizeof manifest, "%s/manifest.json", src);
+  struct stat st;
+  if (stat(manifest, &st) != 0 || !S_ISREG(st.st_mode)) return PB_OK;
+  void *data = NULL;
+  size_t size = 0;
+  PB_RETURN_NOT_OK(pb__read_file(manifest, &data, &size, err));
+  cJSON *j = cJSON_ParseWithLength(data, size);
+  pb_free(data, size);
+  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+  const cJSON *formats = cJSON_GetObjectItemCaseSensitive(j, "formats");
+  if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "pipebench.dataset") != 0 ||
+      !cJSON_IsObject(formats)) {
+    cJSON_Delete(j);
+    return PB_OK; /* some other folder's manifest: the folder is opened as a dataset */
+  }
+  char listed[1024] = "";
+  int rc = PB_ENOTFOUND;
+  const cJSON *f;
+  cJSON_ArrayForEach(f, formats) {
+    if (!cJSON_IsString(f) || rc == PB_OK) continue;
+    size_t l = strlen(listed);
+    snprintf(listed + l, sizeof listed - l, "%s%s", l ? ", " : "", f->string);
+    if (format != NULL && strcmp(format, f->string) != 0) continue;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", src, f->valuestring);
+    pb_dataset *ds = NULL;
+    struct pb_error e2 = {{0}};
+    int orc = pb_dataset_open(path, f->string, &ds, &e2);
+    pb_dataset_free(ds);
+    if (orc == PB_OK || format != NULL) {
+      snprintf(out, out_size, "%s", path);
+      snprintf(fmt_out, fmt_size, "%s", f->string);
+      rc = PB_OK;
+    }
+  }
+  cJSON_Delete(j);
+  if (rc == PB_OK) return PB_OK;
+  if (format != NULL)
+    return pb_error_set(err, PB_EINVAL, "%s holds no format '%s' (it has: %s)", src, format,
+                        listed);
+  return pb_error_set(err, PB_EFORMAT, "%s: none of its formats (%s) could be opened", src, listed);
+}
+
+/* ---- resident memory ----------------------------------------------------------------------- */
+
+static double status_kib(const char *key) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return NAN;
+  char line[256];
+  double v = NAN;
+  size_t n = strlen(key);
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, key, n) == 0 && line[n] == ':') v = strtod(line + n + 1, NULL);
+  fclose(f);
+  return v;
+}
+
+double pb__infer_rss_mark(void) {
+  /* "5" resets the peak (VmHWM) to the present resident size (Linux 4.0 and later); where that
+   * is refused the peak so far is the baseline, and only growth beyond it counts. */
+  int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (write(fd, "5", 1) != 1) { /* the peak stays; growth beyond it still counts */
+    }
+    close(fd);
+  }
+  double hwm = status_kib("VmHWM");
+  return isfinite(hwm) ? hwm : status_kib("VmRSS");
+}
+
+double pb__infer_rss_growth_mb(double mark_kib) {
+  double hwm = status_kib("VmHWM");
+  if (!isfinite(hwm) || !isfinite(mark_kib)) return NAN;
+  return hwm > mark_kib ? (hwm - mark_kib) / 1024.0 : 0.0;
+}
