@@ -1,8 +1,10 @@
 /* pipebench calibrate: measure this machine's limits and save them. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "pipebench/calibrate.h"
@@ -40,6 +42,21 @@ static void row(const char *name, const pb_calib_value *v, const char *unit) {
   printf("\n");
 }
 
+/* The folder of the JSON is made and must take a new file (a file made and removed there), so
+ * that a folder that takes none fails at once, not after the measuring. */
+static int check_out(const char *out) {
+  if (cli_mkdir_parent(out) != 0)
+    return cli_fail("calibrate", "%s: cannot make its folder: %s", out, strerror(errno));
+  char probe[4200];
+  const char *slash = strrchr(out, '/');
+  snprintf(probe, sizeof probe, "%.*s.pipebench-probe-XXXXXX", slash ? (int)(slash - out + 1) : 0, out);
+  int fd = mkstemp(probe);
+  if (fd < 0) return cli_fail("calibrate", "%s: cannot write there: %s", out, strerror(errno));
+  close(fd);
+  unlink(probe);
+  return CLI_OK;
+}
+
 static int run(const cli_args *a) {
   pb_calibrate_params p = PB_CALIBRATE_PARAMS_DEFAULTS;
   long size_mb, rounds, threads;
@@ -54,6 +71,7 @@ static int run(const cli_args *a) {
   p.gpu = !cli_has(a, "no-gpu");
   p.progress = on_progress;
   const char *out = cli_get(a, "out") ? cli_get(a, "out") : "results/calibration.json";
+  if (check_out(out) != CLI_OK) return CLI_FAIL; /* before the minutes of measuring */
 
   pb_calibration cal;
   struct pb_error err = {{0}};
