@@ -246,8 +246,51 @@ static uint32_t revs_rgb(const pb_revs_comparison *c) {
   return revs_worse(c) ? 0xD55E00 : 0x0072B2; /* Okabe-Ito vermillion / blue */
 }
 
+/* A row's label is its metric; experiment and branch head the row's group inside the panel. */
 static void revs_label(const pb_revs_comparison *c, char *out, size_t size) {
-  snprintf(out, size, "%s: %s, %s", c->experiment, c->metric, c->branch);
+  snprintf(out, size, "%s", c->metric);
+}
+
+/* Does row k start a group (a new experiment or branch)? */
+static int revs_group_start(const revs_ctx *R, size_t k) {
+  if (k == 0) return 1;
+  const pb_revs_comparison *a = &R->c[R->order[k - 1]], *b = &R->c[R->order[k]];
+  return strcmp(a->experiment, b->experiment) != 0 || strcmp(a->branch, b->branch) != 0;
+}
+
+/* Rows plus one heading slot per group. */
+static size_t revs_slots(const revs_ctx *R) {
+  size_t g = 0;
+  for (size_t k = 0; k < R->n; k++) g += (size_t)revs_group_start(R, k);
+  return R->n + g;
+}
+
+/* World y of row k (the top slot is the highest y); its group's heading is one slot above. */
+static double revs_y(const revs_ctx *R, size_t k) {
+  size_t g = 0;
+  for (size_t j = 0; j <= k; j++) g += (size_t)revs_group_start(R, j);
+  return (double)revs_slots(R) - 1.0 - (double)(k + g);
+}
+
+/* Shortens text until it is at most mm wide at scale ls: from the left ("...tail", for a
+ * metric path whose end says most) or, mid != 0, in the middle ("head...tail"). The width is
+ * an estimate, so a tenth is kept spare. */
+static void revs_fit(const pb__pl_layout *L, char *text, size_t size, double mm, double ls,
+                     int mid) {
+  if (pb__pl_text_mm(L, text, ls) <= 0.9 * mm) return;
+  char orig[400];
+  snprintf(orig, sizeof orig, "%s", text);
+  size_t len = strlen(orig);
+  /* keep fewer characters of the original until it fits (or 4 are left) */
+  for (size_t keep = len > 4 ? len - 1 : 4; keep >= 4; keep--) {
+    if (mid) {
+      size_t head = keep / 2, tail = keep - head;
+      snprintf(text, size, "%.*s...%s", (int)head, orig, orig + len - tail);
+    } else {
+      snprintf(text, size, "...%s", orig + len - keep);
+    }
+    if (pb__pl_text_mm(L, text, ls) <= 0.9 * mm) return;
+  }
 }
 
 /* The value column: ratio, its interval, the verdict. */
@@ -282,11 +325,28 @@ static void revs_thresholds(const revs_ctx *R, const pb__pl_layout *Lp, int xlog
 static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, double ls, double ms) {
   const pb__pl_layout L = *Lp;
   char text[400];
+  /* room left of the panel for a label, less a margin from the page edge */
+  double label_mm = (L.vx0 - 0.01) * L.pg->page_w_mm - 0.8 * L.pg->chr_mm * PB__PL_TXT;
+  double panel_mm = (L.vx1 - L.vx0) * L.pg->page_w_mm;
   for (size_t k = 0; k < R->n; k++) {
     const pb_revs_comparison *c = &R->c[R->order[k]];
-    double y = (double)(R->n - 1 - k), pos = (y - L.wy0) / (L.wy1 - L.wy0);
+    double y = revs_y(R, k), pos = (y - L.wy0) / (L.wy1 - L.wy0);
     uint32_t rgb = revs_rgb(c);
+    if (revs_group_start(R, k)) {
+      /* the group's heading, inside the panel at its left edge */
+      snprintf(text, sizeof text, "%s: %s against %s", c->experiment, c->branch, c->baseline);
+      revs_fit(&L, text, sizeof text, 0.96 * panel_mm, PB__PL_TXT, 1);
+      /* on white, so the reference lines do not run through the words */
+      double tw = (pb__pl_text_mm(&L, text, PB__PL_TXT) + 2.0) / panel_mm * (L.wx1 - L.wx0);
+      double x0 = L.wx0 + 0.01 * (L.wx1 - L.wx0);
+      if (x0 + tw > L.wx1) tw = L.wx1 - x0;
+      pb__pl_rect(L.wx0 + 0.002 * (L.wx1 - L.wx0), x0 + tw, y + 0.55, y + 1.45, 0xFFFFFF, 0);
+      pb__pl_color(0x000000);
+      plschr(0, PB__PL_TXT);
+      plptex(x0, y + 1.0, 1.0, 0.0, 0.0, text);
+    }
     revs_label(c, text, sizeof text);
+    revs_fit(&L, text, sizeof text, label_mm, ls, 0);
     pb__pl_color(0x000000);
     plschr(0, ls);
     plmtex("lv", 0.8 * PB__PL_TXT / ls, pos, 1.0, text);
@@ -381,21 +441,21 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
   L.wx0 = xa;
   L.wx1 = xb;
   L.wy0 = -0.6;
-  L.wy1 = (double)R->n - 0.4;
+  L.wy1 = (double)revs_slots(R) - 0.4;
   plvpor(L.vx0, L.vx1, L.vy0, L.vy1);
   plwind(L.wx0, L.wx1, L.wy0, L.wy1);
   /* significant rows get a light band in their colour, experiments a separating rule */
   for (size_t k = 0; k < R->n; k++) {
     const pb_revs_comparison *c = &R->c[R->order[k]];
-    double y = (double)(R->n - 1 - k);
+    double y = revs_y(R, k);
     if (c->verdict != PB_SAME) {
       PLFLT bx[4] = {xa, xb, xb, xa}, by[4] = {y - 0.5, y - 0.5, y + 0.5, y + 0.5};
       pb__pl_color(pb__pl_tint(revs_rgb(c), 0.86));
       plpsty(0);
       plfill(4, bx, by);
     }
-    if (k > 0 && strcmp(c->experiment, R->c[R->order[k - 1]].experiment) != 0) {
-      PLFLT sx[2] = {xa, xb}, sy[2] = {y + 0.5, y + 0.5};
+    if (k > 0 && revs_group_start(R, k)) {
+      PLFLT sx[2] = {xa, xb}, sy[2] = {y + 1.5, y + 1.5};
       pb__pl_color(0x888888);
       plwidth(1.5);
       plline(2, sx, sy);
@@ -416,10 +476,10 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
   double ms = row_mm * 0.25 < 3.2 ? row_mm * 0.25 : 3.2; /* marker radius, mm */
   revs_rows(R, &L, xlog, ls, ms);
   pb__pl_legend_item it[4] = {
-      {2, 0xD55E00, 2, 0, 0, "worse (significant): slower, lower throughput, more memory"},
-      {2, 0x0072B2, 4, 0, 0, "better (significant)"},
+      {2, 0xD55E00, 2, 0, 0, "significantly worse"},
+      {2, 0x0072B2, 4, 0, 0, "significantly better"},
       {2, 0x666666, 0, 0, 1, "no significant change"},
-      {3, 0, 0, 0, 0, "|  dashed: the change threshold"},
+      {3, 0, 0, 0, 0, "dashed: change threshold"},
   };
   pb__pl_legend(&L, it, 4, 5.8 * pb__pl_chr_y(&L, PB__PL_TXT));
 }
