@@ -260,16 +260,18 @@ static int is_pipebench_tree(const char *dir) {
 
 /* ---- command templates --------------------------------------------------------------- */
 
-/* The revision's .pipebench/revs.json: {"train": "...", "infer": "...", "build": "..."}. */
-static int read_repo_file(worktree *w, struct pb_error *err) {
+/* The revision's .pipebench/revs.json: {"train": "...", "infer": "...", "build": "..."}; a
+ * revision without one (an older branch) uses the one in your working tree, if any. */
+static int read_repo_file(const char *top, worktree *w, struct pb_error *err) {
   char path[4400];
   snprintf(path, sizeof path, "%s/.pipebench/revs.json", w->path);
+  if (access(path, F_OK) != 0) snprintf(path, sizeof path, "%s/.pipebench/revs.json", top);
   if (access(path, F_OK) != 0) return PB_OK;
   cJSON *root = pb__load_json(path, err);
   if (root == NULL) return PB_EFORMAT;
   int rc = PB_OK;
   if (!cJSON_IsObject(root)) {
-    rc = pb_error_set(err, PB_EFORMAT, ".pipebench/revs.json of revision %.12s: not a JSON object",
+    rc = pb_error_set(err, PB_EFORMAT, "%s (for revision %.12s): not a JSON object", path,
                       w->commit);
   } else {
     static const char *const keys[] = {"train", "infer", "build"};
@@ -280,9 +282,9 @@ static int read_repo_file(worktree *w, struct pb_error *err) {
       while (k < 3 && strcmp(it->string, keys[k]) != 0) k++;
       if (k == 3 || !cJSON_IsString(it) || it->valuestring[0] == '\0') {
         rc = pb_error_set(err, PB_EFORMAT,
-                          ".pipebench/revs.json of revision %.12s: '%s' is not one of the keys "
-                          "train, infer, build with a non-empty command string",
-                          w->commit, it->string);
+                          "%s (for revision %.12s): '%s' is not one of the keys train, infer, "
+                          "build with a non-empty command string",
+                          path, w->commit, it->string);
         break;
       }
       free(*slot[k]);
@@ -488,7 +490,7 @@ static int prepare(revs_ctx *c, task_state *s, struct pb_error *err) {
       return rc;
     }
     w->added = 1;
-    rc = read_repo_file(w, err);
+    rc = read_repo_file(c->top, w, err);
     if (rc != PB_OK) {
       w->build_failed = 1;
       snprintf(w->build_error, sizeof w->build_error, "%s", err ? err->message : "bad revs.json");

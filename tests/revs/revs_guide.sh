@@ -84,6 +84,9 @@ commit "$repo" "fast model"
 git -C "$repo" checkout -qb broken main
 train_py -1
 commit "$repo" "broken training"
+git -C "$repo" checkout -qb badcfg main
+echo '{"trian": "python3 train.py"}' >"$repo/.pipebench/revs.json"
+commit "$repo" "a misspelt key"
 git -C "$repo" checkout -q main
 status_before=$(git -C "$repo" status --porcelain)
 cd "$repo" || exit 1
@@ -146,6 +149,12 @@ grep -qx 'ckpt_path=path/to/checkpoint.ckpt' "$ARGS_DIR/infer-main.txt" && pass 
 grep -qx 'data.path=path/to/data' "$ARGS_DIR/infer-main.txt" && pass || fail "data placeholder"
 expect_out 'throughput_samples_per_sec .*× faster .* faster' "higher throughput read as faster"
 expect_out 'full_prediction\.elapsed_seconds .*× faster .* faster' "full prediction faster"
+
+# a revision's .pipebench/revs.json with an unknown key is that task's error, named
+printf 'branch,experiment,checkpoint_path,data_path,trainer,batch_size,overrides\nmain,seg,c.ckpt,d,cpu,2,\nbadcfg,seg,c.ckpt,d,cpu,2,\n' >"$work/badcfg.csv"
+run "$PB" revs --config "$work/badcfg.csv" --output "$work/badcfg.json" --skip-failed --repeats 1
+expect_rc 0 "a bad revs.json fails its task only"
+expect_err "task 2 \(badcfg, seg, line 3\) failed: .*\.pipebench/revs.json \(for revision [0-9a-f]+\): 'trian' is not one of the keys" "bad key named"
 
 # ---- comma-separated overrides: quoted, they arrive as separate arguments; unquoted, an error
 printf 'branch,experiment,trainer,max_epochs,batch_size,overrides\nmain,im2im/segmentation,cpu,1,8,"model.lr=0.1,data.num_workers=2, data.sizes=[1,2]"\n' >"$work/over.csv"
