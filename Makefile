@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run check sanitize tsan clean
+.PHONY: all setup build run check sanitize tsan clean install
 all: build
 
 setup:
@@ -31,6 +31,12 @@ tsan: setup
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+
+# Installs the program, the library, the headers, pipebench.pc and the Python helpers under
+# PREFIX (default /usr/local); the Python package then installs with `pip install ./python`.
+PREFIX ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf build build-asan build-tsan
