@@ -101,6 +101,11 @@ PB_API int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *re
                                   void *dst, size_t dst_size, pb_stage_times *times,
                                   struct pb_error *err);
 
+/** Class label of image i: its class index for formats that have classes (imagefolder: the
+ * position of its class folder's name in sorted order, as torchvision's ImageFolder), -1 for
+ * formats without labels or an index out of range. */
+PB_API int64_t pb_dataset_label(pb_dataset *ds, int64_t i);
+
 /** How to write. Zero/NULL fields take the format's defaults. */
 typedef struct pb_write_params {
   const char *compression; /**< "none", "zstd", "lz4", "gzip", "deflate", "blosc-lz4",

@@ -265,6 +265,11 @@ int pb_dataset_meta(pb_dataset *ds, int64_t i, pb_image_meta *out, struct pb_err
   return ds->vt->meta(ds->state, i, out, err);
 }
 
+int64_t pb_dataset_label(pb_dataset *ds, int64_t i) {
+  if (ds == NULL || ds->vt->label == NULL || i < 0 || i >= pb_dataset_count(ds)) return -1;
+  return ds->vt->label(ds->state, i);
+}
+
 int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
                     pb_stage_times *times, struct pb_error *err) {
   PB_RETURN_NOT_OK(check_index(ds, i, err));

@@ -32,6 +32,8 @@ typedef struct pb_format_vtable {
   /** The --options keys the writer knows, each as "key=what it takes", NULL-terminated; NULL
    * when it takes none. pb_writer_new refuses any other key. */
   const char *const *write_options;
+  /** The class label of image i (0-based), or -1; NULL for formats without labels. */
+  int64_t (*label)(void *state, int64_t i);
 } pb_format_vtable;
 
 /* Registered backends (src/formats/registry.c lists them). */

@@ -8,12 +8,14 @@ extern const pb_format_vtable pb__format_ome_zarr;
 extern const pb_format_vtable pb__format_ome_parquet, pb__format_oa_dataset, pb__format_duckdb;
 extern const pb_format_vtable pb__format_raw;
 extern const pb_format_vtable pb__format_tiff;
+extern const pb_format_vtable pb__format_imagefolder;
 
 static const pb_format_vtable *const backends[] = {
     &pb__format_raw,
     &pb__format_ome_parquet, &pb__format_oa_dataset, &pb__format_duckdb,
     &pb__format_ome_zarr,
     &pb__format_tiff,
+    &pb__format_imagefolder,
     &pb__format_lance,
     &pb__format_vortex,
 };

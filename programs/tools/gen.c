@@ -38,8 +38,11 @@ static int parse_formats(const char *list, const char *names[MAX_FORMATS], int *
                          char *storage, size_t storage_size, struct pb_error *err) {
   *n = 0;
   if (list == NULL) {
+    /* imagefolder only when named: JPEG is lossy (its pixels are not the manifest's) and it
+     * holds 2-D grey or RGB images only. */
     for (int i = 0; i < pb_format_count() && *n < MAX_FORMATS; i++)
-      if (pb_format_at(i)->can_write) names[(*n)++] = pb_format_at(i)->name;
+      if (pb_format_at(i)->can_write && strcmp(pb_format_at(i)->name, "imagefolder") != 0)
+        names[(*n)++] = pb_format_at(i)->name;
     if (*n == 0) return pb_error_set(err, PB_EUNSUPPORTED, "no writable format is registered");
     return PB_OK;
   }

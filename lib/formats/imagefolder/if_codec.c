@@ -63,7 +63,7 @@ static int jpeg_header(const char *name, const unsigned char *data, size_t size,
   if (tj == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", name);
   int w, h, sub, cs;
   if (tjDecompressHeader3(tj, data, (unsigned long)size, &w, &h, &sub, &cs) != 0)
-    return jpeg_fail(name, tj, "corrupt", err);
+    return jpeg_fail(name, tj, "truncated or corrupt", err);
   tjDestroy(tj);
   if (cs == TJCS_CMYK || cs == TJCS_YCCK)
     return pb_error_set(err, PB_EUNSUPPORTED,
@@ -161,10 +161,11 @@ static int png_run(const char *name, const unsigned char *data, size_t size, pb_
   unsigned char *volatile owned = NULL;
   png_bytep *volatile rows = NULL;
   if (pi == NULL || setjmp(io.jmp)) {
+    int no_info = pi == NULL;
     free(owned);
     free(rows);
-    png_destroy_read_struct(&png, pi ? &pi : NULL, NULL);
-    if (pi == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the PNG decoder", name);
+    png_destroy_read_struct(&png, no_info ? NULL : &pi, NULL);
+    if (no_info) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the PNG decoder", name);
     return pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt PNG: %s", name, io.message);
   }
   png_set_read_fn(png, &io, png_read_mem);
@@ -280,10 +281,11 @@ static int png_encode(const char *name, const uint8_t *il, int width, int height
   if (png == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the PNG encoder", name);
   png_infop pi = png_create_info_struct(png);
   if (pi == NULL || setjmp(o.jmp)) {
-    png_destroy_write_struct(&png, pi ? &pi : NULL);
+    int no_info = pi == NULL;
+    png_destroy_write_struct(&png, no_info ? NULL : &pi);
     free(o.buf);
     return pb_error_set(err, PB_EIO, "%s: PNG encoding failed: %s", name,
-                        pi == NULL ? "out of memory" : o.message);
+                        no_info ? "out of memory" : o.message);
   }
   png_set_write_fn(png, &o, png_write_mem, png_flush_mem);
   png_set_IHDR(png, pi, (png_uint_32)width, (png_uint_32)height, 8,

@@ -1,0 +1,554 @@
+/* The imagefolder format: torchvision's ImageFolder layout, one folder per class holding JPEG
+ * and PNG files, class index = position of the folder's name in sorted order. Layout, labels
+ * and limits: docs/format-imagefolder.md. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "formats/format_internal.h"
+#include "formats/imagefolder/if_codec.h"
+
+#define IF_MAX_DEPTH 16      /* folders below a class folder that are followed */
+#define IF_PROBE_ENTRIES 64  /* entries the probe looks at, per folder */
+
+static int has_image_ext(const char *name) {
+  const char *dot = strrchr(name, '.');
+  return dot != NULL && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 ||
+                         strcasecmp(dot, ".png") == 0);
+}
+
+/* ---- probing ---------------------------------------------------------------------------------- */
+
+/* Does folder dir hold, among its first IF_PROBE_ENTRIES entries, a regular image file? Uses
+ * stat only: nothing is opened but the folder itself. */
+static int folder_has_image(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL) return 0;
+  int found = 0, seen = 0;
+  struct dirent *e;
+  while (!found && seen < IF_PROBE_ENTRIES && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' && (e->d_name[1] == '\0' || strcmp(e->d_name, "..") == 0)) continue;
+    seen++;
+    if (!has_image_ext(e->d_name)) continue;
+    struct stat st;
+    found = fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode);
+  }
+  closedir(d);
+  return found;
+}
+
+static int if_probe(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+  DIR *d = opendir(path);
+  if (d == NULL) return 0;
+  int classes = 0, seen = 0, top_images = 0;
+  struct dirent *e;
+  char sub[4096];
+  while (seen < IF_PROBE_ENTRIES && (e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    seen++;
+    if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) continue;
+    if (S_ISREG(st.st_mode) && has_image_ext(e->d_name)) top_images++;
+    if (!S_ISDIR(st.st_mode)) continue;
+    snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+    classes += folder_has_image(sub);
+  }
+  closedir(d);
+  /* Images at the top level belong to no class: that is not this layout. */
+  return classes > 0 && top_images == 0 ? 60 : 0;
+}
+
+/* ---- the listing ------------------------------------------------------------------------------ */
+
+typedef struct if_file {
+  char *dir;  /* relative to the root: "class" or "class/sub" */
+  char *name; /* file name */
+  int64_t label;
+} if_file;
+
+typedef struct if_state {
+  char *root;
+  char **classes;
+  size_t n_classes;
+  if_file *files;
+  int64_t n, cap;
+  int64_t ignored;     /* non-image files below class folders and files at the top */
+  pb__if_info *info;   /* per image, kind 0 until its header has been read */
+} if_state;
+
+static void if_close(void *p) {
+  if_state *s = p;
+  if (s == NULL) return;
+  for (int64_t i = 0; i < s->n; i++) {
+    free(s->files[i].dir);
+    free(s->files[i].name);
+  }
+  free(s->files);
+  pb__free_names(s->classes, s->n_classes);
+  free(s->info);
+  free(s->root);
+  free(s);
+}
+
+static int add_file(if_state *s, const char *dir, const char *name, int64_t label,
+                    struct pb_error *err) {
+  if (s->n == s->cap) {
+    int64_t cap = s->cap ? s->cap * 2 : 1024;
+    if_file *f = realloc(s->files, (size_t)cap * sizeof *f);
+    if (f == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    s->files = f;
+    s->cap = cap;
+  }
+  if_file *f = &s->files[s->n];
+  f->dir = strdup(dir);
+  f->name = strdup(name);
+  f->label = label;
+  if (f->dir == NULL || f->name == NULL) {
+    free(f->dir);
+    free(f->name);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  s->n++;
+  return PB_OK;
+}
+
+/* Adds the image files of root/rel and of the folders below it (links followed, as torchvision
+ * does, to IF_MAX_DEPTH levels). */
+static int walk(if_state *s, const char *rel, int64_t label, int depth, struct pb_error *err) {
+  char abs[4096];
+  if (snprintf(abs, sizeof abs, "%s/%s", s->root, rel) >= (int)sizeof abs)
+    return pb_error_set(err, PB_EINVAL, "%s/%s: path too long", s->root, rel);
+  char **names;
+  size_t n;
+  PB_RETURN_NOT_OK(pb__list_dir(abs, &names, &n, err));
+  int rc = PB_OK;
+  for (size_t k = 0; k < n && rc == PB_OK; k++) {
+    char child[4096];
+    snprintf(child, sizeof child, "%s/%s", abs, names[k]);
+    struct stat st;
+    if (stat(child, &st) != 0) { /* a dangling link: neither a folder nor an image */
+      s->ignored++;
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (depth >= IF_MAX_DEPTH) {
+        s->ignored++;
+        continue;
+      }
+      char sub[4096];
+      if (snprintf(sub, sizeof sub, "%s/%s", rel, names[k]) >= (int)sizeof sub) {
+        rc = pb_error_set(err, PB_EINVAL, "%s: path too long", child);
+        break;
+      }
+      rc = walk(s, sub, label, depth + 1, err);
+    } else if (has_image_ext(names[k])) {
+      /* Not regular (a FIFO named x.jpg): kept, and refused by name when it is read. */
+      rc = add_file(s, rel, names[k], label, err);
+    } else {
+      s->ignored++;
+    }
+  }
+  pb__free_names(names, n);
+  return rc;
+}
+
+/* torchvision orders a class's files by (folder path, file name) over os.walk's folders. */
+static int cmp_files(const void *a, const void *b) {
+  const if_file *x = a, *y = b;
+  int c = strcmp(x->dir, y->dir);
+  return c != 0 ? c : strcmp(x->name, y->name);
+}
+
+static int if_open(const char *path, void **state, struct pb_error *err) {
+  *state = NULL;
+  PB_RETURN_NOT_OK(pb__check_file_kind(path, 1, "an image folder", err));
+  if_state *s = calloc(1, sizeof *s);
+  if (s == NULL || (s->root = strdup(path)) == NULL) {
+    free(s);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  char **names = NULL;
+  size_t n = 0;
+  int rc = pb__list_dir(path, &names, &n, err);
+  if (rc != PB_OK) goto fail;
+  s->classes = calloc(n ? n : 1, sizeof *s->classes);
+  if (s->classes == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  for (size_t k = 0; k < n; k++) { /* sorted by byte value, as Python sorts names */
+    char child[4096];
+    snprintf(child, sizeof child, "%s/%s", path, names[k]);
+    struct stat st;
+    if (stat(child, &st) == 0 && S_ISDIR(st.st_mode)) {
+      s->classes[s->n_classes++] = names[k];
+      names[k] = NULL;
+    } else {
+      s->ignored++;
+    }
+  }
+  if (s->n_classes == 0) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: not an image folder: it holds no class folders", path);
+    goto fail;
+  }
+  for (size_t c = 0; c < s->n_classes; c++) {
+    int64_t first = s->n;
+    rc = walk(s, s->classes[c], (int64_t)c, 0, err);
+    if (rc != PB_OK) goto fail;
+    if (s->n == first) {
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "%s/%s: class folder holds no .jpg, .jpeg or .png file (torchvision's "
+                        "ImageFolder refuses an empty class too)",
+                        path, s->classes[c]);
+      goto fail;
+    }
+    qsort(s->files + first, (size_t)(s->n - first), sizeof *s->files, cmp_files);
+  }
+  s->info = calloc((size_t)s->n, sizeof *s->info);
+  if (s->info == NULL) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  pb__free_names(names, n);
+  *state = s;
+  return PB_OK;
+fail:
+  pb__free_names(names, n);
+  if_close(s);
+  return rc;
+}
+
+static int64_t if_count(void *p) { return ((if_state *)p)->n; }
+
+static int64_t if_label(void *p, int64_t i) { return ((if_state *)p)->files[i].label; }
+
+/* Reads image i's file into a malloc'd buffer, without blocking on a FIFO or device. */
+static int load_file(if_state *s, int64_t i, char *path, size_t path_size, unsigned char **data,
+                     size_t *size, struct pb_error *err) {
+  *data = NULL;
+  *size = 0;
+  snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
+  int fd;
+  PB_RETURN_NOT_OK(pb__open_regular(path, "a JPEG or PNG image", &fd, err));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int rc = pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+  }
+  size_t want = (size_t)st.st_size;
+  unsigned char *buf = malloc(want ? want : 1);
+  if (buf == NULL) {
+    close(fd);
+    return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, want);
+  }
+  size_t got = 0;
+  while (got < want) {
+    ssize_t r = read(fd, buf + got, want - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int rc = pb_error_set(err, r < 0 ? -errno : PB_EIO, "%s: read failed: %s", path,
+                            r < 0 ? strerror(errno) : "file shrank while it was read");
+      free(buf);
+      close(fd);
+      return rc;
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  *data = buf;
+  *size = got;
+  return PB_OK;
+}
+
+static void fill_meta(const if_state *s, int64_t i, pb_image_meta *out) {
+  const pb__if_info *in = &s->info[i];
+  const int64_t shape[PB_NDIM] = {1, in->channels, 1, in->height, in->width};
+  char name[256];
+  snprintf(name, sizeof name, "%s/%s", s->files[i].dir, s->files[i].name);
+  pb_image_meta_init(out, name, in->dtype, shape);
+}
+
+static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err) {
+  if_state *s = p;
+  if (s->info[i].kind == PB__IF_UNKNOWN) {
+    char path[8192];
+    unsigned char *data;
+    size_t size;
+    PB_RETURN_NOT_OK(load_file(s, i, path, sizeof path, &data, &size, err));
+    int rc = pb__if_header(path, data, size, &s->info[i], err);
+    free(data);
+    if (rc != PB_OK) {
+      s->info[i].kind = PB__IF_UNKNOWN;
+      return rc;
+    }
+  }
+  fill_meta(s, i, out);
+  return PB_OK;
+}
+
+static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                   pb_stage_times *times, struct pb_error *err) {
+  if_state *s = p;
+  char path[8192];
+  unsigned char *data;
+  size_t size;
+  int64_t t0 = pb_now_ns();
+  PB_RETURN_NOT_OK(load_file(s, i, path, sizeof path, &data, &size, err));
+  int64_t t1 = pb_now_ns();
+  pb__if_info in;
+  int rc = pb__if_header(path, data, size, &in, err);
+  if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
+      (in.width != s->info[i].width || in.height != s->info[i].height ||
+       in.channels != s->info[i].channels || in.dtype != s->info[i].dtype))
+    rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
+  if (rc != PB_OK) {
+    free(data);
+    return rc;
+  }
+  s->info[i] = in;
+  size_t esize = pb_dtype_size(in.dtype);
+  size_t need = (size_t)in.width * (size_t)in.height * (size_t)in.channels * esize;
+  const int64_t shape[PB_NDIM] = {1, in.channels, 1, in.height, in.width};
+  size_t out_bytes = need;
+  if (region == NULL) {
+    rc = pb__if_decode(path, data, size, &in, dst, dst_size, err);
+  } else {
+    rc = pb__region_check(region, shape, err);
+    void *tmp = rc == PB_OK ? malloc(need) : NULL;
+    if (rc == PB_OK && tmp == NULL) rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
+    if (rc == PB_OK) rc = pb__if_decode(path, data, size, &in, tmp, need, err);
+    if (rc == PB_OK) {
+      static const int64_t zero[PB_NDIM] = {0, 0, 0, 0, 0};
+      out_bytes = esize;
+      for (int k = 0; k < PB_NDIM; k++) out_bytes *= (size_t)region->count[k];
+      if (dst_size < out_bytes)
+        rc = pb_error_set(err, PB_EINVAL, "%s: region needs %zu bytes, destination holds %zu",
+                          path, out_bytes, dst_size);
+      else
+        pb__copy_box(dst, region->start, region->count, tmp, zero, shape, esize);
+    }
+    free(tmp);
+  }
+  free(data);
+  if (rc == PB_OK && times != NULL) {
+    times->read_ns += t1 - t0;
+    times->decode_ns += pb_now_ns() - t1;
+    times->bytes_read += (int64_t)size;
+    times->bytes_decoded += (int64_t)out_bytes;
+  }
+  return rc;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static const char *const if_write_keys[] = {"quality=1..100", "subsampling=444|422|420",
+                                            "png=0|1", "classes=N", NULL};
+
+typedef struct if_writer {
+  char *path;
+  char tmp[4096];
+  int quality, png, classes;
+  pb__if_subsampling sub;
+  int64_t count;
+  int finished;
+} if_writer;
+
+static void if_writer_free(void *p) {
+  if_writer *w = p;
+  if (w == NULL) return;
+  if (!w->finished && w->tmp[0] != '\0') pb__remove_tree(w->tmp);
+  free(w->path);
+  free(w);
+}
+
+static int opt_int(const char *options, const char *key, int lo, int hi, int def, int *out,
+                   struct pb_error *err) {
+  char buf[64];
+  *out = def;
+  if (!pb__opt_get(options, key, buf, sizeof buf)) return PB_OK;
+  char *end;
+  long v = strtol(buf, &end, 10);
+  if (buf[0] == '\0' || *end != '\0' || v < lo || v > hi)
+    return pb_error_set(err, PB_EINVAL, "imagefolder: option %s=%s: expected a whole number from %d to %d",
+                        key, buf, lo, hi);
+  *out = (int)v;
+  return PB_OK;
+}
+
+static int if_writer_open(const char *path, const pb_write_params *params, void **wstate,
+                          struct pb_error *err) {
+  *wstate = NULL;
+  const char *opts = params->options;
+  int quality, png, classes;
+  PB_RETURN_NOT_OK(opt_int(opts, "quality", 1, 100, 90, &quality, err));
+  PB_RETURN_NOT_OK(opt_int(opts, "png", 0, 1, 0, &png, err));
+  PB_RETURN_NOT_OK(opt_int(opts, "classes", 1, 1000000, 10, &classes, err));
+  pb__if_subsampling sub = PB__IF_420;
+  char buf[64];
+  if (pb__opt_get(opts, "subsampling", buf, sizeof buf)) {
+    if (strcmp(buf, "444") == 0) sub = PB__IF_444;
+    else if (strcmp(buf, "422") == 0) sub = PB__IF_422;
+    else if (strcmp(buf, "420") == 0) sub = PB__IF_420;
+    else
+      return pb_error_set(err, PB_EINVAL,
+                          "imagefolder: option subsampling=%s: expected 444, 422 or 420", buf);
+  }
+  const char *c = params->compression;
+  if (c != NULL && c[0] != '\0' && strcmp(c, "jpeg") == 0) png = 0;
+  else if (c != NULL && strcmp(c, "png") == 0) png = 1;
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+    return pb_error_set(err, PB_EINVAL, "%s: exists and is not a folder", path);
+  if_writer *w = calloc(1, sizeof *w);
+  if (w == NULL || (w->path = strdup(path)) == NULL) {
+    free(w);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  w->quality = quality;
+  w->png = png;
+  w->classes = classes;
+  w->sub = sub;
+  int rc = pb__temp_sibling(path, w->tmp, sizeof w->tmp);
+  if (rc == PB_OK && mkdir(w->tmp, 0777) != 0)
+    rc = pb_error_set(err, -errno, "%s: cannot create: %s", w->tmp, strerror(errno));
+  if (rc != PB_OK) {
+    w->tmp[0] = '\0';
+    if_writer_free(w);
+    return rc;
+  }
+  *wstate = w;
+  return PB_OK;
+}
+
+/* Scales one pixel of any type to 0..255 (docs/format-imagefolder.md): integers over their
+ * type's full range, floats from 0..1, clamped. */
+static uint8_t to_u8(pb_dtype dt, const void *px, size_t k) {
+  double v;
+  switch (dt) {
+  case PB_UINT8: return ((const uint8_t *)px)[k];
+  case PB_UINT16: v = ((const uint16_t *)px)[k] / 65535.0; break;
+  case PB_UINT32: v = ((const uint32_t *)px)[k] / 4294967295.0; break;
+  case PB_INT16: v = (((const int16_t *)px)[k] + 32768.0) / 65535.0; break;
+  case PB_FLOAT32: v = ((const float *)px)[k]; break;
+  default: v = ((const double *)px)[k]; break;
+  }
+  if (!(v > 0.0)) return 0; /* NaN too */
+  if (v >= 1.0) return 255;
+  return (uint8_t)(v * 255.0 + 0.5);
+}
+
+static int if_writer_add(void *p, const pb_image_meta *meta, const void *pixels,
+                         struct pb_error *err) {
+  if_writer *w = p;
+  const int64_t *sh = meta->shape;
+  if (sh[PB_T] != 1 || sh[PB_Z] != 1 || (sh[PB_C] != 1 && sh[PB_C] != 3))
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "image '%s': shape [%lld,%lld,%lld,%lld,%lld]; an image folder holds 2-D "
+                        "grey (C=1) or RGB (C=3) images with T=1 and Z=1",
+                        meta->name, (long long)sh[0], (long long)sh[1], (long long)sh[2],
+                        (long long)sh[3], (long long)sh[4]);
+  if (sh[PB_Y] > 65500 || sh[PB_X] > 65500)
+    return pb_error_set(err, PB_EUNSUPPORTED, "image '%s': %lld x %lld pixels; JPEG and PNG here "
+                        "take at most 65500 on a side", meta->name, (long long)sh[PB_X], (long long)sh[PB_Y]);
+  /* Class and file name: "class/file.ext" names keep their class; others go round the
+   * `classes` folders in order. */
+  char cls[256], stem[256];
+  const char *slash = strchr(meta->name, '/');
+  if (slash != NULL && slash != meta->name && strchr(slash + 1, '/') == NULL && slash[1] != '\0') {
+    snprintf(cls, sizeof cls, "%.*s", (int)(slash - meta->name), meta->name);
+    snprintf(stem, sizeof stem, "%s", slash + 1);
+  } else {
+    snprintf(cls, sizeof cls, "class_%03lld", (long long)(w->count % w->classes));
+    snprintf(stem, sizeof stem, "%s", meta->name[0] ? meta->name : "img");
+    for (char *q = stem; *q; q++)
+      if (*q == '/') *q = '_';
+  }
+  char *dot = strchr(stem, '.');
+  if (dot != NULL && dot != stem) *dot = '\0';
+  if (strcmp(cls, ".") == 0 || strcmp(cls, "..") == 0 || stem[0] == '.' || stem[0] == '\0')
+    return pb_error_set(err, PB_EINVAL, "image '%s': not usable as class/file name", meta->name);
+  size_t n = (size_t)(sh[PB_C] * sh[PB_Y] * sh[PB_X]);
+  uint8_t *u8 = malloc(n ? n : 1);
+  if (u8 == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (size_t k = 0; k < n; k++) u8[k] = to_u8(meta->dtype, pixels, k);
+  char dir[4096], file[8192];
+  snprintf(dir, sizeof dir, "%s/%s", w->tmp, cls);
+  snprintf(file, sizeof file, "%s/%s.%s", dir, stem, w->png ? "png" : "jpg");
+  unsigned char *enc = NULL;
+  size_t enc_size = 0;
+  int rc = pb__mkdirs(dir, err);
+  if (rc == PB_OK)
+    rc = pb__if_encode(file, u8, (int)sh[PB_X], (int)sh[PB_Y], (int)sh[PB_C], w->png, w->quality,
+                       w->sub, &enc, &enc_size, err);
+  free(u8);
+  if (rc == PB_OK) {
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      rc = pb_error_set(err, errno == EEXIST ? PB_EINVAL : -errno, "%s: cannot create: %s%s", file,
+                        strerror(errno), errno == EEXIST ? " (two images have this name)" : "");
+    } else {
+      rc = pb__write_all(fd, enc, enc_size, file, err);
+      if (close(fd) != 0 && rc == PB_OK)
+        rc = pb_error_set(err, PB_EIO, "%s: close failed: %s", file, strerror(errno));
+    }
+  }
+  free(enc);
+  if (rc == PB_OK) w->count++;
+  return rc;
+}
+
+static int if_writer_finish(void *p, struct pb_error *err) {
+  if_writer *w = p;
+  struct stat st;
+  char old[4096] = "";
+  if (stat(w->path, &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      return pb_error_set(err, PB_EIO, "%s: exists and is not a folder", w->path);
+    char **names;
+    size_t n;
+    PB_RETURN_NOT_OK(pb__list_dir(w->path, &names, &n, err));
+    pb__free_names(names, n);
+    if (n > 0 && if_probe(w->path) == 0)
+      return pb_error_set(err, PB_EIO, "%s: exists and is neither empty nor an image folder; not replaced",
+                          w->path);
+    pb__temp_sibling(w->path, old, sizeof old);
+    if (rename(w->path, old) != 0)
+      return pb_error_set(err, -errno, "%s: cannot move the old folder aside: %s", w->path,
+                          strerror(errno));
+  }
+  if (rename(w->tmp, w->path) != 0) {
+    int e = errno;
+    if (old[0] != '\0') rename(old, w->path);
+    return pb_error_set(err, -e, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(e));
+  }
+  if (old[0] != '\0') pb__remove_tree(old);
+  w->finished = 1;
+  return PB_OK;
+}
+
+const pb_format_vtable pb__format_imagefolder = {
+    .info = {"imagefolder",
+             "torchvision ImageFolder tree: class folders of JPEG/PNG files "
+             "(docs/format-imagefolder.md)",
+             1, 1},
+    .probe = if_probe,
+    .open = if_open,
+    .close = if_close,
+    .count = if_count,
+    .meta = if_meta,
+    .read = if_read,
+    .writer_open = if_writer_open,
+    .writer_add = if_writer_add,
+    .writer_finish = if_writer_finish,
+    .writer_free = if_writer_free,
+    .write_options = if_write_keys,
+    .label = if_label,
+};

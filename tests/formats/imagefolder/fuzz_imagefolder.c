@@ -1,0 +1,27 @@
+/* Fuzz target for the imagefolder decoders: the input bytes are one file of an image folder,
+ * read the way the backend reads it (header, then the whole image when it is small enough).
+ * With libFuzzer, build alone with -fsanitize=fuzzer; here tests/fuzz_main.c replays
+ * tests/formats/imagefolder/corpus and seeded mutations of it. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "formats/imagefolder/if_codec.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Headers claiming more are decoded only when the fuzzer should chase them: it should not. */
+#define MAX_DECODE_BYTES ((size_t)16 << 20)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  struct pb_error err;
+  pb__if_info info;
+  if (pb__if_header("fuzz", data, size, &info, &err) != PB_OK) return 0;
+  size_t bytes = (size_t)info.width * (size_t)info.height * (size_t)info.channels *
+                 pb_dtype_size(info.dtype);
+  if (bytes == 0 || bytes > MAX_DECODE_BYTES) return 0;
+  void *dst = malloc(bytes);
+  if (dst == NULL) return 0;
+  (void)pb__if_decode("fuzz", data, size, &info, dst, bytes, &err);
+  free(dst);
+  return 0;
+}
