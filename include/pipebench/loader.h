@@ -118,6 +118,8 @@ typedef struct pb_batch {
   pb_batch_times times;
   pb_dtype native_dtype; /**< the dataset's pixel type; the element type of data when dtype
                               is PB_OUT_NATIVE */
+  int64_t *labels;       /**< class label of each sample (shape[0] entries): pb_dataset_label
+                              of its image, -1 for formats without labels */
 } pb_batch;
 
 /** Releases the caller's reference to batch. Memory is returned when every DLPack tensor

@@ -53,6 +53,7 @@ static void batch_destroy(buf_pool *p, batch_impl *bi) {
   if (bi == NULL) return;
   if (bi->pub.data != NULL) p->alloc.free(p->alloc.ctx, bi->pub.data, p->size);
   free(bi->pub.indices);
+  free(bi->pub.labels);
   free(bi);
 }
 
@@ -107,8 +108,9 @@ static int pool_get(buf_pool *p, int home, batch_impl **out, struct pb_error *er
     bi = calloc(1, sizeof *bi);
     if (bi == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for a batch header");
     bi->pub.indices = malloc(p->nidx * sizeof(int64_t));
+    bi->pub.labels = malloc(p->nidx * sizeof(int64_t));
     bi->pub.data = p->alloc.alloc(p->alloc.ctx, p->size, 64);
-    if (bi->pub.indices == NULL || bi->pub.data == NULL) {
+    if (bi->pub.indices == NULL || bi->pub.labels == NULL || bi->pub.data == NULL) {
       batch_destroy(p, bi);
       return pb_error_set(err, PB_ENOMEM, "out of memory for a batch of %zu bytes", p->size);
     }
@@ -356,6 +358,7 @@ struct pb_loader {
   char *path;
   pb_image_meta meta;
   int64_t count;
+  int64_t *labels; /* class label per dataset image; NULL when the format has none */
   size_t img_bytes, out_esize, sample_bytes;
   int64_t planes, h, w;
   float a, b; /* normalisation folded into out = x * a + b */
@@ -516,10 +519,11 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
   PB_RETURN_NOT_OK(pool_get(l->pool, w->home, &bi, err));
   pb_batch *pb = &bi->pub;
   void *data = pb->data;
-  int64_t *indices = pb->indices;
+  int64_t *indices = pb->indices, *labels = pb->labels;
   memset(pb, 0, sizeof *pb); /* a recycled batch keeps nothing of its last use */
   pb->data = data;
   pb->indices = indices;
+  pb->labels = labels;
   pb->dtype = l->p.out_dtype;
   pb->native_dtype = l->meta.dtype;
   pb->number = b;
@@ -556,6 +560,7 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
       batch_release(bi);
       return rc;
     }
+    pb->labels[k] = l->labels != NULL ? l->labels[idx] : -1;
     pb->indices[k++] = idx;
   }
   if (native) {
@@ -808,6 +813,14 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   }
   rc = check_images(l, ds0, err);
   if (rc != PB_OK) goto fail;
+  if (pb_dataset_label(ds0, 0) >= 0) { /* labels are looked up once, not per sample */
+    l->labels = malloc((size_t)l->count * sizeof *l->labels);
+    if (l->labels == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory for %lld labels", (long long)l->count);
+      goto fail;
+    }
+    for (int64_t i = 0; i < l->count; i++) l->labels[i] = pb_dataset_label(ds0, i);
+  }
   l->img_bytes = pb_image_bytes(&l->meta);
   l->out_esize = l->p.out_dtype == PB_OUT_NATIVE ? pb_dtype_size(l->meta.dtype)
                                                  : pb_out_dtype_size(l->p.out_dtype);
@@ -1017,6 +1030,7 @@ void pb_loader_free(pb_loader *l) {
   pool_unref(l->pool); /* batches still out keep it alive */
   free(l->wk);
   free(l->order);
+  free(l->labels);
   pb_free(l->preload, l->preload_size);
   free(l->bad);
   if (l->raw != NULL) pb__format_raw.close(l->raw);
