@@ -89,10 +89,37 @@ class Clock:
         return y, wall, dev
 
 
-def peak_memory(torch, cuda):
-    if cuda:
+def peak_memory(torch, cuda, mark_kib):
+    if cuda:  # the peak since the reset before the timed passes
         return torch.cuda.max_memory_allocated(), "cuda_max_allocated"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process_peak_rss"
+    return rss_growth_bytes(mark_kib), "cpu_peak_rss_growth"
+
+
+def _status_kib(key):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+
+
+def rss_mark():
+    """Starts a CPU memory window: the peak resident size is reset where Linux allows
+    (clear_refs 5); returns the baseline in KiB. memory_mb on the CPU is the growth of the peak
+    over the timed passes, as pipebench's engine reports it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return _status_kib("VmHWM")
+
+
+def rss_growth_bytes(mark_kib):
+    return max(0.0, _status_kib("VmHWM") - mark_kib) * 1024
 
 
 def run_mode(torch, np, a, model, mode, dtype, device, memory_format):
@@ -114,14 +141,20 @@ def run_mode(torch, np, a, model, mode, dtype, device, memory_format):
                 _, first, _ = clock.time(lambda: fn(x))  # compiles, then runs once
                 compile_ms = first / 1e6
             lat, dev_lat = [], []
+            mark = None
             for i in range(a.warmup + a.iterations):
+                if i == a.warmup:  # memory is measured over the timed passes only
+                    if cuda:
+                        torch.cuda.synchronize()
+                        torch.cuda.reset_peak_memory_stats()
+                    mark = rss_mark()
                 y, wall, dev = clock.time(lambda: fn(x))
                 if i >= a.warmup:
                     lat.append(wall)
                     if dev is not None:
                         dev_lat.append(dev)
         del y
-        mem, kind = peak_memory(torch, cuda)
+        mem, kind = peak_memory(torch, cuda, mark)
         r = {"batch_size": bs, "latencies_ns": lat, "compile_ms": compile_ms,
              "memory_bytes": mem, "memory_kind": kind}
         if dev_lat:

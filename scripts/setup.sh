@@ -20,7 +20,7 @@ PACKAGES=(build-essential cmake pkg-config git ca-certificates nodejs npm
   libdnnl-dev libcmocka-dev libplplot-dev plplot-driver-cairo libopenmpi-dev
   clang libclang-rt-14-dev
   python3 python3-numpy python3-zarr python3-tifffile python3-torch python3-torchvision
-  python3-pandas python3-setuptools)
+  python3-pandas)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 

@@ -79,7 +79,7 @@ def torch_peer():
             check(res["batch_size"] == bs and len(res["latencies_ns"]) == 5,
                   "warm-up passes dropped: 5 timed latencies")
             check(all(v > 0 for v in res["latencies_ns"]), "latencies positive")
-            check(res["memory_kind"] == "process_peak_rss" and "device_latencies_ns" not in res,
+            check(res["memory_kind"] == "cpu_peak_rss_growth" and "device_latencies_ns" not in res,
                   "CPU: no device timings")
     check(runs["torch"]["results"][0]["compile_ms"] == 0, "eager compiles nothing")
     # a CPU-only torch asked for cuda: skipped, not failed (or measured where CUDA exists)
