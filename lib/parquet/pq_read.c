@@ -811,6 +811,9 @@ static int load_dict(pb__pq_col *c, size_t g, struct pb_error *err) {
   if (c->width > 0) {
     if (n > us / c->width) return perr(err, g, rg->dict_off, "dictionary page too short");
   } else {
+    /* each value takes at least its 4-byte length: a count the page cannot hold is refused
+     * before the offsets are allocated for it */
+    if (n > us / 4) return perr(err, g, rg->dict_off, "dictionary page too short");
     if (pb__vec_reserve((void **)&c->dict_off, &c->dict_off_cap, n + 1, sizeof *c->dict_off) != 0)
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     size_t at = 0;
