@@ -153,9 +153,36 @@ int pb__plot_png(const char *path, int w, int h, pb__pl_draw_fn draw, const void
 
 static void draw_infer(const void *ctx, pb__pl_page *pg) {
   const pb_table *t = ctx;
-  const char *models[16], *fws[8];
+  const char *models[16];
   int nm = pb__rp_distinct_str(t, "model", NULL, 0, models, 16);
-  int nfw = pb__rp_distinct_str(t, "framework", NULL, 0, fws, 8);
+  /* One line per model x framework x dtype x device: rows of other dtypes or devices are never
+   * folded into one median. Colour: the model; marker and dash: the rest within a model. */
+  enum { MAXS = 32 };
+  static const char *const keys[4] = {"model", "framework", "dtype", "device_type"};
+  const char *ser[MAXS][4];
+  int ns = 0;
+  for (size_t r = 0; r < pb_table_rows(t); r++) {
+    const char *v[4];
+    for (int k = 0; k < 4; k++) v[k] = pb__rp_str(t, r, keys[k]);
+    int seen = 0;
+    for (int i = 0; i < ns && !seen; i++) {
+      seen = 1;
+      for (int k = 0; k < 4; k++)
+        seen &= (ser[i][k] == NULL && v[k] == NULL) ||
+                (ser[i][k] != NULL && v[k] != NULL && strcmp(ser[i][k], v[k]) == 0);
+    }
+    if (!seen && ns < MAXS) {
+      for (int k = 0; k < 4; k++) ser[ns][k] = v[k];
+      ns++;
+    }
+  }
+  int ser_model[MAXS], ser_rank[MAXS]; /* the model's colour, the series' rank within its model */
+  for (int i = 0; i < ns; i++) {
+    ser_model[i] = 0, ser_rank[i] = 0;
+    for (int m = 0; m < nm; m++)
+      if (ser[i][0] != NULL && strcmp(models[m], ser[i][0]) == 0) ser_model[i] = m;
+    for (int j = 0; j < i; j++) ser_rank[i] += ser_model[j] == ser_model[i];
+  }
   int64_t bss[64];
   int nb = pb__rp_distinct_i64(t, "batch_size", NULL, 0, bss, 64);
   static const uint32_t model_rgb[] = {0x222222, 0x6A3D9A, 0xB15928, 0x1B9E77, 0x999933, 0x882255, 0x0072B2};
@@ -187,20 +214,24 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
     const char *col = p ? "throughput_ips" : "latency_p50_ms";
     pb__pl_panel(&L, p, -0.3, nb - 0.7, p ? ta : la, p ? tb : lb, 1, p ? "throughput" : "latency (p50)", "batch size",
           p ? "images/s" : "latency per batch (ms)", blp, nb, NULL);
-    for (int m = 0; m < nm; m++)
-      for (int fw = 0; fw < nfw; fw++) {
+    for (int i = 0; i < ns; i++) {
+        int fw = ser_rank[i];
         PLFLT x[64], y[64];
         int n = 0;
         for (int b = 0; b < nb; b++) {
-          pb__rp_filter fl[3] = {{"model", models[m], 0}, {"framework", fws[fw], 0}, {"batch_size", NULL, bss[b]}};
-          double v = pb__rp_median(t, col, fl, 3, NULL);
+          pb__rp_filter fl[5];
+          int nf = 0;
+          for (int k = 0; k < 4; k++)
+            if (ser[i][k] != NULL) fl[nf++] = (pb__rp_filter){keys[k], ser[i][k], 0};
+          fl[nf++] = (pb__rp_filter){"batch_size", NULL, bss[b]};
+          double v = pb__rp_median(t, col, fl, nf, NULL); /* repeats of one series only */
           if (v > 0) {
             x[n] = b;
             y[n++] = pb__pl_lg(v);
           }
         }
         if (n == 0) continue;
-        uint32_t c = model_rgb[m % 7];
+        uint32_t c = model_rgb[ser_model[i] % 7];
         pb__pl_color(c);
         plwidth(4);
         if (fw > 0) {
@@ -212,16 +243,15 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
         for (int k = 0; k < n; k++) pb__pl_marker(&L, x[k], y[k], fw, 2.2, c, fw == 0);
       }
   }
-  pb__pl_legend_item it[32];
-  char text[32][64];
-  int n = 0;
-  for (int m = 0; m < nm && n < 32; m++)
-    for (int fw = 0; fw < nfw && n < 32; fw++) {
-      snprintf(text[n], sizeof text[n], "%s, %s", models[m], fws[fw]);
-      it[n] = (pb__pl_legend_item){2, model_rgb[m % 7], fw, fw > 0, fw > 0, text[n]};
-      n++;
-    }
-  pb__pl_legend(&L, it, n, 5.4 * pb__pl_chr_y(&L, PB__PL_TXT));
+  pb__pl_legend_item it[MAXS];
+  char text[MAXS][96];
+  for (int i = 0; i < ns; i++) {
+    int fw = ser_rank[i];
+    snprintf(text[i], sizeof text[i], "%s, %s, %s, %s", ser[i][0] ? ser[i][0] : "?",
+             ser[i][1] ? ser[i][1] : "?", ser[i][2] ? ser[i][2] : "?", ser[i][3] ? ser[i][3] : "?");
+    it[i] = (pb__pl_legend_item){2, model_rgb[ser_model[i] % 7], fw, fw > 0, fw > 0, text[i]};
+  }
+  pb__pl_legend(&L, it, ns, 5.4 * pb__pl_chr_y(&L, PB__PL_TXT));
 }
 
 /* ---- revs: each branch against the baseline -------------------------------------------------- */
