@@ -593,7 +593,7 @@ def _note_cb(notes):
 def infer(frameworks="pipebench", model="embed", batch_sizes=(1, 8, 32, 128), iterations=20,
           warmup=3, dtype="float32", device="auto", threads=0, seed=42, data_source="synthetic",
           output_dir=None, plot=False, python=None, peer_timeout_s=0, notes=None,
-          data_format=None):
+          data_format=None, csv_path=None):
     """Times a model's forward pass across batch sizes, as `pipebench infer` does, and returns
     the rows (one dict per framework and batch size; columns in docs/infer.md).
 
@@ -601,7 +601,8 @@ def infer(frameworks="pipebench", model="embed", batch_sizes=(1, 8, 32, 128), it
     "torch-compile", "jax", "both", "peers", "all", or a list of them; model likewise ("both":
     resnet50 and vit_b_16). A peer whose framework is missing gives no rows; the reason is appended to
     `notes` (a list of (level, line) pairs, when given) like every other note. output_dir: also
-    write the CSV there (its path is the note starting with "results: ")."""
+    write the CSV there (its path is the note starting with "results: ", and is appended to the
+    list csv_path when one is given)."""
     if not isinstance(frameworks, str):
         frameworks = ",".join(frameworks)
     if not isinstance(model, str):
@@ -620,8 +621,11 @@ def infer(frameworks="pipebench", model="embed", batch_sizes=(1, 8, 32, 128), it
     p.note = _note_cb(sink)
     t = _c()
     err = _Error()
-    rc = _infer_run(ctypes.byref(p), ctypes.byref(t), None, 0, err)
+    path = ctypes.create_string_buffer(4400)
+    rc = _infer_run(ctypes.byref(p), ctypes.byref(t), path, len(path), err)
     _check(rc, err)
+    if csv_path is not None and path.value:
+        csv_path.append(os.fsdecode(path.value))
     try:
         return _table_rows(t)
     finally:

@@ -83,6 +83,7 @@ def run_inference_benchmark(config):
             raise PipebenchError(-1, "input_shape %s: resnet50 and vit_b_16 take %s; leave it "
                                  "None" % (tuple(config.input_shape), _MODEL_INPUT))
     notes = _Printer(config.verbose)
+    paths = []
     rows = infer(frameworks=_names(config.framework), model=_names(config.model_name),
                  batch_sizes=list(config.batch_sizes), iterations=config.measurement_iterations,
                  warmup=config.warmup_iterations, dtype=config.dtype,
@@ -90,9 +91,8 @@ def run_inference_benchmark(config):
                  seed=config.seed, data_source=config.data_source,
                  output_dir=config.csv_output_dir, plot=config.plot, python=config.python,
                  peer_timeout_s=config.peer_timeout_s, notes=notes,
-                 data_format=config.data_format)
-    path = next((line.split(" ", 2)[1] for _, line in notes if line.startswith("results: ")),
-                None)
+                 data_format=config.data_format, csv_path=paths)
+    path = paths[0] if paths else None
     for r in rows:
         if path is not None:
             r["csv_path"] = path
