@@ -27,7 +27,7 @@ typedef struct pb_revs_task {
   pb_revs_kind kind;
   char *branch;           /**< branch, tag or commit */
   char *experiment;       /**< configuration name (configs/NAME or a preset), or a label */
-  char *trainer;          /**< cpu, gpu or ddp (train and infer tasks) */
+  char *trainer;          /**< cpu, gpu, ddp, ... as written (train and infer tasks) */
   char *checkpoint_path;  /**< infer tasks */
   char *data_path;        /**< infer tasks */
   char *overrides;        /**< key=value items separated by commas, semicolons or spaces */
@@ -40,7 +40,8 @@ typedef struct pb_revs_task {
 /** Parses a task file (CSV with a header, RFC 4180 quoting) held in text. name is used in
  * messages. On success *tasks (freed with pb_revs_tasks_free) holds *n >= 1 tasks. A malformed
  * file (no rows, unknown or missing columns, a row of the wrong width, a stray or unclosed
- * quote, a bad number or trainer, a bad override) is PB_EFORMAT; the message names the line. */
+ * quote, a bad number, an empty trainer, a bad override, an unquoted overrides list that
+ * spilled into extra fields) is PB_EFORMAT; the message names the line. */
 PB_API int pb_revs_tasks_parse(const char *text, size_t size, const char *name,
                                pb_revs_task **tasks, size_t *n, struct pb_error *err);
 /** Reads and parses a task file (PB_ENOTFOUND when it does not exist). */
