@@ -385,7 +385,8 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_p
   PB_RETURN_NOT_OK(pb__infer_write_env(c->rows, env_path, err));
   PB_RETURN_NOT_OK(pb__infer_write_csv(c->rows, path, err));
   if (csv_path != NULL) snprintf(csv_path, csv_path_size, "%s", path);
-  pb__infer_note(p, 0, "results: %s (environment: %s)", path, env_path);
+  pb__infer_note(p, 0, "results: %s", path); /* a line of its own: scripts take the path */
+  pb__infer_note(p, 0, "environment: %s", env_path);
   if (!p->plot) return PB_OK;
   /* The plot goes beside the raw folder, into images/ (results/raw -> results/images); a plot
    * that cannot be drawn is a warning, the CSV is the result; one that cannot be written fails. */
