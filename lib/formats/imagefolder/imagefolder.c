@@ -229,9 +229,10 @@ static int64_t if_count(void *p) { return ((if_state *)p)->n; }
 
 static int64_t if_label(void *p, int64_t i) { return ((if_state *)p)->files[i].label; }
 
-/* Reads image i's file into a malloc'd buffer, without blocking on a FIFO or device. */
-static int load_file(if_state *s, int64_t i, char *path, size_t path_size, unsigned char **data,
-                     size_t *size, struct pb_error *err) {
+/* Reads image i's file (its first `limit` bytes when limit > 0) into a malloc'd buffer, without
+ * blocking on a FIFO or device. *whole: whether that is all of the file. */
+static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t path_size,
+                     unsigned char **data, size_t *size, int *whole, struct pb_error *err) {
   *data = NULL;
   *size = 0;
   snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
@@ -244,6 +245,8 @@ static int load_file(if_state *s, int64_t i, char *path, size_t path_size, unsig
     return rc;
   }
   size_t want = (size_t)st.st_size;
+  *whole = limit == 0 || want <= limit;
+  if (!*whole) want = limit;
   unsigned char *buf = malloc(want ? want : 1);
   if (buf == NULL) {
     close(fd);
@@ -279,12 +282,20 @@ static void fill_meta(const if_state *s, int64_t i, pb_image_meta *out) {
 static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err) {
   if_state *s = p;
   if (s->info[i].kind == PB__IF_UNKNOWN) {
+    /* Headers sit at the start; only a large EXIF or ICC block before a JPEG's frame header
+     * needs more than the first 64 KiB, and then the whole file is read. */
     char path[8192];
     unsigned char *data;
     size_t size;
-    PB_RETURN_NOT_OK(load_file(s, i, path, sizeof path, &data, &size, err));
+    int whole;
+    PB_RETURN_NOT_OK(load_file(s, i, (size_t)64 << 10, path, sizeof path, &data, &size, &whole, err));
     int rc = pb__if_header(path, data, size, &s->info[i], err);
     free(data);
+    if (rc != PB_OK && !whole) {
+      PB_RETURN_NOT_OK(load_file(s, i, 0, path, sizeof path, &data, &size, &whole, err));
+      rc = pb__if_header(path, data, size, &s->info[i], err);
+      free(data);
+    }
     if (rc != PB_OK) {
       s->info[i].kind = PB__IF_UNKNOWN;
       return rc;
@@ -300,8 +311,9 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   char path[8192];
   unsigned char *data;
   size_t size;
+  int whole;
   int64_t t0 = pb_now_ns();
-  PB_RETURN_NOT_OK(load_file(s, i, path, sizeof path, &data, &size, err));
+  PB_RETURN_NOT_OK(load_file(s, i, 0, path, sizeof path, &data, &size, &whole, err));
   int64_t t1 = pb_now_ns();
   pb__if_info in;
   int rc = pb__if_header(path, data, size, &in, err);

@@ -1,7 +1,7 @@
 """Builds an ImageFolder tree with PIL and writes what PIL and torchvision read from it.
 
 usage: make_tree.py TREE EXPECT
-TREE gets class folders with JPEG (baseline, progressive, 4:2:0, 4:4:4, grey) and PNG (RGB,
+TREE gets class folders with JPEG (baseline, progressive, 4:2:0, 4:4:4, grey, a 100 kB ICC block) and PNG (RGB,
 grey, palette, RGBA, 16-bit grey) files of different sizes, a nested folder, and files that are
 not images. EXPECT/list.txt has one line per sample of torchvision.datasets.ImageFolder (with
 pipebench's extensions .jpg/.jpeg/.png): relative path, label, dtype, channels, height, width;
@@ -33,6 +33,9 @@ def main():
                                                 progressive=True)
     Image.fromarray(smooth(33, 47, 3, 3)).save(j("b_cat", "s420.jpeg"), quality=90, subsampling=2)
     Image.fromarray(smooth(33, 47, 3, 4)).save(j("b_cat", "s444.JPEG"), quality=95, subsampling=0)
+    # 100 kB of ICC profile before the frame header: past the first 64 KiB that meta reads
+    Image.fromarray(smooth(30, 34, 3, 11)).save(j("b_cat", "icc.jpg"), quality=85,
+                                                icc_profile=bytes(100000))
     Image.fromarray(smooth(29, 31, 1, 5)[:, :, 0], "L").save(j("a_dog", "grey.jpg"), quality=88)
     Image.fromarray(smooth(21, 22, 3, 6)).save(j("a_dog", "rgb.png"))
     Image.fromarray(smooth(21, 22, 1, 7)[:, :, 0], "L").save(j("a_dog", "nested", "grey.png"))

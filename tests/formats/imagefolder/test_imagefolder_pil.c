@@ -1,8 +1,9 @@
 /* imagefolder against PIL and torchvision (Debian python3-pil, python3-torchvision, run through
- * PB_PYTHON): make_tree.py writes JPEG (baseline, progressive, 4:2:0, 4:4:4, grey) and PNG (RGB,
- * grey, palette, RGBA, 16-bit grey) files into class folders, with PIL's pixels and
- * torchvision's ImageFolder samples; pipebench must list the same files in the same order with
- * the same labels and decode the same pixels, whole and as a region. */
+ * PB_PYTHON): make_tree.py writes JPEG (baseline, progressive, 4:2:0, 4:4:4, grey, one with its
+ * frame header 100 kB in) and PNG (RGB, grey, palette, RGBA, 16-bit grey) files into class
+ * folders, with PIL's pixels and torchvision's ImageFolder samples; pipebench must list the same
+ * files in the same order with the same labels and decode the same pixels, whole and as a
+ * region. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,7 @@ int main(void) {
   }
   fclose(fp);
   EXPECT_EQ(n, pb_dataset_count(ds));
-  EXPECT_EQ(n, 10);
+  EXPECT_EQ(n, 11);
   EXPECT_EQ(pb_dataset_label(ds, n), -1);
   pb_dataset_free(ds);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
