@@ -31,8 +31,10 @@ int main(void) {
   EXPECT(env.duckdb_version[0] && env.libtiff_version[0] && env.blosc_version[0]);
   EXPECT(env.zstd_version[0] && env.zlib_lib_version[0] && env.lz4_version[0]);
   EXPECT(env.cjson_version[0] && env.onednn_version[0]);
+  EXPECT(field(&env, "libjpeg_turbo_version", &n0, tmp, sizeof tmp)[0]); /* imagefolder */
+  EXPECT(field(&env, "libpng_version", &n0, tmp, sizeof tmp)[0]);
   EXPECT_STREQ(field(&env, "cudnn_version", &n0, tmp, sizeof tmp), "");
-  EXPECT_EQ(n0, 21);
+  EXPECT_EQ(n0, 23);
 
   /* a module loaded later: its known key fills its field, a new key is a field of its own */
   pb__env_register_version("cudnn_version", fake_cudnn);
