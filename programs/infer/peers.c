@@ -178,9 +178,16 @@ static int run_peer(const pb_infer_params *p, pb__infer_ctx *c, const char *dir,
 }
 
 int pb__infer_peers(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
-  char dir[] = "/tmp/pipebench_infer_XXXXXX";
+  /* The inputs for the peers go to $TMPDIR (else /tmp), as other programs' temporaries do. */
+  const char *base = getenv("TMPDIR");
+  if (base == NULL || base[0] == '\0') base = "/tmp";
+  char dir[4096];
+  int n = snprintf(dir, sizeof dir, "%s/pipebench_infer_XXXXXX", base);
+  if (n < 0 || (size_t)n >= sizeof dir)
+    return pb_error_set(err, PB_EINVAL, "TMPDIR is too long: %s", base);
   if (mkdtemp(dir) == NULL)
-    return pb_error_set(err, PB_EIO, "cannot make a temporary folder in /tmp: %s", strerror(errno));
+    return pb_error_set(err, PB_EIO, "cannot make a temporary folder in %s: %s", base,
+                        strerror(errno));
   int rc = write_inputs(c, dir, err);
   const char *modes = (c->mask & PB__FW_TORCH) && (c->mask & PB__FW_TORCH_COMPILE) ? "eager,compile"
                       : (c->mask & PB__FW_TORCH)                                   ? "eager"

@@ -34,7 +34,9 @@ expect_rc 1 "unknown device"
 expect_err "this machine has: cpu" "says which devices there are"
 
 # ---- the engine and the torch peer on the same inputs -------------------------------------------
-tmp_before=$(ls -d /tmp/pipebench_infer_* 2>/dev/null | sort)
+# The peers' inputs go to $TMPDIR: a folder of this test's own, so other runs cannot show up in it.
+export TMPDIR=$work/tmpdir
+mkdir -p "$TMPDIR"
 run timeout $lim "$pb" infer --framework onednn,torch --batch-sizes 1 2 --iterations 3 --warmup 1 \
   --threads 1 --output-dir "$work/raw"
 expect_rc 0 "engine and torch"
@@ -49,9 +51,7 @@ if [[ -s $csv ]]; then
 else
   fail "no CSV"
 fi
-tmp_after=$(ls -d /tmp/pipebench_infer_* 2>/dev/null | sort)
-[[ $(comm -13 <(echo "$tmp_before") <(echo "$tmp_after")) == "" ]] && pass ||
-  fail "temporary input folder left in /tmp"
+[[ -z $(ls -A "$TMPDIR") ]] && pass || fail "temporary input folder left in \$TMPDIR"
 
 # ---- fake peers: PIPEBENCH_PYTHON_DIR is where the scripts come from (PB_SOURCE_DIR is not) -----
 fake=$work/fake
