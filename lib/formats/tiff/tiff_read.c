@@ -651,7 +651,7 @@ static int get_file(tiff_state *st, int64_t i, tiff_file **out, struct pb_error 
 
 static int tiff_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *err) {
   tiff_state *st = state;
-  tiff_file *f;
+  tiff_file *f = NULL;
   PB_RETURN_NOT_OK(get_file(st, i, &f, err));
   pb_image_meta_init(out, st->names[i], f->dtype, f->shape);
   memcpy(out->id, f->id, sizeof out->id);
@@ -967,7 +967,7 @@ static int read_page(read_ctx *cx, int64_t t, int64_t pc, int64_t z, struct pb_e
 static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                      pb_stage_times *times, struct pb_error *err) {
   tiff_state *st = state;
-  tiff_file *f;
+  tiff_file *f = NULL;
   PB_RETURN_NOT_OK(get_file(st, i, &f, err));
   pb_region full;
   if (region == NULL) {
