@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run check sanitize tsan clean install
+.PHONY: all setup build run check check-gpu sanitize tsan clean install
 all: build
 
 setup:
@@ -18,14 +18,18 @@ build: setup
 run: build
 	$(BUILD)/pipebench run
 
+# Tests labelled gpu need an NVIDIA GPU and driver; `make check-gpu` runs them where there is one.
 check: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+check-gpu: build
+	cd $(BUILD) && ctest --output-on-failure -L gpu
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer, then ThreadSanitizer.
 sanitize: setup
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	cd build-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) -LE nosan
+	cd build-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) -LE 'nosan|gpu'
 
 tsan: setup
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_SANITIZE=thread >/dev/null
