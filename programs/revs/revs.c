@@ -626,143 +626,224 @@ static int resolve_binary(revs_ctx *c, const worktree *w, char *out, size_t size
   return access(out, X_OK) == 0;
 }
 
-static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err) {
+/* What one run executes: its command line and the metrics file it is to write. */
+typedef struct run_plan {
+  argv_list argv;
+  argv_list over;       /* command tasks: overrides as environment entries */
+  char metrics[4400];   /* "" when the run writes none */
+  int optional_metrics; /* a template's task may write no metrics file */
+} run_plan;
+
+static int oom_message(int rc, struct pb_error *err) {
+  return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
+}
+
+static int push_shell(argv_list *a, const char *cmd) {
+  int rc = argv_push(a, "/bin/sh");
+  if (rc == PB_OK) rc = argv_push(a, "-c");
+  if (rc == PB_OK) rc = argv_push(a, cmd);
+  return rc;
+}
+
+/* A task with a command template: the expanded template through the shell. */
+static int plan_template(const revs_ctx *c, const task_state *s, const char *tmpl, int repeat,
+                         run_plan *r, struct pb_error *err) {
+  size_t idx = (size_t)(s - c->ts);
+  snprintf(r->metrics, sizeof r->metrics, "%s/task-%zu-run-%d.json", c->tmp, idx + 1,
+           repeat + 1);
+  char *cmd = NULL;
+  int rc = expand_template(tmpl, s->t, s->commit, repeat, r->metrics, &cmd, err);
+  if (rc != PB_OK) return rc;
+  rc = push_shell(&r->argv, cmd);
+  free(cmd);
+  r->optional_metrics = 1;
+  return oom_message(rc, err);
+}
+
+/* A command task: its command through the shell, its overrides as environment entries. */
+static int plan_command(const worktree *w, const pb_revs_task *t, run_plan *r,
+                        struct pb_error *err) {
+  if (t->metrics[0] == '/') snprintf(r->metrics, sizeof r->metrics, "%s", t->metrics);
+  else snprintf(r->metrics, sizeof r->metrics, "%s/%s", w->path, t->metrics);
+  int rc = push_shell(&r->argv, t->command);
+  char **items = NULL;
+  size_t n = 0;
+  if (rc == PB_OK) rc = pb__revs_split_overrides(t->overrides, &items, &n, err);
+  for (size_t i = 0; rc == PB_OK && i < n && i < 8; i++) rc = argv_push(&r->over, items[i]);
+  pb__revs_free_strings(items, n);
+  return oom_message(rc, err);
+}
+
+static int push_train_args(argv_list *a, const pb_revs_task *t, const char *metrics) {
+  char num[32];
+  int rc = argv_push(a, "train");
+  snprintf(num, sizeof num, "%ld", t->max_epochs);
+  if (rc == PB_OK) rc = argv_push(a, "--epochs");
+  if (rc == PB_OK) rc = argv_push(a, num);
+  snprintf(num, sizeof num, "%ld", t->batch_size);
+  if (rc == PB_OK) rc = argv_push(a, "--batch-size");
+  if (rc == PB_OK) rc = argv_push(a, num);
+  if (rc == PB_OK) rc = argv_push(a, "--metrics-out");
+  if (rc == PB_OK) rc = argv_push(a, metrics);
+  return rc;
+}
+
+static int push_infer_args(argv_list *a, const pb_revs_task *t, const char *outdir) {
+  char num[32];
+  int rc = argv_push(a, "infer");
+  snprintf(num, sizeof num, "%ld", t->batch_size);
+  if (rc == PB_OK) rc = argv_push(a, "--batch-sizes");
+  if (rc == PB_OK) rc = argv_push(a, num);
+  if (rc == PB_OK) rc = argv_push(a, "--output-dir");
+  if (rc == PB_OK) rc = argv_push(a, outdir);
+  if (rc == PB_OK && t->data_path[0] != '\0') rc = argv_push(a, "--data-source");
+  if (rc == PB_OK && t->data_path[0] != '\0') rc = argv_push(a, t->data_path);
+  return rc;
+}
+
+/* A train or infer task without a template: the revision's own pipebench binary. */
+static int plan_pipebench(revs_ctx *c, const task_state *s, int repeat, run_plan *r,
+                          struct pb_error *err) {
   const pb_revs_task *t = s->t;
   const worktree *w = &c->wts[s->wt];
   size_t idx = (size_t)(s - c->ts);
-  char log[4200], metrics[4400];
-  snprintf(log, sizeof log, "%s/task-%zu-run-%d.log", c->tmp, idx + 1, repeat + 1);
-  argv_list a = {NULL, 0, 0};
-  int rc = PB_OK;
-  char *env[24];
-  int ne = 0;
-  char e_branch[700], e_exp[700], e_rep[64], e_commit[100], e_metrics[4500], e_wt[4200],
-      e_pm[4500];
-  argv_list over = {NULL, 0, 0}; /* command tasks: overrides as environment entries */
-  const char *tmpl = task_template(c, w, t);
-  int optional_metrics = 0; /* a template's task may write no metrics file */
-  if (tmpl != NULL) {
-    snprintf(metrics, sizeof metrics, "%s/task-%zu-run-%d.json", c->tmp, idx + 1, repeat + 1);
-    char *cmd = NULL;
-    rc = expand_template(tmpl, t, s->commit, repeat, metrics, &cmd, err);
-    if (rc != PB_OK) return rc;
-    rc = argv_push(&a, "/bin/sh");
-    if (rc == PB_OK) rc = argv_push(&a, "-c");
-    if (rc == PB_OK) rc = argv_push(&a, cmd);
-    free(cmd);
-    optional_metrics = 1;
-  } else if (t->kind == PB_REVS_COMMAND) {
-    if (t->metrics[0] == '/') snprintf(metrics, sizeof metrics, "%s", t->metrics);
-    else snprintf(metrics, sizeof metrics, "%s/%s", w->path, t->metrics);
-    rc = argv_push(&a, "/bin/sh");
-    if (rc == PB_OK) rc = argv_push(&a, "-c");
-    if (rc == PB_OK) rc = argv_push(&a, t->command);
-    char **items = NULL;
-    size_t n = 0;
-    if (rc == PB_OK) rc = pb__revs_split_overrides(t->overrides, &items, &n, err);
-    for (size_t i = 0; rc == PB_OK && i < n && i < 8; i++) rc = argv_push(&over, items[i]);
-    pb__revs_free_strings(items, n);
+  snprintf(r->metrics, sizeof r->metrics, "%s/task-%zu-run-%d.json", c->tmp, idx + 1,
+           repeat + 1);
+  char bin[4400];
+  if (!resolve_binary(c, w, bin, sizeof bin)) {
+    return pb_error_set(err, PB_ENOTFOUND, "no pipebench binary at %s after the build%s", bin,
+                        c->p->binary ? "" : " (give --binary when the build puts it elsewhere)");
+  }
+  const char *device = strcmp(t->trainer, "gpu") == 0 ? "cuda" : "cpu";
+  int rc = argv_push(&r->argv, bin);
+  if (t->kind == PB_REVS_TRAIN) {
+    if (rc == PB_OK) rc = push_train_args(&r->argv, t, r->metrics);
   } else {
-    snprintf(metrics, sizeof metrics, "%s/task-%zu-run-%d.json", c->tmp, idx + 1, repeat + 1);
-    char bin[4400];
-    if (!resolve_binary(c, w, bin, sizeof bin)) {
-      return pb_error_set(err, PB_ENOTFOUND, "no pipebench binary at %s after the build%s", bin,
-                          c->p->binary ? "" : " (give --binary when the build puts it elsewhere)");
-    }
-    const char *device = strcmp(t->trainer, "gpu") == 0 ? "cuda" : "cpu";
-    char num[32];
-    rc = argv_push(&a, bin);
-    if (t->kind == PB_REVS_TRAIN) {
-      if (rc == PB_OK) rc = argv_push(&a, "train");
-      snprintf(num, sizeof num, "%ld", t->max_epochs);
-      if (rc == PB_OK) rc = argv_push(&a, "--epochs");
-      if (rc == PB_OK) rc = argv_push(&a, num);
-      snprintf(num, sizeof num, "%ld", t->batch_size);
-      if (rc == PB_OK) rc = argv_push(&a, "--batch-size");
-      if (rc == PB_OK) rc = argv_push(&a, num);
-      if (rc == PB_OK) rc = argv_push(&a, "--metrics-out");
-      if (rc == PB_OK) rc = argv_push(&a, metrics);
-    } else {
-      char outdir[4400];
-      snprintf(outdir, sizeof outdir, "%s/infer-%zu-%d", c->tmp, idx + 1, repeat + 1);
-      metrics[0] = '\0'; /* pipebench infer writes a CSV; only the run itself is measured */
-      if (rc == PB_OK) rc = argv_push(&a, "infer");
-      snprintf(num, sizeof num, "%ld", t->batch_size);
-      if (rc == PB_OK) rc = argv_push(&a, "--batch-sizes");
-      if (rc == PB_OK) rc = argv_push(&a, num);
-      if (rc == PB_OK) rc = argv_push(&a, "--output-dir");
-      if (rc == PB_OK) rc = argv_push(&a, outdir);
-      if (rc == PB_OK && t->data_path[0] != '\0') rc = argv_push(&a, "--data-source");
-      if (rc == PB_OK && t->data_path[0] != '\0') rc = argv_push(&a, t->data_path);
-    }
-    if (rc == PB_OK) rc = argv_push(&a, "--device");
-    if (rc == PB_OK) rc = argv_push(&a, device);
-    if (rc == PB_OK) rc = experiment_options(w, t->experiment, &a, err);
-    if (rc == PB_OK) rc = push_options(&a, t->overrides, err);
+    char outdir[4400];
+    snprintf(outdir, sizeof outdir, "%s/infer-%zu-%d", c->tmp, idx + 1, repeat + 1);
+    r->metrics[0] = '\0'; /* pipebench infer writes a CSV; only the run itself is measured */
+    if (rc == PB_OK) rc = push_infer_args(&r->argv, t, outdir);
   }
+  if (rc == PB_OK) rc = argv_push(&r->argv, "--device");
+  if (rc == PB_OK) rc = argv_push(&r->argv, device);
+  if (rc == PB_OK) rc = experiment_options(w, t->experiment, &r->argv, err);
+  if (rc == PB_OK) rc = push_options(&r->argv, t->overrides, err);
+  return oom_message(rc, err);
+}
+
+/* Fills *r (zeroed by the caller) for one run of a task; on failure it holds nothing to free. */
+static int plan_run(revs_ctx *c, const task_state *s, int repeat, run_plan *r,
+                    struct pb_error *err) {
+  const pb_revs_task *t = s->t;
+  const worktree *w = &c->wts[s->wt];
+  const char *tmpl = task_template(c, w, t);
+  int rc;
+  if (tmpl != NULL) rc = plan_template(c, s, tmpl, repeat, r, err);
+  else if (t->kind == PB_REVS_COMMAND) rc = plan_command(w, t, r, err);
+  else rc = plan_pipebench(c, s, repeat, r, err);
   if (rc != PB_OK) {
-    argv_free(&a);
-    argv_free(&over);
-    return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
+    argv_free(&r->argv);
+    argv_free(&r->over);
   }
-  snprintf(e_branch, sizeof e_branch, "PB_REVS_BRANCH=%s", t->branch);
-  snprintf(e_exp, sizeof e_exp, "PB_REVS_EXPERIMENT=%s", t->experiment);
-  snprintf(e_rep, sizeof e_rep, "PB_REVS_REPEAT=%d", repeat + 1);
-  snprintf(e_commit, sizeof e_commit, "PB_REVS_COMMIT=%s", s->commit);
-  snprintf(e_metrics, sizeof e_metrics, "PB_REVS_METRICS=%s", metrics);
-  snprintf(e_wt, sizeof e_wt, "PB_REVS_WORKTREE=%s", w->path);
-  env[ne++] = e_branch;
-  env[ne++] = e_exp;
-  env[ne++] = e_rep;
-  env[ne++] = e_commit;
-  env[ne++] = e_metrics;
-  env[ne++] = e_wt;
-  snprintf(e_pm, sizeof e_pm, "PIPEBENCH_METRICS=%s", metrics);
-  if (metrics[0] != '\0') env[ne++] = e_pm;
-  for (size_t i = 0; i < over.n; i++) env[ne++] = over.v[i];
-  env[ne] = NULL;
-  if (metrics[0] != '\0') unlink(metrics); /* a stale file must not pass for this run's */
-  pb__revs_child res;
-  pb__revs_sampler smp;
-  pb__revs_sampler_start(&smp);
-  rc = pb__revs_exec(a.v, w->path, env, c->p->timeout_s, log, log, c->p->cancel, &res, err);
-  pb__revs_sampler_stop(&smp);
-  argv_free(&a);
-  argv_free(&over);
-  if (rc != PB_OK) return rc;
-  /* what pipebench measured from outside, always under "pipebench"; the guide's slots get it
-   * only where the task reported nothing of its own */
-  add_value(s, "pipebench.wall_seconds", res.wall_s);
+  return rc;
+}
+
+/* The PB_REVS_* entries a run's environment gets, and the overrides of a command task. */
+typedef struct run_env {
+  char *v[24];
+  char branch[700], exp[700], rep[64], commit[100], metrics[4500], wt[4200], pm[4500];
+} run_env;
+
+static void fill_env(run_env *e, const task_state *s, const worktree *w, int repeat,
+                     const run_plan *r) {
+  const pb_revs_task *t = s->t;
+  int ne = 0;
+  snprintf(e->branch, sizeof e->branch, "PB_REVS_BRANCH=%s", t->branch);
+  snprintf(e->exp, sizeof e->exp, "PB_REVS_EXPERIMENT=%s", t->experiment);
+  snprintf(e->rep, sizeof e->rep, "PB_REVS_REPEAT=%d", repeat + 1);
+  snprintf(e->commit, sizeof e->commit, "PB_REVS_COMMIT=%s", s->commit);
+  snprintf(e->metrics, sizeof e->metrics, "PB_REVS_METRICS=%s", r->metrics);
+  snprintf(e->wt, sizeof e->wt, "PB_REVS_WORKTREE=%s", w->path);
+  e->v[ne++] = e->branch;
+  e->v[ne++] = e->exp;
+  e->v[ne++] = e->rep;
+  e->v[ne++] = e->commit;
+  e->v[ne++] = e->metrics;
+  e->v[ne++] = e->wt;
+  snprintf(e->pm, sizeof e->pm, "PIPEBENCH_METRICS=%s", r->metrics);
+  if (r->metrics[0] != '\0') e->v[ne++] = e->pm;
+  for (size_t i = 0; i < r->over.n; i++) e->v[ne++] = r->over.v[i];
+  e->v[ne] = NULL;
+}
+
+/* Takes the numbers of the metrics file the run wrote; one it should have written and did not
+ * is an error. */
+static int read_run_metrics(task_state *s, const run_plan *r, struct pb_error *err) {
+  const pb_revs_task *t = s->t;
+  const char *shown = t->kind == PB_REVS_COMMAND ? t->metrics : r->metrics;
+  if (r->metrics[0] == '\0') return PB_OK;
+  if (access(r->metrics, F_OK) != 0) {
+    if (r->optional_metrics) return PB_OK;
+    return pb_error_set(err, PB_ENOTFOUND, "the task exited 0 but wrote no metrics file %s",
+                        shown);
+  }
+  cJSON *root = pb__load_json(r->metrics, err);
+  if (root == NULL) return PB_EFORMAT;
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return pb_error_set(err, PB_EFORMAT, "%s: the metrics file must hold a JSON object", shown);
+  }
+  take_metrics(s, root, "");
+  cJSON_Delete(root);
+  s->reported++;
+  return PB_OK;
+}
+
+/* Records a run that exited 0: what pipebench measured from outside, always under "pipebench";
+ * the guide's slots get it only where the task reported nothing of its own. */
+static int record_run(task_state *s, const run_plan *r, const pb__revs_child *res,
+                      const pb__revs_sampler *smp, struct pb_error *err) {
+  const pb_revs_task *t = s->t;
+  add_value(s, "pipebench.wall_seconds", res->wall_s);
   /* the tree's summed RSS as sampled, or the largest single process (wait4) when that is more:
    * a task shorter than one sample */
-  double rss = smp.peak_tree_mb > res.maxrss_mb ? smp.peak_tree_mb : res.maxrss_mb;
+  double rss = smp->peak_tree_mb > res->maxrss_mb ? smp->peak_tree_mb : res->maxrss_mb;
   add_value(s, "pipebench.peak_rss_mb", rss);
-  if (smp.gpu_answered) add_value(s, "pipebench.peak_gpu_memory_mb", smp.peak_gpu_mb);
+  if (smp->gpu_answered) add_value(s, "pipebench.peak_gpu_memory_mb", smp->peak_gpu_mb);
   size_t n_gpu = series_n(s, "peak_gpu_memory_mb");
   char p_el[200], p_mem[200];
   snprintf(p_el, sizeof p_el, "%s.elapsed_seconds", total_group(t));
   snprintf(p_mem, sizeof p_mem, "%s.peak_memory_mb", total_group(t));
   size_t n_el = series_n(s, p_el), n_mem = series_n(s, p_mem);
-  if (metrics[0] != '\0' && access(metrics, F_OK) == 0) {
-    cJSON *root = pb__load_json(metrics, err);
-    if (root == NULL) return PB_EFORMAT;
-    if (!cJSON_IsObject(root)) {
-      cJSON_Delete(root);
-      return pb_error_set(err, PB_EFORMAT, "%s: the metrics file must hold a JSON object",
-                          t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
-    }
-    take_metrics(s, root, "");
-    cJSON_Delete(root);
-    s->reported++;
-  } else if (metrics[0] != '\0' && !optional_metrics) {
-    return pb_error_set(err, PB_ENOTFOUND, "the task exited 0 but wrote no metrics file %s",
-                        t->kind == PB_REVS_COMMAND ? t->metrics : metrics);
-  }
-  if (series_n(s, p_el) == n_el) add_value(s, p_el, res.wall_s);
+  PB_RETURN_NOT_OK(read_run_metrics(s, r, err));
+  if (series_n(s, p_el) == n_el) add_value(s, p_el, res->wall_s);
   if (series_n(s, p_mem) == n_mem) add_value(s, p_mem, rss);
-  if (smp.gpu_answered && series_n(s, "peak_gpu_memory_mb") == n_gpu)
-    add_value(s, "peak_gpu_memory_mb", smp.peak_gpu_mb);
+  if (smp->gpu_answered && series_n(s, "peak_gpu_memory_mb") == n_gpu)
+    add_value(s, "peak_gpu_memory_mb", smp->peak_gpu_mb);
   return PB_OK;
+}
+
+static int run_once(revs_ctx *c, task_state *s, int repeat, struct pb_error *err) {
+  const worktree *w = &c->wts[s->wt];
+  size_t idx = (size_t)(s - c->ts);
+  char log[4200];
+  snprintf(log, sizeof log, "%s/task-%zu-run-%d.log", c->tmp, idx + 1, repeat + 1);
+  run_plan r;
+  memset(&r, 0, sizeof r);
+  PB_RETURN_NOT_OK(plan_run(c, s, repeat, &r, err));
+  run_env env;
+  fill_env(&env, s, w, repeat, &r);
+  if (r.metrics[0] != '\0') unlink(r.metrics); /* a stale file must not pass for this run's */
+  pb__revs_child res;
+  pb__revs_sampler smp;
+  pb__revs_sampler_start(&smp);
+  int rc = pb__revs_exec(r.argv.v, w->path, env.v, c->p->timeout_s, log, log, c->p->cancel, &res,
+                         err);
+  pb__revs_sampler_stop(&smp);
+  argv_free(&r.argv);
+  argv_free(&r.over);
+  if (rc != PB_OK) return rc;
+  return record_run(s, &r, &res, &smp, err);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -925,6 +1006,148 @@ static int make_tmp(revs_ctx *c, struct pb_error *err) {
   return PB_OK;
 }
 
+/* The context for a run of nt tasks; on failure nothing is left allocated but the tasks. */
+static int ctx_init(revs_ctx *c, const pb_revs_params *p, pb_revs_task *tasks, size_t nt,
+                    struct pb_error *err) {
+  memset(c, 0, sizeof *c);
+  c->p = p;
+  c->ts = calloc(nt, sizeof *c->ts);
+  c->wts = calloc(nt, sizeof *c->wts);
+  if (c->ts == NULL || c->wts == NULL) {
+    free(c->ts);
+    free(c->wts);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  c->nts = nt;
+  for (size_t i = 0; i < nt; i++) {
+    c->ts[i].t = &tasks[i];
+    c->ts[i].wt = -1;
+  }
+  c->total_steps = (long)nt * (long)(p->repeats + 1);
+  return PB_OK;
+}
+
+static void ctx_free(revs_ctx *c) {
+  for (size_t i = 0; i < c->nts; i++)
+    for (int k = 0; k < c->ts[i].nm; k++) free(c->ts[i].m[k].v);
+  for (size_t i = 0; i < c->nwt; i++) {
+    free(c->wts[i].file_train);
+    free(c->wts[i].file_infer);
+    free(c->wts[i].file_build);
+  }
+  free(c->ts);
+  free(c->wts);
+}
+
+/* The top folder of the git repository the revisions come from. */
+static int find_top(revs_ctx *c, struct pb_error *err) {
+  char here[4096];
+  const char *repo = c->p->repo;
+  if (repo == NULL) repo = getcwd(here, sizeof here) ? here : ".";
+  snprintf(c->top, sizeof c->top, "%s", repo);
+  struct pb_error gerr = {{0}};
+  char top[4096];
+  if (git(c, top, sizeof top, &gerr, "rev-parse", "--show-toplevel", (char *)NULL) != PB_OK ||
+      top[0] == '\0') {
+    int rc = pb_error_set(err, PB_ENOTFOUND, "%s is not inside a git repository (%s)", repo,
+                          gerr.message);
+    c->top[0] = '\0';
+    return rc;
+  }
+  snprintf(c->top, sizeof c->top, "%s", top);
+  return PB_OK;
+}
+
+/* Marks and reports a failed task; unless failed tasks are skipped, its error becomes the run's
+ * and no further task starts. */
+static void task_failed(revs_ctx *c, task_state *s, int code, const struct pb_error *e,
+                        int *first_error, struct pb_error *err) {
+  fail_task(c, s, e);
+  if (c->p->skip_failed) return;
+  *first_error = code;
+  if (err) snprintf(err->message, sizeof err->message, "task %zu (%s, line %d): %s",
+                    (size_t)(s - c->ts) + 1, s->t->branch, s->t->line, e->message);
+}
+
+/* Checks out and builds every task's revision first, so the timed rounds can interleave.
+ * Returns PB_ECANCELED when interrupted, else PB_OK (task failures go to *first_error). */
+static int prepare_all(revs_ctx *c, int *first_error, struct pb_error *err) {
+  struct pb_error terr;
+  for (size_t i = 0; i < c->nts && *first_error == PB_OK; i++) {
+    task_state *s = &c->ts[i];
+    char what[300];
+    snprintf(what, sizeof what, "preparing %s (%s)", s->t->branch, s->t->experiment);
+    progress(c, what);
+    pb_utc_iso8601(s->timestamp, sizeof s->timestamp);
+    memset(&terr, 0, sizeof terr);
+    int r = canceled(c) ? PB_ECANCELED : prepare(c, s, &terr);
+    c->step++;
+    if (r == PB_ECANCELED) return r;
+    if (r != PB_OK) {
+      task_failed(c, s, r, &terr, first_error, err);
+      continue;
+    }
+    s->ready = 1;
+  }
+  return PB_OK;
+}
+
+/* The timed rounds: each ready task once per round. Returns as prepare_all does. */
+static int run_rounds(revs_ctx *c, int *first_error, struct pb_error *err) {
+  const pb_revs_params *p = c->p;
+  struct pb_error terr;
+  for (int r = 0; *first_error == PB_OK && r < p->repeats; r++) {
+    for (size_t i = 0; i < c->nts && *first_error == PB_OK; i++) {
+      task_state *s = &c->ts[i];
+      if (!s->ready) continue;
+      char what[300];
+      snprintf(what, sizeof what, "%s (%s) run %d/%d", s->t->branch, s->t->experiment, r + 1,
+               p->repeats);
+      progress(c, what);
+      memset(&terr, 0, sizeof terr);
+      int x = canceled(c) ? PB_ECANCELED : run_once(c, s, r, &terr);
+      c->step++;
+      if (x == PB_ECANCELED) return x;
+      if (x != PB_OK) {
+        char msg[1100];
+        snprintf(msg, sizeof msg, "run %d of %d: %s", r + 1, p->repeats, terr.message);
+        snprintf(terr.message, sizeof terr.message, "%s", msg);
+        task_failed(c, s, x, &terr, first_error, err);
+        continue;
+      }
+      s->runs_done++;
+      if (r + 1 == p->repeats)
+        report(c, "task %zu (%s, %s): %d runs, median %.3f s", i + 1, s->t->branch,
+               s->t->experiment, s->runs_done, median_of(find_series(s, "pipebench.wall_seconds")));
+    }
+  }
+  return PB_OK;
+}
+
+/* The run's result once the worktrees are gone: the output written unless interrupted or failed
+ * before any task ran, and the first task error, or every task having failed, as the error. */
+static int finish(revs_ctx *c, int rc, int first_error, int nf, struct pb_error *err) {
+  const pb_revs_params *p = c->p;
+  if (rc == PB_ECANCELED) {
+    pb_error_set(err, PB_ECANCELED, "interrupted; worktrees removed, %s not written", p->output);
+  } else if (rc == PB_OK) {
+    struct pb_error werr = {{0}};
+    int w = write_output(c, &werr);
+    if (w != PB_OK) {
+      rc = w;
+      if (err) snprintf(err->message, sizeof err->message, "%s", werr.message);
+    } else {
+      rc = first_error;
+      if (rc == PB_OK && nf > 0 && (size_t)nf == c->nts) {
+        rc = PB_ECHILD;
+        pb_error_set(err, PB_ECHILD, "every task failed (%d of %zu); their errors are in %s", nf,
+                     c->nts, p->output);
+      }
+    }
+  }
+  return rc;
+}
+
 int pb_revs_run(const pb_revs_params *p, int *n_failed, struct pb_error *err) {
   if (n_failed) *n_failed = 0;
   if (p == NULL || p->config == NULL || p->output == NULL)
@@ -935,130 +1158,23 @@ int pb_revs_run(const pb_revs_params *p, int *n_failed, struct pb_error *err) {
   size_t nt = 0;
   PB_RETURN_NOT_OK(pb_revs_tasks_read(p->config, &tasks, &nt, err));
   revs_ctx c;
-  memset(&c, 0, sizeof c);
-  c.p = p;
-  c.ts = calloc(nt, sizeof *c.ts);
-  c.wts = calloc(nt, sizeof *c.wts);
-  if (c.ts == NULL || c.wts == NULL) {
-    free(c.ts);
-    free(c.wts);
+  int rc = ctx_init(&c, p, tasks, nt, err);
+  if (rc != PB_OK) {
     pb_revs_tasks_free(tasks, nt);
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
+    return rc;
   }
-  c.nts = nt;
-  for (size_t i = 0; i < nt; i++) {
-    c.ts[i].t = &tasks[i];
-    c.ts[i].wt = -1;
-  }
-  c.total_steps = (long)nt * (long)(p->repeats + 1);
-  int rc = make_tmp(&c, err);
-  if (rc == PB_OK) {
-    char here[4096];
-    const char *repo = p->repo;
-    if (repo == NULL) repo = getcwd(here, sizeof here) ? here : ".";
-    snprintf(c.top, sizeof c.top, "%s", repo);
-    struct pb_error gerr = {{0}};
-    char top[4096];
-    if (git(&c, top, sizeof top, &gerr, "rev-parse", "--show-toplevel", (char *)NULL) != PB_OK ||
-        top[0] == '\0') {
-      rc = pb_error_set(err, PB_ENOTFOUND, "%s is not inside a git repository (%s)", repo,
-                        gerr.message);
-      c.top[0] = '\0';
-    } else {
-      snprintf(c.top, sizeof c.top, "%s", top);
-    }
-  }
+  rc = make_tmp(&c, err);
+  if (rc == PB_OK) rc = find_top(&c, err);
   int first_error = PB_OK;
-  struct pb_error terr;
-  /* Check out and build every task's revision first, so the timed rounds can interleave. */
-  for (size_t i = 0; rc == PB_OK && i < nt && first_error == PB_OK; i++) {
-    task_state *s = &c.ts[i];
-    char what[300];
-    snprintf(what, sizeof what, "preparing %s (%s)", s->t->branch, s->t->experiment);
-    progress(&c, what);
-    pb_utc_iso8601(s->timestamp, sizeof s->timestamp);
-    memset(&terr, 0, sizeof terr);
-    int r = canceled(&c) ? PB_ECANCELED : prepare(&c, s, &terr);
-    c.step++;
-    if (r == PB_ECANCELED) {
-      rc = r;
-      break;
-    }
-    if (r != PB_OK) {
-      fail_task(&c, s, &terr);
-      if (!p->skip_failed) {
-        first_error = r;
-        if (err) snprintf(err->message, sizeof err->message, "task %zu (%s, line %d): %s", i + 1,
-                          s->t->branch, s->t->line, terr.message);
-      }
-      continue;
-    }
-    s->ready = 1;
-  }
-  for (int r = 0; rc == PB_OK && first_error == PB_OK && r < p->repeats; r++) {
-    for (size_t i = 0; i < nt && rc == PB_OK && first_error == PB_OK; i++) {
-      task_state *s = &c.ts[i];
-      if (!s->ready) continue;
-      char what[300];
-      snprintf(what, sizeof what, "%s (%s) run %d/%d", s->t->branch, s->t->experiment, r + 1,
-               p->repeats);
-      progress(&c, what);
-      memset(&terr, 0, sizeof terr);
-      int x = canceled(&c) ? PB_ECANCELED : run_once(&c, s, r, &terr);
-      c.step++;
-      if (x == PB_ECANCELED) {
-        rc = x;
-        break;
-      }
-      if (x != PB_OK) {
-        char msg[1100];
-        snprintf(msg, sizeof msg, "run %d of %d: %s", r + 1, p->repeats, terr.message);
-        snprintf(terr.message, sizeof terr.message, "%s", msg);
-        fail_task(&c, s, &terr);
-        if (!p->skip_failed) {
-          first_error = x;
-          if (err) snprintf(err->message, sizeof err->message, "task %zu (%s, line %d): %s",
-                            i + 1, s->t->branch, s->t->line, terr.message);
-        }
-        continue;
-      }
-      s->runs_done++;
-      if (r + 1 == p->repeats)
-        report(&c, "task %zu (%s, %s): %d runs, median %.3f s", i + 1, s->t->branch,
-               s->t->experiment, s->runs_done, median_of(find_series(s, "pipebench.wall_seconds")));
-    }
-  }
+  if (rc == PB_OK) rc = prepare_all(&c, &first_error, err);
+  if (rc == PB_OK) rc = run_rounds(&c, &first_error, err);
   remove_worktrees(&c);
   remove_tmp(&c);
   int nf = 0;
   for (size_t i = 0; i < nt; i++) nf += c.ts[i].failed;
   if (n_failed) *n_failed = nf;
-  if (rc == PB_ECANCELED) {
-    pb_error_set(err, PB_ECANCELED, "interrupted; worktrees removed, %s not written", p->output);
-  } else if (rc == PB_OK) {
-    struct pb_error werr = {{0}};
-    int w = write_output(&c, &werr);
-    if (w != PB_OK) {
-      rc = w;
-      if (err) snprintf(err->message, sizeof err->message, "%s", werr.message);
-    } else {
-      rc = first_error;
-      if (rc == PB_OK && nf > 0 && (size_t)nf == nt) {
-        rc = PB_ECHILD;
-        pb_error_set(err, PB_ECHILD, "every task failed (%d of %zu); their errors are in %s", nf,
-                     nt, p->output);
-      }
-    }
-  }
-  for (size_t i = 0; i < nt; i++)
-    for (int k = 0; k < c.ts[i].nm; k++) free(c.ts[i].m[k].v);
-  for (size_t i = 0; i < c.nwt; i++) {
-    free(c.wts[i].file_train);
-    free(c.wts[i].file_infer);
-    free(c.wts[i].file_build);
-  }
-  free(c.ts);
-  free(c.wts);
+  rc = finish(&c, rc, first_error, nf, err);
+  ctx_free(&c);
   pb_revs_tasks_free(tasks, nt);
   return rc;
 }
