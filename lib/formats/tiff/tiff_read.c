@@ -455,6 +455,124 @@ static int read_direct(const tiff_file *f, const char *path, const pb_region *r,
   return rc;
 }
 
+/* Reads the first page's size and sample tags into f, refusing sample types, colour models and
+ * codecs that cannot be read. */
+static int first_page_format(TIFF *tif, tiff_file *f, const char *path, struct pb_error *err) {
+  uint32_t w = 0, h = 0;
+  uint16_t bps = 1, spp = 1, fmt = SAMPLEFORMAT_UINT, planar = PLANARCONFIG_CONTIG, photo = 0,
+           comp = COMPRESSION_NONE;
+  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) ||
+      w == 0 || h == 0)
+    return pb_error_set(err, PB_EFORMAT, "%s: first page has no image size", path);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bps);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &fmt);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
+  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &comp);
+  TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photo);
+  if (dtype_of(bps, fmt, &f->dtype) != 0)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: %u-bit %s samples are not supported (supported: uint8, uint16, "
+                        "uint32, int16, float32, float64)",
+                        path, bps, format_name(fmt));
+  if (spp < 1 || spp > PB_MAX_CHANNELS)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %u samples per pixel are not supported", path,
+                        spp);
+  if (photo == PHOTOMETRIC_YCBCR)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: YCbCr pages (JPEG-style colour) are not supported", path);
+  if (!TIFFIsCODECConfigured(comp)) {
+    const TIFFCodec *c = TIFFFindCODEC(comp);
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: compression %u (%s) is not available in this libtiff", path, comp,
+                        c ? c->name : "unknown");
+  }
+  f->width = w;
+  f->height = h;
+  f->bps = bps;
+  f->spp = spp;
+  f->sample_format = fmt;
+  f->planar = planar;
+  f->shape[PB_Y] = h;
+  f->shape[PB_X] = w;
+  return PB_OK;
+}
+
+/* Layout of a file without OME metadata: its pages, counted into *offs, arranged by tifffile's
+ * or ImageJ's description if present, every plane mapped (*map) to the page of its index. */
+static int layout_from_pages(tiff_file *f, pb__tiff_io *io, const char *desc, const char *path,
+                             uint64_t **offs, uint64_t *n_offs, int64_t **map, char *why,
+                             size_t why_size, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__tiff_walk_ifds(io, 0, offs, n_offs, err));
+  uint64_t n = *n_offs;
+  int64_t sizes[3] = {1, 1, (int64_t)n};
+  char order[8] = "XYZCT";
+  int r = pb__tiff_parse_shaped(desc, f->spp, f->planar == PLANARCONFIG_SEPARATE, (int64_t)n,
+                                sizes, order, why, why_size);
+  if (r < 0) return pb_error_set(err, r, "%s: %s", path, why);
+  if (r == 0 && pb__tiff_parse_imagej(desc, sizes, order) == 1 &&
+      sizes[0] * sizes[1] * sizes[2] > (int64_t)n)
+    return pb_error_set(err, PB_EFORMAT, "%s: ImageJ description needs %lld pages, file has %llu",
+                        path, (long long)(sizes[0] * sizes[1] * sizes[2]), (unsigned long long)n);
+  memcpy(f->order, order, sizeof f->order);
+  for (int k = 0; k < 3; k++) f->pages[k] = sizes[k];
+  f->shape[PB_T] = sizes[0];
+  f->shape[PB_C] = sizes[1] * f->spp;
+  f->shape[PB_Z] = sizes[2];
+  f->n_planes = sizes[0] * sizes[1] * sizes[2];
+  int64_t *m = malloc((size_t)f->n_planes * sizeof *m);
+  *map = m;
+  if (m == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int64_t p = 0; p < f->n_planes; p++) m[p] = p;
+  return PB_OK;
+}
+
+/* The size the tags and description claim, before anything is allocated for it: compressed or
+ * sparse blocks may be far smaller than their pixels, so the file length bounds nothing, and
+ * the claim is held to PB_MAX_IMAGE_BYTES (docs/formats.md). */
+static int check_claim(const tiff_file *f, const char *path, struct pb_error *err) {
+  int64_t claim_px, claim = 0;
+  if (!pb__prod_i64_ok(f->shape, PB_NDIM, &claim_px) ||
+      !pb__mul_i64_ok(claim_px, (int64_t)pb_dtype_size(f->dtype), &claim) ||
+      claim > pb__max_image_bytes())
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s claims %s%lld bytes, "
+                        "more than the %lld bytes pipebench believes before reading "
+                        "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                        path, (long long)f->shape[PB_T], (long long)f->shape[PB_C],
+                        (long long)f->shape[PB_Z], (long long)f->shape[PB_Y],
+                        (long long)f->shape[PB_X], pb_dtype_name(f->dtype),
+                        claim > 0 ? "" : "more than ", claim > 0 ? (long long)claim : INT64_MAX,
+                        (long long)pb__max_image_bytes());
+  return PB_OK;
+}
+
+/* Directory offsets of every plane into f->ifd, walking the chain (*offs, kept or extended) only
+ * as far as needed. Strip and tile arrays that disagree with the image would read as zeros or
+ * from the wrong bytes; libtiff pads or ignores them, so they are checked here, once per file. */
+static int plane_directories(tiff_file *f, pb__tiff_io *io, const int64_t *map, uint64_t **offs,
+                             uint64_t *n_offs, const char *path, struct pb_error *err) {
+  int64_t max_ifd = 0;
+  for (int64_t p = 0; p < f->n_planes; p++)
+    if (map[p] > max_ifd) max_ifd = map[p];
+  if (*offs == NULL || (int64_t)*n_offs <= max_ifd) {
+    free(*offs);
+    *offs = NULL;
+    PB_RETURN_NOT_OK(pb__tiff_walk_ifds(io, (uint64_t)max_ifd + 1, offs, n_offs, err));
+  }
+  if ((int64_t)*n_offs <= max_ifd)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: the image needs page %lld but the file has only %llu pages", path,
+                        (long long)max_ifd, (unsigned long long)*n_offs);
+  f->ifd = malloc((size_t)f->n_planes * sizeof *f->ifd);
+  if (f->ifd == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int64_t p = 0; p < f->n_planes; p++) f->ifd[p] = (*offs)[map[p]];
+  int rc = PB_OK;
+  for (int64_t p = 0; p < f->n_planes && rc == PB_OK; p++)
+    rc = pb__tiff_check_layout(io, f->ifd[p], map[p], err);
+  return rc;
+}
+
 static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error *err) {
   char path[4096];
   if (file_path(st, i, path, sizeof path) != PB_OK)
@@ -484,139 +602,24 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
     rc = PB_EFORMAT;
     goto done;
   }
-  uint32_t w = 0, h = 0;
-  uint16_t bps = 1, spp = 1, fmt = SAMPLEFORMAT_UINT, planar = PLANARCONFIG_CONTIG, photo = 0,
-           comp = COMPRESSION_NONE;
-  if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) ||
-      w == 0 || h == 0) {
-    rc = pb_error_set(err, PB_EFORMAT, "%s: first page has no image size", path);
-    goto done;
-  }
-  TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &bps);
-  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &spp);
-  TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &fmt);
-  TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &planar);
-  TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &comp);
-  TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &photo);
-  if (dtype_of(bps, fmt, &f->dtype) != 0) {
-    rc = pb_error_set(err, PB_EUNSUPPORTED,
-                      "%s: %u-bit %s samples are not supported (supported: uint8, uint16, "
-                      "uint32, int16, float32, float64)",
-                      path, bps, format_name(fmt));
-    goto done;
-  }
-  if (spp < 1 || spp > PB_MAX_CHANNELS) {
-    rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: %u samples per pixel are not supported", path, spp);
-    goto done;
-  }
-  if (photo == PHOTOMETRIC_YCBCR) {
-    rc = pb_error_set(err, PB_EUNSUPPORTED,
-                      "%s: YCbCr pages (JPEG-style colour) are not supported", path);
-    goto done;
-  }
-  if (!TIFFIsCODECConfigured(comp)) {
-    const TIFFCodec *c = TIFFFindCODEC(comp);
-    rc = pb_error_set(err, PB_EUNSUPPORTED,
-                      "%s: compression %u (%s) is not available in this libtiff", path, comp,
-                      c ? c->name : "unknown");
-    goto done;
-  }
-  f->width = w;
-  f->height = h;
-  f->bps = bps;
-  f->spp = spp;
-  f->sample_format = fmt;
-  f->planar = planar;
-  f->shape[PB_Y] = h;
-  f->shape[PB_X] = w;
+  rc = first_page_format(tif, f, path, err);
+  if (rc != PB_OK) goto done;
   const char *desc = NULL;
   if (!TIFFGetField(tif, TIFFTAG_IMAGEDESCRIPTION, &desc)) desc = NULL;
-  const char *base = st->names[i];
   char why[256] = "";
   int is_ome = pb__ome_parse(desc, &ome, why, sizeof why);
   if (is_ome < 0) {
     rc = pb_error_set(err, is_ome, "%s: %s", path, why);
     goto done;
   }
-  if (is_ome == 1 && !ome.binary_only) {
-    rc = layout_from_ome(f, &ome, path, base, &map, err);
-    if (rc != PB_OK) goto done;
-  } else {
-    /* Not OME: count the pages, then read tifffile's or ImageJ's description if present. */
-    rc = pb__tiff_walk_ifds(&io, 0, &offs, &n_offs, err);
-    if (rc != PB_OK) goto done;
-    int64_t sizes[3] = {1, 1, (int64_t)n_offs};
-    char order[8] = "XYZCT";
-    int r = pb__tiff_parse_shaped(desc, spp, planar == PLANARCONFIG_SEPARATE, (int64_t)n_offs, sizes, order, why, sizeof why);
-    if (r < 0) {
-      rc = pb_error_set(err, r, "%s: %s", path, why);
-      goto done;
-    }
-    if (r == 0 && pb__tiff_parse_imagej(desc, sizes, order) == 1 &&
-        sizes[0] * sizes[1] * sizes[2] > (int64_t)n_offs) {
-      rc = pb_error_set(err, PB_EFORMAT, "%s: ImageJ description needs %lld pages, file has %llu",
-                        path, (long long)(sizes[0] * sizes[1] * sizes[2]),
-                        (unsigned long long)n_offs);
-      goto done;
-    }
-    memcpy(f->order, order, sizeof f->order);
-    for (int k = 0; k < 3; k++) f->pages[k] = sizes[k];
-    f->shape[PB_T] = sizes[0];
-    f->shape[PB_C] = sizes[1] * spp;
-    f->shape[PB_Z] = sizes[2];
-    f->n_planes = sizes[0] * sizes[1] * sizes[2];
-    map = malloc((size_t)f->n_planes * sizeof *map);
-    if (map == NULL) {
-      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-      goto done;
-    }
-    for (int64_t p = 0; p < f->n_planes; p++) map[p] = p;
-  }
-  f->shape[PB_C] = f->pages[1] * spp;
-  /* The size the tags and description claim, before anything is allocated for it: compressed or
-   * sparse blocks may be far smaller than their pixels, so the file length bounds nothing, and
-   * the claim is held to PB_MAX_IMAGE_BYTES (docs/formats.md). */
-  int64_t claim_px, claim = 0;
-  if (!pb__prod_i64_ok(f->shape, PB_NDIM, &claim_px) ||
-      !pb__mul_i64_ok(claim_px, (int64_t)pb_dtype_size(f->dtype), &claim) ||
-      claim > pb__max_image_bytes()) {
-    rc = pb_error_set(err, PB_EUNSUPPORTED,
-                      "%s: shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s claims %s%lld bytes, "
-                      "more than the %lld bytes pipebench believes before reading "
-                      "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
-                      path, (long long)f->shape[PB_T], (long long)f->shape[PB_C],
-                      (long long)f->shape[PB_Z], (long long)f->shape[PB_Y],
-                      (long long)f->shape[PB_X], pb_dtype_name(f->dtype),
-                      claim > 0 ? "" : "more than ", claim > 0 ? (long long)claim : INT64_MAX,
-                      (long long)pb__max_image_bytes());
-    goto done;
-  }
-  /* Directory offsets of every plane, walking the chain only as far as needed. */
-  int64_t max_ifd = 0;
-  for (int64_t p = 0; p < f->n_planes; p++)
-    if (map[p] > max_ifd) max_ifd = map[p];
-  if (offs == NULL || (int64_t)n_offs <= max_ifd) {
-    free(offs);
-    offs = NULL;
-    rc = pb__tiff_walk_ifds(&io, (uint64_t)max_ifd + 1, &offs, &n_offs, err);
-    if (rc != PB_OK) goto done;
-  }
-  if ((int64_t)n_offs <= max_ifd) {
-    rc = pb_error_set(err, PB_EFORMAT,
-                      "%s: the image needs page %lld but the file has only %llu pages", path,
-                      (long long)max_ifd, (unsigned long long)n_offs);
-    goto done;
-  }
-  f->ifd = malloc((size_t)f->n_planes * sizeof *f->ifd);
-  if (f->ifd == NULL) {
-    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-    goto done;
-  }
-  for (int64_t p = 0; p < f->n_planes; p++) f->ifd[p] = offs[map[p]];
-  /* Strip and tile arrays that disagree with the image would read as zeros or from the wrong
-   * bytes; libtiff pads or ignores them, so they are checked here, once per file. */
-  for (int64_t p = 0; p < f->n_planes && rc == PB_OK; p++)
-    rc = pb__tiff_check_layout(&io, f->ifd[p], map[p], err);
+  if (is_ome == 1 && !ome.binary_only)
+    rc = layout_from_ome(f, &ome, path, st->names[i], &map, err);
+  else
+    rc = layout_from_pages(f, &io, desc, path, &offs, &n_offs, &map, why, sizeof why, err);
+  if (rc != PB_OK) goto done;
+  f->shape[PB_C] = f->pages[1] * f->spp;
+  rc = check_claim(f, path, err);
+  if (rc == PB_OK) rc = plane_directories(f, &io, map, &offs, &n_offs, path, err);
   if (rc != PB_OK) goto done;
   f->file_size = io.size;
   direct_layout(f, tif, &io);
@@ -828,12 +831,20 @@ static int set_dir(read_ctx *cx, int64_t plane, struct pb_error *err) {
                       pb__tiff_msg(&cx->io));
 }
 
-/* Reads what the region needs from one page: channels [pc*spp, pc*spp+spp) at (t, z). */
-static int read_page(read_ctx *cx, int64_t t, int64_t pc, int64_t z, struct pb_error *err) {
+/* How one page stores its pixels, read from its directory. */
+typedef struct page_geom {
+  int64_t plane;
+  int64_t w, h;             /* image size */
+  int64_t bw, bh;           /* one strip or tile */
+  int64_t across, per_plane; /* blocks per row of blocks, per sample plane */
+  uint16_t spp, comp;
+  int tiled, separate, ns, swapped;
+} page_geom;
+
+/* Moves to the plane's directory and fills g, refusing pages that differ from the first one or
+ * whose strips or tiles cannot cover the image. */
+static int page_geometry(read_ctx *cx, int64_t plane, page_geom *g, struct pb_error *err) {
   const tiff_file *f = cx->f;
-  const pb_region *r = cx->r;
-  int64_t plane = plane_of(f, t, pc, z);
-  int64_t t0 = pb_now_ns();
   PB_RETURN_NOT_OK(set_dir(cx, plane, err));
   TIFF *tif = cx->tif;
   uint32_t w = 0, h = 0;
@@ -885,7 +896,6 @@ static int read_page(read_ctx *cx, int64_t t, int64_t pc, int64_t z, struct pb_e
                         "%ux%u image", cx->path, (long long)plane, bw_, bh_, w, h);
   int64_t across = (w + bw - 1) / bw, down = (h + bh - 1) / bh;
   int separate = planar == PLANARCONFIG_SEPARATE && spp > 1;
-  int ns = separate ? 1 : spp;
   int64_t per_plane = across * down;
   int64_t need = per_plane * (separate ? spp : 1);
   int64_t have = tiled ? (int64_t)TIFFNumberOfTiles(tif) : (int64_t)TIFFNumberOfStrips(tif);
@@ -893,73 +903,113 @@ static int read_page(read_ctx *cx, int64_t t, int64_t pc, int64_t z, struct pb_e
     return pb_error_set(err, PB_EFORMAT, "%s: page %lld has %lld %ss, its size needs %lld",
                         cx->path, (long long)plane, (long long)have, tiled ? "tile" : "strip",
                         (long long)need);
-  int swapped = TIFFIsByteSwapped(tif);
+  *g = (page_geom){.plane = plane, .w = w, .h = h, .bw = bw, .bh = bh, .across = across,
+                   .per_plane = per_plane, .spp = spp, .comp = comp, .tiled = tiled,
+                   .separate = separate, .ns = separate ? 1 : spp,
+                   .swapped = TIFFIsByteSwapped(tif)};
+  return PB_OK;
+}
+
+/* How many uncompressed strips from strip k (block row by, size bytes) follow each other in the
+ * file, lie inside it and land on consecutive destination rows before y1; *run_size gets their
+ * bytes. */
+static int64_t strip_run(const read_ctx *cx, const page_geom *g, uint32_t k, int64_t by,
+                         size_t size, int64_t y1, size_t *run_size) {
+  TIFF *tif = cx->tif;
+  int64_t bh = g->bh, h = g->h;
+  int64_t run = 1;
+  *run_size = size;
+  uint64_t end = TIFFGetStrileOffset(tif, k) + TIFFGetStrileByteCount(tif, k);
+  int ok = TIFFGetStrileByteCount(tif, k) == size;
+  while (ok && by + run <= (y1 - 1) / bh) {
+    int64_t oy2 = (by + run) * bh, vh2 = h - oy2 < bh ? h - oy2 : bh;
+    size_t size2 = (size_t)(vh2 * g->w) * cx->esize;
+    uint32_t k2 = k + (uint32_t)run;
+    if (oy2 + vh2 > y1 || TIFFGetStrileOffset(tif, k2) != end ||
+        TIFFGetStrileByteCount(tif, k2) != size2 || end + size2 > cx->io.size)
+      break;
+    end += size2;
+    *run_size += size2;
+    run++;
+  }
+  return run;
+}
+
+/* One decoding pass over the blocks that meet the region: samples [s0, s1) of channel base cb0,
+ * from the striles numbered from strile_base, at destination (dt, dz). Whole strips that fill
+ * destination rows decode in place; everything else goes through the scratch buffer. */
+static int read_pass(read_ctx *cx, const page_geom *g, int64_t dt, int64_t dz, int s0, int s1,
+                     int64_t cb0, int64_t strile_base, struct pb_error *err) {
+  const pb_region *r = cx->r;
+  int64_t y0 = r->start[PB_Y], y1 = y0 + r->count[PB_Y];
+  int64_t x0 = r->start[PB_X], x1 = x0 + r->count[PB_X];
+  int64_t w = g->w, h = g->h, bw = g->bw, bh = g->bh;
+  int tiled = g->tiled, ns = g->ns;
+  size_t es = cx->esize;
+  for (int64_t by = y0 / bh; by <= (y1 - 1) / bh; by++) {
+    for (int64_t bx = x0 / bw; bx <= (x1 - 1) / bw; bx++) {
+      int64_t oy = by * bh, ox = bx * bw;
+      int64_t vh = h - oy < bh ? h - oy : bh, vw = w - ox < bw ? w - ox : bw;
+      int64_t rows = tiled ? bh : vh; /* tiles decode whole; the last strip is short */
+      size_t size = (size_t)(rows * bw) * (size_t)ns * es;
+      uint32_t k = (uint32_t)(strile_base + by * g->across + bx);
+      unsigned char *target;
+      int direct = !tiled && ns == 1 && x0 == 0 && x1 == w && oy >= y0 && oy + vh <= y1;
+      if (direct) {
+        int64_t dc = cb0 + s0 - r->start[PB_C];
+        int64_t base = ((dt * r->count[PB_C] + dc) * r->count[PB_Z] + dz) * r->count[PB_Y];
+        target = cx->dst + (size_t)((base + (oy - y0)) * w) * es;
+      } else {
+        if (grow(&cx->st->dec, &cx->st->dec_cap, size) != PB_OK)
+          return pb_error_set(err, PB_ENOMEM, "%s: out of memory", cx->path);
+        target = cx->st->dec;
+      }
+      if (direct && g->comp == COMPRESSION_NONE) {
+        /* Uncompressed strips that follow each other in the file and in the destination
+         * are fetched with one pread. */
+        size_t run_size;
+        int64_t run = strip_run(cx, g, k, by, size, y1, &run_size);
+        if (run > 1) {
+          PB_RETURN_NOT_OK(load_run(cx, k, g->swapped, target, run_size, g->plane, err));
+          by += run - 1;
+          continue;
+        }
+      }
+      PB_RETURN_NOT_OK(
+          load_strile(cx, k, tiled, g->comp, g->swapped, target, size, g->plane, err));
+      if (!direct) {
+        int64_t t1 = pb_now_ns();
+        place_block(cx, dt, dz, target, oy, ox, vh, vw, bw, ns, s0, s1, cb0);
+        cx->tm.decode_ns += pb_now_ns() - t1;
+      }
+    }
+  }
+  return PB_OK;
+}
+
+/* Reads what the region needs from one page: channels [pc*spp, pc*spp+spp) at (t, z). */
+static int read_page(read_ctx *cx, int64_t t, int64_t pc, int64_t z, struct pb_error *err) {
+  const pb_region *r = cx->r;
+  int64_t plane = plane_of(cx->f, t, pc, z);
+  int64_t t0 = pb_now_ns();
+  page_geom g = {0}; /* the compiler cannot tell that every error code is non-zero */
+  PB_RETURN_NOT_OK(page_geometry(cx, plane, &g, err));
   cx->tm.read_ns += pb_now_ns() - t0;
 
+  int64_t spp = g.spp;
   int64_t c_base = pc * spp;
   int64_t ca = r->start[PB_C] > c_base ? r->start[PB_C] : c_base;
   int64_t cb = r->start[PB_C] + r->count[PB_C] < c_base + spp ? r->start[PB_C] + r->count[PB_C]
                                                                : c_base + spp;
-  int64_t y0 = r->start[PB_Y], y1 = y0 + r->count[PB_Y];
-  int64_t x0 = r->start[PB_X], x1 = x0 + r->count[PB_X];
   int64_t dt = t - r->start[PB_T], dz = z - r->start[PB_Z];
-  size_t es = cx->esize;
+  int separate = g.separate;
   /* Contiguous samples: one pass decodes all of them; separate planes: one pass per sample. */
   int64_t pass_lo = separate ? ca - c_base : 0, pass_hi = separate ? cb - c_base : 1;
   for (int64_t pass = pass_lo; pass < pass_hi; pass++) {
     int s0 = separate ? 0 : (int)(ca - c_base), s1 = separate ? 1 : (int)(cb - c_base);
     int64_t cb0 = separate ? c_base + pass : c_base;
-    int64_t strile_base = separate ? pass * per_plane : 0;
-    for (int64_t by = y0 / bh; by <= (y1 - 1) / bh; by++) {
-      for (int64_t bx = x0 / bw; bx <= (x1 - 1) / bw; bx++) {
-        int64_t oy = by * bh, ox = bx * bw;
-        int64_t vh = h - oy < bh ? h - oy : bh, vw = w - ox < bw ? w - ox : bw;
-        int64_t rows = tiled ? bh : vh; /* tiles decode whole; the last strip is short */
-        size_t size = (size_t)(rows * bw) * (size_t)ns * es;
-        uint32_t k = (uint32_t)(strile_base + by * across + bx);
-        unsigned char *target;
-        int direct = !tiled && ns == 1 && x0 == 0 && x1 == w && oy >= y0 && oy + vh <= y1;
-        if (direct) {
-          int64_t dc = cb0 + s0 - r->start[PB_C];
-          int64_t base = ((dt * r->count[PB_C] + dc) * r->count[PB_Z] + dz) * r->count[PB_Y];
-          target = cx->dst + (size_t)((base + (oy - y0)) * w) * es;
-        } else {
-          if (grow(&cx->st->dec, &cx->st->dec_cap, size) != PB_OK)
-            return pb_error_set(err, PB_ENOMEM, "%s: out of memory", cx->path);
-          target = cx->st->dec;
-        }
-        int64_t run = 1;
-        if (direct && comp == COMPRESSION_NONE) {
-          /* Uncompressed strips that follow each other in the file and in the destination
-           * are fetched with one pread. */
-          size_t run_size = size;
-          uint64_t end = TIFFGetStrileOffset(tif, k) + TIFFGetStrileByteCount(tif, k);
-          int ok = TIFFGetStrileByteCount(tif, k) == size;
-          while (ok && by + run <= (y1 - 1) / bh) {
-            int64_t oy2 = (by + run) * bh, vh2 = h - oy2 < bh ? h - oy2 : bh;
-            size_t size2 = (size_t)(vh2 * w) * es;
-            uint32_t k2 = k + (uint32_t)run;
-            if (oy2 + vh2 > y1 || TIFFGetStrileOffset(tif, k2) != end ||
-                TIFFGetStrileByteCount(tif, k2) != size2 || end + size2 > cx->io.size)
-              break;
-            end += size2;
-            run_size += size2;
-            run++;
-          }
-          if (run > 1) {
-            PB_RETURN_NOT_OK(load_run(cx, k, swapped, target, run_size, plane, err));
-            by += run - 1;
-            continue;
-          }
-        }
-        PB_RETURN_NOT_OK(load_strile(cx, k, tiled, comp, swapped, target, size, plane, err));
-        if (!direct) {
-          int64_t t1 = pb_now_ns();
-          place_block(cx, dt, dz, target, oy, ox, vh, vw, bw, ns, s0, s1, cb0);
-          cx->tm.decode_ns += pb_now_ns() - t1;
-        }
-      }
-    }
+    int64_t strile_base = separate ? pass * g.per_plane : 0;
+    PB_RETURN_NOT_OK(read_pass(cx, &g, dt, dz, s0, s1, cb0, strile_base, err));
   }
   return PB_OK;
 }
