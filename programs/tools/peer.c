@@ -1,7 +1,5 @@
-/* Running the Python peers: child processes with a time limit, JSON in and out. */
+/* Finding pipebench's Python helpers and running them as child processes with a time limit. */
 #include <dlfcn.h>
-#include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +8,6 @@
 
 #include "common/proc.h"
 #include "tools/peer.h"
-#include "common/fs.h"
 
 /* An installed pipebench keeps its helpers in PREFIX/share/pipebench/python, PREFIX being the
  * folder above the one that holds the library (or the program it is linked into). */
@@ -61,127 +58,4 @@ int pb__run_child(char *const argv[], double timeout_s, const char *err_path, st
                         r.term_signal, tail);
   return pb_error_set(err, PB_ECHILD, "%s %s failed (exit %d): %s", argv[0], what, r.exit_code,
                       tail);
-}
-
-static double find_pipebench_sps(const pb_table *t, const char *format, const char *cache, int64_t bs,
-                                 int64_t w, int64_t repeat) {
-  long cf = pb_table_col_index(t, "format"), cc = pb_table_col_index(t, "cache");
-  long cb = pb_table_col_index(t, "batch_size"), cw = pb_table_col_index(t, "num_workers");
-  long cr = pb_table_col_index(t, "repeat"), cs = pb_table_col_index(t, "samples_per_sec");
-  long cl = pb_table_col_index(t, "loader");
-  if (cf < 0 || cc < 0 || cb < 0 || cw < 0 || cr < 0 || cs < 0) return NAN;
-  for (size_t r = 0; r < pb_table_rows(t); r++) {
-    if (cl < 0 || pb_table_is_null(t, r, (size_t)cl) ||
-        strcmp(pb_table_get_str(t, r, (size_t)cl), "pipebench") != 0)
-      continue;
-    if (strcmp(pb_table_get_str(t, r, (size_t)cf), format) != 0) continue;
-    if (strcmp(pb_table_get_str(t, r, (size_t)cc), cache) != 0) continue;
-    if (pb_table_get_i64(t, r, (size_t)cb) != bs || pb_table_get_i64(t, r, (size_t)cw) != w) continue;
-    if (pb_table_get_i64(t, r, (size_t)cr) != repeat) continue;
-    return pb_table_get_f64(t, r, (size_t)cs);
-  }
-  return NAN;
-}
-
-static int run_peer(pb_run_ctx *c, pb_table *t, int fi, const char *cache, const int *bss, int nb,
-                    const int *ws, int nw, struct pb_error *err) {
-  char cfg_path[4200], res_path[4200], err_path[4200], script[4200];
-  snprintf(cfg_path, sizeof cfg_path, "%s/data/.peer-%s-%s.json", c->p.out, c->formats[fi], cache);
-  snprintf(res_path, sizeof res_path, "%s/data/.peer-%s-%s.result.json", c->p.out, c->formats[fi], cache);
-  snprintf(err_path, sizeof err_path, "%s/data/.peer-%s-%s.log", c->p.out, c->formats[fi], cache);
-  snprintf(script, sizeof script, "%s/pipebench_peer.py", pb__python_dir());
-  cJSON *cfg = cJSON_CreateObject();
-  cJSON_AddStringToObject(cfg, "format", c->formats[fi]);
-  cJSON_AddStringToObject(cfg, "path", c->paths[fi]);
-  cJSON_AddStringToObject(cfg, "cache", cache);
-  cJSON *b = cJSON_AddArrayToObject(cfg, "batch_sizes");
-  for (int i = 0; i < nb; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber(bss[i]));
-  cJSON *w = cJSON_AddArrayToObject(cfg, "workers");
-  for (int i = 0; i < nw; i++) cJSON_AddItemToArray(w, cJSON_CreateNumber(ws[i]));
-  cJSON_AddNumberToObject(cfg, "batches", c->p.batches);
-  cJSON_AddNumberToObject(cfg, "window_ms", c->p.window_ms);
-  cJSON_AddNumberToObject(cfg, "repeats", c->p.repeats);
-  char *text = cJSON_Print(cfg);
-  cJSON_Delete(cfg);
-  int rc = text ? pb__write_file(cfg_path, text, strlen(text), err) : PB_ENOMEM;
-  free(text);
-  if (rc != PB_OK) return rc;
-  unlink(res_path);
-  char *argv[] = {(char *)c->p.python, script, cfg_path, res_path, NULL};
-  rc = pb__run_child(argv, 1800.0, err_path, err);
-  if (rc != PB_OK) return rc;
-  cJSON *res = pb__load_json(res_path, err);
-  if (res == NULL) return PB_EFORMAT;
-  const cJSON *rows = cJSON_GetObjectItem(res, "rows"), *row;
-  const cJSON *vers = cJSON_GetObjectItem(res, "versions");
-  const cJSON *torch_v = cJSON_GetObjectItem(vers, "torch");
-  double preload_s = cJSON_GetNumberValue(cJSON_GetObjectItem(res, "preload_s"));
-  double *lat = NULL;
-  size_t cap = 0;
-  cJSON_ArrayForEach(row, rows) {
-    const cJSON *bl = cJSON_GetObjectItem(row, "batch_s");
-    size_t n = (size_t)cJSON_GetArraySize(bl);
-    if (n > cap) {
-      free(lat);
-      cap = n;
-      lat = calloc(cap, sizeof *lat);
-      if (lat == NULL) {
-        cJSON_Delete(res);
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      }
-    }
-    size_t k = 0;
-    double total = 0;
-    const cJSON *v;
-    cJSON_ArrayForEach(v, bl) total += (lat[k++] = v->valuedouble);
-    pb_summary s;
-    if (pb_summarize(lat, n, &s) != PB_OK) continue;
-    int64_t bs = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(row, "batch_size"));
-    int64_t wk = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(row, "workers"));
-    int64_t rep = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(row, "repeat"));
-    double samples = cJSON_GetNumberValue(cJSON_GetObjectItem(row, "samples"));
-    pb__row_common(c, t, c->formats[fi], (int)rep);
-    pb_table_set_str(t, "loader", "torch-dataloader");
-    pb_table_set_str(t, "peer_version", cJSON_IsString(torch_v) ? torch_v->valuestring : "");
-    pb_table_set_str(t, "cache", cache);
-    pb_table_set_i64(t, "batch_size", bs);
-    pb_table_set_i64(t, "num_workers", wk);
-    pb_table_set_str(t, "transform", "normalize");
-    pb_table_set_f64(t, "first_batch_time", cJSON_GetNumberValue(cJSON_GetObjectItem(row, "first_batch_s")));
-    pb_table_set_i64(t, "num_batches", (int64_t)n);
-    pb__add_summary_columns(t, &s, "batch_time_");
-    double sps = total > 0 ? samples / total : NAN;
-    pb_table_set_f64(t, "samples_per_sec", sps);
-    pb_table_set_f64(t, "preload_s", preload_s);
-    double mine = find_pipebench_sps(t, c->formats[fi], cache, bs, wk, rep);
-    pb_table_set_f64(t, "pipebench_over_peer", mine / sps);
-  }
-  free(lat);
-  cJSON_Delete(res);
-  unlink(cfg_path);
-  unlink(res_path);
-  unlink(err_path);
-  return PB_OK;
-}
-
-int pb__track2_peer(pb_run_ctx *c, pb_table *t, const int *bss, int nb, const int *ws, int nw,
-                    struct pb_error *err) {
-  int rc = PB_OK;
-  for (int fi = 0; fi < c->nf && rc == PB_OK; fi++) {
-    if (strcmp(c->formats[fi], "tiff") != 0 && strcmp(c->formats[fi], "ome-zarr") != 0) continue;
-    static const char *const caches[] = {"none", "preload"};
-    for (int k = 0; k < 2 && rc == PB_OK; k++) {
-      if (!pb__list_has(c->p.caches, caches[k])) continue;
-      char what[128];
-      snprintf(what, sizeof what, "track 2 peer: torch DataLoader over %s, cache=%s", c->formats[fi], caches[k]);
-      if (c->p.progress != NULL) c->p.progress(c->p.progress_ctx, what, c->step, c->total_steps);
-      /* The preloaded peer reads from a numpy array whatever the format: one configuration
-       * (batch 16, 2 workers) is enough to compare with pipebench's preload cache. */
-      static const int ref_bs[] = {16}, ref_w[] = {2};
-      if (k == 1) rc = run_peer(c, t, fi, caches[k], ref_bs, 1, ref_w, 1, err);
-      else rc = run_peer(c, t, fi, caches[k], bss, nb, ws, nw, err);
-      if (rc != PB_OK) pb_error_prefix(err, "track 2 peer (%s): ", c->formats[fi]);
-    }
-  }
-  return rc;
 }

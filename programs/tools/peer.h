@@ -1,9 +1,8 @@
-/* The Python peers pipebench measures itself against, run as child processes. */
+/* Pipebench's Python helpers (the peers it measures itself against), run as child processes. */
 #ifndef PB_PEER_H
 #define PB_PEER_H
 
 #include "common/json.h"
-#include "tracks/run_internal.h"
 
 /** Folder of pipebench's Python scripts (PIPEBENCH_PYTHON_DIR, else the source tree's python/). */
 const char *pb__python_dir(void);
@@ -11,9 +10,5 @@ const char *pb__python_dir(void);
  * common/proc (its own process group: a stop takes its workers too); its stdout and stderr go
  * to err_path. 0 when it exited 0; otherwise an error quoting the last lines of its output. */
 int pb__run_child(char *const argv[], double timeout_s, const char *err_path, struct pb_error *err);
-/** Track 2's torch DataLoader peer: adds rows with loader = "torch-dataloader" and, for every
- * peer row, the ratio pipebench / peer of samples per second in the same configuration. */
-int pb__track2_peer(pb_run_ctx *c, pb_table *t, const int *bss, int nb, const int *ws, int nw,
-                    struct pb_error *err);
 
 #endif

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/peer.h"
 #include "report/plot_kit.h"
+#include "tracks/track2.h"
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
 #include "pipebench/loader.h"
@@ -19,16 +19,7 @@ enum { T2_MAX_PILOT = 1024, T2_MAX_GROUP = 4096 };
 
 /* ---- schema ---------------------------------------------------------------------------------- */
 
-#define T2_LOADER "loader"
-#define T2_CACHE "cache"
-#define T2_BATCH_SIZE "batch_size"
-#define T2_NUM_WORKERS "num_workers"
-#define T2_FIRST_BATCH_TIME "first_batch_time"
-#define T2_SAMPLES_PER_SEC "samples_per_sec"
-#define T2_MB_PER_SEC "mb_per_sec"
-#define T2_MEMCPY_FRACTION "memcpy_fraction"
-#define T2_OVER_PEER "pipebench_over_peer" /* rows of the torch DataLoader peer (tools/peer.c) */
-#define T2_SUMMARY_PREFIX "batch_time_"
+/* the column names are in tracks/track2.h */
 
 static const char *const t2_schema[] = {
     PB__COMMON_COLUMNS, T2_LOADER, T2_CACHE, T2_BATCH_SIZE, T2_NUM_WORKERS, "prefetch",
