@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "tracks/run_internal.h"
+#include "tracks/harness.h"
 
 #include "check.h"
 
