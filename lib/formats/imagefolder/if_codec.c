@@ -37,8 +37,11 @@ static int check_size(const char *name, const pb__if_info *info, struct pb_error
   if (info->width < 1 || info->height < 1)
     return pb_error_set(err, PB_EFORMAT, "%s: image header claims %d x %d pixels", name,
                         info->width, info->height);
-  int64_t pixels = (int64_t)info->width * info->height;
-  int64_t bytes = pixels * info->channels * (int64_t)pb_dtype_size(info->dtype);
+  int64_t pixels = (int64_t)info->width * info->height; /* two ints: cannot overflow */
+  /* The pixel limit first, so that the byte count below stays far from overflowing. */
+  int64_t bytes = pixels > PB__IF_MAX_PIXELS
+                      ? INT64_MAX
+                      : pixels * info->channels * (int64_t)pb_dtype_size(info->dtype);
   if (pixels > PB__IF_MAX_PIXELS || bytes > pb__max_image_bytes())
     return pb_error_set(err, PB_EUNSUPPORTED,
                         "%s: image header claims %d x %d pixels, more than the %lld pixels "
