@@ -17,9 +17,10 @@ is not installed, or the device has no JAX backend: not an error), "error", or "
 import argparse
 import json
 import os
-import resource
 import sys
 import time
+
+from pipebench_rss import rss_growth_bytes, rss_mark  # beside this script
 
 
 def parse_args(argv=None):
@@ -121,33 +122,6 @@ def peak_memory(dev, mark_kib):
     if stats and "peak_bytes_in_use" in stats:
         return stats["peak_bytes_in_use"], "device_peak_bytes_in_use"
     return rss_growth_bytes(mark_kib), "cpu_peak_rss_growth"
-
-
-def _status_kib(key):
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-
-
-def rss_mark():
-    """Starts a CPU memory window: the peak resident size is reset where Linux allows
-    (clear_refs 5); returns the baseline in KiB. memory_mb on the CPU is the growth of the peak
-    over the timed passes, as pipebench's engine reports it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    return _status_kib("VmHWM")
-
-
-def rss_growth_bytes(mark_kib):
-    return max(0.0, _status_kib("VmHWM") - mark_kib) * 1024
 
 
 def measure(a, out):

@@ -21,9 +21,10 @@ one per mode with its per-batch latencies."""
 import argparse
 import json
 import os
-import resource
 import sys
 import time
+
+from pipebench_rss import rss_growth_bytes, rss_mark  # beside this script
 
 
 def parse_args(argv=None):
@@ -93,33 +94,6 @@ def peak_memory(torch, cuda, mark_kib):
     if cuda:  # the peak since the reset before the timed passes
         return torch.cuda.max_memory_allocated(), "cuda_max_allocated"
     return rss_growth_bytes(mark_kib), "cpu_peak_rss_growth"
-
-
-def _status_kib(key):
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-
-
-def rss_mark():
-    """Starts a CPU memory window: the peak resident size is reset where Linux allows
-    (clear_refs 5); returns the baseline in KiB. memory_mb on the CPU is the growth of the peak
-    over the timed passes, as pipebench's engine reports it."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    return _status_kib("VmHWM")
-
-
-def rss_growth_bytes(mark_kib):
-    return max(0.0, _status_kib("VmHWM") - mark_kib) * 1024
 
 
 def run_mode(torch, np, a, model, mode, dtype, device, memory_format):
