@@ -68,6 +68,9 @@ typedef struct pb_loader_params {
                              copied at pb_loader_new; its functions and ctx must stay valid until
                              the last batch (DLPack exports included) is freed, which may be after
                              pb_loader_free. Pointers it returns must be 64-byte aligned. */
+  int shard_pad;        /**< with world_size > 1: 0 drops the last n mod world_size samples of
+                             each epoch's order so every rank reads floor(n / world_size); 1
+                             pads by wrapping round to the start, ceil(n / world_size) each */
 } pb_loader_params;
 
 #define PB_LOADER_PARAMS_DEFAULTS                                                              \
@@ -75,7 +78,7 @@ typedef struct pb_loader_params {
     .format = NULL, .batch_size = 16, .workers = 0, .prefetch = 2, .shuffle = 0, .seed = 42,   \
     .drop_last = 0, .rank = 0, .world_size = 1, .transform = PB_TRANSFORM_NONE, .mean = 0.5f,  \
     .std = 0.5f, .out_dtype = PB_OUT_FLOAT32, .cache = PB_CACHE_NONE, .cache_path = NULL,      \
-    .skip_errors = 0, .allocator = NULL                                                        \
+    .skip_errors = 0, .allocator = NULL, .shard_pad = 0                                \
   }
 
 /** Fills params with PB_LOADER_PARAMS_DEFAULTS (for bindings that cannot use the macro). */
@@ -84,7 +87,7 @@ PB_API void pb_loader_params_init(pb_loader_params *params);
 /** Sets one option from text, as the CLI and the Python binding give them: batch_size,
  * workers, prefetch, shuffle, seed, drop_last, rank, world_size, transform (none | normalize |
  * augment), mean, std, dtype (float32 | float16 | bfloat16 | native), cache (none | preload | shared),
- * skip_errors. String options (format, cache_path) are not set this way: the params struct
+ * skip_errors, shard_pad. String options (format, cache_path) are not set this way: the params struct
  * would only borrow the text. */
 PB_API int pb_loader_params_set(pb_loader_params *params, const char *key, const char *value,
                                 struct pb_error *err);

@@ -275,7 +275,8 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
   } ints[] = {{"batch_size", &p->batch_size, 1, 1 << 24}, {"workers", &p->workers, 0, 1024},
               {"prefetch", &p->prefetch, 1, 1024},       {"shuffle", &p->shuffle, 0, 1},
               {"drop_last", &p->drop_last, 0, 1},        {"rank", &p->rank, 0, 1 << 24},
-              {"world_size", &p->world_size, 1, 1 << 24}, {"skip_errors", &p->skip_errors, 0, 1}};
+              {"world_size", &p->world_size, 1, 1 << 24}, {"skip_errors", &p->skip_errors, 0, 1},
+              {"shard_pad", &p->shard_pad, 0, 1}};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (strcmp(key, ints[i].name) != 0) continue;
     PB_RETURN_NOT_OK(parse_int(key, value, ints[i].lo, ints[i].hi, &x, err));
@@ -390,25 +391,14 @@ struct pb_loader {
 
 static int64_t now(void) { return pb_now_ns(); }
 
-/* Builds this epoch's order for this rank: shuffled (or not), then every world_size-th
- * position from rank, wrapping past the end so every rank gets ceil(n / world) samples. */
+/* Builds this epoch's order for this rank (lib/loader/sampler.c). */
 static int plan_epoch(pb_loader *l, int64_t epoch, struct pb_error *err) {
-  int64_t n = l->count, world = l->p.world_size;
-  int64_t *full = malloc((size_t)n * sizeof *full);
   int64_t *order = malloc((size_t)l->per_rank * sizeof *order);
-  if (full == NULL || order == NULL) {
-    free(full);
+  if (order == NULL || pb__sampler_plan(l->count, l->p.rank, l->p.world_size, l->p.shuffle,
+                                        l->p.seed, epoch, l->per_rank, order) != 0) {
     free(order);
     return pb_error_set(err, PB_ENOMEM, "out of memory for the sample order");
   }
-  for (int64_t i = 0; i < n; i++) full[i] = i;
-  if (l->p.shuffle) {
-    pb_rng rng;
-    pb_rng_init(&rng, pb_seed_mix(l->p.seed, (uint64_t)epoch, 0x5348u /* "SH" */));
-    pb_rng_shuffle_i64(&rng, full, (size_t)n);
-  }
-  for (int64_t j = 0; j < l->per_rank; j++) order[j] = full[(l->p.rank + j * world) % n];
-  free(full);
   free(l->order);
   l->order = order;
   l->epoch = epoch;
@@ -843,7 +833,14 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
     l->a = (float)(scale / (double)l->p.std);
     l->b = (float)(-(double)l->p.mean / (double)l->p.std);
   }
-  l->per_rank = (l->count + l->p.world_size - 1) / l->p.world_size;
+  l->per_rank = pb__sampler_per_rank(l->count, l->p.world_size, l->p.shard_pad);
+  if (l->per_rank < 1) {
+    rc = pb_error_set(err, PB_EINVAL,
+                      "loader: %lld images cannot be shared among %d ranks without padding "
+                      "(fewer images than ranks); set shard_pad=1 or use fewer ranks",
+                      (long long)l->count, l->p.world_size);
+    goto fail;
+  }
   l->nbatches = l->p.drop_last ? l->per_rank / l->p.batch_size
                                : (l->per_rank + l->p.batch_size - 1) / l->p.batch_size;
   l->stats.dataset_count = l->count;

@@ -37,4 +37,15 @@ void pb__warp_plan(pb__warp_entry *table, int64_t h, int64_t w, double angle_deg
 void pb__warp_apply(const pb__warp_entry *table, int64_t h, int64_t w, const float *padded,
                     float fill, float *dst);
 
+/** Samples each rank reads per epoch from n images shared among world ranks: floor(n / world)
+ * (the last n mod world positions of the epoch's order are left out), or with pad
+ * ceil(n / world) (positions past the end wrap to the start). */
+int64_t pb__sampler_per_rank(int64_t n, int world, int pad);
+/** Fills order[0..per_rank) with the dataset indices rank reads in epoch: the epoch's order
+ * (0..n-1, shuffled from seed and epoch when shuffle) at positions rank, rank + world, ...
+ * The epoch's order does not depend on world, so the union over ranks is the same set of
+ * samples for any number of ranks. 0, or -1 when out of memory. */
+int pb__sampler_plan(int64_t n, int rank, int world, int shuffle, uint64_t seed, int64_t epoch,
+                     int64_t per_rank, int64_t *order);
+
 #endif

@@ -115,6 +115,7 @@ class _LoaderParams(ctypes.Structure):
         ("cache_path", ctypes.c_char_p),
         ("skip_errors", ctypes.c_int),
         ("allocator", ctypes.c_void_p),  # const pb_allocator *; NULL: the process-wide one
+        ("shard_pad", ctypes.c_int),
     ]
 
 

@@ -94,34 +94,70 @@ static void test_exactly_once(void) {
 }
 
 static void test_sharding(void) {
-  for (int dl = 0; dl < 2; dl++) {
-    int seen[37] = {0};
-    int64_t batches = -1;
-    for (int rank = 0; rank < 3; rank++) {
-      pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
-      p.batch_size = 4;
-      p.shuffle = 1;
-      p.workers = 2;
-      p.rank = rank;
-      p.world_size = 3;
-      p.drop_last = dl;
-      epoch_run r;
-      run_epoch(path37, &p, 3, &r);
-      if (batches < 0) batches = r.nbatches;
-      CHECK_EQ(r.nbatches, batches); /* equal on every rank */
-      CHECK_EQ(r.nsamples, dl ? 12 : 13);
-      for (int64_t k = 0; k < r.nsamples; k++) seen[r.indices[k]]++;
-      free(r.data);
+  for (int pad = 0; pad < 2; pad++) {
+    for (int dl = 0; dl < 2; dl++) {
+      int seen[37] = {0};
+      int64_t batches = -1;
+      for (int rank = 0; rank < 3; rank++) {
+        pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
+        p.batch_size = 4;
+        p.shuffle = 1;
+        p.workers = 2;
+        p.rank = rank;
+        p.world_size = 3;
+        p.drop_last = dl;
+        p.shard_pad = pad;
+        epoch_run r;
+        run_epoch(path37, &p, 3, &r);
+        if (batches < 0) batches = r.nbatches;
+        CHECK_EQ(r.nbatches, batches); /* equal on every rank */
+        /* 37 over 3 ranks: 12 each dropping one sample, 13 each padding two */
+        CHECK_EQ(r.nsamples, dl ? 12 : (pad ? 13 : 12));
+        for (int64_t k = 0; k < r.nsamples; k++) seen[r.indices[k]]++;
+        free(r.data);
+      }
+      CHECK_EQ(batches, pad && !dl ? 4 : 3);
+      int total = 0, once = 0;
+      for (int i = 0; i < 37; i++) {
+        if (pad && !dl) CHECK(seen[i] >= 1); /* the union is the whole dataset */
+        CHECK(seen[i] <= (pad ? 2 : 1));     /* without padding, at most once per epoch */
+        total += seen[i];
+        once += seen[i] == 1;
+      }
+      CHECK_EQ(total, dl ? 36 : (pad ? 39 : 36)); /* 39 = 3 ranks x 13, two wrapped */
+      if (!pad) CHECK_EQ(once, 36);
     }
-    CHECK_EQ(batches, dl ? 3 : 4);
-    int total = 0;
-    for (int i = 0; i < 37; i++) {
-      if (!dl) CHECK(seen[i] >= 1); /* the union is the whole dataset */
-      CHECK(seen[i] <= 2);
-      total += seen[i];
-    }
-    CHECK_EQ(total, dl ? 36 : 39); /* 39 = 3 ranks x 13, two samples wrapped around */
   }
+  /* The epoch's order does not depend on the number of ranks: rank r of 3 reads positions
+   * r, r+3, ... of what one rank reads. */
+  pb_loader_params p1 = PB_LOADER_PARAMS_DEFAULTS;
+  p1.batch_size = 37;
+  p1.shuffle = 1;
+  epoch_run whole;
+  run_epoch(path37, &p1, 3, &whole);
+  for (int rank = 0; rank < 3; rank++) {
+    pb_loader_params p = p1;
+    p.batch_size = 5;
+    p.rank = rank;
+    p.world_size = 3;
+    epoch_run r;
+    run_epoch(path37, &p, 3, &r);
+    for (int64_t k = 0; k < r.nsamples; k++) CHECK_EQ(r.indices[k], whole.indices[rank + 3 * k]);
+    free(r.data);
+  }
+  free(whole.data);
+  /* Fewer images than ranks cannot be shared without padding. */
+  pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
+  p.world_size = 38;
+  p.rank = 1;
+  pb_loader *l = NULL;
+  struct pb_error err;
+  CHECK_EQ(pb_loader_new(path37, &p, &l, &err), PB_EINVAL);
+  CHECK_CONTAINS(err.message, "fewer images than ranks");
+  p.shard_pad = 1;
+  CHECK_OK(pb_loader_new(path37, &p, &l, &err), &err);
+  CHECK_EQ(pb_loader_samples_per_epoch(l), 1);
+  pb_loader_free(l);
 }
 
 static void test_augment_determinism(void) {
