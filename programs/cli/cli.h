@@ -74,6 +74,7 @@ extern const cli_command cli_cmd_train;
 extern const cli_command cli_cmd_gen;
 extern const cli_command cli_cmd_convert;
 extern const cli_command cli_cmd_inspect;
+extern const cli_command cli_cmd_verify;
 extern const cli_command cli_cmd_run;
 extern const cli_command cli_cmd_report;
 extern const cli_command cli_cmd_revs;

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "pipebench/format.h"
 #include "pipebench/gen.h"
+#include "pipebench/verify.h"
 
 /* Parses "A" "AxB" ... up to n numbers separated by 'x' into v (right-aligned: the last number
  * is X). Returns how many were given, or -1 when malformed. */
@@ -296,6 +297,8 @@ static int convert_run(const cli_args *a) {
     cli_progress("convert", (long)(i + 1), (long)n, (double)(pb_now_ns() - start) / 1e9);
   }
   if (rc == PB_OK) rc = pb_writer_finish(wr, &err);
+  /* DST.manifest.json: the CRC-32s of what DST reads back as, for verify */
+  if (rc == PB_OK) rc = pb_verify_write_manifest(out, to, src, &err);
   cli_progress(NULL, 0, 0, 0);
   pb_writer_free(wr);
   pb_free(pixels, cap);
@@ -312,7 +315,8 @@ const cli_command cli_cmd_convert = {
     .summary = "convert a dataset from any readable format to any writable one",
     .usage = "SRC --to FORMAT --out DST [options]",
     .details = "Pixels and metadata (dtype, shape, physical sizes, channels) are kept. DST appears\n"
-               "only when the whole conversion succeeded.",
+               "only when the whole conversion succeeded; DST.manifest.json then holds each\n"
+               "image's CRC-32 as DST reads back (pipebench verify DST checks them).",
     .opts = convert_opts,
     .max_pos = 1,
     .min_pos = 1,

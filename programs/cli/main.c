@@ -11,6 +11,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_gen,
     &cli_cmd_convert,
     &cli_cmd_inspect,
+    &cli_cmd_verify,
     &cli_cmd_calibrate,
     &cli_cmd_infer,
     &cli_cmd_train,
