@@ -292,6 +292,38 @@ int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region, v
   return ds->vt->read(ds->state, i, region, dst, dst_size, times, err);
 }
 
+void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int scale, pb_region *out) {
+  *out = *region;
+  for (int k = PB_Y; k <= PB_X; k++) {
+    int64_t size = (shape[k] + scale - 1) / scale, lo = region->start[k] / scale;
+    int64_t hi = (region->start[k] + region->count[k] + scale - 1) / scale;
+    out->start[k] = lo;
+    out->count[k] = (hi < size ? hi : size) - lo;
+  }
+}
+
+int pb__read_scaled(pb_dataset *ds, int64_t i, const pb_region *region, int *scale, void *dst,
+                    size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err) {
+  if (*scale != 1 && *scale != 2 && *scale != 4 && *scale != 8)
+    return pb_error_set(err, PB_EINVAL, "scale 1/%d: want 1, 2, 4 or 8", *scale);
+  if (ds->vt->read_scaled == NULL || *scale == 1) {
+    *scale = 1;
+    *out = *region;
+    return pb_dataset_read_region(ds, i, region, dst, dst_size, times, err);
+  }
+  PB_RETURN_NOT_OK(check_index(ds, i, err));
+  pb_image_meta meta;
+  PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
+  PB_RETURN_NOT_OK(pb__region_check(region, meta.shape, err));
+  size_t need = pb_dtype_size(meta.dtype);
+  for (int k = 0; k < PB_NDIM; k++) need *= (size_t)region->count[k];
+  if (dst_size < need)
+    return pb_error_set(err, PB_EINVAL, "destination holds %zu bytes, region needs %zu", dst_size,
+                        need);
+  if (times != NULL) memset(times, 0, sizeof *times);
+  return ds->vt->read_scaled(ds->state, i, region, scale, dst, dst_size, out, times, err);
+}
+
 /* ---- writers ------------------------------------------------------------------------------- */
 
 struct pb_writer {

@@ -34,7 +34,22 @@ typedef struct pb_format_vtable {
   const char *const *write_options;
   /** The class label of image i (0-based), or -1; NULL for formats without labels. */
   int64_t (*label)(void *state, int64_t i);
+  /** Region of image i decoded at reduced resolution: *scale asks for 1/1, 1/2, 1/4 or 1/8 and
+   * returns what was done (a backend may do less, e.g. 1). Writes the box `out` of the scaled
+   * image (pb__scaled_box of region and the returned scale) in C order; dst_size holds the
+   * region at scale 1. NULL: the format decodes at full resolution only (pb__read_scaled then
+   * reads the region with `read`). */
+  int (*read_scaled)(void *state, int64_t i, const pb_region *region, int *scale, void *dst,
+                     size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
 } pb_format_vtable;
+
+/** The box of an image scaled by 1/scale that covers region: on Y and X from floor(start / scale)
+ * to ceil((start + count) / scale), clipped to ceil(size / scale); T, C, Z unchanged. */
+void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int scale, pb_region *out);
+/** pb_dataset_read_region at reduced resolution through the format's read_scaled (*scale in and
+ * out as there); formats without it read the region at scale 1. */
+int pb__read_scaled(pb_dataset *ds, int64_t i, const pb_region *region, int *scale, void *dst,
+                    size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
 
 /* Registered backends (src/formats/registry.c lists them). */
 int pb__format_vtable_count(void);

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
+/* jpeglib.h needs FILE and size_t first. */
+#include <jpeglib.h>
 
 #include "common/checked.h"
 #include "common/env.h"
@@ -122,6 +124,107 @@ static int jpeg_decode(const char *name, const unsigned char *data, size_t size,
     deinterleave(dst, tmp, pixels, 3, 1);
     free(tmp);
   }
+  return PB_OK;
+}
+
+/* Partial and scaled decoding needs libjpeg's own API: TurboJPEG 2.x scales but cannot crop. */
+typedef struct jpeg_fail_mgr {
+  struct jpeg_error_mgr pub;
+  jmp_buf jmp;
+  char message[JMSG_LENGTH_MAX];
+} jpeg_fail_mgr;
+
+static void jpeg_on_error(j_common_ptr cinfo) {
+  jpeg_fail_mgr *f = (jpeg_fail_mgr *)(void *)cinfo->err;
+  f->pub.format_message(cinfo, f->message);
+  longjmp(f->jmp, 1);
+}
+
+/* Warnings (level -1: corrupt data the decoder would paper over) are errors, as
+ * TJFLAG_STOPONWARNING makes them for whole-image decoding; trace messages are dropped. */
+static void jpeg_on_message(j_common_ptr cinfo, int level) {
+  if (level < 0) jpeg_on_error(cinfo);
+}
+
+int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t size,
+                           const pb__if_info *info, int scale, int y0, int x0, int h, int w,
+                           void *dst, size_t dst_size, struct pb_error *err) {
+  if (info->kind != PB__IF_JPEG)
+    return pb_error_set(err, PB_EINVAL, "%s: not a JPEG file", name);
+  if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
+    return pb_error_set(err, PB_EINVAL, "%s: JPEG scale 1/%d (want 1, 2, 4 or 8)", name, scale);
+  int sw = (info->width + scale - 1) / scale, sh = (info->height + scale - 1) / scale;
+  int ch = info->channels;
+  if (x0 < 0 || y0 < 0 || w < 1 || h < 1 || x0 > sw - w || y0 > sh - h)
+    return pb_error_set(err, PB_ERANGE, "%s: box %dx%d at (%d, %d) outside the %dx%d image at 1/%d",
+                        name, w, h, x0, y0, sw, sh, scale);
+  if (dst_size < (size_t)w * (size_t)h * (size_t)ch)
+    return pb_error_set(err, PB_EINVAL, "%s: box needs %zu bytes, destination holds %zu", name,
+                        (size_t)w * (size_t)h * (size_t)ch, dst_size);
+  struct jpeg_decompress_struct cinfo;
+  jpeg_fail_mgr fail;
+  unsigned char *volatile row = NULL;
+  cinfo.err = jpeg_std_error(&fail.pub);
+  fail.pub.error_exit = jpeg_on_error;
+  fail.pub.emit_message = jpeg_on_message;
+  fail.message[0] = '\0';
+  jpeg_create_decompress(&cinfo);
+  if (setjmp(fail.jmp)) {
+    free(row);
+    jpeg_destroy_decompress(&cinfo);
+    return pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt JPEG: %s", name, fail.message);
+  }
+  jpeg_mem_src(&cinfo, data, (unsigned long)size);
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.out_color_space = ch == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = (unsigned)scale;
+  cinfo.dct_method = JDCT_ISLOW; /* as whole-image decoding (and PIL) */
+  jpeg_start_decompress(&cinfo);
+  if ((int)cinfo.output_width != sw || (int)cinfo.output_height != sh ||
+      cinfo.output_components != ch) {
+    jpeg_destroy_decompress(&cinfo);
+    return pb_error_set(err, PB_EFORMAT, "%s: JPEG decodes to %ux%u x %d at 1/%d, not %dx%d x %d",
+                        name, cinfo.output_width, cinfo.output_height, cinfo.output_components,
+                        scale, sw, sh, ch);
+  }
+  /* Cropping moves the left edge down to an iMCU boundary and may widen the span. The span
+   * also reaches 16 pixels past the box on both sides: chroma upsampling at a cropped edge
+   * repeats the edge's samples instead of reading its neighbours, so the edge's own pixels would
+   * differ from a whole decode. */
+  int cx0 = x0 > 16 ? x0 - 16 : 0, cx1 = x0 + w + 16 < sw ? x0 + w + 16 : sw;
+  JDIMENSION xoff = (JDIMENSION)cx0, cw = (JDIMENSION)(cx1 - cx0);
+  if (cw < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, (JDIMENSION)y0);
+  row = malloc((size_t)cinfo.output_width * (size_t)ch);
+  if (row == NULL) {
+    jpeg_destroy_decompress(&cinfo);
+    return pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
+  }
+  unsigned char *out = dst;
+  size_t plane = (size_t)w * (size_t)h, skip = (size_t)(x0 - (int)xoff);
+  for (int y = 0; y < h; y++) {
+    JSAMPROW rp = row;
+    if (jpeg_read_scanlines(&cinfo, &rp, 1) != 1) {
+      snprintf(fail.message, sizeof fail.message, "row %d of the box could not be read", y);
+      longjmp(fail.jmp, 1);
+    }
+    const unsigned char *src = row + skip * (size_t)ch;
+    if (ch == 1) {
+      memcpy(out + (size_t)y * (size_t)w, src, (size_t)w);
+    } else {
+      unsigned char *r = out + (size_t)y * (size_t)w, *g = r + plane, *b = g + plane;
+      for (int x = 0; x < w; x++) {
+        r[x] = src[3 * x];
+        g[x] = src[3 * x + 1];
+        b[x] = src[3 * x + 2];
+      }
+    }
+  }
+  free(row);
+  row = NULL;
+  jpeg_abort_decompress(&cinfo); /* the rows below the box are never decoded */
+  jpeg_destroy_decompress(&cinfo);
   return PB_OK;
 }
 

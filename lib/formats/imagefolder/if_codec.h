@@ -36,6 +36,16 @@ int pb__if_header(const char *name, const unsigned char *data, size_t size, pb__
 int pb__if_decode(const char *name, const unsigned char *data, size_t size,
                   const pb__if_info *info, void *dst, size_t dst_size, struct pb_error *err);
 
+/** Decodes the box of rows y0..y0+h and columns x0..x0+w of a JPEG's image scaled by 1/scale
+ * (1, 2, 4 or 8: libjpeg-turbo's DCT scaling, whose image is ceil(width / scale) x
+ * ceil(height / scale)) into dst, planar C,Y,X (dst_size >= h * w * channels). Rows below the
+ * box are not decoded, rows above it are skipped (entropy-decoded only) and only the box's
+ * columns, widened to whole iMCUs, go through the inverse DCT and upsampling. Pixels equal
+ * those of the same scaled image decoded whole. Errors as pb__if_decode. */
+int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t size,
+                           const pb__if_info *info, int scale, int y0, int x0, int h, int w,
+                           void *dst, size_t dst_size, struct pb_error *err);
+
 /** JPEG chroma subsampling for encoding. */
 typedef enum { PB__IF_444 = 0, PB__IF_422 = 1, PB__IF_420 = 2 } pb__if_subsampling;
 

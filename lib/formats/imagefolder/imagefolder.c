@@ -359,6 +359,52 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   return rc;
 }
 
+/* JPEG: only the box is decoded, at 1/scale, by libjpeg-turbo's scaled and partial decoding.
+ * PNG has no reduced decoding: the region is read at scale 1. */
+static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scale, void *dst,
+                          size_t dst_size, pb_region *out, pb_stage_times *times,
+                          struct pb_error *err) {
+  if_state *s = p;
+  char path[8192];
+  unsigned char *data;
+  size_t size;
+  int whole;
+  int64_t t0 = pb_now_ns();
+  PB_RETURN_NOT_OK(load_file(s, i, 0, path, sizeof path, &data, &size, &whole, err));
+  int64_t t1 = pb_now_ns();
+  pb__if_info in;
+  int rc = pb__if_header(path, data, size, &in, err);
+  if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
+      (in.width != s->info[i].width || in.height != s->info[i].height ||
+       in.channels != s->info[i].channels || in.dtype != s->info[i].dtype))
+    rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
+  if (rc == PB_OK && in.kind != PB__IF_JPEG) {
+    free(data);
+    *scale = 1;
+    *out = *region;
+    return if_read(p, i, region, dst, dst_size, times, err);
+  }
+  const int64_t shape[PB_NDIM] = {1, in.channels, 1, in.height, in.width};
+  if (rc == PB_OK) rc = pb__region_check(region, shape, err);
+  if (rc == PB_OK && (region->count[PB_C] != in.channels || region->start[PB_C] != 0))
+    rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: a scaled read takes every channel", path);
+  if (rc == PB_OK) {
+    s->info[i] = in;
+    pb__scaled_box(region, shape, *scale, out);
+    rc = pb__if_decode_jpeg_box(path, data, size, &in, *scale, (int)out->start[PB_Y],
+                                (int)out->start[PB_X], (int)out->count[PB_Y],
+                                (int)out->count[PB_X], dst, dst_size, err);
+  }
+  free(data);
+  if (rc == PB_OK && times != NULL) {
+    times->read_ns += t1 - t0;
+    times->decode_ns += pb_now_ns() - t1;
+    times->bytes_read += (int64_t)size;
+    times->bytes_decoded += out->count[PB_Y] * out->count[PB_X] * in.channels;
+  }
+  return rc;
+}
+
 /* ---- writing ------------------------------------------------------------------------------- */
 
 static const char *const if_write_keys[] = {"quality=1..100", "subsampling=444|422|420",
@@ -563,4 +609,5 @@ const pb_format_vtable pb__format_imagefolder = {
     .writer_free = if_writer_free,
     .write_options = if_write_keys,
     .label = if_label,
+    .read_scaled = if_read_scaled,
 };
