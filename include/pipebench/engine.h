@@ -27,7 +27,8 @@ typedef struct pb_tensor pb_tensor;
 /** What the engine is asked to build. NULL strings and 0 numbers take the defaults. */
 typedef struct pb_engine_params {
   const char *model;   /**< "embed", "resnet50", "vit_b_16" */
-  const char *device;  /**< "auto" (NULL), "cpu", "cuda" */
+  const char *device;  /**< "auto" (NULL), "cpu", "cuda" (GPU 0), "cuda:N" (GPU N, as torch
+                            numbers them: one per rank in a data-parallel job) */
   const char *backend; /**< NULL: the device's backend ("onednn" for cpu, "cudnn" for cuda) */
   const char *dtype;   /**< compute type: "float32" (NULL), "bfloat16", "float16"; on cuda also
                             "tf32" (float32 tensors, TF32 tensor-core products: float32 itself
@@ -114,6 +115,12 @@ PB_API int pb_engine_train_step(pb_engine *e, const pb_tensor *input, const pb_t
                                 float lr, float *loss, struct pb_error *err);
 /** Waits until all work queued on the engine has finished. */
 PB_API int pb_engine_synchronize(pb_engine *e, struct pb_error *err);
+/** Waits for the most recent pb_engine_forward (or forward_native) and gives the device time it
+ * took (CUDA events around the input conversion, the model and the output conversion): the
+ * latency the GPU saw, without the host's launch and synchronisation costs. PB_EUNSUPPORTED on
+ * backends that compute on the host (there the host clock is the device's); PB_ESTATE before
+ * the first forward. */
+PB_API int pb_engine_forward_time(pb_engine *e, int64_t *ns, struct pb_error *err);
 
 /** Host-memory convenience: forward from a float32 NCHW buffer into a float32 buffer (through
  * tensors the engine keeps). Sizes are checked against the engine's shapes. Synchronous. */

@@ -186,6 +186,24 @@ const pb__engine_vtable *pb__engine_backend(const char *device, char *why, size_
   return NULL;
 }
 
+/* Splits "cuda:3" into its device ("cuda", compared over len bytes) and ordinal; a name with no
+ * ":N" has ordinal 0. 0 when the ordinal is not a number in [0, 1023]. */
+static int split_device(const char *device, size_t *len, int *index) {
+  const char *colon = strchr(device, ':');
+  *len = colon ? (size_t)(colon - device) : strlen(device);
+  *index = 0;
+  if (colon == NULL) return 1;
+  char *end;
+  long v = strtol(colon + 1, &end, 10);
+  if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || v < 0 || v > 1023) return 0;
+  *index = (int)v;
+  return 1;
+}
+
+static int device_is(const char *backend_device, const char *device, size_t len) {
+  return strlen(backend_device) == len && strncmp(backend_device, device, len) == 0;
+}
+
 const char *pb_engine_resolve_device(const char *device) {
   if (device == NULL || strcmp(device, "auto") == 0) {
     /* the first device after the CPU whose backend is usable here */
@@ -194,8 +212,15 @@ const char *pb_engine_resolve_device(const char *device) {
         return backends[i].device;
     return "cpu";
   }
+  size_t len;
+  int index;
+  if (!split_device(device, &len, &index)) return NULL;
   for (int i = 0; i < N_BACKENDS; i++)
-    if (strcmp(backends[i].device, device) == 0) return backends[i].device;
+    if (device_is(backends[i].device, device, len)) {
+      /* an ordinal only where a device has several (cpu is one device) */
+      if (strchr(device, ':') != NULL && strcmp(backends[i].device, "cpu") == 0) return NULL;
+      return backends[i].device;
+    }
   return NULL;
 }
 
@@ -249,6 +274,10 @@ int pb_engine_device_peak_gflops(const char *device, const char *dtype, int thre
   return pb_error_set(err, PB_EUNSUPPORTED, "no backend for device %s", d);
 }
 
+static int engine_new(const pb_engine_params *params, int device_index,
+                      const pb__engine_vtable *vt, pb__graph *g, pb_engine **out,
+                      struct pb_error *err);
+
 int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_error *err) {
   if (out == NULL) return pb_error_set(err, PB_EINVAL, "out is NULL");
   *out = NULL;
@@ -257,8 +286,11 @@ int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_err
   if (p.model == NULL) p.model = "embed";
   const char *device = pb_engine_resolve_device(p.device);
   if (device == NULL)
-    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", p.device,
-                        pb_engine_device_list());
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s; a GPU by number as "
+                        "cuda:N)", p.device, pb_engine_device_list());
+  size_t dlen;
+  int device_index = 0;
+  if (p.device != NULL) split_device(p.device, &dlen, &device_index);
   const char *dtype = p.dtype ? p.dtype : "float32";
   if (strcmp(dtype, "float32") != 0 && strcmp(dtype, "bfloat16") != 0 &&
       strcmp(dtype, "float16") != 0 && strcmp(dtype, "tf32") != 0)
@@ -305,11 +337,12 @@ int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_err
   pb__graph *g = NULL;
   PB_RETURN_NOT_OK(pb__graph_build(p.model, c, h, w, p.seed, &g, err));
   p.device = device, p.dtype = dtype;
-  return pb__engine_new_graph(&p, vt, g, out, err);
+  return engine_new(&p, device_index, vt, g, out, err);
 }
 
-int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable *vt,
-                         pb__graph *g, pb_engine **out, struct pb_error *err) {
+static int engine_new(const pb_engine_params *params, int device_index,
+                      const pb__engine_vtable *vt, pb__graph *g, pb_engine **out,
+                      struct pb_error *err) {
   const pb_engine_params *pp = params;
   pb_engine_params p = *pp;
   if (vt == NULL) vt = &pb__onednn_backend;
@@ -327,6 +360,7 @@ int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable
   e->seed = p.seed;
   e->training = p.training != 0;
   e->loss_mse = loss_mse;
+  e->device_index = device_index;
   pb_engine_info *in = &e->info;
   snprintf(in->model, sizeof in->model, "%s", g->model);
   snprintf(in->backend, sizeof in->backend, "%s", vt->name);
@@ -351,6 +385,11 @@ int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable
   in->bytes_total = in->bytes_weights + in->bytes_activations + in->bytes_scratch;
   *out = e;
   return 0;
+}
+
+int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable *vt,
+                         pb__graph *g, pb_engine **out, struct pb_error *err) {
+  return engine_new(params, 0, vt, g, out, err);
 }
 
 void pb_engine_free(pb_engine *e) {
@@ -547,6 +586,14 @@ int pb_engine_device_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
     return pb_error_set(err, PB_EUNSUPPORTED,
                         "the %s backend runs on the host: there is no device time", e->vt->name);
   return e->vt->device_time(e, ns, err);
+}
+
+int pb_engine_forward_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
+  *ns = 0;
+  if (e->vt->forward_time == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "the %s backend runs on the host: there is no device time", e->vt->name);
+  return e->vt->forward_time(e, ns, err);
 }
 
 int pb_engine_copy_to_device(pb_engine *e, const void *src, size_t bytes, int64_t *ns,

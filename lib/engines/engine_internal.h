@@ -38,6 +38,8 @@ typedef struct pb__engine_vtable {
   void (*native_release)(pb_engine *e);
   /* Waits for queued work; *ns = device time of forward_native's work since the last call. */
   int (*device_time)(pb_engine *e, int64_t *ns, struct pb_error *err);
+  /* Waits for the most recent forward and gives its device time (NULL on host backends). */
+  int (*forward_time)(pb_engine *e, int64_t *ns, struct pb_error *err);
 } pb__engine_vtable;
 
 struct pb_engine {
@@ -46,6 +48,7 @@ struct pb_engine {
   uint64_t seed;
   int training;
   int loss_mse; /* 0: cross-entropy, 1: mean squared error */
+  int device_index; /* N of "cuda:N" (0 for "cuda"); the backend computes on that device */
   void *impl;
   pb_tensor *host_in, *host_out; /* kept for pb_engine_forward_host */
   void *native;                  /* the backend's staging for forward_native (native_release) */

@@ -274,9 +274,16 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
 
 /* ---- pipebench's engine -------------------------------------------------------------------- */
 
+/* Host wall time per forward (launch to synchronised), and on a device also the forward's own
+ * device time from CUDA events (*n_dev of them; 0 on the CPU, whose clock is the host's). */
 static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_tensor *y,
-                       double *lat, double *rss_mb, struct pb_error *err) {
+                       double *lat, double *dev_lat, size_t *n_dev, double *rss_mb,
+                       struct pb_error *err) {
   int64_t start = pb_now_ns();
+  pb_engine_info info;
+  pb_engine_get_info(e, &info);
+  int on_device = strcmp(info.device, "cpu") != 0;
+  *n_dev = 0;
   long total = (long)p->warmup + p->iterations;
   double mark = NAN;
   for (long it = 0; it < total; it++) {
@@ -286,6 +293,11 @@ static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_
     PB_RETURN_NOT_OK(pb_engine_synchronize(e, err)); /* the clock is read once the device is done */
     int64_t t1 = pb_now_ns();
     if (it >= p->warmup) lat[it - p->warmup] = (double)(t1 - t0) / 1e9;
+    if (it >= p->warmup && on_device) {
+      int64_t dns = 0;
+      PB_RETURN_NOT_OK(pb_engine_forward_time(e, &dns, err));
+      dev_lat[(*n_dev)++] = (double)dns / 1e9;
+    }
     if (p->progress != NULL && it % 5 == 4)
       p->progress(p->progress_ctx, "infer", it + 1, total, (double)(pb_now_ns() - start) / 1e9);
   }
@@ -295,7 +307,7 @@ static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_
 }
 
 static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, double *lat,
-                            struct pb_error *err) {
+                            double *dev_lat, struct pb_error *err) {
   pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
   ep.model = c->model, ep.device = c->device, ep.dtype = c->dtype, ep.batch_size = c->bss[i];
   ep.channels = c->c, ep.height = c->h, ep.width = c->w, ep.seed = c->seed;
@@ -308,6 +320,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
   if (rc == PB_OK) rc = pb_tensor_write(x, c->inputs[i], pb_tensor_bytes(x), err);
   pb_engine_info in;
   double rss_mb = NAN;
+  size_t n_dev = 0;
   if (rc == PB_OK) {
     pb_engine_get_info(e, &in);
     if (i == 0)
@@ -315,7 +328,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
                      in.isa, in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
     c->flops = in.flops_per_image;
     c->engine_threads = in.threads;
-    rc = time_engine(p, e, x, y, lat, &rss_mb, err);
+    rc = time_engine(p, e, x, y, lat, dev_lat, &n_dev, &rss_mb, err);
   }
   if (rc == PB_OK) {
     pb__infer_row r = {0};
@@ -331,7 +344,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
     if (strcmp(in.device, "cpu") == 0) r.memory_mb = rss_mb, r.memory_kind = "cpu_peak_rss_growth";
     else r.memory_mb = (double)in.bytes_total / 1048576.0, r.memory_kind = "device_peak_allocated";
     r.compile_ms = in.compile_ms;
-    pb__infer_add_row(c, &r, lat, (size_t)p->iterations, NULL, 0);
+    pb__infer_add_row(c, &r, lat, (size_t)p->iterations, dev_lat, n_dev);
   } else {
     pb_error_prefix(err, "batch %d: ", c->bss[i]);
   }
@@ -343,10 +356,13 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
 
 static int run_engine(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
   double *lat = calloc((size_t)p->iterations, sizeof *lat);
-  if (lat == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  double *dev_lat = calloc((size_t)p->iterations, sizeof *dev_lat);
   int rc = PB_OK;
-  for (int i = 0; i < c->nbs && rc == PB_OK; i++) rc = run_engine_batch(p, c, i, lat, err);
+  if (lat == NULL || dev_lat == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int i = 0; i < c->nbs && rc == PB_OK; i++)
+    rc = run_engine_batch(p, c, i, lat, dev_lat, err);
   free(lat);
+  free(dev_lat);
   return rc;
 }
 

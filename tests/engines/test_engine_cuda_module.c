@@ -49,11 +49,48 @@ int main(void) {
     pb_engine_free(e);
     CHECK_OK(pb_engine_gpu_info(&gi, &err), &err);
     CHECK(gi.cc_major >= 9 && gi.memory_bytes > 0);
+    /* a GPU by number: cuda:0 is the default one; one past the last is refused by name */
+    p.device = "cuda:0";
+    CHECK_OK(pb_engine_new(&p, &e, &err), &err);
+    pb_tensor *x = NULL, *y = NULL;
+    int64_t ns = -1;
+    CHECK_EQ(pb_engine_forward_time(e, &ns, &err), PB_ESTATE); /* nothing ran yet */
+    CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_INPUT, &x, &err), &err);
+    CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &y, &err), &err);
+    CHECK_OK(pb_engine_forward(e, x, y, &err), &err);
+    CHECK_OK(pb_engine_forward_time(e, &ns, &err), &err);
+    printf("forward device time: %lld ns\n", (long long)ns);
+    CHECK(ns > 0);
+    pb_tensor_free(x);
+    pb_tensor_free(y);
+    pb_engine_free(e);
+    p.device = "cuda:1023";
+    CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EINVAL);
+    printf("cuda:1023: %s\n", err.message);
+    CHECK(strstr(err.message, "cuda:1023 does not exist") != NULL);
+    p.device = "cuda";
     /* training is refused with a clear message */
     p.training = 1;
     CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
     printf("training: %s\n", err.message);
   }
+  /* device names with an ordinal: cuda:N resolves to cuda; the CPU has none; junk is unknown */
+  CHECK(strcmp(pb_engine_resolve_device("cuda:3"), "cuda") == 0);
+  CHECK(pb_engine_resolve_device("cpu:1") == NULL);
+  CHECK(pb_engine_resolve_device("cuda:") == NULL);
+  CHECK(pb_engine_resolve_device("cuda:x") == NULL);
+  CHECK(pb_engine_resolve_device("cuda:-1") == NULL);
+  CHECK(pb_engine_resolve_device("cudax") == NULL);
+  p = (pb_engine_params)PB_ENGINE_PARAMS_DEFAULTS;
+  p.device = "cuda:x";
+  CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EINVAL);
+  CHECK(strstr(err.message, "cuda:N") != NULL);
+  /* the CPU's clock is the host's: no device time */
+  p.device = "cpu";
+  CHECK_OK(pb_engine_new(&p, &e, &err), &err);
+  int64_t cpu_ns = -1;
+  CHECK_EQ(pb_engine_forward_time(e, &cpu_ns, &err), PB_EUNSUPPORTED);
+  pb_engine_free(e);
   /* tf32 is a cuda dtype: refused on the CPU */
   p = (pb_engine_params)PB_ENGINE_PARAMS_DEFAULTS;
   p.device = "cpu", p.dtype = "tf32";

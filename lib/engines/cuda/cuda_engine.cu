@@ -106,6 +106,9 @@ struct cu_mm { /* one cuBLASLt product, its algorithm chosen at creation */
 typedef std::function<int(struct pb_error *)> cu_step;
 
 struct cu_engine {
+  int dev = 0;                             /* the GPU this engine computes on ("cuda:N") */
+  cudaEvent_t fwd0 = NULL, fwd1 = NULL;    /* around the most recent forward */
+  int fwd_recorded = 0;
   int dt = DT_F32;
   size_t es = 4;
   cudnnDataType_t cdt = CUDNN_DATA_FLOAT;
@@ -840,6 +843,7 @@ static void profile(cu_engine *o, pb_engine *e, const char *path) {
 static void cu_destroy(pb_engine *e) {
   cu_engine *o = (cu_engine *)e->impl;
   if (o == NULL) return;
+  cudaSetDevice(o->dev);
   if (o->st) cudaStreamSynchronize(o->st);
   if (o->gexec) cudaGraphExecDestroy(o->gexec);
   if (o->graph) cudaGraphDestroy(o->graph);
@@ -857,6 +861,8 @@ static void cu_destroy(pb_engine *e) {
   for (auto &a : o->allocs) cudaFree(a.first);
   if (o->dnn) cudnnDestroy(o->dnn);
   if (o->lt) cublasLtDestroy(o->lt);
+  if (o->fwd0) cudaEventDestroy(o->fwd0);
+  if (o->fwd1) cudaEventDestroy(o->fwd1);
   if (o->st) cudaStreamDestroy(o->st);
   delete o;
   e->impl = NULL;
@@ -972,8 +978,20 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   e->impl = o;
   int64_t t0 = pbc_now_ns();
   int rc = 0;
-  cudaError_t ce = cudaSetDevice(0);
+  int ndev = 0;
+  o->dev = e->device_index;
+  cudaError_t ce = cudaGetDeviceCount(&ndev);
+  if (ce == cudaSuccess && o->dev >= ndev)
+    rc = pbc_err(err, PB_EINVAL, "device cuda:%d does not exist: this machine has %d GPU%s "
+                 "(cuda:0 to cuda:%d)", o->dev, ndev, ndev == 1 ? "" : "s", ndev - 1);
+  if (rc != 0) {
+    cu_destroy(e);
+    return rc;
+  }
+  if (ce == cudaSuccess) ce = cudaSetDevice(o->dev);
   if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&o->st, cudaStreamNonBlocking);
+  if (ce == cudaSuccess) ce = cudaEventCreate(&o->fwd0);
+  if (ce == cudaSuccess) ce = cudaEventCreate(&o->fwd1);
   if (ce != cudaSuccess) rc = pbc_cuda_err(err, ce, "CUDA stream");
   if (rc == 0) {
     cudnnStatus_t s = cudnnCreate(&o->dnn);
@@ -1007,6 +1025,8 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
 
 static int cu_forward(pb_engine *e, const void *input, void *output, struct pb_error *err) {
   cu_engine *o = (cu_engine *)e->impl;
+  CU(cudaSetDevice(o->dev), "select device"); /* kernels go to the stream's device */
+  CU(cudaEventRecord(o->fwd0, o->st), "event");
   int64_t nin = o->N * o->cp0 * o->h0 * o->w0;
   void *x0 = o->x0;
   BY_DTYPE(o->dt, T, (k_nchw_to_nhwc<<<grid_for(nin), 256, 0, o->st>>>(
@@ -1017,11 +1037,26 @@ static int cu_forward(pb_engine *e, const void *input, void *output, struct pb_e
   int64_t nout = o->N * o->outputs;
   void *y = tptr(o, o->out_tensor);
   BY_DTYPE(o->dt, T, (k_to_f32<<<grid_for(nout), 256, 0, o->st>>>((const T *)y, (float *)output, nout)));
-  return launch_check(err, "output conversion");
+  PB_RETURN_NOT_OK(launch_check(err, "output conversion"));
+  CU(cudaEventRecord(o->fwd1, o->st), "event");
+  o->fwd_recorded = 1;
+  return 0;
+}
+
+/* The device time of the most recent forward: input conversion, the model, output conversion. */
+static int cu_forward_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
+  cu_engine *o = (cu_engine *)e->impl;
+  *ns = 0;
+  if (!o->fwd_recorded) return pbc_err(err, PB_ESTATE, "forward_time: no forward has run yet");
+  float ms = 0;
+  CU(cudaEventSynchronize(o->fwd1), "event");
+  CU(cudaEventElapsedTime(&ms, o->fwd0, o->fwd1), "event time");
+  *ns = (int64_t)((double)ms * 1e6);
+  return 0;
 }
 
 static void *cu_tensor_alloc(pb_engine *e, size_t bytes) {
-  (void)e;
+  if (e->impl != NULL) cudaSetDevice(((cu_engine *)e->impl)->dev);
   void *p = NULL;
   return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
 }
@@ -1033,12 +1068,14 @@ static void cu_tensor_release(pb_engine *e, void *p, size_t bytes) {
 }
 static int cu_write(pb_engine *e, void *dst, const void *src, size_t bytes, struct pb_error *err) {
   cu_engine *o = (cu_engine *)e->impl;
+  CU(cudaSetDevice(o->dev), "select device");
   CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, o->st), "copy to device");
   CU(cudaStreamSynchronize(o->st), "copy to device");
   return 0;
 }
 static int cu_read(pb_engine *e, void *dst, const void *src, size_t bytes, struct pb_error *err) {
   cu_engine *o = (cu_engine *)e->impl;
+  CU(cudaSetDevice(o->dev), "select device");
   CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, o->st), "copy from device");
   CU(cudaStreamSynchronize(o->st), "copy from device");
   return 0;
@@ -1064,4 +1101,5 @@ extern "C" const pb__engine_vtable pbc_backend = {
     cu_forward,         cu_train_step, cu_sync,
     /* the data path (cuda_input.cu) */
     &pbc_pinned_allocator, pbc_forward_native, pbc_copy_in, pbc_native_release, pbc_device_time,
+    cu_forward_time,
 };

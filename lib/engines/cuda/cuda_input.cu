@@ -115,6 +115,7 @@ void pbc_native_release(pb_engine *e) {
 }
 
 static int state_get(pb_engine *e, size_t bytes, native_state **out, struct pb_error *err) {
+  CUN(cudaSetDevice(e->device_index), "select device"); /* the engine's GPU ("cuda:N") */
   native_state *s = (native_state *)e->native;
   if (s == NULL) {
     s = new native_state();
