@@ -2,7 +2,8 @@
 # Installs everything pipebench needs on Debian 12 and is quick when it is all there already.
 #   Debian packages: compilers, CMake, libtiff, c-blosc, zstd, lz4, zlib, cJSON, oneDNN, cmocka,
 #                    PLplot (cairo), libjpeg-turbo (TurboJPEG), libpng, Python with numpy, torch,
-#                    torchvision, PIL, tifffile, zarr.
+#                    torchvision, PIL, tifffile, zarr; OpenMPI (libopenmpi-dev, openmpi-bin) for runs
+#                    across ranks (docs/scaling.md).
 #   DuckDB's C library: from the npm registry, pinned, checksum-verified, unpacked into
 #                    third_party/duckdb (ignored by git).
 set -euo pipefail
@@ -17,7 +18,7 @@ DUCKDB_SOURCE_SHA256=5bb967dcbcd517670ba5f169f238fb9d6787e53752c60ebe24386169d76
 PACKAGES=(build-essential cmake pkg-config git ca-certificates nodejs npm
   libtiff-dev libblosc-dev libzstd-dev zlib1g-dev liblz4-dev libcjson-dev
   libturbojpeg0-dev libpng-dev python3-pil
-  libdnnl-dev libcmocka-dev libplplot-dev plplot-driver-cairo libopenmpi-dev
+  libdnnl-dev libcmocka-dev libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
   python3 python3-numpy python3-zarr python3-tifffile python3-torch python3-torchvision
   python3-pandas)
