@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tracks/ranks.h"
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
 #include "parquet/pq_cache.h"
@@ -174,6 +175,7 @@ static int write_summary(pb_run_ctx *c, const char *name, struct pb_error *err) 
   cJSON_AddStringToObject(cfg, "caches", c->p.caches);
   cJSON_AddStringToObject(cfg, "transforms", c->p.transforms);
   cJSON_AddNumberToObject(cfg, "seed", (double)c->p.seed);
+  cJSON_AddNumberToObject(cfg, "ranks", pb__ranks_size());
   cJSON *fm = cJSON_AddObjectToObject(cfg, "formats");
   for (int i = 0; i < c->nf; i++) cJSON_AddStringToObject(fm, c->formats[i], c->paths[i]);
   cJSON *env = cJSON_AddObjectToObject(root, "env");
@@ -252,22 +254,70 @@ static int measure_tracks(pb_run_ctx *c, struct pb_error *err) {
     c->schema = tr->view.schema;
     rc = tr->measure(c, err);
     c->schema = NULL;
+    rc = pb__ranks_agree(rc, err); /* a rank that failed inside the track meets the others here */
   }
   return rc;
 }
 
+/* Across ranks (mpirun), tracks 2 and 3 measure the job as a whole; tracks 1 and 4 time one
+ * sample at a time in one process, so they are run without mpirun. */
+static int check_ranked_tracks(const char *tracks, struct pb_error *err) {
+  if (pb__ranks_size() > 1 && (pb__list_has(tracks, "1") || pb__list_has(tracks, "4")))
+    return pb_error_set(err, PB_EINVAL, "tracks 1 and 4 measure one process; across %d ranks "
+                        "run tracks 2 and 3 (--tracks 2,3)", pb__ranks_size());
+  return PB_OK;
+}
+
+/* The dataset and the machine's limits: made and measured by rank 0 alone (ranks generating or
+ * calibrating side by side would disturb each other), then the others read the same dataset and
+ * take rank 0's calibration. */
+static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
+  int rc = pb__ranks_rank() == 0 ? prepare_data(c, err) : PB_OK;
+  rc = pb__ranks_agree(rc, err);
+  if (rc == PB_OK && pb__ranks_rank() != 0) rc = prepare_data(c, err);
+  rc = pb__ranks_agree(rc, err);
+  if (rc != PB_OK) return rc;
+  if (pb__ranks_rank() == 0) {
+    /* The machine's limits, measured in this run (small buffers: a few seconds). */
+    pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
+    cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
+    cp.rounds = 3;
+    cp.matmul = 0;
+    cp.dir = c->p.out;
+    cp.progress = calib_progress;
+    cp.progress_ctx = c;
+    rc = pb_calibrate(&cp, &c->cal, err);
+  }
+  rc = pb__ranks_agree(rc, err);
+  if (rc == PB_OK) rc = pb__ranks_bcast(&c->cal, sizeof c->cal, err);
+  if (rc != PB_OK) return rc;
+  pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns",
+                 c->cal.memcpy_mt_gbps.value, c->cal.memcpy_threads, c->cal.read_warm_gbps.value,
+                 c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns);
+  if (pb__ranks_size() > 1)
+    pb__run_report(c, "%d ranks: tracks 2 and 3 report each rank and the aggregate; rank 0 writes",
+                   pb__ranks_size());
+  return PB_OK;
+}
+
 int pb_run(const pb_run_params *params, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__ranks_init(err));
   pb_run_ctx *c = calloc(1, sizeof *c);
   if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb_run_params defaults = PB_RUN_PARAMS_DEFAULTS;
   c->p = params != NULL ? *params : defaults;
-  char all[256] = ""; /* no tracks named: every track of the table */
+  if (pb__ranks_rank() != 0) c->p.progress = NULL, c->p.report = NULL; /* rank 0 speaks */
+  char all[256] = ""; /* no tracks named: every track of the table (2 and 3 across ranks) */
   for (size_t k = 0; c->p.tracks == NULL && k < pb__track_count(); k++) {
+    const char *id = pb__track_at(k)->view.id;
+    if (pb__ranks_size() > 1 && check_ranked_tracks(id, NULL) != PB_OK) continue;
     size_t u = strlen(all);
-    snprintf(all + u, sizeof all - u, "%s%s", k ? "," : "", pb__track_at(k)->view.id);
+    snprintf(all + u, sizeof all - u, "%s%s", u ? "," : "", id);
   }
   if (c->p.tracks == NULL) c->p.tracks = all;
   int rc = validate(&c->p, err);
+  if (rc == PB_OK) rc = check_ranked_tracks(c->p.tracks, err);
+  rc = pb__ranks_agree(rc, err);
   if (rc != PB_OK) {
     free(c);
     return rc;
@@ -278,28 +328,18 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   long long budget = pb__pq_cache_budget_set(0);
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/data", c->p.out);
-  if ((rc = pb__mkdirs(dir, err)) != PB_OK) goto done;
-  if ((rc = pb_env_collect(&c->env, err)) != PB_OK) goto done;
-  if ((rc = prepare_data(c, err)) != PB_OK) goto done;
-
-  /* The machine's limits, measured in this run (small buffers: a few seconds). */
-  pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
-  cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
-  cp.rounds = 3;
-  cp.matmul = 0;
-  cp.dir = c->p.out;
-  cp.progress = calib_progress;
-  cp.progress_ctx = c;
-  if ((rc = pb_calibrate(&cp, &c->cal, err)) != PB_OK) goto done;
-  pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns",
-                 c->cal.memcpy_mt_gbps.value, c->cal.memcpy_threads, c->cal.read_warm_gbps.value,
-                 c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns);
+  rc = pb__mkdirs(dir, err);
+  if (rc == PB_OK) rc = pb_env_collect(&c->env, err);
+  if ((rc = pb__ranks_agree(rc, err)) != PB_OK) goto done;
+  if ((rc = prepare_ranks(c, err)) != PB_OK) goto done;
 
   c->summary = cJSON_CreateObject();
   cJSON_AddStringToObject(c->summary, "kind", "pipebench.run");
   cJSON_AddItemToObject(c->summary, "tracks", cJSON_CreateObject());
   if (rc == PB_OK) rc = measure_tracks(c, err);
-  if (rc != PB_OK) {
+  if (pb__ranks_rank() != 0) {
+    /* rank 0 alone writes the summary and the report */
+  } else if (rc != PB_OK) {
     /* A failed run leaves the last good summary alone; what it did and why it stopped go to
      * a file of their own. */
     cJSON_AddStringToObject(c->summary, "error", err ? err->message : pb_strerror(rc));
@@ -310,6 +350,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
     if (rc == PB_OK && (rc = pb__tracks_report(c->p.out, c->p.report, c->p.report_ctx)) != PB_OK)
       pb_error_set(err, rc, "%s: the plots or the report could not be written (see above)", c->p.out);
   }
+  rc = pb__ranks_agree(rc, err); /* every rank ends with the run's status */
 done:
   pb__pq_cache_budget_set(budget);
   cJSON_Delete(c->summary);
