@@ -415,8 +415,13 @@ static int read_direct(const tiff_file *f, const char *path, const pb_region *r,
   int rc = PB_OK;
   int64_t bytes = 0;
   size_t out_row = (size_t)r->count[PB_X] * es;
+  /* A crop reads only its own span of each row: straight into dst for one sample per pixel,
+   * through a line buffer to pick one channel out of interleaved samples. */
+  size_t seg = (size_t)r->count[PB_X] * (size_t)spp * es;
+  uint64_t seg_at = (uint64_t)r->start[PB_X] * (uint64_t)spp * es;
   unsigned char *line = NULL;
-  if (!whole_rows && (line = malloc((size_t)row)) == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  if (!whole_rows && spp > 1 && (line = malloc(seg)) == NULL)
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   for (int64_t t = 0; rc == PB_OK && t < r->count[PB_T]; t++)
     for (int64_t c = 0; rc == PB_OK && c < r->count[PB_C]; c++)
       for (int64_t z = 0; rc == PB_OK && z < r->count[PB_Z]; z++) {
@@ -432,11 +437,12 @@ static int read_direct(const tiff_file *f, const char *path, const pb_region *r,
         }
         /* A crop, or one channel out of interleaved samples: row by row. */
         for (int64_t y = 0; rc == PB_OK && y < r->count[PB_Y]; y++) {
-          rc = pread_exact(fd, line, (size_t)row, base + (uint64_t)(y * row), path, err);
-          bytes += row;
-          for (int64_t x = 0; rc == PB_OK && x < r->count[PB_X]; x++)
-            memcpy(dst + d_off + (size_t)(y * r->count[PB_X] + x) * es,
-                   line + (size_t)(((r->start[PB_X] + x) * spp) + gc % spp) * es, es);
+          unsigned char *out = dst + d_off + (size_t)y * out_row;
+          rc = pread_exact(fd, spp > 1 ? line : out, seg, base + (uint64_t)(y * row) + seg_at,
+                           path, err);
+          bytes += (int64_t)seg;
+          for (int64_t x = 0; rc == PB_OK && spp > 1 && x < r->count[PB_X]; x++)
+            memcpy(out + (size_t)x * es, line + (size_t)(x * spp + gc % spp) * es, es);
         }
       }
   free(line);
