@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "report/plot_kit.h"
+#include "tracks/ranks.h"
 #include "tracks/track2.h"
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
@@ -28,7 +29,7 @@ static const char *const t2_schema[] = {
     PB__SUMMARY_COLUMNS(T2_SUMMARY_PREFIX), T2_SAMPLES_PER_SEC, T2_MB_PER_SEC,
     T2_MEMCPY_FRACTION, "bytes_read_per_sec", "read_s", "decompress_s", "decode_s", "convert_s",
     "collate_s", "preload_s", "preload_bytes", PB__COL_TIMER_OVERHEAD_FRACTION,
-    PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, NULL};
+    PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -64,6 +65,8 @@ static int t2_open(pb_run_ctx *c, const t2_config *cf, pb_loader_params *lp, cha
   lp->prefetch = 2;
   lp->shuffle = 0;
   lp->seed = c->p.seed;
+  lp->rank = pb__ranks_rank(); /* each rank loads its shard of every epoch */
+  lp->world_size = pb__ranks_size();
   lp->transform = PB_TRANSFORM_NORMALIZE;
   lp->cache = (pb_cache_mode)cf->cache;
   if (cf->cache == PB_CACHE_SHARED) {
@@ -191,6 +194,41 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   return sps;
 }
 
+/* Across ranks: m (this rank's round) becomes, on rank 0, the round of all ranks together: their
+ * samples, bytes and stage times summed, their intervals pooled, and the common window (from the
+ * agree that opened the ranks' steady windows to the one that closed them) as its length. With
+ * one rank, m is left as it is. */
+static int t2_pool(t2_round *m, double window_s, double **pooled, struct pb_error *err) {
+  *pooled = NULL;
+  if (pb__ranks_size() == 1) return PB_OK;
+  enum { K = 9 };
+  int n = pb__ranks_size();
+  int64_t mine[K] = {m->samples, m->bytes, m->sum.read_ns, m->sum.decompress_ns,
+                     m->sum.decode_ns, m->sum.convert_ns, m->sum.collate_ns, m->sum.bytes_read, m->w.items};
+  int64_t *all = malloc((size_t)n * K * sizeof *all);
+  int rc = pb__ranks_agree(all != NULL ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory"), err);
+  if (rc == PB_OK) rc = pb__ranks_allgather_i64(mine, K, all, err);
+  size_t total = 0;
+  if (rc == PB_OK) rc = pb__ranks_gather_f64(m->w.lat, m->w.n, pooled, &total, err);
+  if (rc == PB_OK) {
+    int64_t s[K] = {0};
+    for (int r = 0; r < n; r++)
+      for (int k = 0; k < K; k++) s[k] += all[r * K + k];
+    m->samples = s[0], m->bytes = s[1];
+    m->sum.read_ns = s[2], m->sum.decompress_ns = s[3], m->sum.decode_ns = s[4];
+    m->sum.convert_ns = s[5], m->sum.collate_ns = s[6], m->sum.bytes_read = s[7];
+    m->w.items = s[8]; /* batches of every rank */
+    m->steady = window_s;
+    if (*pooled != NULL) { /* rank 0: the window's summary is over every rank's intervals */
+      free(m->w.lat);
+      m->w.lat = *pooled;
+      m->w.n = m->w.lat_cap = total;
+    }
+  }
+  free(all);
+  return rc;
+}
+
 /* One round (repeat cf->r) of one configuration: a fresh loader, its first batch, a pilot, the
  * steady window. Rounds of all configurations are interleaved by the caller. */
 static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t room, t2_best *best,
@@ -223,11 +261,22 @@ static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t ro
     pb_batch_free(b);
   }
   if (rc == PB_OK) rc = t2_pilot(ld, &epoch, &m, err);
+  /* The ranks' steady windows open together and the common window closes when the last ends;
+   * with one rank both agrees return at once. */
+  rc = pb__ranks_agree(rc, err);
+  int64_t w0 = pb_now_ns();
   if (rc == PB_OK) rc = t2_steady(c, ld, &epoch, want, &m, err);
+  rc = pb__ranks_agree(rc, err);
+  double window_s = (double)(pb_now_ns() - w0) / 1e9;
+  pb__rank_window rw;
+  double *pooled = NULL;
+  if (rc == PB_OK) rc = pb__rank_window_gather(m.samples, m.steady, window_s, &rw, err);
+  if (rc == PB_OK) rc = t2_pool(&m, window_s, &pooled, err);
   pb_summary s;
-  if (rc == PB_OK) rc = pb__window_summarize(&m.w, &s);
-  if (rc == PB_OK) {
+  if (rc == PB_OK && pb__ranks_rank() == 0) rc = pb__window_summarize(&m.w, &s);
+  if (rc == PB_OK && pb__ranks_rank() == 0) {
     double sps = t2_row(c, t, cf, &lp, &m, &s);
+    pb__rank_window_columns(t, &rw);
     if (cf->cache == PB_CACHE_NONE && isfinite(sps) && (best->format[0] == '\0' || sps > best->sps)) {
       best->sps = sps;
       best->bs = cf->bs;
@@ -300,7 +349,13 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
             t2_config cf = {fi, caches[k], bss[b], ws[w], r};
             rc = t2_measure(c, t, &cf, room, &best, err);
           }
-  if (rc == PB_OK && c->p.peer) rc = pb__track2_peer(c, t, bss, nb, ws, nw, err);
+  if (rc == PB_OK && c->p.peer && pb__ranks_size() > 1)
+    pb__run_report(c, "track 2: the torch DataLoader peer runs in one process (without mpirun)");
+  else if (rc == PB_OK && c->p.peer) rc = pb__track2_peer(c, t, bss, nb, ws, nw, err);
+  if (pb__ranks_rank() != 0) {
+    pb_table_free(t); /* rank 0 writes the table of every rank's measurements */
+    return rc;
+  }
   if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track2.parquet", err);
   if (rc == PB_OK) {
     cJSON *s = pb__run_summary(c, "2");
