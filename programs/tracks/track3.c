@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "report/plot_kit.h"
+#include "tracks/ranks.h"
 #include "tracks/tracks.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
@@ -38,13 +39,16 @@ static const char *const cache_names[] = {"none", "preload"};
 #define T3_DATA_WAIT_FRACTION "data_wait_fraction"
 #define T3_AU "accelerator_utilisation"
 #define T3_IMAGES_PER_SEC "images_per_sec"
+#define T3_RANK_AU "rank_accelerator_utilisation"
+#define T3_AU_MIN "accelerator_utilisation_min"
+#define T3_AU90 "accelerators_au90"
 
 static const char *const t3_schema[] = {
     PB__COMMON_COLUMNS, T3_CACHE, T3_MODEL, T3_MODE, T3_DEVICE, T3_DTYPE, "emulate_ms",
     T3_BATCH_SIZE, T3_NUM_WORKERS,
     "num_steps", "first_step_time", PB__SUMMARY_COLUMNS(T3_STEP_PREFIX), T3_DATA_WAIT_MEAN,
     "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC,
-    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", NULL};
+    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90, NULL};
 
 /* ---- the model loop -------------------------------------------------------------------------- */
 
@@ -174,8 +178,8 @@ typedef struct t3_steps_out {
  * going on into the next epoch when one ends. step_s and wait_s get each step after the first
  * (room for steps). */
 static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, double *step_s,
-                    double *wait_s, t3_steps_out *o, struct pb_error *err) {
-  int n = 0, empty = 0, rc = PB_OK;
+                    double *wait_s, t3_steps_out *o, int64_t *w0, struct pb_error *err) {
+  int n = 0, empty = 0, rc = PB_OK, opened = 0;
   double first_step = NAN, sum_step = 0, sum_wait = 0;
   int64_t samples = 0;
   for (int k = 0; k <= c->p.steps && rc == PB_OK;) {
@@ -214,8 +218,14 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
       first_step = (double)(pb_now_ns() - t0) / 1e9;
       s->h2d_ns = s->h2d_bytes = s->h2d_n = 0;
     }
+    if (k == 0) { /* the ranks' timed steps start together: the common window opens */
+      rc = pb__ranks_agree(rc, err);
+      opened = 1;
+      *w0 = pb_now_ns();
+    }
     k++;
   }
+  if (!opened) rc = pb__ranks_agree(rc, err); /* a rank that failed at its first step */
   if (rc == PB_OK && s->gpu) { /* the forwards still queued belong to the last step */
     int64_t t0 = pb_now_ns();
     rc = pb_engine_device_time(s->engine, &s->busy_ns, err);
@@ -224,6 +234,56 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
     else first_step += dt;
   }
   *o = (t3_steps_out){n, first_step, sum_step, sum_wait, samples};
+  return rc;
+}
+
+/* One round of every rank, on rank 0: the common window, each rank's AU, and (with more than
+ * one rank) every rank's step and wait times pooled. */
+typedef struct t3_ranks {
+  pb__rank_window w;
+  double au_mean, au_min;
+  int au90;                 /* ranks at AU >= 90%: accelerators the storage keeps fed */
+  char au_list[512];
+  double sum_step, sum_wait; /* over every rank's timed steps */
+  double *step_s, *wait_s;   /* pooled (rank 0, more than one rank; owned) */
+  size_t n_steps;
+} t3_ranks;
+
+static void t3_ranks_free(t3_ranks *r) {
+  free(r->step_s);
+  free(r->wait_s);
+  r->step_s = r->wait_s = NULL;
+}
+
+static int t3_gather(const t3_steps_out *st, double au, double window_s, const double *step_s,
+                     const double *wait_s, t3_ranks *r, struct pb_error *err) {
+  memset(r, 0, sizeof *r);
+  int n = pb__ranks_size();
+  PB_RETURN_NOT_OK(pb__rank_window_gather(st->samples, st->sum_step, window_s, &r->w, err));
+  double mine[3] = {au, st->sum_step, st->sum_wait};
+  double *all = malloc((size_t)n * 3 * sizeof *all), *aus = malloc((size_t)n * sizeof *aus);
+  int rc = pb__ranks_agree(all && aus ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory"), err);
+  if (rc == PB_OK) rc = pb__ranks_allgather_f64(mine, 3, all, err);
+  if (rc == PB_OK) {
+    r->au_min = INFINITY;
+    for (int k = 0; k < n; k++) {
+      aus[k] = all[3 * k];
+      r->au_mean += aus[k] / n;
+      if (aus[k] < r->au_min) r->au_min = aus[k];
+      r->au90 += aus[k] >= 0.9;
+      r->sum_step += all[3 * k + 1];
+      r->sum_wait += all[3 * k + 2];
+    }
+    pb__rank_list(aus, n, r->au_list, sizeof r->au_list);
+  }
+  if (rc == PB_OK && n > 1) {
+    size_t nw = 0;
+    rc = pb__ranks_gather_f64(step_s, (size_t)st->n, &r->step_s, &r->n_steps, err);
+    if (rc == PB_OK) rc = pb__ranks_gather_f64(wait_s, (size_t)st->n, &r->wait_s, &nw, err);
+  }
+  free(all);
+  free(aus);
+  if (rc != PB_OK) t3_ranks_free(r);
   return rc;
 }
 
@@ -238,6 +298,8 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
   lp.prefetch = 2;
   lp.shuffle = 1;
   lp.seed = c->p.seed;
+  lp.rank = pb__ranks_rank(); /* each rank feeds its accelerator from its shard of every epoch */
+  lp.world_size = pb__ranks_size();
   lp.drop_last = 1; /* the model is built for one batch size */
   lp.transform = PB_TRANSFORM_NORMALIZE;
   lp.cache = cache ? PB_CACHE_PRELOAD : PB_CACHE_NONE;
@@ -290,18 +352,32 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
     rc = pb_loader_reset(ld, epoch++, err);
     t3_steps_out st = {0};
-    rc = t3_steps(c, ld, &epoch, sx, step_s, wait_s, &st, err);
+    int64_t w0 = pb_now_ns();
+    if (rc == PB_OK) rc = t3_steps(c, ld, &epoch, sx, step_s, wait_s, &st, &w0, err);
+    rc = pb__ranks_agree(rc, err); /* the common window closes when the last rank is done */
+    double window_s = (double)(pb_now_ns() - w0) / 1e9;
     if (rc != PB_OK) break;
-    pb_summary ss, ws;
-    int n = st.n;
-    if ((rc = pb_summarize(step_s, (size_t)n, &ss)) != PB_OK) break;
-    if ((rc = pb_summarize(wait_s, (size_t)n, &ws)) != PB_OK) break;
     /* AU: on the CPU the loop's compute time over step time; on the GPU the device's busy time
      * (CUDA events around each forward) over step time, since the loop runs ahead of the GPU
      * and a wait for data need not leave the GPU idle */
     double au = st.sum_step > 0 ? (st.sum_step - st.sum_wait) / st.sum_step : NAN;
     if (sx->gpu && st.sum_step > 0) au = (double)sx->busy_ns / 1e9 / st.sum_step;
-    double wait_frac = st.sum_step > 0 ? st.sum_wait / st.sum_step : NAN;
+    t3_ranks rk;
+    if ((rc = t3_gather(&st, au, window_s, step_s, wait_s, &rk, err)) != PB_OK) break;
+    if (pb__ranks_rank() != 0) continue; /* rank 0 writes every rank's row */
+    pb_summary ss, ws;
+    int n = st.n;
+    rc = pb_summarize(rk.step_s ? rk.step_s : step_s, rk.step_s ? rk.n_steps : (size_t)n, &ss);
+    if (rc == PB_OK)
+      rc = pb_summarize(rk.wait_s ? rk.wait_s : wait_s, rk.wait_s ? rk.n_steps : (size_t)n, &ws);
+    if (rc != PB_OK) {
+      t3_ranks_free(&rk);
+      break;
+    }
+    if (pb__ranks_size() > 1) au = rk.au_mean;
+    double wait_frac = rk.sum_step > 0 ? rk.sum_wait / rk.sum_step : NAN;
+    double ips = pb__ranks_size() > 1 ? rk.w.rate
+                 : st.sum_step > 0 ? (double)st.samples / st.sum_step : NAN;
     pb__row_common(c, t, c->formats[fi], r);
     pb_table_set_str(t, T3_CACHE, cache_names[cache]);
     pb_table_set_str(t, T3_MODEL, c->p.emulate_ms > 0 ? "emulated" : c->p.model);
@@ -323,7 +399,11 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_f64(t, "device_time_mean", sx->gpu && n > 0 ? (double)sx->busy_ns / 1e9 / n : NAN);
     pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
-    pb_table_set_f64(t, T3_IMAGES_PER_SEC, st.sum_step > 0 ? (double)st.samples / st.sum_step : NAN);
+    pb_table_set_f64(t, T3_IMAGES_PER_SEC, ips);
+    pb__rank_window_columns(t, &rk.w);
+    pb_table_set_str(t, T3_RANK_AU, rk.au_list);
+    pb_table_set_f64(t, T3_AU_MIN, rk.au_min);
+    pb_table_set_i64(t, T3_AU90, rk.au90);
     /* the copies' rate at their median time: a copy whose closing event the busy GPU wrote
      * late reads slow, and the median is robust to those few */
     double h2d_mean = sx->h2d_n > 0 ? (double)sx->h2d_ns / 1e9 / (double)sx->h2d_n : NAN;
@@ -345,10 +425,16 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
       cJSON_AddNumberToObject(o, "data_wait_fraction", wait_frac);
       cJSON_AddNumberToObject(o, "step_time_p50_s", ss.p50);
       cJSON_AddBoolToObject(o, "data_bound", au < 0.9);
-      cJSON_AddNumberToObject(o, "images_per_sec",
-                              st.sum_step > 0 ? (double)st.samples / st.sum_step : 0);
+      cJSON_AddNumberToObject(o, "images_per_sec", isfinite(ips) ? ips : 0);
       if (h2d_gbps > 0) cJSON_AddNumberToObject(o, "h2d_gbps", h2d_gbps);
+      if (pb__ranks_size() > 1) {
+        cJSON_AddNumberToObject(o, "ranks", pb__ranks_size());
+        cJSON_AddNumberToObject(o, "accelerators_au90", rk.au90);
+        cJSON_AddNumberToObject(o, "slowest_rank", rk.w.slowest);
+        cJSON_AddNumberToObject(o, "rank_imbalance", rk.w.imbalance);
+      }
     }
+    t3_ranks_free(&rk);
   }
   if (!gpu) state_free(&local);
   pb_loader_free(ld); /* its pinned batches go back through the engine's allocator (which stays valid) */
@@ -382,6 +468,13 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
   const char *device = "cpu";
   PB_RETURN_NOT_OK(t3_device(&c->p, &device, err));
+  /* One GPU per rank: the rank's place on its host modulo the GPUs there. */
+  char ranked[32];
+  int gpu = pb__ranks_size() > 1 ? pb__ranks_local_gpu() : -1;
+  if (strcmp(device, "cuda") == 0 && gpu >= 0) {
+    snprintf(ranked, sizeof ranked, "cuda:%d", gpu);
+    device = ranked;
+  }
   t3_state gs;
   memset(&gs, 0, sizeof gs);
   pb_table *t = NULL;
@@ -407,7 +500,8 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   state_free(&gs);
   free(step_s);
   free(wait_s);
-  if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track3.parquet", err);
+  if (rc == PB_OK && pb__ranks_rank() == 0)
+    rc = pb__write_table(c, t, "pipebench_track3.parquet", err);
   if (rc == PB_OK) {
     int bound = 0;
     const cJSON *o;
