@@ -1,8 +1,11 @@
 /* pipebench run: the benchmark tracks. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "pipebench/bench.h"
@@ -35,6 +38,7 @@ static const cli_opt opts[] = {
     {"no-peer", NULL, "skip the torch DataLoader peer in track 2"},
     {"seed", "S", "seed (default 42)"},
     {"python", "PATH", "Python with numpy and torch (default /usr/bin/python3)"},
+    {"ranks", "N", "start N ranks on this host through mpirun (tracks 2 and 3; docs/scaling.md)"},
     {NULL, NULL, NULL},
 };
 
@@ -49,7 +53,62 @@ static void on_report(void *ctx, const char *line) {
   fprintf(stderr, "run: %s\n", line);
 }
 
+/* --ranks N: the same command, without --ranks, as N processes under mpirun on this host
+ * (oversubscribed when N exceeds the cores; not bound to cores, so each rank's loader threads
+ * can spread). Returns mpirun's exit status. */
+static int launch_ranks(const cli_args *a, long n) {
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return cli_fail("run", "--ranks: cannot find this program (/proc/self/exe)");
+  exe[len] = '\0';
+  char np[24];
+  snprintf(np, sizeof np, "%ld", n);
+  const char *argv[2 * CLI_MAX_OPTS + 16];
+  int k = 0;
+  argv[k++] = "mpirun";
+  if (geteuid() == 0) argv[k++] = "--allow-run-as-root";
+  argv[k++] = "--oversubscribe";
+  argv[k++] = "--bind-to";
+  argv[k++] = "none";
+  argv[k++] = "-np";
+  argv[k++] = np;
+  argv[k++] = exe;
+  argv[k++] = "run";
+  char names[CLI_MAX_OPTS][64];
+  for (int i = 0; i < a->n_opts; i++) {
+    if (!a->set[i] || strcmp(a->opts[i].name, "ranks") == 0) continue;
+    snprintf(names[i], sizeof names[i], "--%s", a->opts[i].name);
+    argv[k++] = names[i];
+    if (a->opts[i].arg != NULL && a->values[i] != NULL) argv[k++] = a->values[i];
+  }
+  argv[k] = NULL;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return cli_fail("run", "--ranks: fork: %s", strerror(errno));
+  if (pid == 0) {
+    execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "pipebench run: --ranks needs mpirun (Debian: openmpi-bin): %s\n", strerror(errno));
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return CLI_OK;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == CLI_USAGE) return CLI_USAGE;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return CLI_FAIL;
+  fprintf(stderr, "pipebench run: the %ld ranks failed (mpirun %s %d)\n", n,
+          WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+  return CLI_FAIL;
+}
+
 static int run(const cli_args *a) {
+  if (cli_get(a, "ranks") != NULL) {
+    long n;
+    PB_RETURN_NOT_OK(cli_get_long(a, "run", "ranks", 1, 1, 4096, &n));
+    if (getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL)
+      return cli_usage_error("run", "--ranks starts the ranks itself; under mpirun leave it out");
+    return launch_ranks(a, n);
+  }
   pb_run_params p = PB_RUN_PARAMS_DEFAULTS;
   long repeats, samples, warmup, batches, steps, seed;
   double emulate;
@@ -110,6 +169,9 @@ static int run(const cli_args *a) {
   struct pb_error err = {{0}};
   int rc = pb_run(&p, &err);
   cli_progress(NULL, 0, 0, 0);
+  /* Under mpirun every rank ends with the same (agreed) status and message: rank 0 says it. */
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (rank != NULL && atoi(rank) != 0) return rc == PB_OK ? CLI_OK : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
   if (rc == PB_EINVAL) return cli_usage_error("run", "%s", err.message);
   if (rc != PB_OK) return cli_fail("run", "%s", err.message);
   fprintf(stderr, "run: done in %.0f s; results in %s/data\n", (double)(pb_now_ns() - start) / 1e9, p.out);
