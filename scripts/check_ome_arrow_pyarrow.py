@@ -2,7 +2,7 @@
 """Checks pipebench's OME-Arrow files with pyarrow (run where pyarrow is installed).
 
 Usage: check_ome_arrow_pyarrow.py PATH [PATH ...]
-  PATH: an ome-parquet file (numeric or byte variant) or an oa-dataset directory.
+  PATH: an ome-parquet file (any layout: planes, chunks, chunk-bytes) or an oa-dataset directory.
   Pixels are compared with PATH.npy when it exists (or PATH without its suffix + .npy): a numpy
   array of shape (N, T, C, Z, Y, X) holding the images pipebench wrote, in row order.
 
@@ -136,9 +136,14 @@ def check_parquet(path):
                 img[p["t"], p["c"], p["z"]] = np.asarray(p["pixels"], dtype).reshape(shape[3:])
         for ch in row["chunks"] or []:
             sz, sy, sx = ch["shape_z"], ch["shape_y"], ch["shape_x"]
-            raw = decode(ch["pixel_bytes"], ch.get("compression"), sz * sy * sx * dtype.itemsize)
+            if "pixel_bytes" in ch:
+                raw = decode(ch["pixel_bytes"], ch.get("compression"),
+                             sz * sy * sx * dtype.itemsize)
+                box = np.frombuffer(raw, dtype).reshape(sz, sy, sx)
+            else:  # numeric chunks (the default layout)
+                box = np.asarray(ch["pixels"], dtype).reshape(sz, sy, sx)
             img[ch["t"], ch["c"], ch["z"]:ch["z"] + sz, ch["y"]:ch["y"] + sy,
-                ch["x"]:ch["x"] + sx] = np.frombuffer(raw, dtype).reshape(sz, sy, sx)
+                ch["x"]:ch["x"] + sx] = box
         if not np.array_equal(img, want[i]):
             problems.append(f"{path}: image {i} pixels differ from the .npy")
     print(f"  pixels of {len(rows)} images compared")

@@ -392,9 +392,9 @@ typedef struct pq_rg {
   int built;
 } pq_rg;
 
-/* The bytes a page needs: from the file mapped read-only (the default: pages are decoded
- * straight from the page cache, with no copy and no system call per read), from the file by
- * pread (PB_OA_MMAP=0, or where mapping fails), or from memory (fuzzing). */
+/* The bytes a page needs: from the file by pread (the default), from the file mapped read-only
+ * (PB_OA_MMAP=1: pages are decoded straight from the page cache, with no copy), or from memory
+ * (fuzzing). */
 typedef struct pq_src {
   int fd;
   const uint8_t *mem;
@@ -1119,8 +1119,25 @@ static size_t find_rg(const pb__pq_col *c, int64_t row) {
   return lo;
 }
 
+/* A mapped file cut short by another process would fault (SIGBUS) on the first access past
+ * its new end, and a library must not install a signal handler for that. So before every read
+ * from a mapping the file's length is checked against the mapping's; the window that is left
+ * is the read itself (docs/format-ome-arrow.md, "Mapped files"). */
+static int src_check(const pq_src *s, struct pb_error *err) {
+  if (s->map == NULL) return PB_OK;
+  struct stat st;
+  if (fstat(s->fd, &st) != 0) return pb_error_set(err, -errno, "%s", strerror(errno));
+  if ((int64_t)st.st_size < s->size)
+    return pb_error_set(err, PB_EFORMAT,
+                        "the file shrank from %lld to %lld bytes while it was open (truncated "
+                        "in place)",
+                        (long long)s->size, (long long)st.st_size);
+  return PB_OK;
+}
+
 int pb__pq_read(pb__pq_col *c, int64_t first, int64_t n, pb__pq_rows *out,
                 struct pb_error *err) {
+  PB_RETURN_NOT_OK(src_check(&c->src, err));
   if (c->n_rgs == 0 || first < 0 || n < 1 || n > c->n_rows - first)
     return pb_error_set(err, PB_EINVAL, "%lld rows from row %lld: outside the column's %lld",
                         (long long)n, (long long)first, (long long)c->n_rows);
@@ -1133,6 +1150,7 @@ int pb__pq_read(pb__pq_col *c, int64_t first, int64_t n, pb__pq_rows *out,
 }
 
 int pb__pq_read_all(pb__pq_col *c, pb__pq_rows *out, struct pb_error *err) {
+  PB_RETURN_NOT_OK(src_check(&c->src, err));
   for (size_t g = 0; g < c->n_rgs; g++)
     if (c->rgs[g].n_rows > 0) PB_RETURN_NOT_OK(read_rows(c, g, 0, c->rgs[g].n_rows, out, err));
   return PB_OK;

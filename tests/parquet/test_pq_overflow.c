@@ -1,6 +1,7 @@
 /* Column chunk sizes from a Parquet footer that overflow when added to their offset: the
  * typed-chunk dataset's chunks.parquet (pixel_bytes, chunk_id) and an ome-parquet file
- * (planes' pixels) with a column chunk's total_compressed_size rewritten to INT64_MAX.
+ * (the pixels of planes, and of numeric chunks) with a column chunk's total_compressed_size
+ * rewritten to INT64_MAX.
  *
  * The direct page reader must refuse such a column at open (the caller keeps DuckDB), and
  * reading the dataset must then give either the written pixels or an error naming the file,
@@ -171,13 +172,18 @@ int main(void) {
     check_open(f, od_leaves[k], 0);
     read_back(p, f);
   }
-  const char *pixels = "ome_arrow, planes, list, element, pixels, list, element";
-  snprintf(p, sizeof p, "%s/o.parquet", dir);
-  write_images(p, "ome-parquet", NULL, "parquet_codec=zstd", SHAPE, N_IMAGES, SEED);
-  check_open(p, pixels, 1);
-  set_compressed_size(p, pixels, INT64_MAX);
-  check_open(p, pixels, 0);
-  read_back(p, p);
+  static const char *const layouts[][2] = {
+      {"layout=planes,parquet_codec=zstd", "ome_arrow, planes, list, element, pixels, list, element"},
+      {"layout=chunks,parquet_codec=zstd", "ome_arrow, chunks, list, element, pixels, list, element"}};
+  for (int k = 0; k < 2; k++) {
+    const char *pixels = layouts[k][1];
+    snprintf(p, sizeof p, "%s/o%d.parquet", dir, k);
+    write_images(p, "ome-parquet", NULL, layouts[k][0], SHAPE, N_IMAGES, SEED);
+    check_open(p, pixels, 1);
+    set_compressed_size(p, pixels, INT64_MAX);
+    check_open(p, pixels, 0);
+    read_back(p, p);
+  }
   pb__remove_tree(dir);
   return check_failures() != 0;
 }

@@ -342,7 +342,7 @@ int pb__oa_direct_enabled(void) {
 }
 int pb__oa_mmap_enabled(void) {
   const char *e = getenv("PB_OA_MMAP");
-  return e == NULL || strcmp(e, "0") != 0;
+  return e != NULL && strcmp(e, "0") != 0 && e[0] != '\0';
 }
 
 void pb__oa_direct_note(int served) {

@@ -20,7 +20,10 @@
 #include "parquet/pq_cache.h"
 
 enum { OT_PARQUET = 0, OT_DUCKDB = 1 };
-enum { OT_NUMERIC = 0, OT_BYTES = 1 };
+/* Layouts: planes (one Y*X list per t, c, z), numeric chunks (the current ome-arrow writer's
+ * default) and byte chunks (OME_ARROW_BYTE_STRUCT). */
+enum { OT_PLANES = 0, OT_CHUNKS = 1, OT_BYTES = 2 };
+static const char *const ot_layout_names[3] = {"planes", "chunks", "chunk-bytes"};
 
 #define OT_VERSION "pipebench-0.1.0"
 
@@ -31,10 +34,10 @@ enum { F_TYPE, F_VERSION, F_ID, F_NAME, F_IMAGE_TYPE, F_ACQ, F_PIXELS_META, F_CH
 enum { PM_DIM_ORDER, PM_TYPE, PM_SX, PM_SY, PM_SZ, PM_SC, PM_ST, PM_PHX, PM_PHY, PM_PHZ,
        PM_UX, PM_UY, PM_UZ, PM_CHANNELS };
 
-static void ome_type_sql(char *buf, size_t size, int variant, pb_dtype dtype) {
-  const char *px = variant == OT_NUMERIC ? pb__oa_dtype_sql(dtype) : "USMALLINT";
+static void ome_type_sql(char *buf, size_t size, int layout, pb_dtype dtype) {
+  const char *px = layout != OT_BYTES ? pb__oa_dtype_sql(dtype) : "USMALLINT";
   char chunk_tail[96];
-  if (variant == OT_NUMERIC)
+  if (layout != OT_BYTES)
     snprintf(chunk_tail, sizeof chunk_tail, "pixels %s[]", px);
   else
     snprintf(chunk_tail, sizeof chunk_tail, "dtype VARCHAR, compression VARCHAR, pixel_bytes BLOB");
@@ -68,13 +71,13 @@ typedef struct ot_chunk {
 
 typedef struct ot_image {
   pb_image_meta meta;
-  int64_t off;         /* numeric: where the raw image starts in the spool */
-  size_t first, n;     /* bytes: its chunks */
-  int64_t cshape[3];   /* bytes: chunk z, y, x */
+  int64_t off;         /* planes: where the raw image starts in the spool */
+  size_t first, n;     /* chunk layouts: its chunks */
+  int64_t cshape[3];   /* chunk layouts: chunk z, y, x */
 } ot_image;
 
 typedef struct ot_writer {
-  int kind, variant;
+  int kind, layout;
   char path[4096], tmp[4200];
   char codec[8];
   int level;
@@ -120,21 +123,47 @@ static int ot_writer_open_kind(int kind, const char *path, const pb_write_params
     rc = PB_EINVAL;
     goto fail;
   }
-  w->variant = strcmp(w->codec, "none") == 0 ? OT_NUMERIC : OT_BYTES;
-  if (pb__opt_get(params->options, "variant", v, sizeof v)) {
-    if (strcmp(v, "numeric") == 0) w->variant = OT_NUMERIC;
-    else if (strcmp(v, "bytes") == 0) w->variant = OT_BYTES;
+  /* The current ome-arrow writer's default is numeric chunks; leaf compression needs bytes. */
+  w->layout = strcmp(w->codec, "none") == 0 ? OT_CHUNKS : OT_BYTES;
+  if (pb__opt_get(params->options, "variant", v, sizeof v)) { /* the older name */
+    if (strcmp(v, "numeric") == 0) w->layout = OT_PLANES;
+    else if (strcmp(v, "bytes") == 0) w->layout = OT_BYTES;
     else {
-      rc = pb_error_set(err, PB_EINVAL, "option variant=%s: use numeric or bytes", v);
+      rc = pb_error_set(err, PB_EINVAL, "option variant=%s: use numeric or bytes (or layout=)", v);
       goto fail;
     }
   }
-  if (w->variant == OT_NUMERIC && strcmp(w->codec, "none") != 0) {
+  if (pb__opt_get(params->options, "layout", v, sizeof v)) {
+    int found = -1;
+    for (int k = 0; k < 3; k++)
+      if (strcmp(v, ot_layout_names[k]) == 0) found = k;
+    if (found < 0) {
+      rc = pb_error_set(err, PB_EINVAL, "option layout=%s: use planes, chunks or chunk-bytes", v);
+      goto fail;
+    }
+    w->layout = found;
+  }
+  if (w->layout != OT_BYTES && strcmp(w->codec, "none") != 0) {
     rc = pb_error_set(err, PB_EINVAL,
-                      "leaf compression '%s' needs variant=bytes (the numeric variant stores "
+                      "leaf compression '%s' needs layout=chunk-bytes (the %s layout stores "
                       "plain lists; use parquet_codec= for Parquet's own compression)",
-                      w->codec);
+                      w->codec, ot_layout_names[w->layout]);
     goto fail;
+  }
+  if (pb__opt_get(params->options, "chunk_shape", v, sizeof v)) {
+    long long d[3];
+    char tail;
+    int got = sscanf(v, "%lldx%lldx%lld%c", &d[0], &d[1], &d[2], &tail);
+    if (got == 2 && sscanf(v, "%lldx%lld%c", &d[1], &d[2], &tail) == 2) {
+      d[0] = 1;
+      got = 3;
+    }
+    if (got != 3 || d[0] < 1 || d[1] < 1 || d[2] < 1 || d[0] > INT32_MAX || d[1] > INT32_MAX ||
+        d[2] > INT32_MAX) {
+      rc = pb_error_set(err, PB_EINVAL, "option chunk_shape=%s: use ZxYxX or YxX (positive)", v);
+      goto fail;
+    }
+    for (int k = 0; k < 3; k++) w->chunk[PB_Z + k] = d[k];
   }
   /* Parquet's codec: zstd, unless the leaves are compressed already: compressing them again
    * saves next to nothing and makes every read decompress twice, the whole page first. */
@@ -189,14 +218,14 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
       meta->shape[PB_Y] > INT32_MAX || meta->shape[PB_X] > INT32_MAX)
     return pb_error_set(err, PB_EINVAL, "%s: image '%s' is too large for OME-Arrow's int fields",
                         w->path, meta->name);
-  if (w->variant == OT_NUMERIC) {
+  if (w->layout != OT_BYTES) {
     if (w->n_images == 0) w->dtype = meta->dtype;
     else if (meta->dtype != w->dtype)
       return pb_error_set(err, PB_EINVAL,
-                          "%s: image %zu ('%s') is %s but the numeric variant's pixel lists "
-                          "are %s (one type per column); use variant=bytes for mixed types",
+                          "%s: image %zu ('%s') is %s but the %s layout's pixel lists are %s "
+                          "(one type per column); use layout=chunk-bytes for mixed types",
                           w->path, w->n_images, meta->name, pb_dtype_name(meta->dtype),
-                          pb_dtype_name(w->dtype));
+                          ot_layout_names[w->layout], pb_dtype_name(w->dtype));
   }
   if (pb__vec_reserve((void **)&w->images, &w->cap_images,
                       w->n_images + 1, sizeof *w->images) != PB_OK)
@@ -205,12 +234,13 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
   memset(im, 0, sizeof *im);
   im->meta = *meta;
   size_t es = pb_dtype_size(meta->dtype);
-  if (w->variant == OT_NUMERIC) {
+  if (w->layout == OT_PLANES) {
     PB_RETURN_NOT_OK(pb__oa_spool_write(&w->spool, pixels, pb_image_bytes(meta), &im->off, err));
     w->n_images++;
     return PB_OK;
   }
-  /* Byte variant: one chunk per (t, c) and box of (z, y, x), default (1, 512, 512). */
+  /* Chunk layouts: one chunk per (t, c) and box of (z, y, x), default (1, 512, 512); numeric
+   * chunks are spooled raw (codec none). */
   static const int64_t defaults[3] = {1, 512, 512};
   for (int k = 0; k < 3; k++) {
     int64_t v = w->chunk[PB_Z + k] > 0 ? w->chunk[PB_Z + k] : defaults[k];
@@ -234,7 +264,8 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
             size_t raw = (size_t)(shp[2] * shp[3] * shp[4]) * es;
             void *enc;
             size_t enc_n;
-            int rc = pb__oa_encode(w->codec, w->level, w->scratch, raw, &enc, &enc_n, err);
+            int rc = pb__oa_encode(w->layout == OT_BYTES ? w->codec : "none", w->level,
+                                   w->scratch, raw, &enc, &enc_n, err);
             if (rc != PB_OK) return rc;
             if (pb__vec_reserve((void **)&w->chunks, &w->cap_chunks,
                                 w->n_chunks + 1, sizeof *w->chunks)) {
@@ -312,7 +343,7 @@ static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *
   duckdb_vector chunks = duckdb_struct_vector_get_child(top, F_CHUNKS);
   duckdb_vector planes = duckdb_struct_vector_get_child(top, F_PLANES);
   size_t es = pb_dtype_size(m->dtype);
-  if (w->variant == OT_NUMERIC) {
+  if (w->layout == OT_PLANES) {
     pb__oa_set_null(grid, row);
     pb__oa_list_append(chunks, row, 0);
     int64_t Y = m->shape[PB_Y], X = m->shape[PB_X];
@@ -351,6 +382,29 @@ static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *
   pb__oa_list_append(planes, row, 0);
   idx_t at = pb__oa_list_append(chunks, row, (idx_t)im->n);
   duckdb_vector cs = duckdb_list_vector_get_child(chunks);
+  if (w->layout == OT_CHUNKS) { /* numeric chunks: pixels straight into the list child */
+    duckdb_vector pix = duckdb_struct_vector_get_child(cs, 8);
+    idx_t pat = duckdb_list_vector_get_size(pix), total = 0;
+    for (size_t j = 0; j < im->n; j++) total += (idx_t)(w->chunks[im->first + j].len / es);
+    duckdb_list_vector_reserve(pix, pat + total);
+    duckdb_list_vector_set_size(pix, pat + total);
+    unsigned char *data = duckdb_vector_get_data(duckdb_list_vector_get_child(pix));
+    duckdb_list_entry *pe = duckdb_vector_get_data(pix);
+    for (size_t j = 0; j < im->n; j++) {
+      const ot_chunk *ch = &w->chunks[im->first + j];
+      idx_t r = at + (idx_t)j;
+      int32_t box[8] = {ch->t, ch->c, ch->z, ch->y, ch->x, ch->sz, ch->sy, ch->sx};
+      for (int k = 0; k < 8; k++) {
+        if (k == 1) pb__oa_set_i16(duckdb_struct_vector_get_child(cs, 1), r, ch->c);
+        else pb__oa_set_i32(duckdb_struct_vector_get_child(cs, (idx_t)k), r, box[k]);
+      }
+      if (pb__oa_spool_read(&w->spool, ch->off, data + pat * es, ch->len) != PB_OK) return EIO;
+      pe[r].offset = pat;
+      pe[r].length = (idx_t)(ch->len / es);
+      pat += pe[r].length;
+    }
+    return 0;
+  }
   for (size_t j = 0; j < im->n; j++) {
     const ot_chunk *ch = &w->chunks[im->first + j];
     idx_t r = at + (idx_t)j;
@@ -426,7 +480,7 @@ static int ot_writer_finish(void *ws, struct pb_error *err) {
   if (w->n_images == 0)
     return pb_error_set(err, PB_EINVAL, "%s: no images were added", w->path);
   char type_sql[3072];
-  ome_type_sql(type_sql, sizeof type_sql, w->variant, w->dtype);
+  ome_type_sql(type_sql, sizeof type_sql, w->layout, w->dtype);
   pb__oa_db db;
   int rc = pb__oa_db_open(&db, w->kind == OT_DUCKDB ? w->tmp : NULL, 0, err);
   if (rc != PB_OK) return rc;
@@ -456,10 +510,10 @@ static int ot_writer_finish(void *ws, struct pb_error *err) {
     snprintf(sql, sizeof sql,
              "COPY (SELECT ome_arrow FROM pb_ome_rows()) TO %s (FORMAT parquet, "
              "COMPRESSION %s%s, ROW_GROUP_SIZE %lld, KV_METADATA {'ome.arrow.type': "
-             "'ome.arrow', 'ome.arrow.version': '%s', 'ome.arrow.variant': '%s', "
+             "'ome.arrow', 'ome.arrow.version': '%s', 'ome.arrow.layout': '%s', "
              "'ome.arrow.column': 'ome_arrow'})",
              qpath, w->pq_codec, level, (long long)rows, OT_VERSION,
-             w->variant == OT_NUMERIC ? "numeric" : "bytes");
+             ot_layout_names[w->layout]);
     rc = pb__oa_exec(&db, sql, w->path, err);
   } else {
     w->per_chunk = 64;
@@ -567,9 +621,15 @@ typedef struct ot_reader {
   int32_t *pl_first, *pl_n, *pl_tcz;
   int32_t *ck_first, *ck_n;
   struct ot_piece *ck;
+  int ck_numeric; /* chunks hold pixels lists (numeric), not pixel_bytes */
   pb__pq_rows rows;
   void *conv;
   size_t conv_n;
+  /* per read: the row's pieces and the grid cells they take (check_pieces) */
+  struct ot_piece *pcs;
+  size_t cap_pcs;
+  int32_t *cells;
+  size_t cap_cells;
 } ot_reader;
 
 /* One byte chunk of a row, as the direct path places it. */
@@ -587,6 +647,7 @@ static void direct_free(ot_reader *r) {
   free(r->ck_first);
   free(r->ck_n);
   free(r->ck);
+  r->ck_numeric = 0;
   pb__pq_rows_destroy(&r->rows);
   free(r->conv);
   r->px_planes = r->px_chunks = NULL;
@@ -604,6 +665,8 @@ static void ot_close(void *state) {
   pb__codec_ctx_destroy(&r->codec_ctx);
   pb__pq_cache_destroy(&r->cache);
   free(r->rg_first);
+  free(r->pcs);
+  free(r->cells);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   pb__oa_db_close(&r->db);
   for (int64_t i = 0; i < r->n; i++) {
@@ -865,7 +928,7 @@ static int piece_rows(ot_reader *r, pb__pq_rows *q, int n, int32_t **first, int3
 /* Leaves the direct path reads: planes (pixels, t, c, z), then chunks (pixel_bytes, box, dtype,
  * compression). */
 enum { L_PL_PIX, L_PL_T, L_PL_C, L_PL_Z, L_CK_BYTES, L_CK_T, L_CK_DTYPE = L_CK_T + 8,
-       L_CK_CODEC, L_COUNT };
+       L_CK_CODEC, L_CK_PIX, L_COUNT };
 
 static int direct_planes(ot_reader *r, pb__pq_col **cols, const int *in_file) {
   if (!in_file[L_PL_PIX]) return PB_OK; /* no planes: every row has none */
@@ -896,17 +959,26 @@ static int direct_planes(ot_reader *r, pb__pq_col **cols, const int *in_file) {
 }
 
 static int direct_chunks(ot_reader *r, pb__pq_col **cols, const int *in_file) {
-  if (!in_file[L_CK_BYTES]) return PB_OK; /* numeric chunks or none: DuckDB decides */
-  if (cols[L_CK_BYTES] == NULL || pb__pq_physical(cols[L_CK_BYTES]) != PB__PQ_BYTE_ARRAY)
-    return PB_EUNSUPPORTED;
-  r->px_chunks = cols[L_CK_BYTES];
-  cols[L_CK_BYTES] = NULL;
+  if (in_file[L_CK_BYTES]) { /* byte chunks */
+    if (cols[L_CK_BYTES] == NULL || pb__pq_physical(cols[L_CK_BYTES]) != PB__PQ_BYTE_ARRAY)
+      return PB_EUNSUPPORTED;
+    r->px_chunks = cols[L_CK_BYTES];
+    cols[L_CK_BYTES] = NULL;
+  } else if (in_file[L_CK_PIX]) { /* numeric chunks: the pixels' type is checked per image */
+    if (cols[L_CK_PIX] == NULL) return PB_EUNSUPPORTED;
+    r->px_chunks = cols[L_CK_PIX];
+    cols[L_CK_PIX] = NULL;
+    r->ck_numeric = 1;
+  } else {
+    return PB_OK; /* no chunks: every row has none */
+  }
   pb__pq_rows q[10];
   memset(q, 0, sizeof q);
   int at[10], nq = 0, rc = PB_OK; /* the columns present, in q[0..nq) */
   for (int k = 0; k < 10 && rc == PB_OK; k++) {
     at[k] = -1;
-    if (k >= 8 && !in_file[L_CK_T + k]) continue; /* dtype, compression: optional */
+    if (k >= 8 && (r->ck_numeric || !in_file[L_CK_T + k]))
+      continue; /* dtype, compression: optional, and not in numeric chunks */
     rc = small_column(r, cols[L_CK_T + k], k < 8 ? PB__PQ_INT32 : PB__PQ_BYTE_ARRAY, &q[nq]);
     at[k] = nq++;
   }
@@ -917,7 +989,7 @@ static int direct_chunks(ot_reader *r, pb__pq_col **cols, const int *in_file) {
     if (r->ck == NULL) rc = PB_ENOMEM;
     for (size_t x = 0; x < ne && rc == PB_OK; x++) {
       ot_piece *pc = &r->ck[x];
-      snprintf(pc->codec, sizeof pc->codec, "none");
+      snprintf(pc->codec, sizeof pc->codec, "%s", r->ck_numeric ? "" : "none");
       for (int k = 0; k < 10; k++) {
         if (at[k] < 0) continue;
         size_t len;
@@ -948,7 +1020,8 @@ static void direct_open(ot_reader *r, const char *col) {
       "chunks, list, element, t", "chunks, list, element, c", "chunks, list, element, z",
       "chunks, list, element, y", "chunks, list, element, x", "chunks, list, element, shape_z",
       "chunks, list, element, shape_y", "chunks, list, element, shape_x",
-      "chunks, list, element, dtype", "chunks, list, element, compression"};
+      "chunks, list, element, dtype", "chunks, list, element, compression",
+      "chunks, list, element, pixels, list, element"};
   char names[L_COUNT][320];
   const char *leaves[L_COUNT];
   for (int k = 0; k < L_COUNT; k++) {
@@ -1137,41 +1210,234 @@ static int place_chunk(ot_reader *r, int64_t i, const ot_img *im, size_t j,
   return PB_OK;
 }
 
-/* Places the byte-variant chunks of one row into the region. */
+/* ---- piece lists: chunks (and planes, as 1 x Y x X chunks) on one grid ------------------- */
+
+/* Room for n pieces in r->pcs. */
+static int pieces_reserve(ot_reader *r, size_t n) {
+  return pb__vec_reserve((void **)&r->pcs, &r->cap_pcs, n ? n : 1, sizeof *r->pcs);
+}
+
+static int codec_known(const char *c) {
+  return c[0] == '\0' || strcmp(c, "none") == 0 || strcmp(c, "zstd") == 0 ||
+         strcmp(c, "lz4") == 0;
+}
+
+/* Checks that the n pieces of image i tile it exactly: each inside the image, on the lines of
+ * one grid (the largest piece on each axis), of the grid's shape (smaller only where the image
+ * ends), no two on one cell and none missing; and that every leaf codec is one pipebench
+ * decodes. Checked for the whole row, whatever region is read, so that a damaged list is
+ * refused the same way by every read. noun: "chunk" or "plane". */
+static int check_pieces(ot_reader *r, int64_t i, const ot_img *im, const ot_piece *pc, size_t n,
+                        const char *noun, struct pb_error *err) {
+  int64_t g[3] = {1, 1, 1};
+  for (size_t j = 0; j < n; j++) {
+    const int32_t *b = pc[j].box;
+    if (b[0] < 0 || b[0] >= im->shape[PB_T] || b[1] < 0 || b[1] >= im->shape[PB_C])
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, %s %zu: t=%d, c=%d lies outside the image (T=%lld, "
+                          "C=%lld)",
+                          r->path, (long long)i, noun, j, b[0], b[1], (long long)im->shape[PB_T],
+                          (long long)im->shape[PB_C]);
+    for (int a = 0; a < 3; a++) {
+      int64_t o = b[2 + a], sz = b[5 + a], size = im->shape[PB_Z + a];
+      if (o < 0 || sz < 1 || o >= size || sz > size - o)
+        return pb_error_set(err, PB_EFORMAT,
+                            "%s: image %lld, %s %zu: %c=%lld of size %lld lies outside the "
+                            "image (size_%c %lld)",
+                            r->path, (long long)i, noun, j, "zyx"[a], (long long)o,
+                            (long long)sz, "zyx"[a], (long long)size);
+      if (sz > g[a]) g[a] = sz;
+    }
+    if (!codec_known(pc[j].codec))
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, %s %zu: unknown compression '%s' (pipebench reads "
+                          "none, zstd and lz4)",
+                          r->path, (long long)i, noun, j, pc[j].codec);
+  }
+  /* cells of the grid: at most the image's pixel count, which open held to a limit */
+  int64_t nc[3], cells = im->shape[PB_T] * im->shape[PB_C];
+  for (int a = 0; a < 3; a++) {
+    nc[a] = (im->shape[PB_Z + a] + g[a] - 1) / g[a];
+    cells *= nc[a];
+  }
+  for (size_t j = 0; j < n; j++) {
+    const int32_t *b = pc[j].box;
+    for (int a = 0; a < 3; a++) {
+      int64_t o = b[2 + a], rest = im->shape[PB_Z + a] - o;
+      int64_t want = rest < g[a] ? rest : g[a];
+      if (o % g[a] != 0)
+        return pb_error_set(err, PB_EFORMAT,
+                            "%s: image %lld, %s %zu at z=%d, y=%d, x=%d is not on the grid of "
+                            "%lldx%lldx%lld (ZYX) that its largest %ss make",
+                            r->path, (long long)i, noun, j, b[2], b[3], b[4], (long long)g[0],
+                            (long long)g[1], (long long)g[2], noun);
+      if (b[5 + a] != want)
+        return pb_error_set(err, PB_EFORMAT,
+                            "%s: image %lld: %s shapes do not tile the image: %s %zu at z=%d, "
+                            "y=%d, x=%d is %dx%dx%d, the grid of %lldx%lldx%lld needs %lld on %c",
+                            r->path, (long long)i, noun, noun, j, b[2], b[3], b[4], b[5], b[6],
+                            b[7], (long long)g[0], (long long)g[1], (long long)g[2],
+                            (long long)want, "zyx"[a]);
+    }
+  }
+  if ((int64_t)n < cells)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: image %lld: truncated %s list: %zu %ss, the grid of %lldx%lldx%lld "
+                        "(ZYX) over %lld t and %lld c needs %lld",
+                        r->path, (long long)i, noun, n, noun, (long long)g[0], (long long)g[1],
+                        (long long)g[2], (long long)im->shape[PB_T], (long long)im->shape[PB_C],
+                        (long long)cells);
+  /* n >= cells here, so the table is no larger than the list */
+  if (pb__vec_reserve((void **)&r->cells, &r->cap_cells, (size_t)cells, sizeof *r->cells) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int64_t k = 0; k < cells; k++) r->cells[k] = -1;
+  for (size_t j = 0; j < n; j++) {
+    const int32_t *b = pc[j].box;
+    int64_t cell = (int64_t)b[0] * im->shape[PB_C] + b[1];
+    for (int a = 0; a < 3; a++) cell = cell * nc[a] + b[2 + a] / g[a];
+    if (r->cells[cell] >= 0)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld: overlapping %ss: %s %zu and %s %d both hold t=%d, "
+                          "c=%d, z=%d, y=%d, x=%d",
+                          r->path, (long long)i, noun, noun, j, noun, r->cells[cell], b[0], b[1],
+                          b[2], b[3], b[4]);
+    r->cells[cell] = (int32_t)j;
+  }
+  return PB_OK;
+}
+
+/* A box field read through DuckDB, as int32 (-1 when NULL or out of range: refused later). */
+static int32_t box_field(duckdb_vector v, idx_t k) {
+  int64_t x = pb__oa_get_int(v, k, -1);
+  return x < INT32_MIN || x > INT32_MAX ? -1 : (int32_t)x;
+}
+
+/* Places numeric pixels (n values of `width` bytes: the dtype's own, or INT32 holding 8- and
+ * 16-bit values) of the box org/shp into the region. */
+static int place_values(ot_reader *r, const ot_img *im, const unsigned char *src, size_t width,
+                        const int64_t org[PB_NDIM], const int64_t shp[PB_NDIM],
+                        const pb_region *reg, void *dst, int64_t *covered,
+                        pb_stage_times *times, struct pb_error *err);
+
+/* Places the chunks of one row read through DuckDB: byte chunks (pixel_bytes) or numeric
+ * chunks (pixels lists). */
 static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector cl, idx_t row,
                       const pb_region *reg, void *dst, int64_t *covered, pb_stage_times *times,
                       struct pb_error *err) {
   duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(cl))[row];
   duckdb_vector cs = duckdb_list_vector_get_child(cl);
   static const char *const names[] = {"t", "c", "z", "y", "x", "shape_z", "shape_y", "shape_x",
-                                      "dtype", "compression", "pixel_bytes"};
-  int f[11];
-  for (int k = 0; k < 11; k++) {
+                                      "dtype", "compression", "pixel_bytes", "pixels"};
+  int f[12];
+  for (int k = 0; k < 12; k++) {
     f[k] = pb__oa_field(cs, names[k]);
-    if (f[k] < 0 && k != 8 && k != 9)
+    if (f[k] < 0 && k < 8)
       return pb_error_set(err, PB_EFORMAT, "%s: image %lld: chunks have no field '%s'", r->path,
                           (long long)i, names[k]);
   }
+  int numeric = f[10] < 0;
+  if (numeric && f[11] < 0)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: chunks have neither pixel_bytes nor "
+                        "pixels", r->path, (long long)i);
+  duckdb_vector pix = NULL;
+  const unsigned char *base = NULL;
+  const duckdb_list_entry *pe = NULL;
+  size_t es = pb_dtype_size(im->dtype);
+  if (numeric) {
+    pix = duckdb_struct_vector_get_child(cs, (idx_t)f[11]);
+    duckdb_vector data = duckdb_list_vector_get_child(pix);
+    duckdb_logical_type lt = duckdb_vector_get_column_type(data);
+    duckdb_type tid = duckdb_get_type_id(lt);
+    duckdb_destroy_logical_type(&lt);
+    if (tid != pb__oa_dtype_duck(im->dtype))
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld: chunk pixels have DuckDB type %d, pixels_meta says %s",
+                          r->path, (long long)i, (int)tid, pb_dtype_name(im->dtype));
+    base = duckdb_vector_get_data(data);
+    pe = duckdb_vector_get_data(pix);
+  }
+  if (pieces_reserve(r, (size_t)e.length) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (idx_t j = 0; j < e.length; j++) {
+    idx_t k = e.offset + j;
+    ot_piece *pc = &r->pcs[j];
+    for (int a = 0; a < 8; a++)
+      pc->box[a] = box_field(duckdb_struct_vector_get_child(cs, (idx_t)f[a]), k);
+    snprintf(pc->codec, sizeof pc->codec, "%s", numeric ? "" : "none");
+    pc->dtype[0] = '\0';
+    if (!numeric && f[9] >= 0)
+      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[9]), k, pc->codec,
+                     sizeof pc->codec);
+    if (!numeric && f[8] >= 0)
+      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[8]), k, pc->dtype,
+                     sizeof pc->dtype);
+  }
+  PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, (size_t)e.length, "chunk", err));
   void *scratch = NULL;
   size_t scratch_n = 0;
   int rc = PB_OK;
   for (idx_t j = 0; j < e.length && rc == PB_OK; j++) {
     idx_t k = e.offset + j;
-    int64_t org[PB_NDIM], shp[PB_NDIM] = {1, 1, 0, 0, 0};
-    for (int a = 0; a < PB_NDIM; a++)
-      org[a] = pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)f[a]), k, -1);
-    for (int a = 0; a < 3; a++)
-      shp[PB_Z + a] = pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)f[5 + a]), k, -1);
-    char codec[16] = "none", dname[16] = "";
-    if (f[9] >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[9]), k, codec, sizeof codec);
-    if (f[8] >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[8]), k, dname, sizeof dname);
+    const int32_t *b = r->pcs[j].box;
+    int64_t org[PB_NDIM] = {b[0], b[1], b[2], b[3], b[4]};
+    int64_t shp[PB_NDIM] = {1, 1, b[5], b[6], b[7]};
+    if (numeric) {
+      idx_t want = (idx_t)b[5] * (idx_t)b[6] * (idx_t)b[7];
+      idx_t got = pb__oa_valid(pix, k) ? pe[k].length : 0;
+      if (got != want)
+        return pb_error_set(err, PB_EFORMAT,
+                            "%s: image %lld, chunk %llu: pixels list holds %llu values, its "
+                            "shape %dx%dx%d needs %llu",
+                            r->path, (long long)i, (unsigned long long)j,
+                            (unsigned long long)got, b[5], b[6], b[7], (unsigned long long)want);
+      if (box_volume(org, shp, reg->start, reg->count) == 0) continue;
+      rc = place_values(r, im, base + pe[k].offset * es, es, org, shp, reg, dst, covered, times,
+                        err);
+      continue;
+    }
     size_t blen = 0;
-    const char *b = pb__oa_get_blob(duckdb_struct_vector_get_child(cs, (idx_t)f[10]), k, &blen);
-    rc = place_chunk(r, i, im, (size_t)j, org, shp, codec, dname, b, blen, reg, dst, covered,
-                     &scratch, &scratch_n, times, err);
+    const char *bytes = f[10] >= 0 ? pb__oa_get_blob(duckdb_struct_vector_get_child(cs, (idx_t)f[10]), k, &blen) : NULL;
+    rc = place_chunk(r, i, im, (size_t)j, org, shp, r->pcs[j].codec, r->pcs[j].dtype, bytes,
+                     blen, reg, dst, covered, &scratch, &scratch_n, times, err);
   }
   free(scratch);
   return rc;
+}
+
+static int place_values(ot_reader *r, const ot_img *im, const unsigned char *src, size_t width,
+                        const int64_t org[PB_NDIM], const int64_t shp[PB_NDIM],
+                        const pb_region *reg, void *dst, int64_t *covered,
+                        pb_stage_times *times, struct pb_error *err) {
+  size_t es = pb_dtype_size(im->dtype);
+  size_t px = (size_t)(shp[2] * shp[3] * shp[4]);
+  int64_t vol = box_volume(org, shp, reg->start, reg->count);
+  if (vol == 0) return PB_OK;
+  if (width != es) { /* INT32 holding 8- or 16-bit values: keep the low bytes */
+    int inside = 1; /* the box lands whole and contiguous in dst: narrow straight into it */
+    for (int k = 0; k < PB_NDIM; k++)
+      inside &= reg->start[k] == 0 && reg->count[k] == im->shape[k];
+    inside &= shp[3] == im->shape[PB_Y] && shp[4] == im->shape[PB_X];
+    if (inside) {
+      size_t at = (size_t)(((org[0] * im->shape[1] + org[1]) * im->shape[2] + org[2]) *
+                           im->shape[3] * im->shape[4]);
+      narrow_int32(src, px, es, (unsigned char *)dst + at * es);
+      if (times) times->bytes_read += (int64_t)(px * es);
+      *covered += vol;
+      return PB_OK;
+    }
+    if (r->conv_n < px * es) {
+      free(r->conv);
+      r->conv = malloc(px * es);
+      r->conv_n = r->conv ? px * es : 0;
+      if (r->conv == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    }
+    narrow_int32(src, px, es, r->conv);
+    src = r->conv;
+  }
+  if (times) times->bytes_read += (int64_t)(px * es);
+  pb__copy_box(dst, reg->start, reg->count, src, org, shp, es);
+  *covered += vol;
+  return PB_OK;
 }
 
 /* Places the numeric planes of one row into the region. */
@@ -1198,6 +1464,19 @@ static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector p
   const duckdb_list_entry *pe = duckdb_vector_get_data(pix);
   size_t es = pb_dtype_size(im->dtype);
   int64_t Y = im->shape[PB_Y], X = im->shape[PB_X];
+  if (pieces_reserve(r, (size_t)e.length) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (idx_t j = 0; j < e.length; j++) {
+    idx_t k = e.offset + j;
+    ot_piece *pc = &r->pcs[j];
+    int32_t box[8] = {box_field(duckdb_struct_vector_get_child(ps, (idx_t)ft), k),
+                      box_field(duckdb_struct_vector_get_child(ps, (idx_t)fc), k),
+                      box_field(duckdb_struct_vector_get_child(ps, (idx_t)fz), k),
+                      0, 0, 1, (int32_t)Y, (int32_t)X};
+    memcpy(pc->box, box, sizeof box);
+    pc->codec[0] = pc->dtype[0] = '\0';
+  }
+  PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, (size_t)e.length, "plane", err));
   for (idx_t j = 0; j < e.length; j++) {
     idx_t k = e.offset + j;
     int64_t org[PB_NDIM] = {pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)ft), k, -1),
@@ -1347,13 +1626,8 @@ static int ot_read_duck(ot_reader *r, int64_t i, const pb_region *region, void *
               ((duckdb_list_entry *)duckdb_vector_get_data(pl))[row].length > 0;
   if (has_p)
     rc = put_planes(r, i, im, pl, row, region, dst, &covered, times, err);
-  else if (has_c && pb__oa_field(duckdb_list_vector_get_child(cl), "pixel_bytes") >= 0)
-    rc = put_chunks(r, i, im, cl, row, region, dst, &covered, times, err);
   else if (has_c)
-    rc = pb_error_set(err, PB_EUNSUPPORTED,
-                      "%s: image %lld: numeric chunks (chunks[].pixels) are not read yet; "
-                      "planes are empty",
-                      r->path, (long long)i);
+    rc = put_chunks(r, i, im, cl, row, region, dst, &covered, times, err);
   else
     rc = pb_error_set(err, PB_EFORMAT, "%s: image %lld: both planes and chunks are empty",
                       r->path, (long long)i);
@@ -1396,8 +1670,9 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
   else if (planes == 0 && chunks > 0 && r->px_chunks != NULL) col = r->px_chunks;
   else return PB_OK;
   const char *conv = "";
-  if (col == r->px_planes && (pixel_physical(im->dtype, &conv) != pb__pq_physical(col) ||
-                              strcmp(conv, pb__pq_converted(col)) != 0))
+  if ((col == r->px_planes || r->ck_numeric) &&
+      (pixel_physical(im->dtype, &conv) != pb__pq_physical(col) ||
+       strcmp(conv, pb__pq_converted(col)) != 0))
     return PB_OK; /* DuckDB reports the type mismatch */
   *used = 1;
   int64_t t0 = pb_now_ns();
@@ -1423,6 +1698,14 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
     int whole = 1; /* the region is the whole image */
     for (int k = 0; k < PB_NDIM; k++)
       whole &= reg->start[k] == 0 && reg->count[k] == im->shape[k];
+    if (pieces_reserve(r, ne) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    for (size_t j = 0; j < ne; j++) {
+      const int32_t *tcz = &r->pl_tcz[((size_t)r->pl_first[key] + j) * 3];
+      int32_t box[8] = {tcz[0], tcz[1], tcz[2], 0, 0, 1, (int32_t)Y, (int32_t)X};
+      memcpy(r->pcs[j].box, box, sizeof box);
+      r->pcs[j].codec[0] = r->pcs[j].dtype[0] = '\0';
+    }
+    PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, ne, "plane", err));
     for (size_t j = 0; j < ne && rc == PB_OK; j++) {
       const int32_t *tcz = &r->pl_tcz[((size_t)r->pl_first[key] + j) * 3];
       int64_t org[PB_NDIM] = {tcz[0], tcz[1], tcz[2], 0, 0};
@@ -1464,15 +1747,30 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
     }
   } else {
     if (ne != (size_t)chunks)
-      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel_bytes for %d chunks",
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel lists for %d chunks",
                           r->path, (long long)i, ne, chunks);
+    const ot_piece *pcs = &r->ck[(size_t)r->ck_first[key]];
+    PB_RETURN_NOT_OK(check_pieces(r, i, im, pcs, ne, "chunk", err));
     void *scratch = NULL;
     size_t scratch_n = 0;
     for (size_t j = 0; j < ne && rc == PB_OK; j++) {
-      const ot_piece *pc = &r->ck[(size_t)r->ck_first[key] + j];
+      const ot_piece *pc = &pcs[j];
       int64_t org[PB_NDIM] = {pc->box[0], pc->box[1], pc->box[2], pc->box[3], pc->box[4]};
       int64_t shp[PB_NDIM] = {1, 1, pc->box[5], pc->box[6], pc->box[7]};
       size_t e = e0 + j, blen = 0;
+      if (r->ck_numeric) { /* every list's length is checked, then only what the region needs */
+        size_t want = (size_t)pc->box[5] * (size_t)pc->box[6] * (size_t)pc->box[7];
+        size_t nv = q->elem_val[e + 1] - q->elem_val[e];
+        if (nv != want || q->elem_nulls[e] != 0)
+          return pb_error_set(err, PB_EFORMAT,
+                              "%s: image %lld, chunk %zu: pixels list holds %zu values (%zu "
+                              "null), its shape %dx%dx%d needs %zu",
+                              r->path, (long long)i, j, nv, q->elem_nulls[e], pc->box[5],
+                              pc->box[6], pc->box[7], want);
+        rc = place_values(r, im, pb__pq_rows_data(q) + q->elem_val[e] * q->width, q->width, org,
+                          shp, reg, dst, &covered, times, err);
+        continue;
+      }
       const char *b = NULL;
       if (q->elem_val[e + 1] - q->elem_val[e] == 1 && q->elem_nulls[e] == 0) {
         size_t v = q->elem_val[e];
@@ -1559,13 +1857,13 @@ static int ot_probe_duckdb(const char *path) {
 }
 
 static const char *const ot_options[] = {
-    "variant=numeric|bytes", "parquet_codec=zstd|snappy|lz4|gzip|none", "row_group_rows=1..2048",
-    NULL};
+    "layout=chunks|planes|chunk-bytes", "chunk_shape=ZxYxX", "variant=numeric|bytes",
+    "parquet_codec=zstd|snappy|lz4|gzip|none", "row_group_rows=1..2048", NULL};
 
 const pb_format_vtable pb__format_ome_parquet = {
     .info = {"ome-parquet",
-             "OME-Arrow struct per row in one Parquet file (column ome_arrow; numeric or byte "
-             "variant)",
+             "OME-Arrow struct per row in one Parquet file (column ome_arrow; layout chunks, "
+             "planes or chunk-bytes)",
              1, 1},
     .probe = ot_probe_parquet,
     .open = ot_open_parquet,

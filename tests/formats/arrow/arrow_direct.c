@@ -1,8 +1,11 @@
 /* The direct page reader (PB_OA_DIRECT on) returns exactly what DuckDB returns
- * (PB_OA_DIRECT=0), byte for byte, for ome-parquet (numeric and byte variants) and oa-dataset,
- * every Parquet codec, several dtypes, multi-channel Z stacks, several rows per row group,
- * whole images and crops, with the file mapped (the default) and read with pread
- * (PB_OA_MMAP=0); and it really served the reads (no silent fallback). */
+ * (PB_OA_DIRECT=0), byte for byte, for ome-parquet (all three layouts: planes, numeric chunks
+ * and byte chunks; files carrying both planes and chunks; the OME-Arrow column under another
+ * name beside other columns) and oa-dataset, every Parquet codec, several dtypes, multi-channel
+ * Z stacks, edge chunks, several rows per row group, whole images and crops, with pages read
+ * with pread (the default) and from a mapping (PB_OA_MMAP=1); and it really served the reads
+ * (no silent fallback). */
+#include <duckdb.h>
 #include <stdint.h>
 
 #include "arrow_test_util.h"
@@ -43,7 +46,7 @@ static pb_dataset *open_with(const char *path, const char *format, int mode) {
   struct pb_error err = {{0}};
   if (mode > 0) unsetenv("PB_OA_DIRECT");
   else setenv("PB_OA_DIRECT", "0", 1);
-  if (mode == 2) setenv("PB_OA_MMAP", "0", 1);
+  if (mode == 1) setenv("PB_OA_MMAP", "1", 1);
   pb_dataset *ds = NULL;
   CHECK_OK(pb_dataset_open(path, format, &ds, &err), &err);
   unsetenv("PB_OA_DIRECT");
@@ -126,21 +129,71 @@ int main(void) {
   int sets = 0;
   for (size_t c = 0; c < 5; c++)
     for (size_t d = 0; d < 6; d++) {
-      /* numeric variant, 4 rows per row group */
+      /* planes, 4 rows per row group */
       if (c > 0 && d >= 3) continue; /* the extra dtypes once, uncompressed */
       snprintf(path, sizeof path, "%s/num_%s_%s.parquet", dir, pq_codecs[c],
                pb_dtype_name(dtypes[d]));
-      snprintf(opt, sizeof opt, "parquet_codec=%s,row_group_rows=4", pq_codecs[c]);
+      snprintf(opt, sizeof opt, "layout=planes,parquet_codec=%s,row_group_rows=4", pq_codecs[c]);
       write_set(path, "ome-parquet", dtypes[d], NULL, opt, 0);
       compare(path, "ome-parquet", dtypes[d]);
       sets++;
     }
+  for (size_t c = 0; c < 5; c++)
+    for (size_t d = 0; d < 6; d++) {
+      /* numeric chunks (the default layout) with edge chunks, 3 rows per row group */
+      if (c > 0 && d >= 3) continue;
+      snprintf(path, sizeof path, "%s/chunks_%s_%s.parquet", dir, pq_codecs[c],
+               pb_dtype_name(dtypes[d]));
+      snprintf(opt, sizeof opt, "parquet_codec=%s,row_group_rows=3", pq_codecs[c]);
+      write_set(path, "ome-parquet", dtypes[d], NULL, opt, 1);
+      compare(path, "ome-parquet", dtypes[d]);
+      sets++;
+    }
+  /* One chunk per plane through chunk_shape=, the whole image as one chunk, and a file whose
+   * rows carry planes and chunks both under another column name beside other columns. */
+  snprintf(path, sizeof path, "%s/chunks_zyx.parquet", dir);
+  write_set(path, "ome-parquet", PB_UINT16, NULL, "layout=chunks,chunk_shape=3x24x20", 0);
+  compare(path, "ome-parquet", PB_UINT16);
+  snprintf(path, sizeof path, "%s/chunks_yx.parquet", dir);
+  write_set(path, "ome-parquet", PB_UINT16, NULL, "chunk_shape=24x20,parquet_codec=zstd", 0);
+  compare(path, "ome-parquet", PB_UINT16);
+  sets += 2;
+  {
+    char pl[600], ck[600], q[2400];
+    snprintf(pl, sizeof pl, "%s/both_planes.parquet", dir);
+    snprintf(ck, sizeof ck, "%s/both_chunks.parquet", dir);
+    write_set(pl, "ome-parquet", PB_UINT16, NULL, "layout=planes,row_group_rows=4", 0);
+    write_set(ck, "ome-parquet", PB_UINT16, NULL, "layout=chunks,row_group_rows=4", 1);
+    snprintf(path, sizeof path, "%s/both.parquet", dir);
+    snprintf(q, sizeof q,
+             "COPY (SELECT p.file_row_number * 10 AS sample, 'tag' || p.file_row_number AS "
+             "label, struct_update(p.ome_arrow, chunk_grid := c.ome_arrow.chunk_grid, "
+             "chunks := c.ome_arrow.chunks) AS image FROM read_parquet('%s', "
+             "file_row_number = true) p JOIN read_parquet('%s', file_row_number = true) c "
+             "USING (file_row_number) ORDER BY p.file_row_number) TO '%s' (FORMAT parquet, "
+             "ROW_GROUP_SIZE 4)",
+             pl, ck, path);
+    duckdb_database db;
+    duckdb_connection con;
+    duckdb_result res;
+    CHECK(duckdb_open(NULL, &db) == DuckDBSuccess && duckdb_connect(db, &con) == DuckDBSuccess);
+    if (duckdb_query(con, q, &res) != DuckDBError) {
+      duckdb_destroy_result(&res);
+    } else {
+      FAIL("%s: %s", q, duckdb_result_error(&res));
+    }
+    duckdb_disconnect(&con);
+    duckdb_close(&db);
+    compare(path, "ome-parquet", PB_UINT16);
+    sets++;
+  }
   static const char *const leaf[] = {"none", "zstd", "lz4"};
   for (size_t c = 0; c < 5; c++)
     for (size_t l = 0; l < 3; l++) {
       pb_dtype dt = dtypes[(c + l) % 3];
       snprintf(path, sizeof path, "%s/bytes_%s_%s.parquet", dir, pq_codecs[c], leaf[l]);
-      snprintf(opt, sizeof opt, "variant=bytes,parquet_codec=%s,row_group_rows=3", pq_codecs[c]);
+      snprintf(opt, sizeof opt, "layout=chunk-bytes,parquet_codec=%s,row_group_rows=3",
+               pq_codecs[c]);
       write_set(path, "ome-parquet", dt, leaf[l], opt, 1);
       compare(path, "ome-parquet", dt);
       sets++;

@@ -1,9 +1,11 @@
 /* Bad pages under the direct page reader: a corrupted page header, a page whose sizes are
- * wrong, corrupt compressed data, and a file truncated after open. Each read gives a clear
+ * wrong, corrupt compressed data, and a file truncated in place between reads (read with pread
+ * and mapped). Each read gives a clear
  * error naming the file and the image (the direct path's, when DuckDB fails as well), never a
  * crash and never wrong pixels. */
 #include <duckdb.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <stdint.h>
 
 #include "arrow_test_util.h"
@@ -80,26 +82,44 @@ static void expect_error(const char *path, const char *name_in_msg, const char *
   pb_dataset_free(ds);
 }
 
-/* The file is cut short after open: the direct path's pread fails cleanly. With the file
- * mapped (the default), a page past the new end would fault instead, as in any mapped reader,
- * so this is the pread path's promise (PB_OA_MMAP=0; docs/format-ome-arrow.md). */
-static void truncated_after_open(const char *path, const char *file, int64_t keep) {
+/* The file is cut short in place by another process between two reads: read image 0, cut
+ * the file at keep, then read the last image (and image 0 again). Each read after the cut is
+ * an error naming the file, never a crash: with pages read by pread (the default) the short
+ * read is seen; with the file mapped (PB_OA_MMAP=1), where touching a page past the new end
+ * would raise SIGBUS, the reader compares the file's length with the mapping's before every
+ * read. Image 0 may still be served from the page decoded before the cut (pread only), which
+ * is the file's content as it was. */
+static void truncated_between_reads(const char *path, const char *file, int64_t keep,
+                                    int mapped) {
   struct pb_error err = {{0}};
   pb_dataset *ds = NULL;
-  setenv("PB_OA_MMAP", "0", 1);
+  if (mapped) setenv("PB_OA_MMAP", "1", 1);
   CHECK_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
   unsetenv("PB_OA_MMAP");
-  CHECK(truncate(file, (off_t)keep) == 0);
   pb_image_meta m;
   CHECK_OK(pb_dataset_meta(ds, 0, &m, &err), &err);
   size_t nb = pb_image_bytes(&m);
   void *buf = malloc(nb);
-  int rc = pb_dataset_read(ds, 0, buf, nb, NULL, &err);
-  if (rc == 0 || strstr(err.message, file) == NULL || strstr(err.message, "image 0") == NULL) {
-    fprintf(stderr, "%s: truncated after open: rc=%d: %s\n", path, rc, err.message);
-    exit(1);
+  CHECK_OK(pb_dataset_read(ds, 0, buf, nb, NULL, &err), &err);
+  pid_t pid = fork(); /* another process cuts it */
+  CHECK(pid >= 0);
+  if (pid == 0) _exit(truncate(file, (off_t)keep) == 0 ? 0 : 1);
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  int64_t last = pb_dataset_count(ds) - 1;
+  for (int k = 0; k < 2; k++) {
+    int64_t i = k == 0 ? last : 0;
+    if (k == 1 && !mapped) break;
+    char want[32];
+    snprintf(want, sizeof want, "image %lld", (long long)i);
+    int rc = pb_dataset_read(ds, i, buf, nb, NULL, &err);
+    if (rc == 0 || strstr(err.message, file) == NULL || strstr(err.message, want) == NULL) {
+      fprintf(stderr, "%s: truncated between reads (%s): image %lld: rc=%d: %s\n", path,
+              mapped ? "mapped" : "pread", (long long)i, rc, err.message);
+      exit(1);
+    }
+    printf("ok error (%s): %s\n", mapped ? "mapped" : "pread", err.message);
   }
-  printf("ok error: %s\n", err.message);
   free(buf);
   pb_dataset_free(ds);
 }
@@ -113,7 +133,7 @@ int main(void) {
   /* ome-parquet, zstd pages: header junk, a wrong uncompressed size, corrupt zstd data. */
   for (int k = 0; k < 3; k++) {
     snprintf(p, sizeof p, "%s/z%d.parquet", dir, k);
-    write_set(p, "ome-parquet", NULL, "parquet_codec=zstd,row_group_rows=2");
+    write_set(p, "ome-parquet", NULL, "layout=planes,parquet_codec=zstd,row_group_rows=2");
     int64_t off = page_offset(p, pixels);
     if (k == 0) {
       patch(p, off, junk, 4);
@@ -130,12 +150,19 @@ int main(void) {
   }
   /* ome-parquet, uncompressed pages: the two sizes disagree; a truncation after open. */
   snprintf(p, sizeof p, "%s/u.parquet", dir);
-  write_set(p, "ome-parquet", NULL, "parquet_codec=uncompressed,row_group_rows=2");
+  write_set(p, "ome-parquet", NULL, "layout=planes,parquet_codec=uncompressed,row_group_rows=2");
   add_to_byte(p, page_offset(p, pixels) + 3, 2);
   expect_error(p, p, "page at byte");
-  snprintf(p, sizeof p, "%s/t.parquet", dir);
-  write_set(p, "ome-parquet", NULL, "parquet_codec=uncompressed,row_group_rows=2");
-  truncated_after_open(p, p, page_offset(p, pixels) + 100);
+  /* Files cut between reads: planes and numeric chunks, pread and mapped. */
+  for (int k = 0; k < 4; k++) {
+    snprintf(p, sizeof p, "%s/t%d.parquet", dir, k);
+    write_set(p, "ome-parquet", NULL,
+              k < 2 ? "layout=planes,parquet_codec=uncompressed,row_group_rows=2"
+                    : "layout=chunks,parquet_codec=uncompressed,row_group_rows=2");
+    const char *leaf = k < 2 ? pixels
+                             : "ome_arrow, chunks, list, element, pixels, list, element";
+    truncated_between_reads(p, p, page_offset(p, leaf) + 100, k % 2);
+  }
 
   /* oa-dataset: the same damage to chunks.parquet's pixel_bytes pages. */
   for (int k = 0; k < 3; k++) {
@@ -156,10 +183,12 @@ int main(void) {
       expect_error(p, f, NULL);
     }
   }
-  snprintf(p, sizeof p, "%s/dst", dir);
-  write_set(p, "oa-dataset", "none", NULL);
-  snprintf(f, sizeof f, "%s/chunks.parquet", p);
-  truncated_after_open(p, f, page_offset(f, "pixel_bytes") + 20);
+  for (int mapped = 0; mapped < 2; mapped++) {
+    snprintf(p, sizeof p, "%s/dst%d", dir, mapped);
+    write_set(p, "oa-dataset", "none", NULL);
+    snprintf(f, sizeof f, "%s/chunks.parquet", p);
+    truncated_between_reads(p, f, page_offset(f, "pixel_bytes") + 20, mapped);
+  }
   pb__remove_tree(dir);
   return 0;
 }

@@ -63,9 +63,11 @@ int main(void) {
   pb_image_meta_init(&m, "sample", PB_UINT16, shape);
   uint16_t px[3][2 * 40 * 30], got[2 * 40 * 30];
   static const char *const variants[][3] = {
-      {"ome-parquet", "num.parquet", NULL}, {"ome-parquet", "bytes.parquet", "variant=bytes"},
-      {"oa-dataset", "ds", NULL}};
-  for (int v = 0; v < 3; v++) {
+      {"ome-parquet", "num.parquet", "layout=planes"},
+      {"ome-parquet", "bytes.parquet", "layout=chunk-bytes"},
+      {"oa-dataset", "ds", NULL},
+      {"ome-parquet", "chunks.parquet", NULL}};
+  for (int v = 0; v < 4; v++) {
     struct pb_error err = {{0}};
     pb_write_params par = PB_WRITE_PARAMS_DEFAULTS;
     par.options = variants[v][2];
@@ -94,6 +96,28 @@ int main(void) {
       "physical_size_x FLOAT", "color_rgba UINTEGER", "chunk_c SMALLINT",
       "planes STRUCT(z INTEGER, t INTEGER, c SMALLINT, pixels USMALLINT[])[]"};
   for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) expect_contains(q, types[k]);
+  /* Numeric chunks (the default layout): image 1, channel 1 is chunks[2].pixels; planes are
+   * empty; the grid and the layout are recorded. */
+  snprintf(q, sizeof q,
+           "SELECT ome_arrow.chunks[2].pixels FROM read_parquet('%s/chunks.parquet') WHERE "
+           "file_row_number = 1",
+           dir);
+  CHECK_EQ(fetch_bytes(q, got, sizeof got), plane);
+  CHECK(memcmp(got, px[1] + 40 * 30, plane) == 0);
+  snprintf(q, sizeof q, "SELECT typeof(ome_arrow) FROM read_parquet('%s/chunks.parquet') LIMIT 1",
+           dir);
+  expect_contains(q, "chunks STRUCT(t INTEGER, c SMALLINT, z INTEGER, y INTEGER, x INTEGER, "
+                     "shape_z INTEGER, shape_y INTEGER, shape_x INTEGER, pixels USMALLINT[])[]");
+  snprintf(q, sizeof q,
+           "SELECT max(len(ome_arrow.planes)) || ' ' || max(len(ome_arrow.chunks)) || ' ' || "
+           "any_value(ome_arrow.chunk_grid.chunk_y) FROM read_parquet('%s/chunks.parquet')",
+           dir);
+  expect_contains(q, "0 2 40");
+  snprintf(q, sizeof q,
+           "SELECT string_agg(decode(key) || '=' || decode(value), ',') FROM "
+           "parquet_kv_metadata('%s/chunks.parquet')",
+           dir);
+  expect_contains(q, "ome.arrow.layout=chunks");
   /* Byte variant: chunk 1 of image 2 holds channel 1 raw. */
   snprintf(q, sizeof q,
            "SELECT ome_arrow.chunks[2].pixel_bytes FROM read_parquet('%s/bytes.parquet') WHERE "
@@ -143,7 +167,8 @@ int main(void) {
            "JOIN read_parquet('%s/ds/chunks.parquet') c USING (chunk_id)",
            dir, dir);
   expect_contains(q, "true");
-  printf("ok: DuckDB SQL agrees with pipebench's ome-parquet (both variants) and oa-dataset\n");
+  printf("ok: DuckDB SQL agrees with pipebench's ome-parquet (all three layouts) and "
+         "oa-dataset\n");
   duckdb_disconnect(&con);
   duckdb_close(&db);
   pb__remove_tree(dir);
