@@ -356,14 +356,17 @@ int pb__codec_encode(pb__codec_ctx *ctx, pb__codec_id id, const pb__codec_params
       *out_n = n;
       return PB_OK;
     case PB__CODEC_ZSTD: {
-      size_t r;
-      if (ctx != NULL) {
-        if (ctx->zstd_c == NULL && (ctx->zstd_c = ZSTD_createCCtx()) == NULL)
-          return pb_error_set(err, PB_ENOMEM, "zstd: out of memory for a context");
-        r = ZSTD_compressCCtx(ctx->zstd_c, dst, cap, src, n, level != 0 ? level : 3);
-      } else {
-        r = ZSTD_compress(dst, cap, src, n, level != 0 ? level : 3);
-      }
+      /* Every frame carries zstd's content checksum (XXH64, 4 bytes), so a flipped bit in a
+       * literal section is refused by the decoder instead of read as other pixels. */
+      ZSTD_CCtx *cc = ctx != NULL ? ctx->zstd_c : NULL;
+      if (cc == NULL && (cc = ZSTD_createCCtx()) == NULL)
+        return pb_error_set(err, PB_ENOMEM, "zstd: out of memory for a context");
+      if (ctx != NULL) ctx->zstd_c = cc;
+      ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters);
+      size_t r = ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level != 0 ? level : 3);
+      if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+      if (!ZSTD_isError(r)) r = ZSTD_compress2(cc, dst, cap, src, n);
+      if (ctx == NULL) ZSTD_freeCCtx(cc);
       if (ZSTD_isError(r)) return pb_error_set(err, PB_ECODEC, "zstd: %s", ZSTD_getErrorName(r));
       *out_n = r;
       return PB_OK;
