@@ -2,7 +2,6 @@
  * silent per-handle error handlers, and a walker for the main IFD chain. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,33 +25,9 @@
 
 /* ---- silent error handling -------------------------------------------------------------- */
 
-/* Messages libtiff reports without a handle (rare: allocation failures before the handle
- * exists) land here, per thread, so the library never prints. */
-static _Thread_local char orphan_msg[256];
-
-static void orphan_error(thandle_t h, const char *module, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
-static void orphan_error(thandle_t h, const char *module, const char *fmt, va_list ap) {
-  (void)h;
-  (void)module;
-  if (orphan_msg[0] == '\0') vsnprintf(orphan_msg, sizeof orphan_msg, fmt, ap);
-}
-
-static void orphan_warning(thandle_t h, const char *module, const char *fmt, va_list ap) {
-  (void)h;
-  (void)module;
-  (void)fmt;
-  (void)ap;
-}
-
-static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
-
-static void install_global_handlers(void) {
-  TIFFSetErrorHandler(NULL);
-  TIFFSetWarningHandler(NULL);
-  TIFFSetErrorHandlerExt(orphan_error);
-  TIFFSetWarningHandlerExt(orphan_warning);
-}
+/* Every handle gets its own handlers through TIFFOpenOptions (libtiff 4.5), which also cover
+ * what libtiff reports before the handle exists; libtiff's process-wide handlers are left as
+ * the program set them, so a program that links libpipebench keeps its own. */
 
 /* Keeps the first message: later ones are usually consequences of it. */
 static int handle_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
@@ -79,7 +54,6 @@ static int handle_warning(TIFF *tif, void *user, const char *module, const char 
 }
 
 static TIFFOpenOptions *make_options(char *msg) {
-  pthread_once(&handlers_once, install_global_handlers);
   TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
   if (opts == NULL) return NULL;
   TIFFOpenOptionsSetErrorHandlerExtR(opts, handle_error, msg);
@@ -89,9 +63,7 @@ static TIFFOpenOptions *make_options(char *msg) {
 }
 
 const char *pb__tiff_msg(const pb__tiff_io *io) {
-  if (io->msg[0] != '\0') return io->msg;
-  if (orphan_msg[0] != '\0') return orphan_msg;
-  return "no details";
+  return io->msg[0] != '\0' ? io->msg : "no details";
 }
 
 /* ---- the file --------------------------------------------------------------------------- */
@@ -239,7 +211,6 @@ static void client_unmap(thandle_t h, void *base, toff_t size) {
 
 TIFF *pb__tiff_client_open(pb__tiff_io *io, int header_only, struct pb_error *err) {
   io->msg[0] = '\0';
-  orphan_msg[0] = '\0';
   io->pos = 0;
   TIFFOpenOptions *opts = make_options(io->msg);
   if (opts == NULL) {
@@ -263,7 +234,6 @@ TIFF *pb__tiff_open_write(const char *path, int bigtiff, char *msg, size_t msg_s
     return NULL;
   }
   msg[0] = '\0';
-  orphan_msg[0] = '\0';
   TIFFOpenOptions *opts = make_options(msg);
   if (opts == NULL) {
     pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
@@ -273,7 +243,7 @@ TIFF *pb__tiff_open_write(const char *path, int bigtiff, char *msg, size_t msg_s
   TIFFOpenOptionsFree(opts);
   if (tif == NULL)
     pb_error_set(err, PB_EIO, "%s: cannot create: %s", path,
-                 msg[0] ? msg : orphan_msg[0] ? orphan_msg : strerror(errno));
+                 msg[0] ? msg : strerror(errno));
   return tif;
 }
 
