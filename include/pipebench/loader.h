@@ -19,8 +19,18 @@ typedef enum {
   PB_TRANSFORM_NONE = 0,      /**< pixel values cast to the output type, no scaling */
   PB_TRANSFORM_NORMALIZE = 1, /**< integers scaled to [0,1] by the dtype's maximum (floats as
                                    they are), then (x - mean) / std */
-  PB_TRANSFORM_AUGMENT = 2    /**< random horizontal flip (p = 0.5), random rotation in
+  PB_TRANSFORM_AUGMENT = 2,   /**< random horizontal flip (p = 0.5), random rotation in
                                    [-15, +15] degrees (bilinear, fill 0), then normalize */
+  PB_TRANSFORM_RANDOM_CROP = 3, /**< a crop_h x crop_w window at a random position, read as a
+                                   region (only the chunks, tiles or rows it needs), flipped
+                                   horizontally with p = 0.5 when flip, then normalize */
+  PB_TRANSFORM_RANDOM_RESIZED_CROP = 4, /**< ImageNet training: a random area fraction in
+                                   [scale_min, scale_max] and aspect ratio in [ratio_min,
+                                   ratio_max] (10 tries, then a centre crop, as torchvision's
+                                   RandomResizedCrop), resized to crop_h x crop_w, flipped with
+                                   p = 0.5 when flip, then normalize */
+  PB_TRANSFORM_CENTER_CROP_RESIZE = 5 /**< evaluation: the shorter side resized to `resize`,
+                                   then the centre crop_h x crop_w, then normalize */
 } pb_transform;
 
 /** Where samples come from during the epoch. */
@@ -71,6 +81,19 @@ typedef struct pb_loader_params {
   int shard_pad;        /**< with world_size > 1: 0 drops the last n mod world_size samples of
                              each epoch's order so every rank reads floor(n / world_size); 1
                              pads by wrapping round to the start, ceil(n / world_size) each */
+  /* The crop transforms (RANDOM_CROP, RANDOM_RESIZED_CROP, CENTER_CROP_RESIZE). Their images
+   * may differ in height and width (not in dtype, C or Z); batches are N,C,crop_h,crop_w.
+   * Resizing is separable bilinear with antialiasing (a triangle filter widened by the
+   * reduction factor), as PIL and torchvision's antialias=True; see docs/loader.md. */
+  int crop_h, crop_w;   /**< output size (default 224 x 224) */
+  int resize;           /**< CENTER_CROP_RESIZE: the shorter side's size before the crop (256) */
+  float scale_min, scale_max; /**< RANDOM_RESIZED_CROP: area fraction (0.08, 1) */
+  float ratio_min, ratio_max; /**< RANDOM_RESIZED_CROP: width / height (3/4, 4/3) */
+  int flip;             /**< RANDOM_CROP and RANDOM_RESIZED_CROP: 1 flips horizontally with
+                             p = 0.5 (default), 0 never */
+  int reduced_decode;   /**< 1 (default): formats that can decode at 1/2, 1/4 or 1/8 (JPEG) do
+                             so when the output still gets at least its resolution; 0: always
+                             full resolution */
 } pb_loader_params;
 
 #define PB_LOADER_PARAMS_DEFAULTS                                                              \
@@ -78,7 +101,9 @@ typedef struct pb_loader_params {
     .format = NULL, .batch_size = 16, .workers = 0, .prefetch = 2, .shuffle = 0, .seed = 42,   \
     .drop_last = 0, .rank = 0, .world_size = 1, .transform = PB_TRANSFORM_NONE, .mean = 0.5f,  \
     .std = 0.5f, .out_dtype = PB_OUT_FLOAT32, .cache = PB_CACHE_NONE, .cache_path = NULL,      \
-    .skip_errors = 0, .allocator = NULL, .shard_pad = 0                                \
+    .skip_errors = 0, .allocator = NULL, .shard_pad = 0, .crop_h = 224, .crop_w = 224,       \
+    .resize = 256, .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 0.75f,                   \
+    .ratio_max = 1.33333333f, .flip = 1, .reduced_decode = 1                                   \
   }
 
 /** Fills params with PB_LOADER_PARAMS_DEFAULTS (for bindings that cannot use the macro). */
@@ -86,8 +111,9 @@ PB_API void pb_loader_params_init(pb_loader_params *params);
 
 /** Sets one option from text, as the CLI and the Python binding give them: batch_size,
  * workers, prefetch, shuffle, seed, drop_last, rank, world_size, transform (none | normalize |
- * augment), mean, std, dtype (float32 | float16 | bfloat16 | native), cache (none | preload | shared),
- * skip_errors, shard_pad. String options (format, cache_path) are not set this way: the params struct
+ * augment | random_crop | random_resized_crop | center_crop_resize), mean, std, dtype (float32 |
+ * float16 | bfloat16 | native), cache (none | preload | shared), skip_errors, shard_pad, crop (N or
+ * HxW), resize, scale (MIN,MAX), ratio (MIN,MAX), flip, reduced_decode. String options (format, cache_path) are not set this way: the params struct
  * would only borrow the text. */
 PB_API int pb_loader_params_set(pb_loader_params *params, const char *key, const char *value,
                                 struct pb_error *err);

@@ -2,6 +2,7 @@
  * half precision, and the precomputed bilinear warp used by augmentation. The loops are kept
  * simple (fixed-length inner blocks, no aliasing, no branches) so the compiler vectorises them. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "loader/loader_internal.h"
@@ -199,5 +200,97 @@ void pb__warp_apply(const pb__warp_entry *restrict table, int64_t h, int64_t w,
     float top = q[0] + e.fx * (q[1] - q[0]);
     float bot = q[wp] + e.fx * (q[wp + 1] - q[wp]);
     dst[p] = top + e.fy * (bot - top);
+  }
+}
+
+/* ---- resampling (the crop transforms) -------------------------------------------------------- */
+
+void pb__rs_free(pb__rs_axis *ax) {
+  free(ax->first);
+  free(ax->count);
+  free(ax->w);
+  memset(ax, 0, sizeof *ax);
+}
+
+int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, int flip) {
+  double scale = len / n, support = scale > 1.0 ? scale : 1.0;
+  int taps = 2 * (int)ceil(support) + 2;
+  if ((size_t)n > ax->cap_n) {
+    int32_t *f = realloc(ax->first, (size_t)n * sizeof *f), *c = NULL;
+    if (f != NULL) ax->first = f;
+    if (f != NULL && (c = realloc(ax->count, (size_t)n * sizeof *c)) != NULL) ax->count = c;
+    if (f == NULL || c == NULL) return -1;
+    ax->cap_n = (size_t)n;
+  }
+  if ((size_t)n * (size_t)taps > ax->cap_w) {
+    float *w = realloc(ax->w, (size_t)n * (size_t)taps * sizeof *w);
+    if (w == NULL) return -1;
+    ax->w = w;
+    ax->cap_w = (size_t)n * (size_t)taps;
+  }
+  ax->n = n;
+  ax->taps = taps;
+  for (int i = 0; i < n; i++) {
+    int o = flip ? n - 1 - i : i; /* a flip mirrors the output positions */
+    double center = a + ((double)o + 0.5) * scale;
+    int x0 = (int)floor(center - support + 0.5), x1 = (int)floor(center + support + 0.5);
+    if (x0 < lo) x0 = lo;
+    if (x1 > hi) x1 = hi;
+    if (x1 - x0 > taps) x1 = x0 + taps;
+    float *w = ax->w + (size_t)i * (size_t)taps;
+    double sum = 0.0;
+    for (int x = x0; x < x1; x++) {
+      double t = 1.0 - fabs(((double)x + 0.5 - center) / support);
+      w[x - x0] = (float)(t > 0.0 ? t : 0.0);
+      sum += t > 0.0 ? t : 0.0;
+    }
+    if (!(sum > 0.0)) { /* no source pixel in reach (a sample outside the bounds): the nearest */
+      x0 = (int)floor(center);
+      x0 = x0 < lo ? lo : x0 >= hi ? hi - 1 : x0;
+      x1 = x0 + 1;
+      w[0] = 1.0f;
+      sum = 1.0;
+    }
+    for (int x = 0; x < x1 - x0; x++) w[x] = (float)(w[x] / sum);
+    ax->first[i] = x0;
+    ax->count[i] = x1 - x0;
+  }
+  return 0;
+}
+
+void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src, pb_dtype dt,
+                  int64_t src_w, float *restrict rowf, float *restrict tmp, float a, float b,
+                  float *restrict dst) {
+  int nx = ax->n, ny = ay->n;
+  int r0 = ay->first[0], r1 = ay->first[0] + ay->count[0];
+  for (int i = 1; i < ny; i++) {
+    if (ay->first[i] < r0) r0 = ay->first[i];
+    if (ay->first[i] + ay->count[i] > r1) r1 = ay->first[i] + ay->count[i];
+  }
+  size_t es = pb_dtype_size(dt);
+  /* Horizontal pass over the rows the vertical pass reads. */
+  for (int r = r0; r < r1; r++) {
+    pb__convert_affine_f32((const unsigned char *)src + (size_t)r * (size_t)src_w * es, dt, rowf,
+                           (size_t)src_w, 1.0f, 0.0f);
+    float *t = tmp + (size_t)(r - r0) * (size_t)nx;
+    for (int j = 0; j < nx; j++) {
+      const float *w = ax->w + (size_t)j * (size_t)ax->taps, *s = rowf + ax->first[j];
+      float acc = 0.0f;
+      for (int k = 0; k < ax->count[j]; k++) acc += w[k] * s[k];
+      t[j] = acc;
+    }
+  }
+  /* Vertical pass, then the normalisation (weights sum to 1, so it commutes). */
+  for (int i = 0; i < ny; i++) {
+    float *d = dst + (size_t)i * (size_t)nx;
+    const float *w = ay->w + (size_t)i * (size_t)ay->taps;
+    const float *t0 = tmp + (size_t)(ay->first[i] - r0) * (size_t)nx;
+    for (int j = 0; j < nx; j++) d[j] = w[0] * t0[j];
+    for (int k = 1; k < ay->count[i]; k++) {
+      const float *tk = t0 + (size_t)k * (size_t)nx;
+      float wk = w[k];
+      for (int j = 0; j < nx; j++) d[j] += wk * tk[j];
+    }
+    for (int j = 0; j < nx; j++) d[j] = d[j] * a + b;
   }
 }

@@ -276,7 +276,8 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
               {"prefetch", &p->prefetch, 1, 1024},       {"shuffle", &p->shuffle, 0, 1},
               {"drop_last", &p->drop_last, 0, 1},        {"rank", &p->rank, 0, 1 << 24},
               {"world_size", &p->world_size, 1, 1 << 24}, {"skip_errors", &p->skip_errors, 0, 1},
-              {"shard_pad", &p->shard_pad, 0, 1}};
+              {"shard_pad", &p->shard_pad, 0, 1},        {"resize", &p->resize, 1, 65536},
+              {"flip", &p->flip, 0, 1},                  {"reduced_decode", &p->reduced_decode, 0, 1}};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (strcmp(key, ints[i].name) != 0) continue;
     PB_RETURN_NOT_OK(parse_int(key, value, ints[i].lo, ints[i].hi, &x, err));
@@ -305,9 +306,44 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
     if (strcmp(value, "none") == 0) p->transform = PB_TRANSFORM_NONE;
     else if (strcmp(value, "normalize") == 0) p->transform = PB_TRANSFORM_NORMALIZE;
     else if (strcmp(value, "augment") == 0) p->transform = PB_TRANSFORM_AUGMENT;
+    else if (strcmp(value, "random_crop") == 0) p->transform = PB_TRANSFORM_RANDOM_CROP;
+    else if (strcmp(value, "random_resized_crop") == 0) p->transform = PB_TRANSFORM_RANDOM_RESIZED_CROP;
+    else if (strcmp(value, "center_crop_resize") == 0) p->transform = PB_TRANSFORM_CENTER_CROP_RESIZE;
     else
       return pb_error_set(err, PB_EINVAL,
-                          "loader option transform: '%s' (want none, normalize or augment)", value);
+                          "loader option transform: '%s' (want none, normalize, augment, "
+                          "random_crop, random_resized_crop or center_crop_resize)",
+                          value);
+    return PB_OK;
+  }
+  if (strcmp(key, "crop") == 0) {
+    long long h = 0, w = 0;
+    char *end;
+    errno = 0;
+    h = strtoll(value, &end, 10);
+    if (end != value && *end == 'x') w = strtoll(end + 1, &end, 10);
+    else w = h;
+    if (errno != 0 || end == value || *end != '\0' || h < 1 || w < 1 || h > 65536 || w > 65536)
+      return pb_error_set(err, PB_EINVAL,
+                          "loader option crop: '%s' (want N or HxW, each from 1 to 65536)", value);
+    p->crop_h = (int)h;
+    p->crop_w = (int)w;
+    return PB_OK;
+  }
+  if (strcmp(key, "scale") == 0 || strcmp(key, "ratio") == 0) {
+    char *end, *end2 = NULL;
+    float lo = strtof(value, &end), hi = *end == ',' ? strtof(end + 1, &end2) : NAN;
+    if (end == value || end2 == NULL || end2 == end + 1 || *end2 != '\0' || !isfinite(lo) ||
+        !isfinite(hi) || !(lo > 0.0f) || !(hi >= lo))
+      return pb_error_set(err, PB_EINVAL, "loader option %s: '%s' (want MIN,MAX with 0 < MIN <= MAX)",
+                          key, value);
+    if (key[0] == 's') {
+      p->scale_min = lo;
+      p->scale_max = hi;
+    } else {
+      p->ratio_min = lo;
+      p->ratio_max = hi;
+    }
     return PB_OK;
   }
   if (strcmp(key, "dtype") == 0) {
@@ -342,6 +378,12 @@ typedef struct worker {
   float *padded;      /* (h+2) x (w+2) plane with a fill border, for the warp */
   float *plane;       /* h x w floats, for half-precision output of the warp */
   pb__warp_entry *table;
+  /* crop transforms */
+  unsigned char *region; /* a region's native pixels, up to the largest image */
+  size_t region_size;
+  float *rowf;           /* one source row as floats */
+  float *tmp;            /* the horizontal pass: source rows x output width */
+  pb__rs_axis ax, ay;    /* resampling plans */
   pthread_t thread;
   int started;
   int home; /* its free list in the batch pool */
@@ -360,6 +402,9 @@ struct pb_loader {
   pb_image_meta meta;
   int64_t count;
   int64_t *labels; /* class label per dataset image; NULL when the format has none */
+  int crop;        /* a crop transform: images may differ in height and width */
+  int64_t *ih, *iw; /* crop transforms: each image's height and width */
+  int64_t max_h, max_w;
   size_t img_bytes, out_esize, sample_bytes;
   int64_t planes, h, w;
   float a, b; /* normalisation folded into out = x * a + b */
@@ -460,9 +505,208 @@ static void process_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, 
   t->transform_ns += tr;
 }
 
+
+/* ---- the crop transforms ----------------------------------------------------------------------- */
+
+/* Python's round() of x / 2 for an integer x: halves go to the even neighbour (torchvision's
+ * centre crop rounds its offsets this way). */
+static int64_t half_round_even(int64_t x) {
+  int64_t k = x / 2;
+  return (x % 2 != 0 && k % 2 != 0) ? k + 1 : k;
+}
+
+/* torchvision's RandomResizedCrop.get_params: 10 tries of a random area and log-uniform aspect
+ * ratio, then a centre crop clamped to the ratio range. */
+static void rrc_params(const pb_loader_params *p, pb_rng *rng, int64_t H, int64_t W, int64_t *y,
+                       int64_t *x, int64_t *h, int64_t *w) {
+  double area = (double)H * (double)W;
+  double lr0 = log((double)p->ratio_min), lr1 = log((double)p->ratio_max);
+  for (int k = 0; k < 10; k++) {
+    double target = area * ((double)p->scale_min + pb_rng_uniform(rng) * (double)(p->scale_max - p->scale_min));
+    double ratio = exp(lr0 + pb_rng_uniform(rng) * (lr1 - lr0));
+    int64_t cw = (int64_t)llround(sqrt(target * ratio)), ch = (int64_t)llround(sqrt(target / ratio));
+    if (cw > 0 && cw <= W && ch > 0 && ch <= H) {
+      *y = (int64_t)pb_rng_below(rng, (uint64_t)(H - ch + 1));
+      *x = (int64_t)pb_rng_below(rng, (uint64_t)(W - cw + 1));
+      *h = ch;
+      *w = cw;
+      return;
+    }
+  }
+  double in_ratio = (double)W / (double)H;
+  if (in_ratio < (double)p->ratio_min) {
+    *w = W;
+    *h = (int64_t)llround((double)W / (double)p->ratio_min);
+  } else if (in_ratio > (double)p->ratio_max) {
+    *h = H;
+    *w = (int64_t)llround((double)H * (double)p->ratio_max);
+  } else {
+    *w = W;
+    *h = H;
+  }
+  if (*h > H) *h = H;
+  if (*w > W) *w = W;
+  if (*h < 1) *h = 1;
+  if (*w < 1) *w = 1;
+  *y = (H - *h) / 2;
+  *x = (W - *w) / 2;
+}
+
+/* Region r (full-resolution coordinates) of sample idx into w->region, at 1/(*scale) where the
+ * format can; *box: what w->region holds, in the scaled image's coordinates. */
+static int get_region(pb_loader *l, worker *w, int64_t idx, const pb_region *r, int *scale,
+                      pb_region *box, pb_batch_times *t, struct pb_error *err) {
+  if (l->p.cache == PB_CACHE_NONE) {
+    pb_stage_times st;
+    int rc = pb__read_scaled(w->ds, idx, r, scale, w->region, w->region_size, box, &st, err);
+    t->read_ns += st.read_ns;
+    t->decompress_ns += st.decompress_ns;
+    t->decode_ns += st.decode_ns;
+    t->bytes_read += st.bytes_read;
+    t->bytes_decoded += st.bytes_decoded;
+    if (rc != PB_OK) sample_error(l, w->ds, idx, err);
+    return rc;
+  }
+  if (l->bad != NULL && l->bad[idx])
+    return pb_error_set(err, PB_EIO, "sample %lld of %s: failed to read while caching",
+                        (long long)idx, l->path);
+  int64_t t0 = now();
+  const void *px = l->p.cache == PB_CACHE_PRELOAD ? (const void *)(l->preload + (size_t)idx * l->img_bytes)
+                                                  : pb__raw_pixels(l->raw, idx, NULL);
+  static const int64_t zero[PB_NDIM] = {0, 0, 0, 0, 0};
+  pb__copy_box(w->region, r->start, r->count, px, zero, l->meta.shape, pb_dtype_size(l->meta.dtype));
+  *scale = 1;
+  *box = *r;
+  t->read_ns += now() - t0;
+  int64_t bytes = (int64_t)pb_dtype_size(l->meta.dtype);
+  for (int k = 0; k < PB_NDIM; k++) bytes *= r->count[k];
+  t->bytes_read += bytes;
+  t->bytes_decoded += bytes;
+  return PB_OK;
+}
+
+/* Writes a float plane into the batch in its output type. */
+static void store_plane(pb_loader *l, const float *src, unsigned char *out, size_t n) {
+  if (l->p.out_dtype == PB_OUT_FLOAT32) {
+    if ((const void *)src != (void *)out) memcpy(out, src, n * sizeof(float));
+  } else if (l->p.out_dtype == PB_OUT_FLOAT16) {
+    pb__pack_f16(src, (uint16_t *)(void *)out, n);
+  } else {
+    pb__pack_bf16(src, (uint16_t *)(void *)out, n);
+  }
+}
+
+/* One sample of a crop transform into dst. The random draws come from a stream of (seed, epoch,
+ * index), so a sample is the same whichever worker builds it. */
+static int crop_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsigned char *dst,
+                       pb_batch_times *t, struct pb_error *err) {
+  const int64_t H = l->ih[idx], W = l->iw[idx], ch = l->p.crop_h, cw = l->p.crop_w;
+  pb_rng rng;
+  pb_rng_init(&rng, pb_seed_mix(l->p.seed, (uint64_t)epoch, (uint64_t)idx));
+  pb_region r;
+  for (int k = 0; k < PB_NDIM; k++) {
+    r.start[k] = 0;
+    r.count[k] = l->meta.shape[k];
+  }
+  size_t plane_out = (size_t)(ch * cw), es = pb_dtype_size(l->meta.dtype);
+  int flip = 0;
+  if (l->p.transform == PB_TRANSFORM_RANDOM_CROP) {
+    r.start[PB_Y] = (int64_t)pb_rng_below(&rng, (uint64_t)(H - ch + 1));
+    r.start[PB_X] = (int64_t)pb_rng_below(&rng, (uint64_t)(W - cw + 1));
+    r.count[PB_Y] = ch;
+    r.count[PB_X] = cw;
+    flip = l->p.flip && pb_rng_uniform(&rng) < 0.5;
+    int scale = 1;
+    pb_region box;
+    PB_RETURN_NOT_OK(get_region(l, w, idx, &r, &scale, &box, t, err));
+    int64_t t0 = now();
+    for (int64_t p = 0; p < l->planes; p++) {
+      const unsigned char *src = w->region + (size_t)p * plane_out * es;
+      unsigned char *out = dst + (size_t)p * plane_out * l->out_esize;
+      float *f = l->p.out_dtype == PB_OUT_FLOAT32 ? (float *)(void *)out : w->plane;
+      for (int64_t y = 0; y < ch; y++) {
+        float *row = f + y * cw;
+        if (!flip) {
+          pb__convert_affine_f32(src + (size_t)(y * cw) * es, l->meta.dtype, row, (size_t)cw, l->a, l->b);
+        } else {
+          pb__convert_affine_f32(src + (size_t)(y * cw) * es, l->meta.dtype, w->rowf, (size_t)cw, l->a, l->b);
+          for (int64_t x = 0; x < cw; x++) row[x] = w->rowf[cw - 1 - x];
+        }
+      }
+      store_plane(l, f, out, plane_out);
+    }
+    t->convert_ns += now() - t0;
+    return PB_OK;
+  }
+  /* The sampled span of the image, in full-resolution pixels: [ay, ay + ly) x [ax, ax + lx). */
+  double ay, ly, ax, lx;
+  if (l->p.transform == PB_TRANSFORM_RANDOM_RESIZED_CROP) {
+    int64_t y, x, h, wd;
+    rrc_params(&l->p, &rng, H, W, &y, &x, &h, &wd);
+    flip = l->p.flip && pb_rng_uniform(&rng) < 0.5;
+    r.start[PB_Y] = y;
+    r.start[PB_X] = x;
+    r.count[PB_Y] = h;
+    r.count[PB_X] = wd;
+    ay = (double)y;
+    ax = (double)x;
+    ly = (double)h;
+    lx = (double)wd;
+  } else { /* centre crop of the image resized to `resize` on its shorter side */
+    int64_t rs = l->p.resize, rh, rw;
+    if (H <= W) {
+      rh = rs;
+      rw = (int64_t)((double)rs * (double)W / (double)H);
+    } else {
+      rw = rs;
+      rh = (int64_t)((double)rs * (double)H / (double)W);
+    }
+    double fy = (double)H / (double)rh, fx = (double)W / (double)rw;
+    ay = (double)half_round_even(rh - ch) * fy;
+    ax = (double)half_round_even(rw - cw) * fx;
+    ly = (double)ch * fy;
+    lx = (double)cw * fx;
+    /* The resize sees pixels around the crop too: read the filter's reach on each side. */
+    double my = (fy > 1.0 ? fy : 1.0) + 1.0, mx = (fx > 1.0 ? fx : 1.0) + 1.0;
+    int64_t y0 = (int64_t)floor(ay - my), y1 = (int64_t)ceil(ay + ly + my);
+    int64_t x0 = (int64_t)floor(ax - mx), x1 = (int64_t)ceil(ax + lx + mx);
+    y0 = y0 < 0 ? 0 : y0;
+    x0 = x0 < 0 ? 0 : x0;
+    y1 = y1 > H ? H : y1;
+    x1 = x1 > W ? W : x1;
+    r.start[PB_Y] = y0;
+    r.start[PB_X] = x0;
+    r.count[PB_Y] = y1 - y0;
+    r.count[PB_X] = x1 - x0;
+  }
+  /* The largest reduction that still leaves at least the output's resolution. */
+  int scale = 1;
+  if (l->p.reduced_decode && l->p.cache == PB_CACHE_NONE)
+    for (int d = 8; d > 1 && scale == 1; d /= 2)
+      if (ly / d >= (double)ch && lx / d >= (double)cw) scale = d;
+  pb_region box;
+  PB_RETURN_NOT_OK(get_region(l, w, idx, &r, &scale, &box, t, err));
+  int64_t t0 = now();
+  int64_t bh = box.count[PB_Y], bw = box.count[PB_X];
+  double d = (double)scale;
+  if (pb__rs_plan(&w->ay, (int)ch, ay / d - (double)box.start[PB_Y], ly / d, 0, (int)bh, 0) != 0 ||
+      pb__rs_plan(&w->ax, (int)cw, ax / d - (double)box.start[PB_X], lx / d, 0, (int)bw, flip) != 0)
+    return pb_error_set(err, PB_ENOMEM, "out of memory for a resampling plan");
+  for (int64_t p = 0; p < l->planes; p++) {
+    const unsigned char *src = w->region + (size_t)(p * bh * bw) * es;
+    unsigned char *out = dst + (size_t)p * plane_out * l->out_esize;
+    float *f = l->p.out_dtype == PB_OUT_FLOAT32 ? (float *)(void *)out : w->plane;
+    pb__rs_apply(&w->ax, &w->ay, src, l->meta.dtype, bw, w->rowf, w->tmp, l->a, l->b, f);
+    store_plane(l, f, out, plane_out);
+  }
+  t->transform_ns += now() - t0;
+  return PB_OK;
+}
+
 /* Reads (or finds in the cache) sample idx and writes it into dst. */
 static int load_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsigned char *dst,
                        pb_batch_times *t, struct pb_error *err) {
+  if (l->crop) return crop_sample(l, w, epoch, idx, dst, t, err);
   const void *px;
   if (l->p.cache == PB_CACHE_NONE) {
     pb_stage_times st;
@@ -606,6 +850,17 @@ static void *worker_main(void *arg) {
 static int worker_init(pb_loader *l, worker *w, struct pb_error *err) {
   w->l = l;
   size_t plane = (size_t)(l->h * l->w);
+  if (l->crop) {
+    /* Up to the largest image at full resolution (the most a region read returns). */
+    w->region_size = (size_t)(l->max_h * l->max_w * l->planes) * pb_dtype_size(l->meta.dtype);
+    w->region = pb_alloc(w->region_size);
+    w->rowf = pb_alloc((size_t)l->max_w * sizeof(float));
+    w->tmp = pb_alloc((size_t)(l->max_h * l->w) * sizeof(float));
+    w->plane = pb_alloc(plane * sizeof(float));
+    if (w->region == NULL || w->rowf == NULL || w->tmp == NULL || w->plane == NULL)
+      return pb_error_set(err, PB_ENOMEM, "out of memory for a worker's crop buffers");
+    return PB_OK;
+  }
   if (l->p.cache == PB_CACHE_NONE && l->p.out_dtype != PB_OUT_NATIVE) {
     w->native = pb_alloc(l->img_bytes);
     if (w->native == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -625,10 +880,16 @@ static int worker_init(pb_loader *l, worker *w, struct pb_error *err) {
 
 static void worker_destroy(pb_loader *l, worker *w) {
   size_t plane = (size_t)(l->h * l->w);
+  if (w->l == NULL) return; /* never initialised */
   pb_free(w->native, l->img_bytes);
   pb_free(w->padded, (size_t)((l->h + 2) * (l->w + 2)) * sizeof(float));
   pb_free(w->plane, plane * sizeof(float));
   pb_free(w->table, plane * sizeof(pb__warp_entry));
+  pb_free(w->region, w->region_size);
+  pb_free(w->rowf, (size_t)l->max_w * sizeof(float));
+  pb_free(w->tmp, (size_t)(l->max_h * l->w) * sizeof(float));
+  pb__rs_free(&w->ax);
+  pb__rs_free(&w->ay);
   pb_dataset_free(w->ds);
 }
 
@@ -641,20 +902,35 @@ static int check_params(const pb_loader_params *p, struct pb_error *err) {
                         p->world_size);
   if (!(p->std > 0.0f) || !isfinite(p->mean))
     return pb_error_set(err, PB_EINVAL, "loader: std must be > 0 and mean finite");
-  if ((unsigned)p->transform > PB_TRANSFORM_AUGMENT || (unsigned)p->out_dtype > PB_OUT_NATIVE ||
+  if ((unsigned)p->transform > PB_TRANSFORM_CENTER_CROP_RESIZE || (unsigned)p->out_dtype > PB_OUT_NATIVE ||
       (unsigned)p->cache > PB_CACHE_SHARED)
     return pb_error_set(err, PB_EINVAL, "loader: transform, dtype or cache mode out of range");
   if (p->out_dtype == PB_OUT_NATIVE && p->transform != PB_TRANSFORM_NONE)
     return pb_error_set(err, PB_EINVAL,
                         "loader: dtype native copies pixels unchanged, so transform must be none "
                         "(not %s); normalise and augment on the consumer's side (e.g. the GPU)",
-                        p->transform == PB_TRANSFORM_NORMALIZE ? "normalize" : "augment");
+                        p->transform == PB_TRANSFORM_NORMALIZE ? "normalize" : "a geometric one");
+  if (p->transform >= PB_TRANSFORM_RANDOM_CROP) {
+    if (p->crop_h < 1 || p->crop_w < 1 || p->crop_h > 65536 || p->crop_w > 65536)
+      return pb_error_set(err, PB_EINVAL, "loader: crop %dx%d: each side must be from 1 to 65536",
+                          p->crop_h, p->crop_w);
+    if (p->transform == PB_TRANSFORM_CENTER_CROP_RESIZE &&
+        (p->resize < p->crop_h || p->resize < p->crop_w))
+      return pb_error_set(err, PB_EINVAL,
+                          "loader: resize %d is smaller than the crop %dx%d (the centre crop would "
+                          "not fit)", p->resize, p->crop_h, p->crop_w);
+    if (!(p->scale_min > 0.0f) || !(p->scale_max >= p->scale_min) || !isfinite(p->scale_max) ||
+        !(p->ratio_min > 0.0f) || !(p->ratio_max >= p->ratio_min) || !isfinite(p->ratio_max))
+      return pb_error_set(err, PB_EINVAL, "loader: scale and ratio must be 0 < min <= max");
+  }
   if (p->allocator != NULL && (p->allocator->alloc == NULL || p->allocator->free == NULL))
     return pb_error_set(err, PB_EINVAL, "loader: the batch allocator has no alloc or free function");
   return PB_OK;
 }
 
-/* Every image must match image 0 in dtype and shape, with T = 1, so samples stack. */
+/* Every image must match image 0 in dtype and shape, with T = 1, so samples stack. The crop
+ * transforms make samples of one size from images of any height and width: there only dtype, C
+ * and Z must match, and each image's size is kept. */
 static int check_images(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
   PB_RETURN_NOT_OK(pb_dataset_meta(ds, 0, &l->meta, err));
   if (l->meta.shape[PB_T] != 1)
@@ -662,22 +938,53 @@ static int check_images(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
                         "%s: image 0 ('%s') has T = %lld; the loader takes one time point per "
                         "image (split time points into images first)",
                         l->path, l->meta.name, (long long)l->meta.shape[PB_T]);
-  pb_image_meta m;
-  for (int64_t i = 1; i < l->count; i++) {
-    PB_RETURN_NOT_OK(pb_dataset_meta(ds, i, &m, err));
+  if (l->crop) {
+    l->ih = malloc((size_t)l->count * sizeof *l->ih);
+    l->iw = malloc((size_t)l->count * sizeof *l->iw);
+    if (l->ih == NULL || l->iw == NULL)
+      return pb_error_set(err, PB_ENOMEM, "out of memory for %lld image sizes", (long long)l->count);
+  }
+  int same_size = 1;
+  pb_image_meta m = l->meta;
+  for (int64_t i = 0; i < l->count; i++) {
+    if (i > 0) PB_RETURN_NOT_OK(pb_dataset_meta(ds, i, &m, err));
     int same = m.dtype == l->meta.dtype;
-    for (int k = 0; k < PB_NDIM; k++) same = same && m.shape[k] == l->meta.shape[k];
+    for (int k = 0; k < PB_NDIM; k++)
+      if (m.shape[k] != l->meta.shape[k]) {
+        if (l->crop && (k == PB_Y || k == PB_X)) same_size = 0;
+        else same = 0;
+      }
     if (!same) /* a property of the data, not of the call: not PB_EINVAL */
       return pb_error_set(err, PB_EFORMAT,
                           "%s: image %lld ('%s') is %s %lldx%lldx%lldx%lldx%lld but image 0 ('%s') "
-                          "is %s %lldx%lldx%lldx%lldx%lld (TCZYX); batches need one shape",
+                          "is %s %lldx%lldx%lldx%lldx%lld (TCZYX); batches need one shape%s",
                           l->path, (long long)i, m.name, pb_dtype_name(m.dtype),
                           (long long)m.shape[0], (long long)m.shape[1], (long long)m.shape[2],
                           (long long)m.shape[3], (long long)m.shape[4], l->meta.name,
                           pb_dtype_name(l->meta.dtype), (long long)l->meta.shape[0],
                           (long long)l->meta.shape[1], (long long)l->meta.shape[2],
-                          (long long)l->meta.shape[3], (long long)l->meta.shape[4]);
+                          (long long)l->meta.shape[3], (long long)l->meta.shape[4],
+                          l->crop ? " (a crop transform lets height and width differ, not dtype, "
+                                    "T, C or Z)"
+                                  : " (or a crop transform: random_crop, random_resized_crop, "
+                                    "center_crop_resize)");
+    if (!l->crop) continue;
+    l->ih[i] = m.shape[PB_Y];
+    l->iw[i] = m.shape[PB_X];
+    if (m.shape[PB_Y] > l->max_h) l->max_h = m.shape[PB_Y];
+    if (m.shape[PB_X] > l->max_w) l->max_w = m.shape[PB_X];
+    if (l->p.transform == PB_TRANSFORM_RANDOM_CROP &&
+        (m.shape[PB_Y] < l->p.crop_h || m.shape[PB_X] < l->p.crop_w))
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld ('%s') is %lldx%lld, smaller than the random crop %dx%d",
+                          l->path, (long long)i, m.name, (long long)m.shape[PB_Y],
+                          (long long)m.shape[PB_X], l->p.crop_h, l->p.crop_w);
   }
+  if (l->crop && !same_size && l->p.cache != PB_CACHE_NONE)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: images of different sizes are cached one size only; use cache none "
+                        "with the crop transforms here",
+                        l->path);
   return PB_OK;
 }
 
@@ -801,6 +1108,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
     rc = pb_error_set(err, PB_EFORMAT, "%s: the dataset has no images", path);
     goto fail;
   }
+  l->crop = l->p.transform >= PB_TRANSFORM_RANDOM_CROP;
   rc = check_images(l, ds0, err);
   if (rc != PB_OK) goto fail;
   if (pb_dataset_label(ds0, 0) >= 0) { /* labels are looked up once, not per sample */
@@ -814,10 +1122,10 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   l->img_bytes = pb_image_bytes(&l->meta);
   l->out_esize = l->p.out_dtype == PB_OUT_NATIVE ? pb_dtype_size(l->meta.dtype)
                                                  : pb_out_dtype_size(l->p.out_dtype);
-  l->sample_bytes = (size_t)pb_image_pixels(&l->meta) * l->out_esize;
-  l->h = l->meta.shape[PB_Y];
-  l->w = l->meta.shape[PB_X];
+  l->h = l->crop ? l->p.crop_h : l->meta.shape[PB_Y];
+  l->w = l->crop ? l->p.crop_w : l->meta.shape[PB_X];
   l->planes = l->meta.shape[PB_C] * l->meta.shape[PB_Z];
+  l->sample_bytes = (size_t)(l->planes * l->h * l->w) * l->out_esize;
   if (l->p.transform == PB_TRANSFORM_NONE) {
     l->a = 1.0f;
     l->b = 0.0f;
@@ -1028,6 +1336,8 @@ void pb_loader_free(pb_loader *l) {
   free(l->wk);
   free(l->order);
   free(l->labels);
+  free(l->ih);
+  free(l->iw);
   pb_free(l->preload, l->preload_size);
   free(l->bad);
   if (l->raw != NULL) pb__format_raw.close(l->raw);

@@ -37,6 +37,28 @@ void pb__warp_plan(pb__warp_entry *table, int64_t h, int64_t w, double angle_deg
 void pb__warp_apply(const pb__warp_entry *table, int64_t h, int64_t w, const float *padded,
                     float fill, float *dst);
 
+/** One axis of a separable resampling: output i is the weighted sum of count[i] source pixels
+ * from first[i] (weights w[i * taps ...]). Arrays grow as needed; pb__rs_free releases them. */
+typedef struct pb__rs_axis {
+  int n, taps;
+  int32_t *first, *count;
+  float *w;
+  size_t cap_n, cap_w;
+} pb__rs_axis;
+
+/** Plans n outputs over the source span [a, a + len) (source pixel k covers [k, k + 1)): output
+ * i is centred at a + (i + 0.5) * len / n and weighs source pixels with a triangle of radius
+ * max(len / n, 1) (bilinear, widened when reducing: antialiasing as PIL and torchvision's
+ * antialias=True), normalised over the pixels inside [lo, hi). flip mirrors the outputs. 0, or -1
+ * when out of memory. */
+int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, int flip);
+void pb__rs_free(pb__rs_axis *ax);
+/** Resamples one plane: src holds rows of src_w native pixels of type dt covering every row and
+ * column the plans reach; dst (ay->n x ax->n floats) = resampled * a + b. rowf holds src_w
+ * floats, tmp (rows reached) x ax->n. */
+void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src, pb_dtype dt,
+                  int64_t src_w, float *rowf, float *tmp, float a, float b, float *dst);
+
 /** Samples each rank reads per epoch from n images shared among world ranks: floor(n / world)
  * (the last n mod world positions of the epoch's order are left out), or with pad
  * ceil(n / world) (positions past the end wrap to the start). */

@@ -116,6 +116,15 @@ class _LoaderParams(ctypes.Structure):
         ("skip_errors", ctypes.c_int),
         ("allocator", ctypes.c_void_p),  # const pb_allocator *; NULL: the process-wide one
         ("shard_pad", ctypes.c_int),
+        ("crop_h", ctypes.c_int),
+        ("crop_w", ctypes.c_int),
+        ("resize", ctypes.c_int),
+        ("scale_min", ctypes.c_float),
+        ("scale_max", ctypes.c_float),
+        ("ratio_min", ctypes.c_float),
+        ("ratio_max", ctypes.c_float),
+        ("flip", ctypes.c_int),
+        ("reduced_decode", ctypes.c_int),
     ]
 
 
@@ -140,6 +149,7 @@ class _Batch(ctypes.Structure):
         ("skipped", ctypes.c_int64),
         ("times", _BatchTimes),
         ("native_dtype", ctypes.c_int),  # pixel type; the element type when dtype is native
+        ("labels", ctypes.POINTER(ctypes.c_int64)),
     ]
 
 
@@ -342,6 +352,13 @@ class Batch:
         return np.ctypeslib.as_array(b.indices, shape=(b.shape[0],)).copy()
 
     @property
+    def labels(self):
+        """Class label of each sample (imagefolder: its class folder's index in sorted order, as
+        torchvision's ImageFolder); -1 for formats without labels."""
+        b = self._get()
+        return np.ctypeslib.as_array(b.labels, shape=(b.shape[0],)).copy()
+
+    @property
     def number(self):
         return int(self._get().number)
 
@@ -384,7 +401,8 @@ class Batch:
     __del__ = release
 
 
-_TRANSFORMS = {"none", "normalize", "augment"}
+_TRANSFORMS = {"none", "normalize", "augment", "random_crop", "random_resized_crop",
+               "center_crop_resize"}
 
 
 class Loader:
@@ -393,16 +411,25 @@ class Loader:
 
     Loader(path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
            cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0, world_size=1,
-           mean=0.5, std=0.5, skip_errors=False, format=None, cache_path=None)
+           mean=0.5, std=0.5, skip_errors=False, format=None, cache_path=None, crop=224,
+           resize=256, scale=(0.08, 1.0), ratio=(3/4, 4/3), flip=True, reduced_decode=True)
 
     dtype "native" gives batches of the images' own pixels (no cast, no scaling; transform
     must be "none").
+
+    The crop transforms ("random_crop", "random_resized_crop", "center_crop_resize") take images
+    of any height and width and give batches of N,C,crop,crop (crop may be an (h, w) pair);
+    resize is the evaluation transform's shorter side, scale and ratio the training transform's
+    ranges, flip its random horizontal flip, reduced_decode lets JPEG decode at 1/2, 1/4 or 1/8
+    where the output keeps its resolution (docs/loader.md). Batch.labels gives the samples'
+    class labels.
     """
 
     def __init__(self, path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
                  cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0,
                  world_size=1, mean=0.5, std=0.5, skip_errors=False, format=None,
-                 cache_path=None):
+                 cache_path=None, crop=224, resize=256, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
+                 flip=True, reduced_decode=True):
         if transform not in _TRANSFORMS:
             raise ValueError("transform must be one of %s" % sorted(_TRANSFORMS))
         p = _LoaderParams()
@@ -411,7 +438,12 @@ class Loader:
         opts = {"batch_size": batch_size, "workers": workers, "prefetch": prefetch,
                 "shuffle": int(bool(shuffle)), "seed": seed, "drop_last": int(bool(drop_last)),
                 "rank": rank, "world_size": world_size, "transform": transform, "mean": mean,
-                "std": std, "dtype": dtype, "cache": cache, "skip_errors": int(bool(skip_errors))}
+                "std": std, "dtype": dtype, "cache": cache, "skip_errors": int(bool(skip_errors)),
+                "crop": ("%dx%d" % (crop[0], crop[1])) if isinstance(crop, (tuple, list))
+                else int(crop),
+                "resize": int(resize), "scale": "%r,%r" % (float(scale[0]), float(scale[1])),
+                "ratio": "%r,%r" % (float(ratio[0]), float(ratio[1])),
+                "flip": int(bool(flip)), "reduced_decode": int(bool(reduced_decode))}
         for k, v in opts.items():
             _check(_params_set(ctypes.byref(p), k.encode(), repr(v).encode()
                                if isinstance(v, float) else str(v).encode(), err), err)
