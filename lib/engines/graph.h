@@ -51,11 +51,14 @@ typedef struct pb__op {
 
 typedef struct pb__graph {
   char model[32];
-  int n_ops, cap_ops;
+  int n_ops;
+  size_t cap_ops;
   pb__op *ops;
-  int n_params, cap_params;
+  int n_params;
+  size_t cap_params;
   pb__param *params;
-  int n_tensors, cap_tensors;
+  int n_tensors;
+  size_t cap_tensors;
   pb__tshape *tensors; /* tensor 0 is the input */
   int output;          /* tensor id of the output */
   double flops;        /* forward FLOPs per image */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/vec.h"
 #include "engines/graph.h"
 
 static const char *const model_names[] = {"embed", "resnet50", "vit_b_16"};
@@ -37,15 +38,6 @@ void pb__graph_free(pb__graph *g) {
 
 typedef pb__builder builder;
 
-static void *grow(void *p, int *cap, int need, size_t elem) {
-  if (need <= *cap) return p;
-  int n = *cap ? *cap * 2 : 64;
-  while (n < need) n *= 2;
-  void *q = realloc(p, (size_t)n * elem);
-  if (q != NULL) *cap = n;
-  return q;
-}
-
 enum { INIT_ZERO, INIT_ONE, INIT_NORMAL, INIT_UNIFORM, INIT_RANGE };
 
 /* Adds a parameter filled by `init`: NORMAL draws N(0, a^2); UNIFORM draws U(-a, a); RANGE
@@ -54,7 +46,8 @@ static int add_param(builder *bd, const char *name, int ndim, const int64_t *sha
                      double a, double b, int learnable) {
   pb__graph *g = bd->g;
   if (bd->failed) return -1;
-  pb__param *np = grow(g->params, &g->cap_params, g->n_params + 1, sizeof *np);
+  pb__param *np = pb__vec_reserve((void **)&g->params, &g->cap_params, (size_t)g->n_params + 1,
+                                   sizeof *g->params) == PB_OK ? g->params : NULL;
   if (np == NULL) {
     bd->failed = 1;
     return -1;
@@ -93,7 +86,8 @@ static int add_param(builder *bd, const char *name, int ndim, const int64_t *sha
 int pb__b_tensor(builder *bd, int tokens, int64_t c, int64_t h, int64_t w) {
   pb__graph *g = bd->g;
   if (bd->failed) return -1;
-  pb__tshape *nt = grow(g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *nt);
+  pb__tshape *nt = pb__vec_reserve((void **)&g->tensors, &g->cap_tensors, (size_t)g->n_tensors + 1,
+                                   sizeof *g->tensors) == PB_OK ? g->tensors : NULL;
   if (nt == NULL) {
     bd->failed = 1;
     return -1;
@@ -106,7 +100,8 @@ int pb__b_tensor(builder *bd, int tokens, int64_t c, int64_t h, int64_t w) {
 pb__op *pb__b_op(builder *bd, pb__op_kind kind, int in) {
   pb__graph *g = bd->g;
   if (bd->failed) return NULL;
-  pb__op *no = grow(g->ops, &g->cap_ops, g->n_ops + 1, sizeof *no);
+  pb__op *no = pb__vec_reserve((void **)&g->ops, &g->cap_ops, (size_t)g->n_ops + 1,
+                                   sizeof *g->ops) == PB_OK ? g->ops : NULL;
   if (no == NULL) {
     bd->failed = 1;
     return NULL;

@@ -8,45 +8,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/strbuf.h"
 #include "report/report_internal.h"
 #include "table/results_internal.h"
 
-/* ---- a growing text buffer ------------------------------------------------------------------- */
+/* ---- text buffers (common/strbuf.h) ---------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t len) {
-  if (b->oom) return;
-  if (b->n + len + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + len + 1) cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (q == NULL) {
-      b->oom = 1;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, len);
-  b->n += len;
-  b->p[b->n] = '\0';
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-  char tmp[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
+typedef pb__strbuf sbuf;
+#define sb_put pb__strbuf_putn
+#define sb_puts pb__strbuf_puts
+#define sb_printf pb__strbuf_printf
 
 /* HTML text with **bold** and `code` spans. */
 static void sb_html_text(sbuf *b, const char *s) {
