@@ -2,16 +2,17 @@
 """The Python way of loading the same images, timed by pipebench's rules.
 
 pipebench runs this as its peer in track 2: a torch.utils.data.Dataset over the same files
-(tifffile for OME-TIFF, zarr-python for OME-Zarr, or a numpy array decoded once into RAM for
+(tifffile for OME-TIFF, zarr-python for OME-Zarr, torchvision's ImageFolder with PIL and again
+with torchvision.io.decode_jpeg for image folders, or a numpy array decoded once into RAM for
 the "preload" cache mode) under torch.utils.data.DataLoader, with the same batch sizes, worker
 counts and normalisation as pipebench's loader.
 
 Usage: pipebench_peer.py CONFIG.json RESULT.json
-CONFIG: {"format": "tiff"|"ome-zarr", "path": DIR, "cache": "none"|"preload",
+CONFIG: {"format": "tiff"|"ome-zarr"|"imagefolder", "path": DIR, "cache": "none"|"preload",
          "batch_sizes": [...], "workers": [...], "batches": N, "repeats": R,
          "mean": 0.5, "std": 0.5}
 RESULT: {"rows": [{"batch_size", "workers", "repeat", "first_batch_s", "batch_s": [...],
-                   "samples": n}], "versions": {...}}
+                   "samples": n, "loader": name}], "versions": {...}}
 Each batch is timed from asking the DataLoader's iterator for it to holding it; the first batch
 (worker start-up) is reported on its own.
 """
@@ -64,6 +65,41 @@ class ZarrImages(Dataset):
         return to_tensor(a, self.mean, self.std)
 
 
+class FolderImages(Dataset):
+    """torchvision's ImageFolder with ToTensor and Normalize (pipebench's "normalize"): PIL
+    decodes, or torchvision.io.decode_jpeg where decode_jpeg is set and torchvision has it."""
+
+    def __init__(self, path, mean, std, decode_jpeg=False):
+        import torchvision
+        import torchvision.transforms as T
+        self.inner = torchvision.datasets.ImageFolder(path)
+        self.decode_jpeg = decode_jpeg
+        self.norm = T.Normalize(mean, std)
+        self.to_tensor = T.ToTensor()
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        path, _ = self.inner.samples[i]
+        if self.decode_jpeg:
+            import torchvision.io as io
+            data = io.read_file(path)
+            jpeg = path.lower().endswith((".jpg", ".jpeg"))
+            t = (io.decode_jpeg(data) if jpeg else io.decode_image(data)).float() / 255.0
+        else:
+            t = self.to_tensor(self.inner.loader(path))
+        return self.norm(t)
+
+
+def has_decode_jpeg():
+    try:
+        import torchvision.io as io
+        return hasattr(io, "decode_jpeg")
+    except ImportError:
+        return False
+
+
 class PreloadedImages(Dataset):
     """Every image decoded once into one numpy array: the origin benchmark's optimisation."""
 
@@ -101,6 +137,8 @@ def main():
         ds = TiffImages(cfg["path"], mean, std)
     elif cfg["format"] == "ome-zarr":
         ds = ZarrImages(cfg["path"], mean, std)
+    elif cfg["format"] == "imagefolder":
+        ds = FolderImages(cfg["path"], mean, std)
     else:
         raise SystemExit("peer: no Python reader for format %r" % cfg["format"])
     preload_s = 0.0
@@ -108,6 +146,17 @@ def main():
         t0 = time.perf_counter_ns()
         ds = PreloadedImages(ds)
         preload_s = (time.perf_counter_ns() - t0) / 1e9
+    # Image folders: PIL, and torchvision.io.decode_jpeg where it exists (not with preload).
+    variants = [("torch-dataloader", ds)]
+    if cfg["format"] == "imagefolder" and cfg.get("cache", "none") == "none" and has_decode_jpeg():
+        variants.append(("torch-dataloader+decode_jpeg", FolderImages(cfg["path"], mean, std, True)))
+    rows = []
+    for loader_name, ds in variants:
+        rows += measure(cfg, ds, loader_name)
+    write_result(cfg, rows, preload_s)
+
+
+def measure(cfg, ds, loader_name):
     rows = []
     for bs in cfg["batch_sizes"]:
         for w in cfg["workers"]:
@@ -138,7 +187,11 @@ def main():
                     samples += b.shape[0]
                 del it, dl
                 rows.append({"batch_size": bs, "workers": w, "repeat": r, "first_batch_s": first,
-                             "batch_s": lat, "samples": samples})
+                             "batch_s": lat, "samples": samples, "loader": loader_name})
+    return rows
+
+
+def write_result(cfg, rows, preload_s):
     out = {"rows": rows, "preload_s": preload_s,
            "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
                         "numpy": np.__version__}}

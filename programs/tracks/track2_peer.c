@@ -89,7 +89,8 @@ static int run_peer(pb_run_ctx *c, pb_table *t, int fi, const char *cache, const
     int64_t rep = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(row, "repeat"));
     double samples = cJSON_GetNumberValue(cJSON_GetObjectItem(row, "samples"));
     pb__row_common(c, t, c->formats[fi], (int)rep);
-    pb_table_set_str(t, T2_LOADER, "torch-dataloader");
+    const cJSON *ln = cJSON_GetObjectItem(row, "loader"); /* image folders: PIL or decode_jpeg */
+    pb_table_set_str(t, T2_LOADER, cJSON_IsString(ln) ? ln->valuestring : "torch-dataloader");
     pb_table_set_str(t, "peer_version", cJSON_IsString(torch_v) ? torch_v->valuestring : "");
     pb_table_set_str(t, T2_CACHE, cache);
     pb_table_set_i64(t, T2_BATCH_SIZE, bs);
@@ -116,7 +117,9 @@ int pb__track2_peer(pb_run_ctx *c, pb_table *t, const int *bss, int nb, const in
                     struct pb_error *err) {
   int rc = PB_OK;
   for (int fi = 0; fi < c->nf && rc == PB_OK; fi++) {
-    if (strcmp(c->formats[fi], "tiff") != 0 && strcmp(c->formats[fi], "ome-zarr") != 0) continue;
+    if (strcmp(c->formats[fi], "tiff") != 0 && strcmp(c->formats[fi], "ome-zarr") != 0 &&
+        strcmp(c->formats[fi], "imagefolder") != 0)
+      continue;
     static const char *const caches[] = {"none", "preload"};
     for (int k = 0; k < 2 && rc == PB_OK; k++) {
       if (!pb__list_has(c->p.caches, caches[k])) continue;
