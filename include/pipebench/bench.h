@@ -2,6 +2,8 @@
 #ifndef PIPEBENCH_BENCH_H
 #define PIPEBENCH_BENCH_H
 
+#include <signal.h>
+
 #include "pipebench/core.h"
 
 #ifdef __cplusplus
@@ -46,6 +48,11 @@ typedef struct pb_run_params {
   /** One line of text for the user (a result or a warning). May be NULL. */
   void (*report)(void *ctx, const char *line);
   void *report_ctx;
+  /** Set by a signal handler to stop the run (the signal's number, by convention): within a
+   * second every loop and child process ends, nothing of this run replaces the earlier results,
+   * and pb_run returns PB_ECANCELED after writing OUT/data/pipebench_summary_failed.json. NULL:
+   * the run cannot be stopped this way. */
+  volatile sig_atomic_t *cancel;
 } pb_run_params;
 
 #define PB_RUN_PARAMS_DEFAULTS                                                                  \
@@ -57,7 +64,7 @@ typedef struct pb_run_params {
     .transforms = "none,normalize,augment", .seed = 42, .python = "/usr/bin/python3",           \
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
     .t3_workers = 2, .emulate_ms = 0, .train = 0, .device = NULL, .dtype = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
-    .report_ctx = NULL                                                                          \
+    .report_ctx = NULL, .cancel = NULL                                                          \
   }
 
 /** Track i of pb_run, counting from 0 in the order it runs them: returns its id (what tracks
@@ -65,8 +72,11 @@ typedef struct pb_run_params {
  * both are static strings. NULL (and *name NULL) past the last track. */
 PB_API const char *pb_run_track(size_t i, const char **name);
 
-/** Runs the tracks and writes their tables and the summary. Returns the first error; tables
- * of tracks that finished before it are kept. */
+/** Runs the tracks and writes their tables, the summary, the plots and the report. They are
+ * made in a staging folder inside OUT and replace the earlier set as one only when everything
+ * succeeded; on a failure or a stop the earlier set stays as it was, and
+ * OUT/data/pipebench_summary_failed.json says what was finished and why the run stopped.
+ * Returns the first error (PB_ECANCELED when stopped through params->cancel). */
 PB_API int pb_run(const pb_run_params *params, struct pb_error *err);
 
 /** Drops every regular file under path (a file or a folder) from the page cache with

@@ -21,6 +21,7 @@ extern char **environ;
 
 enum {
   STOP_GRACE_MS = 2000,              /* SIGTERM to SIGKILL */
+  CANCEL_GRACE_MS = 500,             /* the same when a stop was asked for */
   CAPTURE_MAX = 256 * 1024 * 1024    /* a child printing more than this is broken */
 };
 
@@ -47,6 +48,17 @@ void pb__proc_tail(const char *path, int lines, char *buf, size_t size) {
       break;
     }
   }
+}
+
+/* ---- the process's stop flag ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t *stop_flag;
+
+void pb__stop_flag_set(volatile sig_atomic_t *flag) { __atomic_store_n(&stop_flag, flag, __ATOMIC_SEQ_CST); }
+
+int pb__stop_requested(void) {
+  volatile sig_atomic_t *f = __atomic_load_n(&stop_flag, __ATOMIC_ACQUIRE);
+  return f != NULL ? (int)*f : 0;
 }
 
 /* ---- signals while we wait (p->cancel == NULL) -------------------------------------------- */
@@ -265,10 +277,10 @@ static void wait_step(waiter *w, int ms) {
 
 /* SIGTERM to the group, SIGKILL after the grace period; the group goes even when its leader
  * has already left. */
-static void stop_group(waiter *w) {
+static void stop_group(waiter *w, int grace_ms) {
   kill(-w->pid, SIGTERM);
   if (!w->reaped) kill(w->pid, SIGTERM);
-  int64_t until = pb_now_ns() + (int64_t)STOP_GRACE_MS * 1000000;
+  int64_t until = pb_now_ns() + (int64_t)grace_ms * 1000000;
   while (!w->reaped && pb_now_ns() < until) wait_step(w, 20);
   kill(-w->pid, SIGKILL);
   if (!w->reaped) {
@@ -280,6 +292,7 @@ static void stop_group(waiter *w) {
 }
 
 static int interrupted(const pb__proc *p) {
+  if (pb__stop_requested() != 0) return 1;
   return p->cancel != NULL ? *p->cancel != 0 : guard_caught != 0;
 }
 
@@ -301,7 +314,7 @@ static void wait_child(const pb__proc *p, waiter *w, int64_t t0, pb__proc_result
   if (w->reaped) {
     res->wall_s = (double)(pb_now_ns() - t0) / 1e9;
   } else {
-    stop_group(w);
+    stop_group(w, res->canceled ? CANCEL_GRACE_MS : STOP_GRACE_MS);
     res->wall_s = (double)(pb_now_ns() - t0) / 1e9;
   }
   /* what the child wrote before it ended; a grandchild holding the pipe is not waited for */
@@ -389,5 +402,56 @@ int pb__proc_run(const pb__proc *p, pb__proc_result *res, struct pb_error *err) 
   if (w.out_failed && !res->canceled)
     return pb_error_set(err, PB_ECHILD, "%s printed more than could be kept (%zu bytes kept)",
                         p->argv[0], w.len);
+  return report(p, res, err);
+}
+
+/* ---- a function in a forked copy ------------------------------------------------------------ */
+
+int pb__proc_fork(int (*fn)(void *ctx), void *ctx, const pb__proc *p, pb__proc_result *res,
+                  struct pb_error *err) {
+  static const pb__proc none;
+  if (p == NULL) p = &none;
+  pb__proc_result local;
+  if (res == NULL) res = &local;
+  memset(res, 0, sizeof *res);
+  res->exit_code = -1;
+  if (fn == NULL) return pb_error_set(err, PB_EINVAL, "no function to run");
+  if (interrupted(p)) {
+    res->canceled = 1;
+    return pb_error_set(err, PB_ECANCELED, "interrupted");
+  }
+  if (p->cancel == NULL) guard_enter();
+  fflush(NULL); /* buffered output must not be written twice */
+  int64_t t0 = pb_now_ns();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    sigset_t all;
+    sigemptyset(&all);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    int rc = fn(ctx);
+    fflush(NULL);
+    _exit(rc == 0 ? 0 : 1);
+  }
+  int fork_errno = errno;
+  if (pid < 0) {
+    if (p->cancel == NULL) guard_leave();
+    return pb_error_set(err, PB_ECHILD, "cannot fork: %s", strerror(fork_errno));
+  }
+  setpgid(pid, pid);
+  res->started = 1;
+  waiter w = {.pid = pid, .pidfd = -1, .cap_fd = -1};
+#ifdef SYS_pidfd_open
+  w.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+#endif
+  wait_child(p, &w, t0, res);
+  if (p->cancel == NULL) guard_leave();
+  if (w.pidfd >= 0) close(w.pidfd);
+  res->maxrss_mb = (double)w.ru.ru_maxrss / 1024.0;
+  if (WIFEXITED(w.status)) res->exit_code = WEXITSTATUS(w.status);
+  if (WIFSIGNALED(w.status)) res->term_signal = WTERMSIG(w.status);
   return report(p, res, err);
 }

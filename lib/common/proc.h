@@ -24,7 +24,8 @@ typedef struct pb__proc {
   double timeout_s;          /**< wall-clock limit; 0: none */
   volatile sig_atomic_t *cancel; /**< when *cancel turns non-zero the child is stopped; NULL:
                                       a SIGINT, SIGTERM or SIGHUP that would end us stops it
-                                      (see below) */
+                                      (see below); the registered stop flag
+                                      (pb__stop_flag_set) stops it either way */
 } pb__proc;
 
 /** What the child did. */
@@ -43,7 +44,8 @@ typedef struct pb__proc_result {
 
 /** Runs p->argv and waits for it. stdin is /dev/null. The child leads a new process group
  * (setpgid); when timeout_s passes or it is canceled, the whole group gets SIGTERM, then
- * SIGKILL two seconds later, so grandchildren never outlive the call. With p->cancel NULL, the
+ * SIGKILL two seconds later (half a second when canceled: a stop asked for by a signal must be
+ * quick), and is reaped, so grandchildren never outlive the call. With p->cancel NULL, the
  * call catches those of SIGINT, SIGTERM and SIGHUP that are at their default action (they would
  * end us, and the child, in a group of its own, no longer sees a terminal's Ctrl-C): on one, it
  * stops the group, puts the default back and raises the signal again, so the process ends as it
@@ -54,6 +56,25 @@ typedef struct pb__proc_result {
  * of stderr_path when there is one. res may be NULL; when given it is always filled (its out
  * too, even on failure). */
 int pb__proc_run(const pb__proc *p, pb__proc_result *res, struct pb_error *err);
+
+/** Registers the process's stop flag (what a SIGINT/SIGTERM handler sets; NULL: none). While
+ * one is registered, every child that pb__proc_run or pb__proc_fork waits for is stopped as
+ * soon as *flag turns non-zero, whatever the call's own cancel says, and so is every loop that
+ * asks pb__stop_requested. The flag is borrowed until it is unregistered. */
+void pb__stop_flag_set(volatile sig_atomic_t *flag);
+/** The registered flag's value (a signal number, by convention), or 0: async-signal-safe,
+ * cheap enough for a timing loop. */
+int pb__stop_requested(void);
+
+/** Runs fn(ctx) in a forked copy of this process, in a process group of its own, and waits
+ * for it as pb__proc_run waits for a program (p->cancel, p->timeout_s and the stop flag; p->argv
+ * and the redirections are not used, p may be NULL). For work that cannot stop half-way by
+ * itself (a library call with no cancel of its own): a stop ends the copy at once. The copy's
+ * signals are back at their defaults, it exits with status 0 when fn returned 0, and it shares
+ * with the caller only what the caller mapped MAP_SHARED before the call (where fn puts its
+ * results). Returns 0, PB_ECANCELED when stopped, PB_ECHILD when the copy failed or died. */
+int pb__proc_fork(int (*fn)(void *ctx), void *ctx, const pb__proc *p, pb__proc_result *res,
+                  struct pb_error *err);
 
 /** The last `lines` lines (at most size-1 bytes) of a text file into buf, trailing newlines and
  * spaces dropped: where a tool says what went wrong. "" when path is NULL or unreadable. */

@@ -1,5 +1,6 @@
 /* pipebench run: the benchmark tracks. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,12 @@ static const cli_opt opts[] = {
     {"ranks", "N", "start N ranks on this host through mpirun (tracks 2 and 3; docs/scaling.md)"},
     {NULL, NULL, NULL},
 };
+
+/* The signal that asked the run to stop (0: none). The handler only stores it: pb_run's loops
+ * and child-process waits look at it and unwind within a second. */
+static volatile sig_atomic_t stop_signal = 0;
+
+static void on_signal(int sig) { stop_signal = sig; }
 
 static void on_progress(void *ctx, const char *what, long done, long total) {
   int64_t *start = ctx;
@@ -166,12 +173,33 @@ static int run(const cli_args *a) {
   p.progress = on_progress;
   p.progress_ctx = &start;
   p.report = on_report;
+  /* SIGINT/SIGTERM stop the run cleanly: the earlier results stay, exit 128 + the signal as a
+   * shell reports it. SA_RESETHAND: a second Ctrl-C ends the program at once. SA_RESTART: the
+   * loader's reads are not disturbed, only our waits look at the flag. */
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = (int)(SA_RESETHAND | SA_RESTART);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  p.cancel = &stop_signal;
   struct pb_error err = {{0}};
   int rc = pb_run(&p, &err);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   cli_progress(NULL, 0, 0, 0);
+  int sig = stop_signal;
   /* Under mpirun every rank ends with the same (agreed) status and message: rank 0 says it. */
   const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-  if (rank != NULL && atoi(rank) != 0) return rc == PB_OK ? CLI_OK : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
+  if (rank != NULL && atoi(rank) != 0)
+    return rc == PB_OK ? CLI_OK : rc == PB_ECANCELED && sig ? 128 + sig : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
+  if (rc == PB_ECANCELED && sig != 0) {
+    fprintf(stderr, "pipebench run: %s; the earlier results in %s are as they were, and "
+                    "%s/data/pipebench_summary_failed.json says what was finished\n",
+            err.message, p.out, p.out);
+    return 128 + sig;
+  }
   if (rc == PB_EINVAL) return cli_usage_error("run", "%s", err.message);
   if (rc != PB_OK) return cli_fail("run", "%s", err.message);
   fprintf(stderr, "run: done in %.0f s; results in %s/data\n", (double)(pb_now_ns() - start) / 1e9, p.out);
@@ -187,7 +215,9 @@ const cli_command cli_cmd_run = {
                "         torch DataLoader peer over the same TIFF and OME-Zarr files.\n"
                "Track 3: loader -> model loop: step time, data wait, accelerator utilisation.\n"
                "Track 4: where one sample's time goes, and the hand-off to torch (DLPack).\n"
-               "Writes OUT/data/pipebench_track{1,2,3,4}.parquet and pipebench_summary.json.",
+               "Writes OUT/data/pipebench_track{1,2,3,4}.parquet and pipebench_summary.json.\n"
+               "SIGINT/SIGTERM stop it within a second, keep the earlier results and exit\n"
+               "130/143; a failed run writes OUT/data/pipebench_summary_failed.json.",
     .opts = opts,
     .run = run,
 };

@@ -1,11 +1,13 @@
 /* The timing harness: settings helpers, timer groups, the timed window, rows and tables. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proc.h"
 #include "tracks/harness.h"
 
 /* ---- settings and messages ---------------------------------------------------------------------- */
@@ -77,6 +79,15 @@ void pb__run_report(pb_run_ctx *c, const char *fmt, ...) {
   c->p.report(c->p.report_ctx, line);
 }
 
+int pb__run_stopped(void) { return pb__stop_requested(); }
+
+int pb__run_stop_error(struct pb_error *err) {
+  int sig = pb__stop_requested();
+  const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : NULL;
+  if (name != NULL) return pb_error_set(err, PB_ECANCELED, "interrupted by %s", name);
+  return pb_error_set(err, PB_ECANCELED, "interrupted");
+}
+
 cJSON *pb__run_summary(pb_run_ctx *c, const char *track_id) {
   cJSON *tracks = cJSON_GetObjectItem(c->summary, "tracks");
   cJSON *o = cJSON_GetObjectItem(tracks, track_id);
@@ -131,6 +142,7 @@ void pb__window_pilot(pb__window *w, const double *pilot_s, size_t n) {
 
 int pb__window_close(pb__window *w, int64_t end_ns, struct pb_error *err) {
   w->in_group = 0;
+  if (pb__stop_requested() != 0) return pb__run_stop_error(err);
   double span = (double)(end_ns - w->g0) / 1e9;
   if (w->n == w->lat_cap) {
     size_t ncap = w->lat_cap * 2 + 64;
@@ -219,7 +231,10 @@ int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_erro
   char path[4096];
   snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
   int rc = pb_table_write(t, path, PB_SINK_AUTO, err);
-  if (rc == PB_OK) pb__run_report(c, "wrote %s (%zu rows)", path, pb_table_rows(t));
+  /* written into the staging folder; named where it will stand once the run is complete */
+  if (rc == PB_OK)
+    pb__run_report(c, "wrote %s/data/%s (%zu rows)", c->out[0] ? c->out : c->p.out, name,
+                   pb_table_rows(t));
   /* A CSV twin, readable without any Parquet reader. */
   char *dot = strrchr(path, '.');
   if (rc == PB_OK && dot != NULL) {

@@ -20,7 +20,13 @@
 
 /** What a run knows while its tracks measure: the settings, the machine, the formats. */
 typedef struct pb_run_ctx {
-  pb_run_params p;
+  pb_run_params p; /**< p.out is the run's staging folder while the tracks measure */
+  char out[4096];  /**< the results folder the user named (what messages show) */
+  char stage[4096]; /**< the staging folder inside out ("" before it exists) */
+  char phase[64];   /**< what the run is doing (the failed summary says where it stopped) */
+  char track[16];   /**< the track measuring now ("" between tracks) */
+  char done_tracks[64]; /**< tracks finished, "1,2" */
+  int have_env, have_cal;
   pb_env env;
   pb_calibration cal;
   char data_dir[4096];
@@ -50,6 +56,13 @@ void pb__run_report(pb_run_ctx *c, const char *fmt, ...) __attribute__((format(p
 /** The track's object in the summary's "tracks" (created on first use; NULL when out of
  * memory). */
 cJSON *pb__run_summary(pb_run_ctx *c, const char *track_id);
+
+/** Has a stop been asked for (pb_run_params.cancel, through pb__stop_flag_set)? The signal's
+ * number, or 0. Loops that may run for more than a fraction of a second ask it each time round
+ * and return pb__run_stop_error when it says yes. */
+int pb__run_stopped(void);
+/** The error of a stopped run: PB_ECANCELED, "interrupted by SIGINT" (or the signal named). */
+int pb__run_stop_error(struct pb_error *err);
 
 /* ---- timer groups --------------------------------------------------------------------------- */
 
@@ -99,7 +112,9 @@ void pb__window_pilot(pb__window *w, const double *pilot_s, size_t n);
 static inline int pb__window_opens(const pb__window *w) { return w->in_group == 0; }
 /** Does the next item close a group (read the clock after holding it)? */
 static inline int pb__window_closes(const pb__window *w) { return w->in_group + 1 == w->g; }
-/** Closes the open group at end_ns (pb__window_add does this at a group's last item). */
+/** Closes the open group at end_ns (pb__window_add does this at a group's last item). A stop
+ * asked for (pb__run_stopped) makes it return PB_ECANCELED: every timed loop ends within one
+ * interval of a signal. */
 int pb__window_close(pb__window *w, int64_t end_ns, struct pb_error *err);
 /** Adds an item asked for at start_ns and held at end_ns (only start_ns of a group's first
  * item and end_ns of its last are used). Returns a PB__WINDOW_* value, or PB_ENOMEM. Inline:

@@ -1,13 +1,20 @@
 /* pipebench run: prepares the data, measures the machine, runs the tracks, writes results. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/fs.h"
+#include "common/proc.h"
 #include "tracks/ranks.h"
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
@@ -15,6 +22,75 @@
 #include "pipebench/gen.h"
 
 #define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr,oa-dataset,ome-parquet"
+
+/* ---- work that cannot stop by itself ---------------------------------------------------------- */
+
+/* Dataset generation, calibration and the plots have no way to stop half-way. When the run can
+ * be stopped (pb_run_params.cancel), each runs in a forked copy of this process that a stop
+ * ends at once (pb__proc_fork); what the copy finds comes back through shared memory. */
+typedef struct forked_out {
+  int rc;
+  struct pb_error err;
+  pb_calibration cal;
+} forked_out;
+
+typedef struct forked_job {
+  pb_run_ctx *c;
+  int (*work)(pb_run_ctx *c, void *arg, struct pb_error *err);
+  void *arg;
+  forked_out *out;
+} forked_job;
+
+static int forked_main(void *ctx) {
+  forked_job *j = ctx;
+  j->out->rc = j->work(j->c, j->arg, &j->out->err);
+  j->out->cal = j->c->cal;
+  return j->out->rc;
+}
+
+/* work(c, arg, err) here, or in a forked copy when the run can be stopped; with_cal: the
+ * copy's calibration is brought back into c->cal. */
+static int run_stoppable(pb_run_ctx *c, int (*work)(pb_run_ctx *c, void *arg, struct pb_error *err),
+                         void *arg, int with_cal, struct pb_error *err) {
+  if (c->p.cancel == NULL) return work(c, arg, err);
+  if (pb__run_stopped()) return pb__run_stop_error(err);
+  forked_out *o = mmap(NULL, sizeof *o, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (o == MAP_FAILED) return pb_error_set(err, PB_ENOMEM, "out of memory (shared mapping)");
+  memset(o, 0, sizeof *o);
+  o->rc = PB_ECHILD;
+  forked_job j = {c, work, arg, o};
+  struct pb_error why = {{0}};
+  int rc = pb__proc_fork(forked_main, &j, NULL, NULL, &why);
+  if (rc == PB_ECANCELED || pb__run_stopped()) {
+    rc = pb__run_stop_error(err);
+  } else if (rc == PB_OK || o->rc != PB_OK) {
+    rc = o->rc;
+    if (rc != PB_OK) pb_error_set(err, rc, "%s", o->err.message);
+    else if (with_cal) c->cal = o->cal;
+  } else {
+    rc = pb_error_set(err, rc, "%s", why.message); /* the copy died (a crash, the OOM killer) */
+  }
+  munmap(o, sizeof *o);
+  return rc;
+}
+
+static int gen_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
+  return pb_gen(c->data_dir, arg, err);
+}
+
+/* pb_gen into c->data_dir; a stopped one leaves no staging folder and no empty dataset folder. */
+static int run_gen(pb_run_ctx *c, pb_gen_params *g, struct pb_error *err) {
+  struct stat st;
+  int existed = stat(c->data_dir, &st) == 0;
+  int rc = run_stoppable(c, gen_work, g, 0, err);
+  if (rc != PB_OK) {
+    char stage[4300];
+    snprintf(stage, sizeof stage, "%s/gen-staging", c->data_dir);
+    pb__temp_sweep(stage); /* the copy that was stopped is reaped: its staging folder goes */
+    if (!existed) rmdir(c->data_dir);
+  }
+  return rc;
+}
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
@@ -140,7 +216,7 @@ static int prepare_data(pb_run_ctx *c, struct pb_error *err) {
   pb__run_report(c, "generating the %s dataset (%lld images of %lldx%lldx%lld %s) as %s into %s",
                  c->p.preset, (long long)g.rows, (long long)g.shape[PB_C], (long long)g.shape[PB_Y],
                  (long long)g.shape[PB_X], pb_dtype_name(g.dtype), g.formats, c->data_dir);
-  PB_RETURN_NOT_OK(pb_gen(c->data_dir, &g, err));
+  PB_RETURN_NOT_OK(run_gen(c, &g, err));
   return read_manifest(c, c->data_dir, err);
 }
 
@@ -158,8 +234,8 @@ static void add_calibration(cJSON *root, const pb_calibration *cal) {
   cJSON_AddNumberToObject(o, "timer_resolution_ns", cal->timer_resolution_ns);
 }
 
-static int write_summary(pb_run_ctx *c, const char *name, struct pb_error *err) {
-  cJSON *root = c->summary;
+/* The run's settings, environment and (once measured) calibration into root. */
+static void add_run(pb_run_ctx *c, cJSON *root) {
   cJSON *cfg = cJSON_AddObjectToObject(root, "configuration");
   cJSON_AddStringToObject(cfg, "data", c->data_dir);
   cJSON_AddStringToObject(cfg, "tracks", c->p.tracks);
@@ -178,21 +254,156 @@ static int write_summary(pb_run_ctx *c, const char *name, struct pb_error *err) 
   cJSON_AddNumberToObject(cfg, "ranks", pb__ranks_size());
   cJSON *fm = cJSON_AddObjectToObject(cfg, "formats");
   for (int i = 0; i < c->nf; i++) cJSON_AddStringToObject(fm, c->formats[i], c->paths[i]);
-  cJSON *env = cJSON_AddObjectToObject(root, "env");
-  char tmp[64];
-  for (int i = 0; i < pb_env_field_count(); i++) {
-    const char *k, *v;
-    pb_env_field(&c->env, i, &k, &v, tmp, sizeof tmp);
-    cJSON_AddStringToObject(env, k, v);
+  if (c->have_env) {
+    cJSON *env = cJSON_AddObjectToObject(root, "env");
+    char tmp[64];
+    for (int i = 0; i < pb_env_field_count(); i++) {
+      const char *k, *v;
+      pb_env_field(&c->env, i, &k, &v, tmp, sizeof tmp);
+      cJSON_AddStringToObject(env, k, v);
+    }
   }
-  add_calibration(root, &c->cal);
+  if (c->have_cal) add_calibration(root, &c->cal);
+}
+
+/* root (with the run's settings added) to path, atomically; shown: the path for messages. */
+static int write_json(pb_run_ctx *c, cJSON *root, const char *path, const char *shown,
+                      struct pb_error *err) {
+  add_run(c, root);
   char *text = cJSON_Print(root);
   if (text == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/data/%s", c->p.out, name);
   int rc = pb_write_file_atomic(path, text, strlen(text), err);
   free(text);
-  if (rc == PB_OK) pb__run_report(c, "wrote %s", path);
+  if (rc == PB_OK) pb__run_report(c, "wrote %s", shown);
+  return rc;
+}
+
+/* ---- a stopped or failed run ---------------------------------------------------------------- */
+
+static const char *signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "signal";
+}
+
+/* OUT/data/pipebench_summary_failed.json: what the run did, where and why it stopped. The
+ * earlier results are not touched: this file is the only thing a failed run leaves. */
+static void write_failed(pb_run_ctx *c, int rc, const struct pb_error *e) {
+  cJSON *root = c->summary;
+  cJSON_AddStringToObject(root, "error", e != NULL && e->message[0] ? e->message : pb_strerror(rc));
+  cJSON_AddStringToObject(root, "stopped_in", c->phase);
+  cJSON *done = cJSON_AddArrayToObject(root, "completed_tracks");
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%s", c->done_tracks);
+  char *save = NULL;
+  for (char *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+    cJSON_AddItemToArray(done, cJSON_CreateString(tok));
+  int sig = pb__run_stopped();
+  if (sig != 0) {
+    cJSON *in = cJSON_AddObjectToObject(root, "interrupted");
+    cJSON_AddStringToObject(in, "signal", signal_name(sig));
+    cJSON_AddNumberToObject(in, "signal_number", sig);
+    cJSON_AddStringToObject(in, "phase", c->phase);
+    if (c->track[0]) cJSON_AddStringToObject(in, "track", c->track);
+    else cJSON_AddNullToObject(in, "track");
+  }
+  char dir[4200], path[4300];
+  snprintf(dir, sizeof dir, "%s/data", c->out);
+  snprintf(path, sizeof path, "%s/pipebench_summary_failed.json", dir);
+  struct pb_error e2;
+  if (pb__mkdirs(dir, &e2) == PB_OK) write_json(c, root, path, path, &e2);
+}
+
+/* ---- the staging folder and the swap ------------------------------------------------------- */
+
+/* OUT/.run.pbtmp-...: everything this run writes (tables, CSV twins, summary, plots, report, the
+ * peers' scratch files, track 2's shared cache) goes here first. A killed run's staging folder
+ * is removed by the next run over the same OUT (pb__temp_sweep). */
+static int make_stage(pb_run_ctx *c, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__mkdirs(c->out, err));
+  char name[4200], data[4300];
+  snprintf(name, sizeof name, "%s/run", c->out);
+  pb__temp_sweep(name);
+  if (pb__temp_sibling(name, c->stage, sizeof c->stage) != PB_OK)
+    return pb_error_set(err, PB_EINVAL, "%s: path too long", c->out);
+  snprintf(data, sizeof data, "%s/data", c->stage);
+  int rc = pb__mkdirs(data, err);
+  if (rc != PB_OK) c->stage[0] = '\0';
+  return rc;
+}
+
+/* rel from the staging folder onto OUT/rel; with nothing staged, OUT/rel is removed (it belongs
+ * to the earlier run). */
+static int move_in(pb_run_ctx *c, const char *rel, struct pb_error *err) {
+  char from[4400], to[4400];
+  snprintf(from, sizeof from, "%s/%s", c->stage, rel);
+  snprintf(to, sizeof to, "%s/%s", c->out, rel);
+  struct stat st;
+  if (lstat(from, &st) != 0) {
+    if (unlink(to) != 0 && errno != ENOENT)
+      return pb_error_set(err, -errno, "cannot remove %s: %s", to, strerror(errno));
+    return PB_OK;
+  }
+  if (rename(from, to) != 0)
+    return pb_error_set(err, -errno, "cannot move %s to %s: %s", from, to, strerror(errno));
+  return PB_OK;
+}
+
+static void sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+}
+
+/* The run's set replaces the earlier one (docs/results.md, "A run's outputs"). In this order:
+ *   1. the files that name a run go: report.md, report.html, data/pipebench_summary.json and
+ *      data/pipebench_summary_failed.json;
+ *   2. per track of the table: data/<table>.parquet, data/<table>.csv, images/<table>.png are
+ *      renamed over the old ones (or the old ones removed, for a track this run did not make);
+ *   3. data/pipebench_summary.json comes in;
+ *   4. report.html, then report.md.
+ * Each step is a rename within one file system. A crash (power loss, SIGKILL) between steps
+ * leaves the earlier tables, or some of the new ones, without a summary or report that could
+ * name them: never a report over tables of another run; `pipebench report OUT` redraws one
+ * from what is there. SIGINT, SIGTERM and SIGHUP are held back during the swap (a few renames),
+ * so a signal never splits it. */
+static int commit(pb_run_ctx *c, struct pb_error *err) {
+  sigset_t hold, old;
+  sigemptyset(&hold);
+  sigaddset(&hold, SIGINT);
+  sigaddset(&hold, SIGTERM);
+  sigaddset(&hold, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hold, &old);
+  char dir[4300];
+  snprintf(dir, sizeof dir, "%s/data", c->out);
+  int rc = pb__mkdirs(dir, err);
+  snprintf(dir, sizeof dir, "%s/images", c->out);
+  if (rc == PB_OK) rc = pb__mkdirs(dir, err);
+  static const char *const namers[] = {"report.md", "report.html", "data/pipebench_summary.json",
+                                       "data/pipebench_summary_failed.json"};
+  for (size_t i = 0; i < 4 && rc == PB_OK; i++) {
+    char to[4400];
+    snprintf(to, sizeof to, "%s/%s", c->out, namers[i]);
+    if (unlink(to) != 0 && errno != ENOENT)
+      rc = pb_error_set(err, -errno, "cannot remove %s: %s", to, strerror(errno));
+  }
+  for (size_t k = 0; k < pb__track_count() && rc == PB_OK; k++) {
+    static const char *const dirs[] = {"data", "data", "images"}, *const exts[] = {"parquet", "csv", "png"};
+    for (size_t i = 0; i < 3 && rc == PB_OK; i++) {
+      char rel[300];
+      snprintf(rel, sizeof rel, "%s/%s.%s", dirs[i], pb__track_at(k)->view.table, exts[i]);
+      rc = move_in(c, rel, err);
+    }
+  }
+  if (rc == PB_OK) rc = move_in(c, "data/pipebench_summary.json", err);
+  snprintf(dir, sizeof dir, "%s/data", c->out);
+  sync_dir(dir);
+  snprintf(dir, sizeof dir, "%s/images", c->out);
+  sync_dir(dir);
+  if (rc == PB_OK) rc = move_in(c, "report.html", err);
+  if (rc == PB_OK) rc = move_in(c, "report.md", err);
+  sync_dir(c->out);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   return rc;
 }
 
@@ -251,10 +462,17 @@ static int measure_tracks(pb_run_ctx *c, struct pb_error *err) {
   for (size_t k = 0; k < pb__track_count() && rc == PB_OK; k++) {
     const pb__track *tr = pb__track_at(k);
     if (!pb__list_has(c->p.tracks, tr->view.id)) continue;
+    snprintf(c->track, sizeof c->track, "%s", tr->view.id);
+    snprintf(c->phase, sizeof c->phase, "track %s", tr->view.id);
     c->schema = tr->view.schema;
-    rc = tr->measure(c, err);
+    rc = pb__run_stopped() ? pb__run_stop_error(err) : tr->measure(c, err);
     c->schema = NULL;
     rc = pb__ranks_agree(rc, err); /* a rank that failed inside the track meets the others here */
+    if (rc == PB_OK) {
+      size_t u = strlen(c->done_tracks);
+      snprintf(c->done_tracks + u, sizeof c->done_tracks - u, "%s%s", u ? "," : "", tr->view.id);
+      c->track[0] = '\0';
+    }
   }
   return rc;
 }
@@ -271,26 +489,34 @@ static int check_ranked_tracks(const char *tracks, struct pb_error *err) {
 /* The dataset and the machine's limits: made and measured by rank 0 alone (ranks generating or
  * calibrating side by side would disturb each other), then the others read the same dataset and
  * take rank 0's calibration. */
+static int calibrate_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
+  (void)arg;
+  /* The machine's limits, measured in this run (small buffers: a few seconds). */
+  pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
+  cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
+  cp.rounds = 3;
+  cp.matmul = 0;
+  cp.dir = c->stage; /* its scratch file is unlinked at once; a stop leaves nothing */
+  cp.progress = calib_progress;
+  cp.progress_ctx = c;
+  return pb_calibrate(&cp, &c->cal, err);
+}
+
 static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
+  snprintf(c->phase, sizeof c->phase, "preparing the data");
   int rc = pb__ranks_rank() == 0 ? prepare_data(c, err) : PB_OK;
   rc = pb__ranks_agree(rc, err);
   if (rc == PB_OK && pb__ranks_rank() != 0) rc = prepare_data(c, err);
   rc = pb__ranks_agree(rc, err);
+  if (rc == PB_OK) rc = make_stage(c, err); /* every rank: its scratch files stay its own */
+  rc = pb__ranks_agree(rc, err);
   if (rc != PB_OK) return rc;
-  if (pb__ranks_rank() == 0) {
-    /* The machine's limits, measured in this run (small buffers: a few seconds). */
-    pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
-    cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
-    cp.rounds = 3;
-    cp.matmul = 0;
-    cp.dir = c->p.out;
-    cp.progress = calib_progress;
-    cp.progress_ctx = c;
-    rc = pb_calibrate(&cp, &c->cal, err);
-  }
+  snprintf(c->phase, sizeof c->phase, "calibration");
+  if (pb__ranks_rank() == 0) rc = run_stoppable(c, calibrate_work, NULL, 1, err);
   rc = pb__ranks_agree(rc, err);
   if (rc == PB_OK) rc = pb__ranks_bcast(&c->cal, sizeof c->cal, err);
   if (rc != PB_OK) return rc;
+  c->have_cal = 1;
   pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns",
                  c->cal.memcpy_mt_gbps.value, c->cal.memcpy_threads, c->cal.read_warm_gbps.value,
                  c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns);
@@ -298,6 +524,25 @@ static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
     pb__run_report(c, "%d ranks: tracks 2 and 3 report each rank and the aggregate; rank 0 writes",
                    pb__ranks_size());
   return PB_OK;
+}
+
+/* The report's lines name OUT, not the staging folder they were written in. */
+static void report_line(void *ctx, const char *text) {
+  pb_run_ctx *c = ctx;
+  size_t n = strlen(c->stage);
+  const char *at = n > 0 ? strstr(text, c->stage) : NULL;
+  if (at == NULL) {
+    pb__run_report(c, "%s", text);
+    return;
+  }
+  pb__run_report(c, "%.*s%s%s", (int)(at - text), text, c->out, at + n);
+}
+
+static int report_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
+  (void)arg;
+  int rc = pb__tracks_report(c->stage, report_line, c);
+  if (rc != PB_OK) pb_error_set(err, rc, "the plots or the report could not be written");
+  return rc;
 }
 
 int pb_run(const pb_run_params *params, struct pb_error *err) {
@@ -326,32 +571,44 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
    * one decoded block at a time (unless PB_OA_CACHE_MB chooses a budget), for the command line
    * and every other caller of pb_run alike. */
   long long budget = pb__pq_cache_budget_set(0);
-  char dir[4200];
-  snprintf(dir, sizeof dir, "%s/data", c->p.out);
-  rc = pb__mkdirs(dir, err);
-  if (rc == PB_OK) rc = pb_env_collect(&c->env, err);
-  if ((rc = pb__ranks_agree(rc, err)) != PB_OK) goto done;
-  if ((rc = prepare_ranks(c, err)) != PB_OK) goto done;
-
+  snprintf(c->out, sizeof c->out, "%s", c->p.out);
+  if (c->p.cancel != NULL) pb__stop_flag_set(c->p.cancel);
+  struct stat st;
+  int out_existed = stat(c->out, &st) == 0;
   c->summary = cJSON_CreateObject();
   cJSON_AddStringToObject(c->summary, "kind", "pipebench.run");
   cJSON_AddItemToObject(c->summary, "tracks", cJSON_CreateObject());
-  if (rc == PB_OK) rc = measure_tracks(c, err);
-  if (pb__ranks_rank() != 0) {
-    /* rank 0 alone writes the summary and the report */
-  } else if (rc != PB_OK) {
-    /* A failed run leaves the last good summary alone; what it did and why it stopped go to
-     * a file of their own. */
-    cJSON_AddStringToObject(c->summary, "error", err ? err->message : pb_strerror(rc));
-    struct pb_error e2;
-    write_summary(c, "pipebench_summary_failed.json", &e2);
-  } else {
-    rc = write_summary(c, "pipebench_summary.json", err);
-    if (rc == PB_OK && (rc = pb__tracks_report(c->p.out, c->p.report, c->p.report_ctx)) != PB_OK)
-      pb_error_set(err, rc, "%s: the plots or the report could not be written (see above)", c->p.out);
+  snprintf(c->phase, sizeof c->phase, "reading the environment");
+  rc = pb_env_collect(&c->env, err);
+  c->have_env = rc == PB_OK;
+  if ((rc = pb__ranks_agree(rc, err)) == PB_OK) rc = prepare_ranks(c, err);
+  if (rc == PB_OK) {
+    c->p.out = c->stage; /* the tracks write into the staging folder */
+    rc = measure_tracks(c, err);
+  }
+  if (rc == PB_OK && pb__ranks_rank() == 0) {
+    char path[4300], shown[4300];
+    snprintf(c->phase, sizeof c->phase, "summary");
+    snprintf(path, sizeof path, "%s/data/pipebench_summary.json", c->stage);
+    snprintf(shown, sizeof shown, "%s/data/pipebench_summary.json", c->out);
+    rc = write_json(c, c->summary, path, shown, err);
+    snprintf(c->phase, sizeof c->phase, "report");
+    if (rc == PB_OK && (rc = run_stoppable(c, report_work, NULL, 0, err)) != PB_OK && rc != PB_ECANCELED)
+      pb_error_set(err, rc, "%s: the plots or the report could not be written (see above)", c->out);
+    /* A stop that came in time undoes the run; one during the swap waits for its end. */
+    if (rc == PB_OK && pb__run_stopped()) rc = pb__run_stop_error(err);
+    if (rc == PB_OK) {
+      snprintf(c->phase, sizeof c->phase, "replacing the earlier results");
+      rc = commit(c, err);
+    }
   }
   rc = pb__ranks_agree(rc, err); /* every rank ends with the run's status */
-done:
+  /* whatever failed after a stop failed because of it (a child killed, a read cut short) */
+  if (rc != PB_OK && pb__run_stopped()) rc = pb__run_stop_error(err);
+  if (rc != PB_OK && pb__ranks_rank() == 0) write_failed(c, rc, err);
+  if (c->stage[0]) pb__remove_tree(c->stage);
+  if (!out_existed) rmdir(c->out); /* a run that left nothing leaves no empty folder */
+  if (c->p.cancel != NULL) pb__stop_flag_set(NULL);
   pb__pq_cache_budget_set(budget);
   cJSON_Delete(c->summary);
   free(c);
