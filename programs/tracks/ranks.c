@@ -163,8 +163,9 @@ int pb__ranks_init(struct pb_error *err) {
 #endif
 
 int pb__ranks_agree(int rc, struct pb_error *err) {
-  if (g_failed) {
-    if (err != NULL) snprintf(err->message, sizeof err->message, "%s", g_failed_msg);
+  if (g_failed) { /* err keeps what the caller added to the agreed message (its context) */
+    if (err != NULL && err->message[0] == '\0')
+      snprintf(err->message, sizeof err->message, "%s", g_failed_msg);
     return g_failed_rc;
   }
   if (g_size == 1) return rc;

@@ -31,8 +31,9 @@ const char *pb__ranks_kind(void);
 
 /** Collective: every rank passes its own status (rc, and err's message when rc != 0). Returns
  * PB_OK on every rank when all passed PB_OK; otherwise the status of the lowest failing rank on
- * every rank, with err set to "rank R: <its message>" (with more than one rank). Once a failure
- * has been agreed, later calls return it at once without communicating (every rank knows it). */
+ * every rank, with err set to "rank R: <its message>". Once a failure has been agreed across
+ * ranks, later calls return it at once without communicating (every rank knows it). With one
+ * rank it returns rc as it is and remembers nothing. */
 int pb__ranks_agree(int rc, struct pb_error *err);
 /** Has a failure been agreed? */
 int pb__ranks_failed(void);
