@@ -231,6 +231,86 @@ static int64_t direct_offset(const pb_region *r, const int64_t o[PB_NDIM], const
   return off * (int64_t)esize;
 }
 
+/* Is the box (origin o, shape n) wholly inside the region? */
+static int inside(const pb_region *r, const int64_t o[PB_NDIM], const int64_t n[PB_NDIM]) {
+  for (int k = 0; k < PB_NDIM; k++)
+    if (o[k] < r->start[k] || o[k] + n[k] > r->start[k] + r->count[k]) return 0;
+  return 1;
+}
+
+/* An uncompressed chunk (origin o, shape a->inner) that lies wholly inside the region, stored at
+ * byte at of fd: its rows are read with preadv straight to where they belong in dst (rows that
+ * follow each other in dst merge into one piece), so its pixels are copied once, by the kernel.
+ * check_end: the chunk is a whole file, and one byte more is asked for to see that it ends where
+ * the chunk does. */
+static int read_rows(const pb__zarr_array *a, int fd, uint64_t at, int check_end,
+                     const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
+                     pb_stage_times *times, struct pb_error *err) {
+  enum { MAXV = 256 };
+  struct iovec v[MAXV + 1];
+  const int64_t *n = a->inner;
+  size_t es = a->esize, row = (size_t)n[PB_X] * es;
+  int64_t ds[PB_NDIM];
+  ds[PB_NDIM - 1] = 1;
+  for (int k = PB_NDIM - 2; k >= 0; k--) ds[k] = ds[k + 1] * r->count[k + 1];
+  int64_t rows = n[0] * n[1] * n[2] * n[3], done = 0, idx[4] = {0, 0, 0, 0};
+  size_t total = (size_t)rows * row, got = 0;
+  int64_t t0 = pb_now_ns();
+  unsigned char extra;
+  while (done < rows) {
+    int nv = 0;
+    size_t want = 0;
+    while (done < rows && nv < MAXV) {
+      int64_t off = (o[PB_X] - r->start[PB_X]);
+      for (int k = 0; k < 4; k++) off += (o[k] + idx[k] - r->start[k]) * ds[k];
+      unsigned char *p = dst + (size_t)off * es;
+      if (nv > 0 && (unsigned char *)v[nv - 1].iov_base + v[nv - 1].iov_len == p) {
+        v[nv - 1].iov_len += row;
+      } else {
+        v[nv].iov_base = p;
+        v[nv++].iov_len = row;
+      }
+      want += row;
+      done++;
+      for (int k = 3; k >= 0 && ++idx[k] == n[k]; k--) idx[k] = 0;
+    }
+    int last = done == rows && check_end;
+    if (last) {
+      v[nv].iov_base = &extra;
+      v[nv++].iov_len = 1;
+      want++;
+    }
+    ssize_t k;
+    do k = preadv(fd, v, nv, (off_t)(at + got));
+    while (k < 0 && errno == EINTR);
+    if (k < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
+    /* a regular file reads short only at its end */
+    size_t body = want - (last ? 1 : 0);
+    if ((size_t)k < body)
+      return pb_error_set(err, PB_EFORMAT, "chunk holds %zu bytes, expected %zu",
+                          got + (size_t)k, total);
+    if (last && (size_t)k == want)
+      return pb_error_set(err, PB_EFORMAT, "chunk holds more than %zu bytes, expected %zu",
+                          total, total);
+    got += body;
+  }
+  int64_t t1 = pb_now_ns();
+  if (times != NULL) {
+    times->read_ns += t1 - t0;
+    times->bytes_read += (int64_t)total;
+  }
+  if (a->pipe.big_endian && es > 1) {
+    for (int64_t i = 0, j[4] = {0, 0, 0, 0}; i < rows; i++) {
+      int64_t off = (o[PB_X] - r->start[PB_X]);
+      for (int k = 0; k < 4; k++) off += (o[k] + j[k] - r->start[k]) * ds[k];
+      swap_bytes(dst + (size_t)off * es, row, es);
+      for (int k = 3; k >= 0 && ++j[k] == n[k]; k--) j[k] = 0;
+    }
+    if (times != NULL) times->decode_ns += pb_now_ns() - t1;
+  }
+  return PB_OK;
+}
+
 static int place_chunk(const pb__zarr_array *a, pb__zarr_scratch *s, const unsigned char *in,
                        size_t n, const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
                        pb_stage_times *times, struct pb_error *err) {
@@ -302,7 +382,8 @@ static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__z
   }
   ms[PB_NDIM - 1] = 1;
   for (int k = PB_NDIM - 2; k >= 0; k--) ms[k] = ms[k + 1] * m[k + 1];
-  size_t idx_bytes = 16 * total + (a->index_crc ? 4 : 0);
+  size_t idx_bytes = 16 * total + (a->index_crc ? 4 : 0), chunk_bytes = a->esize;
+  for (int k = 0; k < PB_NDIM; k++) chunk_bytes *= (size_t)a->inner[k];
   if (src->size < idx_bytes)
     return pb_error_set(err, PB_EFORMAT, "shard holds %zu bytes, less than its %zu-byte index",
                         src->size, idx_bytes);
@@ -337,6 +418,10 @@ static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__z
       rc = pb_error_set(err, PB_EFORMAT,
                         "inner chunk %lld: bytes %llu+%llu lie outside the %zu-byte shard",
                         (long long)lin, (unsigned long long)off, (unsigned long long)nb, src->size);
+    } else if (a->pipe.n == 0 && src->mem == NULL && nb == chunk_bytes &&
+               inside(r, o, a->inner)) { /* uncompressed: its rows straight into dst */
+      rc = read_rows(a, src->fd, off, 0, o, r, dst, times, err);
+      if (rc != PB_OK) pb_error_prefix(err, "inner chunk %lld: ", (long long)lin);
     } else {
       const unsigned char *p;
       rc = src_get(src, (size_t)off, (size_t)nb, &s->file, &s->file_cap, &p, times, err);
@@ -366,23 +451,11 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
     return PB_OK;
   }
   if (a->sharded) return place_shard(a, s, src, o, region, dst, times, err);
-  if (a->pipe.n == 0 && src->mem == NULL) {
-    /* Uncompressed, and the chunk lands whole in the destination: read it straight there. */
+  if (a->pipe.n == 0 && src->mem == NULL && inside(region, o, a->inner)) {
+    /* uncompressed and wholly inside the region: its rows straight into dst */
     size_t bytes = a->esize;
     for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
-    int64_t off = direct_offset(region, o, a->inner, a->esize);
-    if (off >= 0 && src->size == bytes) {
-      const unsigned char *p;
-      size_t cap = bytes;
-      unsigned char *target = dst + off;
-      PB_RETURN_NOT_OK(src_get(src, 0, bytes, &target, &cap, &p, times, err));
-      if (a->pipe.big_endian && a->esize > 1) {
-        int64_t t0 = pb_now_ns();
-        swap_bytes(target, bytes, a->esize);
-        if (times != NULL) times->decode_ns += pb_now_ns() - t0;
-      }
-      return PB_OK;
-    }
+    if (src->size == bytes) return read_rows(a, src->fd, 0, 0, o, region, dst, times, err);
   }
   const unsigned char *p;
   PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->file, &s->file_cap, &p, times, err));
@@ -397,41 +470,9 @@ int pb__zarr_place_fd(const pb__zarr_array *a, pb__zarr_scratch *s, int fd,
   size_t bytes = a->esize;
   for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
   int64_t t0 = pb_now_ns();
-  int64_t off = a->pipe.n == 0 ? direct_offset(region, o, a->inner, a->esize) : -1;
-  if (off >= 0) { /* uncompressed, whole in dst: the chunk's bytes and one more, to see the end */
-    unsigned char extra;
-    size_t got = 0;
-    int eof = 0;
-    while (!eof && got <= bytes) {
-      struct iovec v[2];
-      int nv = 0;
-      if (got < bytes) {
-        v[nv].iov_base = dst + off + got;
-        v[nv++].iov_len = bytes - got;
-      }
-      v[nv].iov_base = &extra;
-      v[nv++].iov_len = 1;
-      ssize_t r = preadv(fd, v, nv, (off_t)got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
-      size_t want = (got < bytes ? bytes - got : 0) + 1;
-      got += (size_t)r;
-      eof = (size_t)r < want; /* a regular file reads short only at its end */
-    }
-    if (got != bytes)
-      return pb_error_set(err, PB_EFORMAT, "chunk holds %s%zu bytes, expected %zu",
-                          got > bytes ? "more than " : "", got > bytes ? bytes : got, bytes);
-    int64_t t1 = pb_now_ns();
-    if (times != NULL) {
-      times->read_ns += t1 - t0;
-      times->bytes_read += (int64_t)bytes;
-    }
-    if (a->pipe.big_endian && a->esize > 1) {
-      swap_bytes(dst + off, bytes, a->esize);
-      if (times != NULL) times->decode_ns += pb_now_ns() - t1;
-    }
-    return PB_OK;
-  }
+  /* uncompressed and wholly inside the region: its rows straight into dst */
+  if (a->pipe.n == 0 && inside(region, o, a->inner))
+    return read_rows(a, fd, 0, 1, o, region, dst, times, err);
   /* Otherwise the whole file into the scratch buffer, growing it as needed. */
   size_t n = 0;
   for (;;) {
