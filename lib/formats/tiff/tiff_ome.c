@@ -193,8 +193,9 @@ static int attr_int(const xml_tag *t, const char *name, int64_t *out) {
   char *end;
   errno = 0;
   long long v = strtoll(buf, &end, 10);
-  if (end == buf || errno != 0) return -1;
-  while (*end == ' ') end++;
+  /* the schema's integers are xsd:int: 32-bit, surrounding white space allowed */
+  if (end == buf || errno != 0 || v < INT32_MIN || v > INT32_MAX) return -1;
+  while (isspace((unsigned char)*end)) end++;
   if (*end != '\0') return -1;
   *out = v;
   return 1;
@@ -206,6 +207,8 @@ static int attr_double(const xml_tag *t, const char *name, double *out) {
   char *end;
   double v = strtod(buf, &end);
   if (end == buf || !isfinite(v)) return -1;
+  while (isspace((unsigned char)*end)) end++;
+  if (*end != '\0') return -1;
   *out = v;
   return 1;
 }
@@ -234,27 +237,62 @@ static int fail(char *why, size_t size, const char *fmt, ...) {
   return PB_EFORMAT;
 }
 
+/* The values the OME schema allows (ome.xsd 2016-06): DimensionOrder and Pixels Type. */
+static const char *const dimension_orders[] = {"XYZCT", "XYZTC", "XYCTZ", "XYCZT", "XYTCZ", "XYTZC"};
+static const char *const pixel_types[] = {"int8",  "int16", "int32",  "uint8",   "uint16",
+                                          "uint32", "float", "double", "complex", "double-complex",
+                                          "bit"};
+
+static int one_of(const char *v, const char *const *list, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(v, list[i]) == 0) return 1;
+  return 0;
+}
+
+/* A PositiveFloat attribute (physical sizes, wavelengths): absent is fine (*out untouched). */
+static int positive_float(const xml_tag *t, const char *elem, const char *name, double *out,
+                          char *why, size_t ws) {
+  double v = 0;
+  int r = attr_double(t, name, &v);
+  if (r < 0 || (r == 1 && !(v > 0))) {
+    char raw[40];
+    attr_get(t, name, raw, sizeof raw);
+    return fail(why, ws, "OME-XML %s %s='%s' is not a positive number", elem, name, raw);
+  }
+  if (r == 1) *out = v;
+  return PB_OK;
+}
+
 static int parse_pixels(const xml_tag *t, pb__ome_info *o, char *why, size_t ws) {
   static const char *const size_names[PB_NDIM] = {"SizeT", "SizeC", "SizeZ", "SizeY", "SizeX"};
   for (int k = 0; k < PB_NDIM; k++) {
     int64_t v = 0;
     int r = attr_int(t, size_names[k], &v);
     if (r == 0) return fail(why, ws, "OME-XML Pixels lacks %s", size_names[k]);
-    if (r < 0 || v < 1 || v > ((int64_t)1 << 40))
-      return fail(why, ws, "OME-XML Pixels has an invalid %s", size_names[k]);
+    if (r < 0 || v < 1) {
+      char raw[40];
+      attr_get(t, size_names[k], raw, sizeof raw);
+      return fail(why, ws, "OME-XML Pixels %s='%s' is not a positive integer", size_names[k], raw);
+    }
     o->size[k] = v;
   }
   if (!attr_get(t, "DimensionOrder", o->order, sizeof o->order))
     return fail(why, ws, "OME-XML Pixels lacks DimensionOrder");
-  if (strlen(o->order) != 5 || strncmp(o->order, "XY", 2) != 0 || !strchr(o->order + 2, 'Z') ||
-      !strchr(o->order + 2, 'C') || !strchr(o->order + 2, 'T'))
-    return fail(why, ws, "OME-XML Pixels has an invalid DimensionOrder '%s'", o->order);
-  attr_get(t, "Type", o->type, sizeof o->type);
+  if (!one_of(o->order, dimension_orders, sizeof dimension_orders / sizeof dimension_orders[0]))
+    return fail(why, ws,
+                "OME-XML Pixels has an invalid DimensionOrder '%s' (XYZCT, XYZTC, XYCTZ, XYCZT, "
+                "XYTCZ or XYTZC)",
+                o->order);
+  if (!attr_get(t, "Type", o->type, sizeof o->type))
+    return fail(why, ws, "OME-XML Pixels lacks Type");
+  if (!one_of(o->type, pixel_types, sizeof pixel_types / sizeof pixel_types[0]))
+    return fail(why, ws, "OME-XML Pixels has an invalid Type '%s'", o->type);
   static const char *const ps[3] = {"PhysicalSizeX", "PhysicalSizeY", "PhysicalSizeZ"};
   static const char *const pu[3] = {"PhysicalSizeXUnit", "PhysicalSizeYUnit", "PhysicalSizeZUnit"};
   for (int k = 0; k < 3; k++) {
     double v = 0;
-    if (attr_double(t, ps[k], &v) == 1 && v > 0) {
+    PB_RETURN_NOT_OK(positive_float(t, "Pixels", ps[k], &v, why, ws));
+    if (v > 0) {
       o->physical_size[k] = v;
       if (!attr_get(t, pu[k], o->physical_unit[k], sizeof o->physical_unit[k]))
         snprintf(o->physical_unit[k], sizeof o->physical_unit[k], "µm");
@@ -263,28 +301,37 @@ static int parse_pixels(const xml_tag *t, pb__ome_info *o, char *why, size_t ws)
   return PB_OK;
 }
 
-static void parse_channel(const xml_tag *t, pb__ome_info *o) {
-  if (o->n_channels >= PB_MAX_CHANNELS) return;
+static int parse_channel(const xml_tag *t, pb__ome_info *o, char *why, size_t ws) {
+  int64_t v;
+  double em = 0, ex = 0;
+  int r = attr_int(t, "Color", &v); /* xsd:int, RGBA packed into a signed 32-bit value */
+  if (r < 0) return fail(why, ws, "OME-XML Channel %d has an invalid Color", o->n_channels);
+  int64_t spp = 0;
+  int rs = attr_int(t, "SamplesPerPixel", &spp);
+  if (rs < 0 || (rs == 1 && spp < 1))
+    return fail(why, ws, "OME-XML Channel %d SamplesPerPixel is not a positive integer",
+                o->n_channels);
+  PB_RETURN_NOT_OK(positive_float(t, "Channel", "EmissionWavelength", &em, why, ws));
+  PB_RETURN_NOT_OK(positive_float(t, "Channel", "ExcitationWavelength", &ex, why, ws));
+  if (o->n_channels >= PB_MAX_CHANNELS) return PB_OK;
   pb_channel *c = &o->channels[o->n_channels];
   memset(c, 0, sizeof *c);
   attr_get(t, "ID", c->id, sizeof c->id);
   attr_get(t, "Name", c->name, sizeof c->name);
   attr_get(t, "IlluminationType", c->illumination, sizeof c->illumination);
-  int64_t v;
-  if (attr_int(t, "Color", &v) == 1) c->color_rgba = (uint32_t)v;
-  double d;
+  if (r == 1) c->color_rgba = (uint32_t)v;
   char unit[16];
-  if (attr_double(t, "EmissionWavelength", &d) == 1) {
+  if (em > 0) {
     attr_get(t, "EmissionWavelengthUnit", unit, sizeof unit);
-    c->emission_um = wavelength_um(d, unit);
+    c->emission_um = wavelength_um(em, unit);
   }
-  if (attr_double(t, "ExcitationWavelength", &d) == 1) {
+  if (ex > 0) {
     attr_get(t, "ExcitationWavelengthUnit", unit, sizeof unit);
-    c->excitation_um = wavelength_um(d, unit);
+    c->excitation_um = wavelength_um(ex, unit);
   }
-  if (o->n_channels == 0 && attr_int(t, "SamplesPerPixel", &v) == 1 && v >= 1 && v <= 64)
-    o->channel_spp = (int)v;
+  if (o->n_channels == 0 && rs == 1 && spp <= 64) o->channel_spp = (int)spp;
   o->n_channels++;
+  return PB_OK;
 }
 
 static int parse_tiffdata(const xml_tag *t, pb__ome_info *o, char *why, size_t ws) {
@@ -299,16 +346,57 @@ static int parse_tiffdata(const xml_tag *t, pb__ome_info *o, char *why, size_t w
   memset(d, 0, sizeof *d);
   d->plane_count = -1;
   static const char *const firsts[3] = {"FirstT", "FirstC", "FirstZ"};
+  size_t i = o->n_tiffdata - 1;
   int r = attr_int(t, "IFD", &d->ifd);
-  if (r < 0 || d->ifd < 0) return fail(why, ws, "OME-XML TiffData has an invalid IFD");
+  if (r < 0 || d->ifd < 0)
+    return fail(why, ws, "OME-XML TiffData %zu has an invalid IFD (a non-negative integer)", i);
   d->has_ifd = r == 1;
   for (int k = 0; k < 3; k++) {
     r = attr_int(t, firsts[k], &d->first[k]);
-    if (r < 0 || d->first[k] < 0) return fail(why, ws, "OME-XML TiffData has an invalid %s", firsts[k]);
+    if (r < 0 || d->first[k] < 0)
+      return fail(why, ws, "OME-XML TiffData %zu has an invalid %s (a non-negative integer)", i,
+                  firsts[k]);
   }
   r = attr_int(t, "PlaneCount", &d->plane_count);
   if (r < 0 || (r == 1 && d->plane_count < 0))
-    return fail(why, ws, "OME-XML TiffData has an invalid PlaneCount");
+    return fail(why, ws, "OME-XML TiffData %zu has an invalid PlaneCount (a non-negative integer)",
+                i);
+  return PB_OK;
+}
+
+/* TiffData against the sizes: each starts inside the image and its planes fit in it (SizeC
+ * counts samples, so Z*C*T bounds the planes whatever the samples per pixel); more Channel
+ * elements than SizeC cannot be. The reader then holds IFDs against the file's pages. */
+static int check_planes(const pb__ome_info *o, char *why, size_t ws) {
+  if (o->n_channels > o->size[PB_C])
+    return fail(why, ws, "OME-XML has %d Channel elements but SizeC=%lld", o->n_channels,
+                (long long)o->size[PB_C]);
+  /* sizes and firsts are at most INT32_MAX each; saturate rather than overflow */
+  int64_t planes;
+  if (__builtin_mul_overflow(o->size[PB_Z], o->size[PB_C], &planes) ||
+      __builtin_mul_overflow(planes, o->size[PB_T], &planes))
+    planes = INT64_MAX;
+  static const char *const firsts[3] = {"FirstT", "FirstC", "FirstZ"};
+  for (size_t i = 0; i < o->n_tiffdata; i++) {
+    const pb__ome_tiffdata *d = &o->tiffdata[i];
+    for (int k = 0; k < 3; k++)
+      if (d->first[k] >= o->size[k])
+        return fail(why, ws, "OME-XML TiffData %zu %s=%lld lies outside Size%c=%lld", i,
+                    firsts[k], (long long)d->first[k], "TCZ"[k], (long long)o->size[k]);
+    /* the first plane's number in DimensionOrder (fastest of Z, C, T first) */
+    int64_t start = 0;
+    for (int j = 4; j >= 2; j--) {
+      int k = o->order[j] == 'T' ? 0 : o->order[j] == 'C' ? 1 : 2;
+      if (__builtin_mul_overflow(start, o->size[k], &start) ||
+          __builtin_add_overflow(start, d->first[k], &start))
+        start = INT64_MAX;
+    }
+    if (d->plane_count > 0 && (start > planes || d->plane_count > planes - start))
+      return fail(why, ws,
+                  "OME-XML TiffData %zu: PlaneCount=%lld from plane %lld runs past the image's "
+                  "%lld planes (SizeZ x SizeC x SizeT)",
+                  i, (long long)d->plane_count, (long long)start, (long long)planes);
+  }
   return PB_OK;
 }
 
@@ -346,7 +434,8 @@ int pb__ome_parse(const char *xml, pb__ome_info *o, char *why, size_t ws) {
       have_pixels = 1;
       in_pixels = !t.self_closing;
     } else if (in_pixels && tag_is(&t, "Channel")) {
-      parse_channel(&t, o);
+      rc = parse_channel(&t, o, why, ws);
+      if (rc != PB_OK) goto bad;
     } else if (in_pixels && tag_is(&t, "TiffData")) {
       rc = parse_tiffdata(&t, o, why, ws);
       if (rc != PB_OK) goto bad;
@@ -366,6 +455,8 @@ int pb__ome_parse(const char *xml, pb__ome_info *o, char *why, size_t ws) {
     rc = fail(why, ws, "OME-XML has no Image with Pixels");
     goto bad;
   }
+  rc = check_planes(o, why, ws);
+  if (rc != PB_OK) goto bad;
   return 1;
 bad:
   pb__ome_info_destroy(o);
