@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -324,6 +325,129 @@ static void test_tail(void) {
   EXPECT(buf[0] == '\0');
 }
 
+/* The process's stop flag (what pipebench run's signal handler sets) stops a child whatever its
+ * own cancel says, within half a second's grace even when the child ignores SIGTERM. */
+static volatile sig_atomic_t stop_flag;
+
+static void on_alarm_stop(int sig) { stop_flag = sig; }
+
+static void arm_stop_in_300ms(struct sigaction *old) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_alarm_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGALRM, &sa, old);
+  struct itimerval in300ms = {{0, 0}, {0, 300000}};
+  setitimer(ITIMER_REAL, &in300ms, NULL);
+}
+
+static void test_stop_flag(void) {
+  char pidfile[4200], script[4400];
+  path_in(pidfile, sizeof pidfile, "stop.pid");
+  unlink(pidfile);
+  snprintf(script, sizeof script, "trap '' TERM; sleep 100 & echo $! > '%s'; wait", pidfile);
+  const char *argv[] = {"sh", "-c", script, NULL};
+  static volatile sig_atomic_t never;
+  pb__proc p = {.argv = argv, .cancel = &never, .timeout_s = 60};
+  stop_flag = 0;
+  pb__stop_flag_set(&stop_flag);
+  EXPECT_EQ(pb__stop_requested(), 0);
+  struct sigaction old;
+  arm_stop_in_300ms(&old);
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_ECANCELED);
+  sigaction(SIGALRM, &old, NULL);
+  EXPECT_EQ(pb__stop_requested(), SIGALRM);
+  EXPECT(r.canceled);
+  EXPECT(r.wall_s >= 0.25 && r.wall_s < 1.5); /* 0.3 s, then at most 0.5 s of grace */
+  EXPECT_EQ(r.term_signal, SIGKILL);            /* it ignored SIGTERM */
+  pid_t gc = read_pid(pidfile);
+  EXPECT(gc > 0);
+  if (gc > 0) {
+    EXPECT(ended(gc));
+    kill(gc, SIGKILL);
+  }
+  /* A child started once the flag is set is stopped at once. */
+  EXPECT_EQ(pb__proc_run(&p, &r, &e), PB_ECANCELED);
+  pb__stop_flag_set(NULL);
+  EXPECT_EQ(pb__stop_requested(), 0);
+}
+
+/* A function in a forked copy: its result comes back through shared memory, its failure as
+ * PB_ECHILD, and a stop ends it at once, with its process group. */
+typedef struct shared {
+  int value;
+  pid_t pid, grandchild;
+} shared;
+
+static int put_value(void *ctx) {
+  shared *sh = ctx;
+  sh->value = 42;
+  sh->pid = getpid();
+  return 0;
+}
+
+static int fail_fn(void *ctx) {
+  (void)ctx;
+  return 7;
+}
+
+static int hang(void *ctx) {
+  shared *sh = ctx;
+  sh->pid = getpid();
+  pid_t g = fork(); /* a process of its own: the stop must reach it too */
+  if (g == 0) {
+    for (;;) pause();
+  }
+  sh->grandchild = g;
+  for (;;) pause();
+  return 0;
+}
+
+static void test_fork(void) {
+  shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(sh != MAP_FAILED);
+  memset(sh, 0, sizeof *sh);
+  pb__proc_result r;
+  struct pb_error e = {{0}};
+  EXPECT_EQ(pb__proc_fork(put_value, sh, NULL, &r, &e), PB_OK);
+  EXPECT_EQ(sh->value, 42);
+  EXPECT(sh->pid > 0 && sh->pid != getpid());
+  EXPECT_EQ(r.exit_code, 0);
+
+  EXPECT_EQ(pb__proc_fork(fail_fn, sh, NULL, &r, &e), PB_ECHILD);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_CONTAINS(e.message, "exit status 1");
+
+  memset(sh, 0, sizeof *sh);
+  stop_flag = 0;
+  pb__stop_flag_set(&stop_flag);
+  struct sigaction old;
+  arm_stop_in_300ms(&old);
+  EXPECT_EQ(pb__proc_fork(hang, sh, NULL, &r, &e), PB_ECANCELED);
+  sigaction(SIGALRM, &old, NULL);
+  pb__stop_flag_set(NULL);
+  EXPECT(r.canceled);
+  EXPECT(r.wall_s < 1.5);
+  EXPECT_EQ(r.term_signal, SIGTERM);
+  EXPECT(sh->pid > 0 && sh->grandchild > 0);
+  if (sh->grandchild > 0) {
+    EXPECT(ended(sh->grandchild));
+    kill(sh->grandchild, SIGKILL);
+  }
+  /* a time limit applies as to a program */
+  pb__proc p = {.timeout_s = 0.3};
+  memset(sh, 0, sizeof *sh);
+  EXPECT_EQ(pb__proc_fork(hang, sh, &p, &r, &e), PB_ECHILD);
+  EXPECT(r.timed_out);
+  if (sh->grandchild > 0) {
+    EXPECT(ended(sh->grandchild));
+    kill(sh->grandchild, SIGKILL);
+  }
+  munmap(sh, sizeof *sh);
+}
+
 int main(void) {
   if (mkdtemp(dir) == NULL) {
     perror("mkdtemp");
@@ -339,6 +463,8 @@ int main(void) {
   test_cancel();
   test_interrupt();
   test_interrupt_handled();
+  test_stop_flag();
+  test_fork();
   test_tail();
   const char *rm[] = {"rm", "-rf", dir, NULL};
   pb__proc p = {.argv = rm};
