@@ -183,6 +183,10 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
   double first_step = NAN, sum_step = 0, sum_wait = 0;
   int64_t samples = 0;
   for (int k = 0; k <= c->p.steps && rc == PB_OK;) {
+    if (pb__run_stopped()) { /* SIGINT/SIGTERM: end within a step */
+      rc = pb__run_stop_error(err);
+      break;
+    }
     pb_batch *b = NULL;
     int64_t t0 = pb_now_ns();
     rc = pb_loader_next(ld, &b, err);

@@ -97,6 +97,10 @@ static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, 
   int rc = PB_OK, n = 0, empty = 0;
   if (c->p.cold) rc = pb_evict_path(c->paths[fi], err) < 0 ? PB_EIO : PB_OK;
   for (int k = 0; k < c->p.warmup + c->p.samples && rc == PB_OK;) {
+    if (pb__run_stopped()) { /* SIGINT/SIGTERM: end within a step */
+      rc = pb__run_stop_error(err);
+      break;
+    }
     pb_batch *b = NULL;
     int64_t t0 = pb_now_ns();
     rc = pb_loader_next(ld, &b, err);
