@@ -2,7 +2,8 @@
  * libFuzzer is absent: replays every file of a corpus folder, then runs seeded random mutations
  * of those seeds, so CTest keeps them as regression tests.
  * Usage: TARGET [CORPUS_DIR [ITERATIONS]] (default: the target's corpus folder, PB_FUZZ_CORPUS,
- * and 4000 mutations) */
+ * and 4000 mutations). Seeds are read in name order (pb__list_dir sorts with strcmp), so the
+ * seeded mutations are the same in every clone, whatever order the file system lists. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -58,50 +58,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifndef PB_LIBFUZZER
-#include <dirent.h>
+#include "common/fs.h"
 
 typedef struct seed {
   unsigned char *data;
   size_t size;
 } seed;
 
+/* The corpus in name order (pb__list_dir sorts), so that every clone replays the same seeds
+ * and the same seeded mutations of them, whatever order the file system lists them in. */
 static int load_corpus(const char *dir, seed **out, size_t *n) {
-  DIR *d = opendir(dir);
-  if (d == NULL) return -1;
-  size_t cap = 0;
+  char **names;
+  size_t count;
+  struct pb_error err;
   *out = NULL;
   *n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
+  if (pb__list_dir(dir, &names, &count, &err) != PB_OK) return -1;
+  *out = calloc(count > 0 ? count : 1, sizeof **out);
+  if (*out == NULL) {
+    pb__free_names(names, count);
+    return -1;
+  }
+  for (size_t i = 0; i < count; i++) {
+    if (names[i][0] == '.') continue;
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) continue;
-    fseek(fp, 0, SEEK_END);
-    long len = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    if (len < 0) {
-      fclose(fp);
-      continue;
-    }
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b == NULL || fread(b, 1, (size_t)len, fp) != (size_t)len) {
-      free(b);
-      fclose(fp);
-      continue;
-    }
-    fclose(fp);
-    if (*n == cap) {
-      cap = cap ? cap * 2 : 16;
-      *out = realloc(*out, cap * sizeof **out);
-      if (*out == NULL) return -1;
-    }
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    void *data;
+    size_t size;
+    if (pb__read_file(path, &data, &size, &err) != PB_OK) continue;
+    unsigned char *b = malloc(size + 1);
+    if (b != NULL) memcpy(b, data, size);
+    pb_free(data, size);
+    if (b == NULL) continue;
     (*out)[*n].data = b;
-    (*out)[*n].size = (size_t)len;
+    (*out)[*n].size = size;
     (*n)++;
   }
-  closedir(d);
+  pb__free_names(names, count);
   return 0;
 }
 

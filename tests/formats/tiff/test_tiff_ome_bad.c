@@ -124,11 +124,36 @@ static void through_backend(const char *root) {
   EXPECT_CONTAINS(err.message, "Type 'byte'");
 }
 
+/* The corpus's reproducers: each refused with PB_EFORMAT naming the file and the field. */
+static void corpus(void) {
+  static const char *const cases[][2] = {
+      {"bad_ome_type.tif", "Type 'byte'"},
+      {"bad_ome_planecount.tif", "PlaneCount=2 from plane 1"},
+      {"bad_ome_sizez_zero.tif", "SizeZ='0'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/formats/tiff/corpus/%s", PB_SOURCE_DIR, cases[i][0]);
+    struct pb_error err = {{0}};
+    pb_dataset *ds = NULL;
+    int rc = pb_dataset_open(path, "tiff", &ds, &err);
+    if (rc == PB_OK) {
+      pb_image_meta m;
+      rc = pb_dataset_meta(ds, 0, &m, &err);
+      pb_dataset_free(ds);
+    }
+    EXPECT_EQ(rc, PB_EFORMAT);
+    EXPECT_CONTAINS(err.message, cases[i][0]);
+    EXPECT_CONTAINS(err.message, cases[i][1]);
+  }
+}
+
 int main(void) {
   char root[256];
   tt_tempdir(root, sizeof root, "ome_bad");
   units();
   through_backend(root);
+  corpus();
   tt_rmtree(root);
   return check_failures() != 0;
 }
