@@ -52,7 +52,9 @@ static int forked_main(void *ctx) {
  * copy's calibration is brought back into c->cal. */
 static int run_stoppable(pb_run_ctx *c, int (*work)(pb_run_ctx *c, void *arg, struct pb_error *err),
                          void *arg, int with_cal, struct pb_error *err) {
-  if (c->p.cancel == NULL) return work(c, arg, err);
+  /* Not under MPI: Open MPI's transports do not survive a fork of a rank; there a stop waits
+   * for the step to end. */
+  if (c->p.cancel == NULL || pb__ranks_size() > 1) return work(c, arg, err);
   if (pb__run_stopped()) return pb__run_stop_error(err);
   forked_out *o = mmap(NULL, sizeof *o, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (o == MAP_FAILED) return pb_error_set(err, PB_ENOMEM, "out of memory (shared mapping)");
