@@ -69,9 +69,10 @@ typedef struct pb__codec_params {
 size_t pb__codec_bound(pb__codec_id id, size_t n);
 
 /** Encodes n bytes at src into dst (cap bytes, at least pb__codec_bound); *out_n receives the
- * encoded size. PB_EUNSUPPORTED for a codec that does not encode (snappy, lz4_raw) or a size it
- * cannot take; PB_EINVAL when cap is below the bound; PB_ECODEC when the library fails.
- * params and ctx may be NULL. */
+ * encoded size. zstd frames carry zstd's content checksum, which the decoder verifies.
+ * PB_EUNSUPPORTED for a codec that does not encode (snappy, lz4_raw) or a size it cannot take;
+ * PB_EINVAL when cap is below the bound; PB_ECODEC when the library fails. params and ctx may
+ * be NULL. */
 int pb__codec_encode(pb__codec_ctx *ctx, pb__codec_id id, const pb__codec_params *params,
                      const void *src, size_t n, void *dst, size_t cap, size_t *out_n,
                      struct pb_error *err);
