@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <blosc.h>
+
 #include "codecs/codec.h"
 #include "formats/zarr/zarr_internal.h"
 
@@ -311,6 +313,53 @@ static int read_rows(const pb__zarr_array *a, int fd, uint64_t at, int check_end
   return PB_OK;
 }
 
+/* A region that needs only part of a blosc chunk: blosc stores a chunk as independent blocks,
+ * so only the blocks holding the span from the region's first to its last element in the chunk
+ * are decoded, into their places in out (the chunk's full size). 1: done; 0: not worth it or not
+ * possible here (the caller decodes the whole chunk, which also reports any corruption). */
+static int blosc_part(const pb__zarr_array *a, const unsigned char *in, size_t n,
+                      const int64_t o[PB_NDIM], const pb_region *r, unsigned char *out,
+                      size_t bytes, struct pb_error *err, int *rc) {
+  int64_t lo[PB_NDIM], cnt[PB_NDIM];
+  if (a->pipe.n != 1 || a->pipe.c[0].id != PB__ZC_BLOSC || bytes > INT_MAX ||
+      !intersect(r, o, a->inner, a->shape, lo, cnt))
+    return 0;
+  int64_t first = 0, last = 0;
+  for (int k = 0; k < PB_NDIM; k++) {
+    first = first * a->inner[k] + (lo[k] - o[k]);
+    last = last * a->inner[k] + (lo[k] + cnt[k] - 1 - o[k]);
+  }
+  size_t b0 = (size_t)first * a->esize, b1 = (size_t)(last + 1) * a->esize;
+  size_t nbytes = 0, cbytes = 0, bsize = 0, ts = 0;
+  int flags = 0;
+  if (b1 - b0 > bytes / 4 * 3 || n < BLOSC_MIN_HEADER_LENGTH ||
+      blosc_cbuffer_validate(in, n, &nbytes) != 0 || nbytes != bytes)
+    return 0;
+  blosc_cbuffer_sizes(in, &nbytes, &cbytes, &bsize);
+  blosc_cbuffer_metainfo(in, &ts, &flags);
+  if (ts == 0 || bsize == 0 || cbytes > n || bytes % ts != 0) return 0;
+  if (!(flags & BLOSC_MEMCPYED)) {
+    /* every block must start inside the buffer, after the table of block starts */
+    size_t nblocks = (nbytes + bsize - 1) / bsize, table = BLOSC_MIN_HEADER_LENGTH + 4 * nblocks;
+    if (table > cbytes) return 0;
+    for (size_t j = 0; j < nblocks; j++) {
+      const unsigned char *q = in + BLOSC_MIN_HEADER_LENGTH + 4 * j;
+      uint32_t at = le32(q);
+      if (at < table || at >= cbytes) return 0;
+    }
+  }
+  size_t i0 = b0 / ts, i1 = (b1 + ts - 1) / ts;
+  int got = blosc_getitem(in, (int)i0, (int)(i1 - i0), out + i0 * ts);
+  if (got != (int)((i1 - i0) * ts)) {
+    *rc = pb_error_set(err, PB_ECODEC, "blosc: cannot decode items %zu..%zu (code %d)", i0, i1,
+                       got);
+    return 1;
+  }
+  if (a->pipe.big_endian && a->esize > 1) swap_bytes(out + b0, b1 - b0, a->esize);
+  *rc = PB_OK;
+  return 1;
+}
+
 static int place_chunk(const pb__zarr_array *a, pb__zarr_scratch *s, const unsigned char *in,
                        size_t n, const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
                        pb_stage_times *times, struct pb_error *err) {
@@ -331,7 +380,10 @@ static int place_chunk(const pb__zarr_array *a, pb__zarr_scratch *s, const unsig
       return pb_error_set(err, PB_ENOMEM, "out of memory for a %zu-byte chunk", bytes);
     target = s->chunk;
   }
-  PB_RETURN_NOT_OK(pb__zarr_decode(&a->pipe, a->esize, s, in, n, target, bytes, err));
+  int rc = PB_OK;
+  if (off >= 0 || !blosc_part(a, in, n, o, r, target, bytes, err, &rc))
+    rc = pb__zarr_decode(&a->pipe, a->esize, s, in, n, target, bytes, err);
+  PB_RETURN_NOT_OK(rc);
   int64_t t1 = pb_now_ns();
   if (off < 0) pb__copy_box(dst, r->start, r->count, target, o, a->inner, a->esize);
   if (times != NULL) {
