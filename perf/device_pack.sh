@@ -13,7 +13,10 @@
 #   . perf/device_pack.sh --unpack [PACK_DIR] [DEST]     (DEST default /tmp/pbpack)
 # unpacks into DEST (bin/, lib/, tests/, perf/) and exports PB_PACK=DEST, PATH, LD_LIBRARY_PATH
 # (DEST/lib first, then the folders holding cuDNN and cuBLASLt if the loader does not find them)
-# and PIPEBENCH_CUDA_MODULE.
+# and PIPEBENCH_CUDA_MODULE. A build with MPI: Open MPI's libraries (libmpi, libopen-rte,
+# libopen-pal) go to DEST/lib/mpi, used only when the machine has no libmpi.so.40 of its own; an
+# mpirun found there (PATH, or beside its libmpi) is exported as PB_MPIRUN, else PB_MPIRUN stays
+# unset (perf/mpi.sh says so).
 set -u
 
 pb_unpack() {
@@ -33,9 +36,33 @@ pb_unpack() {
         2>/dev/null | head -n 1)
     [ -n "$f" ] && extra="$extra:$(dirname "$f")"
   done
+  # MPI: the machine's own Open MPI (its mpirun and libmpi.so.40, which must match) when it has
+  # one, else the packed libraries (enough to load pipebench; ranks need an mpirun)
+  mpi=""
+  unset PB_MPIRUN
+  if [ -d "$dest/lib/mpi" ]; then
+    run=$(command -v mpirun 2>/dev/null)
+    for d in /opt/hpcx/ompi/bin /usr/local/mpi/bin /opt/openmpi/bin /usr/lib64/openmpi/bin; do
+      [ -z "$run" ] && [ -x "$d/mpirun" ] && run="$d/mpirun"
+    done
+    lib=""
+    if [ -n "$run" ]; then
+      r=$(readlink -f "$run")
+      for d in "$(dirname "$r")/../lib" "$(dirname "$r")/../lib64"; do
+        [ -z "$lib" ] && [ -e "$d/libmpi.so.40" ] && lib=$(cd "$d" && pwd)
+      done
+      [ -z "$lib" ] && ldconfig -p 2>/dev/null | grep -q 'libmpi.so.40 ' && lib=system
+    fi
+    if [ -n "$lib" ]; then
+      export PB_MPIRUN="$run"
+      [ "$lib" != system ] && mpi=":$lib"
+    else
+      mpi=":$dest/lib/mpi"
+    fi
+  fi
   export PB_PACK="$dest"
   export PATH="$dest/bin:$PATH"
-  export LD_LIBRARY_PATH="$dest/lib$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$dest/lib$extra$mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PIPEBENCH_CUDA_MODULE="$dest/lib/libpipebench-cuda.so"
   return 0
 }
@@ -74,7 +101,13 @@ for f in "$stage"/bin/* "$stage"/lib/* "$stage"/tests/* "$stage"/perf/*; do
   LD_LIBRARY_PATH="$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>/dev/null
 done | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
   echo "$name" | grep -Eq "$system" && continue
-  case $name in libpipebench*) continue ;; esac
+  case $name in
+    libpipebench*) continue ;;
+    libmpi.so*|libopen-rte.so*|libopen-pal.so*) # the unpacking machine's own come first
+      mkdir -p "$stage/lib/mpi"
+      [ -e "$stage/lib/mpi/$name" ] || cp -L "$path" "$stage/lib/mpi/$name"
+      continue ;;
+  esac
   [ -e "$stage/lib/$name" ] || cp -L "$path" "$stage/lib/$name"
 done
 
@@ -82,6 +115,7 @@ tar -C "$stage" -cf - bin lib tests perf | xz -${XZ_LEVEL:-3} -T2 >"$P/pack.tar.
 raw=$(du -sb "$stage" | cut -f1)
 packed=$(stat -c %s "$P/pack.tar.xz")
 echo "device_pack: $P/pack.tar.xz: $((packed / 1048576)) MiB ($((raw / 1048576)) MiB unpacked), $(ls "$stage/lib" | wc -l) libraries"
+[ -d "$stage/lib/mpi" ] && echo "device_pack: built with MPI: Open MPI's libraries in lib/mpi (the machine's own mpirun and libmpi are used where found)"
 if [ "$packed" -gt $((60 * 1048576)) ]; then
   echo "device_pack: over 60 MiB: too large to carry with the working tree" >&2
   exit 2
