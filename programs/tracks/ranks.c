@@ -130,6 +130,11 @@ int pb__ranks_init(struct pb_error *err) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  if (g_size == 1 && launcher_size() > 1)
+    /* each process would measure and write alone, as if it were the only one */
+    return pb_error_set(err, PB_EUNSUPPORTED, "started as one of %d ranks, but MPI sees one: the "
+                        "launcher is not the one of the MPI library pipebench loaded (use that "
+                        "library's mpirun)", launcher_size());
   g_mpi = 1;
   g_joined = 1;
   return PB_OK;
