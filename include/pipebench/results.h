@@ -73,6 +73,10 @@ PB_API int pb_table_write(const pb_table *t, const char *path, pb_sink sink, str
  * PB_EFORMAT; messages name the file. *out is freed with pb_table_free. */
 PB_API int pb_table_read(const char *path, pb_sink sink, pb_table **out, struct pb_error *err);
 
+/** Creates the folder dir and its parents (mkdir -p). A path that exists and is not a folder is
+ * PB_EIO naming it; an empty name is PB_EINVAL. */
+PB_API int pb_mkdirs(const char *dir, struct pb_error *err);
+
 /** Writes size bytes to path through a temporary file and a rename (for any result file). */
 PB_API int pb_write_file_atomic(const char *path, const void *data, size_t size,
                                 struct pb_error *err);

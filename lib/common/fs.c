@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "pipebench/results.h"
 
 #define TMP_TAG ".pbtmp-"
 
@@ -51,6 +52,8 @@ int pb__mkdirs(const char *path, struct pb_error *err) {
   }
   return PB_OK;
 }
+
+int pb_mkdirs(const char *dir, struct pb_error *err) { return pb__mkdirs(dir, err); }
 
 static const char *kind_of(mode_t mode) {
   if (S_ISDIR(mode)) return "a folder";

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pipebench/results.h"
 
 static int find_opt(const cli_command *cmd, const char *name, size_t len) {
   for (int i = 0; cmd->opts != NULL && cmd->opts[i].name != NULL; i++)
@@ -213,24 +214,15 @@ void cli_progress(const char *what, long done, long total, double elapsed_s) {
   fflush(stderr);
 }
 
-int cli_mkdirs(const char *dir) {
-  char buf[4096];
-  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return -ENAMETOOLONG;
-  for (char *q = buf + 1; *q; q++) {
-    if (*q != '/') continue;
-    *q = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -errno;
-    *q = '/';
-  }
-  if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -errno;
-  return 0;
-}
-
 int cli_mkdir_parent(const char *file_path) {
   char buf[4096];
   if (snprintf(buf, sizeof buf, "%s", file_path) >= (int)sizeof buf) return -ENAMETOOLONG;
   char *slash = strrchr(buf, '/');
   if (slash == NULL || slash == buf) return 0;
   *slash = '\0';
-  return cli_mkdirs(buf);
+  struct pb_error err = {{0}};
+  int rc = pb_mkdirs(buf, &err);
+  if (rc == PB_OK) return 0;
+  errno = rc < 0 && rc > -4096 ? -rc : ENOTDIR; /* -errno, or a path that is no folder */
+  return -errno;
 }

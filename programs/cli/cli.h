@@ -62,10 +62,8 @@ int cli_progress_enabled(void);
 /** Draws "\r<what> [done/total] eta" on stderr when enabled; total 0 clears the line. */
 void cli_progress(const char *what, long done, long total, double elapsed_s);
 
-/** Creates the folders above a file path (like mkdir -p on its dirname); 0 or -errno. */
+/** Creates the folders above a file path (pb_mkdirs on its dirname); 0 or -errno. */
 int cli_mkdir_parent(const char *file_path);
-/** Creates a folder and its parents; 0 or -errno. */
-int cli_mkdirs(const char *dir);
 
 /* The commands, one file each. */
 extern const cli_command cli_cmd_calibrate;

@@ -2,6 +2,7 @@
  * metadata (env.* included), and a check that plain DuckDB SQL reads the Parquet file. */
 #include <math.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -279,6 +280,21 @@ int main(void) {
   EXPECT(blob != NULL && n == 0);
   free(blob);
   EXPECT_EQ(rt_count(dir, ".pbtmp-"), 0);
+
+  /* pb_mkdirs: parents made, an existing folder is fine, a file in the way is named. */
+  char sub[600];
+  snprintf(sub, sizeof sub, "%s/a/b/c", dir);
+  CHECK_OK(pb_mkdirs(sub, &err), &err);
+  CHECK_OK(pb_mkdirs(sub, &err), &err);
+  struct stat st;
+  EXPECT(stat(sub, &st) == 0 && S_ISDIR(st.st_mode));
+  snprintf(sub, sizeof sub, "%s/blob.bin/x", dir);
+  EXPECT(pb_mkdirs(sub, &err) != PB_OK);
+  EXPECT(strstr(err.message, "blob.bin") != NULL);
+  snprintf(sub, sizeof sub, "%s/blob.bin", dir);
+  EXPECT_EQ(pb_mkdirs(sub, &err), PB_EIO);
+  EXPECT(strstr(err.message, "is not a folder") != NULL);
+  EXPECT_EQ(pb_mkdirs("", &err), PB_EINVAL);
 
   /* A table with no rows keeps its columns and types in every sink. */
   pb_table *empty;
