@@ -306,7 +306,7 @@ int pb__read_scaled(pb_dataset *ds, int64_t i, const pb_region *region, int *sca
                     size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err) {
   if (*scale != 1 && *scale != 2 && *scale != 4 && *scale != 8)
     return pb_error_set(err, PB_EINVAL, "scale 1/%d: want 1, 2, 4 or 8", *scale);
-  if (ds->vt->read_scaled == NULL || *scale == 1) {
+  if (ds->vt->read_scaled == NULL) {
     *scale = 1;
     *out = *region;
     return pb_dataset_read_region(ds, i, region, dst, dst_size, times, err);

@@ -382,7 +382,7 @@ typedef struct worker {
   unsigned char *region; /* a region's native pixels, up to the largest image */
   size_t region_size;
   float *rowf;           /* one source row as floats */
-  float *tmp;            /* the horizontal pass: source rows x output width */
+  float *tmp;            /* one row of the vertical pass */
   pb__rs_axis ax, ay;    /* resampling plans */
   pthread_t thread;
   int started;
@@ -855,7 +855,7 @@ static int worker_init(pb_loader *l, worker *w, struct pb_error *err) {
     w->region_size = (size_t)(l->max_h * l->max_w * l->planes) * pb_dtype_size(l->meta.dtype);
     w->region = pb_alloc(w->region_size);
     w->rowf = pb_alloc((size_t)l->max_w * sizeof(float));
-    w->tmp = pb_alloc((size_t)(l->max_h * l->w) * sizeof(float));
+    w->tmp = pb_alloc((size_t)l->max_w * sizeof(float));
     w->plane = pb_alloc(plane * sizeof(float));
     if (w->region == NULL || w->rowf == NULL || w->tmp == NULL || w->plane == NULL)
       return pb_error_set(err, PB_ENOMEM, "out of memory for a worker's crop buffers");
@@ -887,7 +887,7 @@ static void worker_destroy(pb_loader *l, worker *w) {
   pb_free(w->table, plane * sizeof(pb__warp_entry));
   pb_free(w->region, w->region_size);
   pb_free(w->rowf, (size_t)l->max_w * sizeof(float));
-  pb_free(w->tmp, (size_t)(l->max_h * l->w) * sizeof(float));
+  pb_free(w->tmp, (size_t)l->max_w * sizeof(float));
   pb__rs_free(&w->ax);
   pb__rs_free(&w->ay);
   pb_dataset_free(w->ds);
