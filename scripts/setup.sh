@@ -68,3 +68,29 @@ else
   rm -rf "$dd"; mv "$dd.new" "$dd"
   log "DuckDB $DUCKDB_VERSION unpacked into third_party/duckdb"
 fi
+
+# The Lance engine (@lancedb/lancedb with apache-arrow, pinned with their integrity hashes by
+# programs/tools/lance/package-lock.json) for the lance format's Node helper, into
+# third_party/lance (ignored by git). Optional: without Node, or when the registry cannot be
+# reached, Lance is skipped and everything else works (its tests say why they skip).
+lance_src="$top/programs/tools/lance"
+ld="$top/third_party/lance"
+lance_stamp=$(cat "$lance_src/package.json" "$lance_src/package-lock.json" | sha256sum | cut -d' ' -f1)
+if [[ -f $ld/.stamp && $(cat "$ld/.stamp") == "$lance_stamp" && -f $ld/node_modules/@lancedb/lancedb/package.json ]]; then
+  log "Lance engine (lancedb-node) present"
+elif ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  log "Lance skipped: Node.js and npm are not installed (the lance format needs them)"
+else
+  rm -rf "$ld.new"; mkdir -p "$ld.new"
+  cp "$lance_src/package.json" "$lance_src/package-lock.json" "$ld.new/"
+  # --omit=optional: lancedb's optional embedding packages are not needed (its native module
+  # for this platform is a direct dependency); no install scripts run.
+  if (cd "$ld.new" && npm ci --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error >npm.log 2>&1) &&
+     (cd "$ld.new" && NODE_PATH="$ld.new/node_modules" node -e 'require("@lancedb/lancedb"); require("apache-arrow")' >>npm.log 2>&1); then
+    echo "$lance_stamp" > "$ld.new/.stamp"
+    rm -rf "$ld"; mv "$ld.new" "$ld"
+    log "Lance engine (lancedb-node) installed into third_party/lance"
+  else
+    log "Lance skipped: installing @lancedb/lancedb failed ($(tail -1 "$ld.new/npm.log" 2>/dev/null)); see $ld.new/npm.log"
+  fi
+fi

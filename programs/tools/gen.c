@@ -20,6 +20,7 @@ static const path_rule rules[] = {
     {"ome-parquet", "images.parquet"},
     {"duckdb", "images.duckdb"},
     {"raw", "images.pbraw"},
+    {"lance", "images.lance"},
 };
 
 void pb_gen_format_path(const char *dir, const char *format, char *buf, size_t size) {
@@ -39,9 +40,10 @@ static int parse_formats(const char *list, const char *names[MAX_FORMATS], int *
   *n = 0;
   if (list == NULL) {
     /* imagefolder only when named: JPEG is lossy (its pixels are not the manifest's) and it
-     * holds 2-D grey or RGB images only. */
+     * holds 2-D grey or RGB images only. lance only when named: it needs Node and its engine. */
     for (int i = 0; i < pb_format_count() && *n < MAX_FORMATS; i++)
-      if (pb_format_at(i)->can_write && strcmp(pb_format_at(i)->name, "imagefolder") != 0)
+      if (pb_format_at(i)->can_write && strcmp(pb_format_at(i)->name, "imagefolder") != 0 &&
+          strcmp(pb_format_at(i)->name, "lance") != 0)
         names[(*n)++] = pb_format_at(i)->name;
     if (*n == 0) return pb_error_set(err, PB_EUNSUPPORTED, "no writable format is registered");
     return PB_OK;
