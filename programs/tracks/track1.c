@@ -8,6 +8,7 @@
 
 #include "report/plot_kit.h"
 #include "tracks/tracks.h"
+#include "tracks/track_lance.h"
 #include "pipebench/loader.h"
 
 enum { PB_T1_PILOT = 8, PB_T1_MAX_GROUP = 1024 };
@@ -29,7 +30,7 @@ static const char *const t1_schema[] = {
     PB__COL_TIMER_GROUP, PB__COL_TIMER_REGROUPS, "warmup", PB__SUMMARY_COLUMNS(""),
     T1_SAMPLES_PER_SEC, "read_us_mean", "decompress_us_mean", "decode_us_mean", "convert_us_mean",
     "transform_us_mean", T1_BYTES_READ_MEAN, PB__COL_TIMER_OVERHEAD_FRACTION,
-    PB__COL_TIMER_LIMITED, NULL};
+    PB__COL_TIMER_LIMITED, PB__COL_ENGINE, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -215,6 +216,7 @@ static int t1_run(pb_run_ctx *c, struct pb_error *err) {
           t1_config cf = {fi, random, trs[k], cache};
           rc = t1_measure(c, t, &cf, &best, err);
         }
+  if (rc == PB_OK) rc = pb__track_lance(c, t, 1, NULL, 0, err); /* Lance inside its engine */
   if (rc == PB_OK) rc = pb__write_table(c, t, "pipebench_track1.parquet", err);
   if (rc == PB_OK) {
     cJSON *s = pb__run_summary(c, "1");

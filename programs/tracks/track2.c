@@ -10,6 +10,7 @@
 #include "report/plot_kit.h"
 #include "tracks/ranks.h"
 #include "tracks/track2.h"
+#include "tracks/track_lance.h"
 #include "tracks/tracks.h"
 #include "formats/format_internal.h"
 #include "pipebench/loader.h"
@@ -29,7 +30,7 @@ static const char *const t2_schema[] = {
     PB__SUMMARY_COLUMNS(T2_SUMMARY_PREFIX), T2_SAMPLES_PER_SEC, T2_MB_PER_SEC,
     T2_MEMCPY_FRACTION, "bytes_read_per_sec", "read_s", "decompress_s", "decode_s", "convert_s",
     "collate_s", "preload_s", "preload_bytes", PB__COL_TIMER_OVERHEAD_FRACTION,
-    PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, NULL};
+    PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, PB__COL_ENGINE, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -352,6 +353,7 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
   if (rc == PB_OK && c->p.peer && pb__ranks_size() > 1)
     pb__run_report(c, "track 2: the torch DataLoader peer runs in one process (without mpirun)");
   else if (rc == PB_OK && c->p.peer) rc = pb__track2_peer(c, t, bss, nb, ws, nw, err);
+  if (rc == PB_OK && pb__ranks_size() == 1) rc = pb__track_lance(c, t, 2, bss, nb, err); /* in its engine */
   if (pb__ranks_rank() != 0) {
     pb_table_free(t); /* rank 0 writes the table of every rank's measurements */
     return rc;
