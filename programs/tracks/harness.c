@@ -79,6 +79,22 @@ void pb__run_report(pb_run_ctx *c, const char *fmt, ...) {
   c->p.report(c->p.report_ctx, line);
 }
 
+void pb__run_written(pb_run_ctx *c, const char *fmt, ...) {
+  size_t u = strlen(c->written);
+  if (u + 2 >= sizeof c->written) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(c->written + u, sizeof c->written - u - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    c->written[u] = '\0';
+    return;
+  }
+  u = strlen(c->written);
+  c->written[u] = '\n';
+  c->written[u + 1] = '\0';
+}
+
 int pb__run_stopped(void) { return pb__stop_requested(); }
 
 int pb__run_stop_error(struct pb_error *err) {
@@ -233,8 +249,8 @@ int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_erro
   int rc = pb_table_write(t, path, PB_SINK_AUTO, err);
   /* written into the staging folder; named where it will stand once the run is complete */
   if (rc == PB_OK)
-    pb__run_report(c, "wrote %s/data/%s (%zu rows)", c->out[0] ? c->out : c->p.out, name,
-                   pb_table_rows(t));
+    pb__run_written(c, "wrote %s/data/%s (%zu rows)", c->out[0] ? c->out : c->p.out, name,
+                    pb_table_rows(t));
   /* A CSV twin, readable without any Parquet reader. */
   char *dot = strrchr(path, '.');
   if (rc == PB_OK && dot != NULL) {

@@ -27,6 +27,9 @@ typedef struct pb_run_ctx {
   char track[16];   /**< the track measuring now ("" between tracks) */
   char done_tracks[64]; /**< tracks finished, "1,2" */
   int have_env, have_cal;
+  /** "wrote ..." lines of files made in the staging folder, said once they are in place
+   * (pb__run_written); lines end in '\n' */
+  char written[4096];
   pb_env env;
   pb_calibration cal;
   char data_dir[4096];
@@ -53,6 +56,9 @@ int pb__check_names(const char *list, const char *what, const char *const *names
 void pb__run_progress(pb_run_ctx *c, const char *what);
 /** A line for the user through the report callback. */
 void pb__run_report(pb_run_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Keeps a "wrote FILE" line until the run's set is in place (said then by run.c): a file
+ * made in the staging folder is not yet where the line says. */
+void pb__run_written(pb_run_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** The track's object in the summary's "tracks" (created on first use; NULL when out of
  * memory). */
 cJSON *pb__run_summary(pb_run_ctx *c, const char *track_id);

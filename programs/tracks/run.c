@@ -32,6 +32,7 @@ typedef struct forked_out {
   int rc;
   struct pb_error err;
   pb_calibration cal;
+  char written[4096];
 } forked_out;
 
 typedef struct forked_job {
@@ -45,6 +46,7 @@ static int forked_main(void *ctx) {
   forked_job *j = ctx;
   j->out->rc = j->work(j->c, j->arg, &j->out->err);
   j->out->cal = j->c->cal;
+  memcpy(j->out->written, j->c->written, sizeof j->out->written);
   return j->out->rc;
 }
 
@@ -69,6 +71,7 @@ static int run_stoppable(pb_run_ctx *c, int (*work)(pb_run_ctx *c, void *arg, st
     rc = o->rc;
     if (rc != PB_OK) pb_error_set(err, rc, "%s", o->err.message);
     else if (with_cal) c->cal = o->cal;
+    if (rc == PB_OK) memcpy(c->written, o->written, sizeof c->written); /* the report's lines */
   } else {
     rc = pb_error_set(err, rc, "%s", why.message); /* the copy died (a crash, the OOM killer) */
   }
@@ -276,7 +279,8 @@ static int write_json(pb_run_ctx *c, cJSON *root, const char *path, const char *
   if (text == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   int rc = pb_write_file_atomic(path, text, strlen(text), err);
   free(text);
-  if (rc == PB_OK) pb__run_report(c, "wrote %s", shown);
+  if (rc == PB_OK && strcmp(path, shown) == 0) pb__run_report(c, "wrote %s", shown);
+  else if (rc == PB_OK) pb__run_written(c, "wrote %s", shown); /* staged: said once in place */
   return rc;
 }
 
@@ -332,22 +336,14 @@ static int make_stage(pb_run_ctx *c, struct pb_error *err) {
   return rc;
 }
 
-/* rel from the staging folder onto OUT/rel; with nothing staged, OUT/rel is removed (it belongs
- * to the earlier run). */
-static int move_in(pb_run_ctx *c, const char *rel, struct pb_error *err) {
-  char from[4400], to[4400];
-  snprintf(from, sizeof from, "%s/%s", c->stage, rel);
-  snprintf(to, sizeof to, "%s/%s", c->out, rel);
-  struct stat st;
-  if (lstat(from, &st) != 0) {
-    if (unlink(to) != 0 && errno != ENOENT)
-      return pb_error_set(err, -errno, "cannot remove %s: %s", to, strerror(errno));
-    return PB_OK;
-  }
-  if (rename(from, to) != 0)
-    return pb_error_set(err, -errno, "cannot move %s to %s: %s", from, to, strerror(errno));
-  return PB_OK;
-}
+/* One file of the set: from the staging folder (or a copy beside its destination) to OUT. */
+typedef struct set_item {
+  char rel[300];   /* its path inside OUT */
+  char from[4400]; /* what is renamed onto OUT/rel; "" when this run made no such file */
+  int copied;      /* from is a temporary copy beside the destination */
+} set_item;
+
+enum { SET_MAX = 3 * 8 + 3 };
 
 static void sync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -357,19 +353,106 @@ static void sync_dir(const char *dir) {
   }
 }
 
+/* A copy of from as a temporary beside to, on disk (fsync): for a destination on another file
+ * system than the staging folder (OUT/images a mount of its own), where rename cannot go. */
+static int copy_beside(const char *from, const char *to, char *tmp, size_t tmp_size,
+                       struct pb_error *err) {
+  void *data = NULL;
+  size_t size = 0;
+  PB_RETURN_NOT_OK(pb__read_file(from, &data, &size, err));
+  int rc = PB_OK, fd = -1;
+  if (pb__temp_sibling(to, tmp, tmp_size) != PB_OK) {
+    rc = pb_error_set(err, PB_EINVAL, "%s: path too long", to);
+  } else if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0) {
+    rc = pb_error_set(err, -errno, "cannot write %s: %s", to, strerror(errno));
+  } else {
+    rc = pb__write_all(fd, data, size, to, err);
+    if (rc == PB_OK && fsync(fd) != 0)
+      rc = pb_error_set(err, -errno, "cannot write %s: %s", to, strerror(errno));
+    if (close(fd) != 0 && rc == PB_OK)
+      rc = pb_error_set(err, -errno, "cannot write %s: %s", to, strerror(errno));
+    if (rc != PB_OK) unlink(tmp);
+  }
+  pb_free(data, size);
+  return rc;
+}
+
+/* The set's files, in the order they are swapped in (see commit). Files bound for another file
+ * system are copied beside their destination first, so that the swap is renames only and a
+ * full disk fails the run before anything of the earlier set is touched. */
+static int prepare_set(pb_run_ctx *c, set_item *items, size_t *n, struct pb_error *err) {
+  *n = 0;
+  for (size_t k = 0; k < pb__track_count() && *n + 3 <= SET_MAX; k++) {
+    const char *table = pb__track_at(k)->view.table;
+    snprintf(items[(*n)++].rel, sizeof items[0].rel, "data/%s.parquet", table);
+    snprintf(items[(*n)++].rel, sizeof items[0].rel, "data/%s.csv", table);
+    snprintf(items[(*n)++].rel, sizeof items[0].rel, "images/%s.png", table);
+  }
+  static const char *const last[] = {"data/pipebench_summary.json", "report.html", "report.md"};
+  for (size_t i = 0; i < 3; i++) snprintf(items[(*n)++].rel, sizeof items[0].rel, "%s", last[i]);
+  struct stat sst;
+  if (stat(c->stage, &sst) != 0)
+    return pb_error_set(err, -errno, "%s: %s", c->stage, strerror(errno));
+  for (size_t i = 0; i < *n; i++) {
+    set_item *it = &items[i];
+    char staged[4400], to[4400], dir[4400];
+    snprintf(staged, sizeof staged, "%s/%s", c->stage, it->rel);
+    snprintf(to, sizeof to, "%s/%s", c->out, it->rel);
+    it->from[0] = '\0';
+    it->copied = 0;
+    struct stat st;
+    if (lstat(staged, &st) != 0) continue;
+    const char *base;
+    pb__path_split(to, dir, sizeof dir, &base);
+    if (stat(dir, &st) == 0 && st.st_dev != sst.st_dev) {
+      int rc = copy_beside(staged, to, it->from, sizeof it->from, err);
+      if (rc != PB_OK) return rc;
+      it->copied = 1;
+    } else {
+      snprintf(it->from, sizeof it->from, "%s", staged);
+    }
+  }
+  return PB_OK;
+}
+
+static void drop_copies(set_item *items, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (items[i].copied) unlink(items[i].from);
+}
+
+/* items[i] onto OUT/rel; with nothing made by this run, OUT/rel is removed (it belongs to the
+ * earlier run). */
+static int move_in(pb_run_ctx *c, set_item *it, struct pb_error *err) {
+  char to[4400];
+  snprintf(to, sizeof to, "%s/%s", c->out, it->rel);
+  if (it->from[0] == '\0') {
+    if (unlink(to) != 0 && errno != ENOENT)
+      return pb_error_set(err, -errno, "cannot remove %s: %s", to, strerror(errno));
+    return PB_OK;
+  }
+  if (rename(it->from, to) != 0)
+    return pb_error_set(err, -errno, "cannot move %s to %s: %s", it->from, to, strerror(errno));
+  it->copied = 0;
+  return PB_OK;
+}
+
 /* The run's set replaces the earlier one (docs/results.md, "A run's outputs"). In this order:
+ *   0. files bound for another file system are copied beside their destination (a failure
+ *      here leaves the earlier set untouched);
  *   1. the files that name a run go: report.md, report.html, data/pipebench_summary.json and
  *      data/pipebench_summary_failed.json;
  *   2. per track of the table: data/<table>.parquet, data/<table>.csv, images/<table>.png are
  *      renamed over the old ones (or the old ones removed, for a track this run did not make);
  *   3. data/pipebench_summary.json comes in;
  *   4. report.html, then report.md.
- * Each step is a rename within one file system. A crash (power loss, SIGKILL) between steps
- * leaves the earlier tables, or some of the new ones, without a summary or report that could
- * name them: never a report over tables of another run; `pipebench report OUT` redraws one
- * from what is there. SIGINT, SIGTERM and SIGHUP are held back during the swap (a few renames),
- * so a signal never splits it. */
+ * Steps 1 to 4 are renames and unlinks within one file system each. A crash (power loss,
+ * SIGKILL) between them leaves the earlier tables, or some of the new ones, without a summary
+ * or report that could name them: never a report over tables of another run; `pipebench
+ * report OUT` redraws one from what is there. SIGINT, SIGTERM and SIGHUP are held back during
+ * the swap, so a signal never splits it. */
 static int commit(pb_run_ctx *c, struct pb_error *err) {
+  set_item *items = calloc(SET_MAX, sizeof *items);
+  if (items == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   sigset_t hold, old;
   sigemptyset(&hold);
   sigaddset(&hold, SIGINT);
@@ -377,10 +460,12 @@ static int commit(pb_run_ctx *c, struct pb_error *err) {
   sigaddset(&hold, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &hold, &old);
   char dir[4300];
+  size_t n = 0;
   snprintf(dir, sizeof dir, "%s/data", c->out);
   int rc = pb__mkdirs(dir, err);
   snprintf(dir, sizeof dir, "%s/images", c->out);
   if (rc == PB_OK) rc = pb__mkdirs(dir, err);
+  if (rc == PB_OK) rc = prepare_set(c, items, &n, err);
   static const char *const namers[] = {"report.md", "report.html", "data/pipebench_summary.json",
                                        "data/pipebench_summary_failed.json"};
   for (size_t i = 0; i < 4 && rc == PB_OK; i++) {
@@ -389,23 +474,18 @@ static int commit(pb_run_ctx *c, struct pb_error *err) {
     if (unlink(to) != 0 && errno != ENOENT)
       rc = pb_error_set(err, -errno, "cannot remove %s: %s", to, strerror(errno));
   }
-  for (size_t k = 0; k < pb__track_count() && rc == PB_OK; k++) {
-    static const char *const dirs[] = {"data", "data", "images"}, *const exts[] = {"parquet", "csv", "png"};
-    for (size_t i = 0; i < 3 && rc == PB_OK; i++) {
-      char rel[300];
-      snprintf(rel, sizeof rel, "%s/%s.%s", dirs[i], pb__track_at(k)->view.table, exts[i]);
-      rc = move_in(c, rel, err);
-    }
-  }
-  if (rc == PB_OK) rc = move_in(c, "data/pipebench_summary.json", err);
+  /* tables and plots, then the summary */
+  for (size_t i = 0; i + 2 < n && rc == PB_OK; i++) rc = move_in(c, &items[i], err);
   snprintf(dir, sizeof dir, "%s/data", c->out);
   sync_dir(dir);
   snprintf(dir, sizeof dir, "%s/images", c->out);
   sync_dir(dir);
-  if (rc == PB_OK) rc = move_in(c, "report.html", err);
-  if (rc == PB_OK) rc = move_in(c, "report.md", err);
+  /* the report last */
+  for (size_t i = n >= 2 ? n - 2 : n; i < n && rc == PB_OK; i++) rc = move_in(c, &items[i], err);
   sync_dir(c->out);
+  drop_copies(items, n);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  free(items);
   return rc;
 }
 
@@ -533,11 +613,14 @@ static void report_line(void *ctx, const char *text) {
   pb_run_ctx *c = ctx;
   size_t n = strlen(c->stage);
   const char *at = n > 0 ? strstr(text, c->stage) : NULL;
-  if (at == NULL) {
-    pb__run_report(c, "%s", text);
-    return;
+  if (strncmp(text, "wrote ", 6) != 0) { /* what went wrong is said at once */
+    if (at == NULL) pb__run_report(c, "%s", text);
+    else pb__run_report(c, "%.*s%s%s", (int)(at - text), text, c->out, at + n);
+  } else if (at == NULL) {
+    pb__run_written(c, "%s", text);
+  } else {
+    pb__run_written(c, "%.*s%s%s", (int)(at - text), text, c->out, at + n);
   }
-  pb__run_report(c, "%.*s%s%s", (int)(at - text), text, c->out, at + n);
 }
 
 static int report_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
@@ -603,6 +686,8 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
       snprintf(c->phase, sizeof c->phase, "replacing the earlier results");
       rc = commit(c, err);
     }
+    for (char *line = c->written, *nl; rc == PB_OK && (nl = strchr(line, '\n')) != NULL; line = nl + 1)
+      pb__run_report(c, "%.*s", (int)(nl - line), line);
   }
   rc = pb__ranks_agree(rc, err); /* every rank ends with the run's status */
   /* whatever failed after a stop failed because of it (a child killed, a read cut short) */

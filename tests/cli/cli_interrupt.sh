@@ -99,7 +99,7 @@ stop TERM 'ls -a "$work/r" | grep -q "^\.run\.pbtmp-"' calibration --data "$work
 stop INT 'peer_left' "track 2" --data "$work/ds" --tracks 1,2 "${small[@]}"
 stop TERM 'peer_left' "track 2" --data "$work/ds" --tracks 1,2 "${small[@]}"
 # During the plots and the report.
-stop INT 'grep -q "wrote .*pipebench_summary.json" "$work/err"' report --data "$work/ds" --tracks 1,2 --no-peer "${small[@]}"
+stop INT 'compgen -G "$work/r/.run.pbtmp-*/images" >/dev/null' report --data "$work/ds" --tracks 1,2 --no-peer "${small[@]}"
 
 # A missing dataset: exit 2, pipebench_summary_failed.json, no empty folder.
 run "$pb" run --data "$work/missing" --out "$work/m" --tracks 1
