@@ -106,6 +106,11 @@ PB_API int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *re
  * formats without labels or an index out of range. */
 PB_API int64_t pb_dataset_label(pb_dataset *ds, int64_t i);
 
+/** Files the format passed over in the dataset's folder (imagefolder: files whose names do not
+ * end in .jpg, .jpeg or .png, files at the top level, dangling links); 0 for formats that skip
+ * nothing. */
+PB_API int64_t pb_dataset_ignored(const pb_dataset *ds);
+
 /** How to write. Zero/NULL fields take the format's defaults. */
 typedef struct pb_write_params {
   const char *compression; /**< "none", "zstd", "lz4", "gzip", "deflate", "blosc-lz4",

@@ -270,6 +270,11 @@ int64_t pb_dataset_label(pb_dataset *ds, int64_t i) {
   return ds->vt->label(ds->state, i);
 }
 
+int64_t pb_dataset_ignored(const pb_dataset *ds) {
+  if (ds == NULL || ds->vt->ignored == NULL) return 0;
+  return ds->vt->ignored(ds->state);
+}
+
 int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
                     pb_stage_times *times, struct pb_error *err) {
   PB_RETURN_NOT_OK(check_index(ds, i, err));

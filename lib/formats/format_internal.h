@@ -41,6 +41,8 @@ typedef struct pb_format_vtable {
    * reads the region with `read`). */
   int (*read_scaled)(void *state, int64_t i, const pb_region *region, int *scale, void *dst,
                      size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
+  /** Files passed over at open (pb_dataset_ignored); NULL: none. */
+  int64_t (*ignored)(void *state);
 } pb_format_vtable;
 
 /** The box of an image scaled by 1/scale that covers region: on Y and X from floor(start / scale)

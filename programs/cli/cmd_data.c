@@ -83,6 +83,7 @@ static const cli_opt gen_opts[] = {
     {"compression", "NAME", "compression, as the formats allow (see docs/formats.md)"},
     {"level", "N", "compression level (default: the codec's)"},
     {"options", "K=V,...", "format-specific options (see docs/formats.md)"},
+    {"preset", "NAME", "imagenet: 10000 photo-like RGB JPEG images of about 500x375 in 100 classes"},
     {NULL, NULL, NULL},
 };
 
@@ -90,9 +91,13 @@ static int gen_run(const cli_args *a) {
   pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
   const char *out = cli_get(a, "out");
   if (out == NULL) return cli_usage_error("gen", "--out DIR is required");
+  /* The imagenet preset only changes defaults; options given beside it come first and win. */
+  const char *preset = cli_get(a, "preset");
+  int imagenet = preset != NULL && strcmp(preset, "imagenet") == 0;
+  if (preset != NULL && !imagenet) return cli_usage_error("gen", "unknown preset '%s' (imagenet)", preset);
   long rows, c, z, t, seed;
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "rows", 1000, 1, 100000000, &rows));
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "channels", 1, 1, 4096, &c));
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "rows", imagenet ? 10000 : 1000, 1, 100000000, &rows));
+  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "channels", imagenet ? 3 : 1, 1, 4096, &c));
   PB_RETURN_NOT_OK(cli_get_long(a, "gen", "z", 1, 1, 100000, &z));
   PB_RETURN_NOT_OK(cli_get_long(a, "gen", "t", 1, 1, 100000, &t));
   PB_RETURN_NOT_OK(cli_get_long(a, "gen", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
@@ -102,6 +107,11 @@ static int gen_run(const cli_args *a) {
   p.shape[PB_C] = c;
   p.shape[PB_Z] = z;
   const char *size = cli_get(a, "size");
+  if (imagenet) {
+    p.shape[PB_Y] = 375;
+    p.shape[PB_X] = 500;
+    p.dtype = PB_UINT8;
+  }
   if (size != NULL) {
     int64_t yx[2] = {0, 0};
     if (parse_dims(size, yx, 2) != 2)
@@ -114,6 +124,14 @@ static int gen_run(const cli_args *a) {
     return cli_usage_error("gen", "unknown dtype '%s' (uint8, uint16, uint32, int16, float32, float64)", dtype);
   p.formats = cli_get(a, "formats");
   PB_RETURN_NOT_OK(write_params(a, "gen", &p.write));
+  char preset_options[1024];
+  if (imagenet) {
+    if (p.formats == NULL) p.formats = "imagefolder";
+    snprintf(preset_options, sizeof preset_options, "%s%simagefolder:classes=100,imagefolder:quality=95,"
+             "gen:content=photo,gen:sizes=vary", p.write.options ? p.write.options : "",
+             p.write.options ? "," : "");
+    p.write.options = preset_options;
+  }
   int64_t start = pb_now_ns();
   p.progress = gen_progress;
   p.progress_ctx = &start;
@@ -131,7 +149,7 @@ static int gen_run(const cli_args *a) {
 const cli_command cli_cmd_gen = {
     .name = "gen",
     .summary = "write the same seeded synthetic images in several formats",
-    .usage = "--out DIR [--rows N] [--size YxX] [--channels C] [--z Z] [--t T] [--dtype T] [--formats LIST] [--seed S]",
+    .usage = "--out DIR [--rows N] [--size YxX] [--channels C] [--z Z] [--t T] [--dtype T] [--formats LIST] [--seed S] [--preset imagenet]",
     .details = "Writes DIR/<format> for each format (DIR/images.parquet, DIR/images.duckdb and\n"
                "DIR/images.pbraw for single-file formats) and DIR/manifest.json with the\n"
                "parameters and each image's CRC-32. An earlier dataset in DIR is replaced only\n"
@@ -170,7 +188,7 @@ static int inspect_run(const cli_args *a) {
   if (rc == PB_EINVAL) return cli_usage_error("inspect", "%s", err.message);
   if (rc != PB_OK) return cli_fail("inspect", "%s", err.message);
   int json = cli_has(a, "json"), crc = !cli_has(a, "no-crc");
-  int64_t n = pb_dataset_count(ds);
+  int64_t n = pb_dataset_count(ds), ignored = pb_dataset_ignored(ds);
   /* Output is built in memory and printed only when every image was read, so a failure never
    * leaves half a JSON document on stdout. */
   char *buf = NULL;
@@ -185,10 +203,14 @@ static int inspect_run(const cli_args *a) {
     json_string(f, pb_dataset_format(ds));
     fprintf(f, ",\"path\":");
     json_string(f, path);
-    fprintf(f, ",\"count\":%lld,\"images\":[", (long long)n);
+    fprintf(f, ",\"count\":%lld", (long long)n);
+    if (ignored > 0) fprintf(f, ",\"ignored\":%lld", (long long)ignored);
+    fprintf(f, ",\"images\":[");
   } else {
-    fprintf(f, "%s: format %s, %lld images\n%6s  %-28s %-8s %-28s %s\n", path, pb_dataset_format(ds),
-            (long long)n, "index", "name", "dtype", "shape [t,c,z,y,x]", crc ? "crc32" : "");
+    char skipped[64] = "";
+    if (ignored > 0) snprintf(skipped, sizeof skipped, " (%lld other files ignored)", (long long)ignored);
+    fprintf(f, "%s: format %s, %lld images%s\n%6s  %-28s %-8s %-28s %s\n", path, pb_dataset_format(ds),
+            (long long)n, skipped, "index", "name", "dtype", "shape [t,c,z,y,x]", crc ? "crc32" : "");
   }
   void *pixels = NULL;
   size_t cap = 0;

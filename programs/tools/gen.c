@@ -10,6 +10,7 @@
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
 #include "pipebench/results.h"
+#include "tools/synth.h"
 
 typedef struct path_rule {
   const char *format, *entry;
@@ -199,6 +200,30 @@ static void scoped_options(const char *options, const char *format, char *buf, s
   }
 }
 
+/* gen's own options, scoped "gen:" (no format has that name, so writers never see them):
+ * content=cells|photo, sizes=fixed|vary (docs/format-imagefolder.md, the imagenet preset). */
+static int gen_options(const char *options, int *photo, int *vary, struct pb_error *err) {
+  static const char *const keys[] = {"content=cells|photo", "sizes=fixed|vary", NULL};
+  char own[512] = "", v[32];
+  size_t used = 0;
+  for (const char *q = options ? options : ""; *q != '\0';) {
+    size_t len = strcspn(q, ",");
+    if (len > 4 && strncmp(q, "gen:", 4) == 0 && used + len < sizeof own) {
+      used += (size_t)snprintf(own + used, sizeof own - used, "%s%.*s", used ? "," : "",
+                               (int)(len - 4), q + 4);
+    }
+    q += len + (q[len] == ',');
+  }
+  PB_RETURN_NOT_OK(pb__opt_check("gen", own, keys, err));
+  *photo = pb__opt_get(own, "content", v, sizeof v) && strcmp(v, "photo") == 0;
+  if (pb__opt_get(own, "content", v, sizeof v) && !*photo && strcmp(v, "cells") != 0)
+    return pb_error_set(err, PB_EINVAL, "gen: option content=%s: want cells or photo", v);
+  *vary = pb__opt_get(own, "sizes", v, sizeof v) && strcmp(v, "vary") == 0;
+  if (pb__opt_get(own, "sizes", v, sizeof v) && !*vary && strcmp(v, "fixed") != 0)
+    return pb_error_set(err, PB_EINVAL, "gen: option sizes=%s: want fixed or vary", v);
+  return PB_OK;
+}
+
 int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
   if (params != NULL) p = *params;
@@ -211,6 +236,9 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   int n = 0;
   char storage[1024];
   PB_RETURN_NOT_OK(parse_formats(p.formats, names, &n, storage, sizeof storage, err));
+  int photo = 0, vary = 0;
+  PB_RETURN_NOT_OK(gen_options(p.write.options, &photo, &vary, err));
+  int64_t longest = p.shape[PB_Y] > p.shape[PB_X] ? p.shape[PB_Y] : p.shape[PB_X];
   PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
   for (int i = 0; i < n; i++) { /* each is replaced at the end: never a device */
     char to[4096];
@@ -229,7 +257,9 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
 
   pb_writer *writers[MAX_FORMATS] = {0};
   pb_image_meta meta;
-  pb_image_meta_init(&meta, NULL, p.dtype, p.shape);
+  int64_t most[PB_NDIM] = {p.shape[0], p.shape[1], p.shape[2], p.shape[3], p.shape[4]};
+  if (vary) most[PB_Y] = most[PB_X] = longest; /* room for any size pb__synth_photo_size gives */
+  pb_image_meta_init(&meta, NULL, p.dtype, most);
   size_t bytes = pb_image_bytes(&meta);
   void *pixels = pb_alloc(bytes);
   uint32_t *crcs = calloc((size_t)p.rows, sizeof *crcs);
@@ -249,7 +279,9 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     if (rc != PB_OK) pb_error_prefix(err, "%s: ", names[i]);
   }
   for (int64_t r = 0; r < p.rows && rc == PB_OK; r++) {
-    pb_image_meta_init(&meta, NULL, p.dtype, p.shape);
+    int64_t shape[PB_NDIM] = {p.shape[0], p.shape[1], p.shape[2], p.shape[3], p.shape[4]};
+    if (vary) pb__synth_photo_size(p.seed, r, longest, &shape[PB_Y], &shape[PB_X]);
+    pb_image_meta_init(&meta, NULL, p.dtype, shape);
     snprintf(meta.name, sizeof meta.name, "img_%05lld", (long long)r);
     snprintf(meta.id, sizeof meta.id, "img_%05lld", (long long)r);
     meta.physical_size[0] = meta.physical_size[1] = 0.65;
@@ -263,7 +295,9 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
       snprintf(meta.channels[c].name, sizeof meta.channels[c].name, "ch%d", c);
       meta.channels[c].color_rgba = colors[c % 5];
     }
-    pb_synth_image(&meta, p.seed, r, pixels);
+    if (!photo) pb_synth_image(&meta, p.seed, r, pixels);
+    else if (pb__synth_photo(&meta, p.seed, r, pixels) != 0)
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory for image %lld", (long long)r);
     crcs[r] = pb_image_crc32(&meta, pixels);
     for (int i = 0; i < n && rc == PB_OK; i++) {
       rc = pb_writer_add(writers[i], &meta, pixels, err);

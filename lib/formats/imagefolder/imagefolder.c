@@ -229,6 +229,8 @@ static int64_t if_count(void *p) { return ((if_state *)p)->n; }
 
 static int64_t if_label(void *p, int64_t i) { return ((if_state *)p)->files[i].label; }
 
+static int64_t if_ignored(void *p) { return ((if_state *)p)->ignored; }
+
 /* Reads image i's file (its first `limit` bytes when limit > 0) into a malloc'd buffer, without
  * blocking on a FIFO or device. *whole: whether that is all of the file. */
 static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t path_size,
@@ -610,4 +612,5 @@ const pb_format_vtable pb__format_imagefolder = {
     .write_options = if_write_keys,
     .label = if_label,
     .read_scaled = if_read_scaled,
+    .ignored = if_ignored,
 };
