@@ -1,5 +1,7 @@
 /* Fuzz target for the imagefolder decoders: the input bytes are one file of an image folder,
- * read the way the backend reads it (header, then the whole image when it is small enough).
+ * read the way the backend reads it (header, then the whole image when it is small enough, and
+ * for JPEG a box of it at a reduced scale chosen from the input's length, as the loader's crops
+ * read it).
  * With libFuzzer, build alone with -fsanitize=fuzzer; here tests/fuzz_main.c replays
  * tests/formats/imagefolder/corpus and seeded mutations of it. */
 #include <stdint.h>
@@ -22,6 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   void *dst = malloc(bytes);
   if (dst == NULL) return 0;
   (void)pb__if_decode("fuzz", data, size, &info, dst, bytes, &err);
+  if (info.kind == PB__IF_JPEG) {
+    int scale = 1 << (size % 4);
+    int sw = (info.width + scale - 1) / scale, sh = (info.height + scale - 1) / scale;
+    int x0 = (int)(size % (size_t)sw), y0 = (int)((size / 7) % (size_t)sh);
+    (void)pb__if_decode_jpeg_box("fuzz", data, size, &info, scale, y0, x0, sh - y0, sw - x0, dst,
+                                 bytes, &err);
+  }
   free(dst);
   return 0;
 }
