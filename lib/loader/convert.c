@@ -294,8 +294,10 @@ static inline void rs_row(const pb__rs_axis *ax, const float *restrict acc, floa
 
 /* The vertical loops are where a resize spends its time; -O2 leaves them scalar (its cost model
  * declines loops that need an epilogue) and the x86-64 baseline has no 8-wide conversions, so
- * GCC builds this function at -O3 and in an AVX2 clone picked at load time. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+ * GCC builds this function at -O3 and in an AVX2 clone picked at load time (not under the
+ * sanitizers: the clone's resolver runs before their run-time is set up, and crashes TSan). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define PB_RS_FAST __attribute__((optimize("O3"), target_clones("avx2", "default")))
 #else
 #define PB_RS_FAST

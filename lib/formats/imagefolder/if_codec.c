@@ -147,8 +147,10 @@ static void jpeg_on_message(j_common_ptr cinfo, int level) {
 }
 
 /* One interleaved RGB row to three planes: a large share of a partial decode's time at -O2, so
- * GCC builds it at -O3 with an AVX2 clone (stride-3 loads become shuffles). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+ * GCC builds it at -O3 with an AVX2 clone (stride-3 loads become shuffles; not under the
+ * sanitizers, whose run-time is not up yet when the clone's resolver runs). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 __attribute__((optimize("O3"), target_clones("avx2", "default")))
 #endif
 static void split_rgb(const unsigned char *restrict src, unsigned char *restrict r,
