@@ -392,9 +392,9 @@ typedef struct pq_rg {
   int built;
 } pq_rg;
 
-/* The bytes a page needs: from the file by pread (the default), from the file mapped read-only
- * (PB_OA_MMAP=1: pages are decoded straight from the page cache, with no copy), or from memory
- * (fuzzing). */
+/* The bytes a page needs: from the file mapped read-only (the default: pages are decoded
+ * straight from the page cache, with no copy and no system call but one fstat per read), from
+ * the file by pread (PB_OA_MMAP=0, or where mapping fails), or from memory (fuzzing). */
 typedef struct pq_src {
   int fd;
   const uint8_t *mem;

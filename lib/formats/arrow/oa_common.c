@@ -108,6 +108,15 @@ void pb__oa_set_str(duckdb_vector v, idx_t row, const char *s) {
 void pb__oa_set_null(duckdb_vector v, idx_t row) {
   duckdb_vector_ensure_validity_writable(v);
   duckdb_validity_set_row_invalid(duckdb_vector_get_validity(v), row);
+  /* DuckDB copies a NULL struct's fields too (ColumnDataCopyStruct, when COPY collects a row
+   * group), so they must be NULL as well: a VARCHAR field left as whatever the reused vector
+   * held is copied through its stale pointer. The C API does not do this for us. */
+  duckdb_logical_type t = duckdb_vector_get_column_type(v);
+  if (duckdb_get_type_id(t) == DUCKDB_TYPE_STRUCT) {
+    idx_t n = duckdb_struct_type_child_count(t);
+    for (idx_t k = 0; k < n; k++) pb__oa_set_null(duckdb_struct_vector_get_child(v, k), row);
+  }
+  duckdb_destroy_logical_type(&t);
 }
 
 void pb__oa_set_i16(duckdb_vector v, idx_t row, int16_t x) {
@@ -342,7 +351,7 @@ int pb__oa_direct_enabled(void) {
 }
 int pb__oa_mmap_enabled(void) {
   const char *e = getenv("PB_OA_MMAP");
-  return e != NULL && strcmp(e, "0") != 0 && e[0] != '\0';
+  return e == NULL || strcmp(e, "0") != 0;
 }
 
 void pb__oa_direct_note(int served) {

@@ -2,9 +2,9 @@
  * (PB_OA_DIRECT=0), byte for byte, for ome-parquet (all three layouts: planes, numeric chunks
  * and byte chunks; files carrying both planes and chunks; the OME-Arrow column under another
  * name beside other columns) and oa-dataset, every Parquet codec, several dtypes, multi-channel
- * Z stacks, edge chunks, several rows per row group, whole images and crops, with pages read
- * with pread (the default) and from a mapping (PB_OA_MMAP=1); and it really served the reads
- * (no silent fallback). */
+ * Z stacks, edge chunks, several rows per row group, whole images and crops, with the file
+ * mapped (the default) and pages read with pread (PB_OA_MMAP=0); and it really served the
+ * reads (no silent fallback). */
 #include <duckdb.h>
 #include <stdint.h>
 
@@ -46,7 +46,7 @@ static pb_dataset *open_with(const char *path, const char *format, int mode) {
   struct pb_error err = {{0}};
   if (mode > 0) unsetenv("PB_OA_DIRECT");
   else setenv("PB_OA_DIRECT", "0", 1);
-  if (mode == 1) setenv("PB_OA_MMAP", "1", 1);
+  setenv("PB_OA_MMAP", mode == 2 ? "0" : "1", 1);
   pb_dataset *ds = NULL;
   CHECK_OK(pb_dataset_open(path, format, &ds, &err), &err);
   unsetenv("PB_OA_DIRECT");

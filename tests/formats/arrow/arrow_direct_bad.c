@@ -84,16 +84,15 @@ static void expect_error(const char *path, const char *name_in_msg, const char *
 
 /* The file is cut short in place by another process between two reads: read image 0, cut
  * the file at keep, then read the last image (and image 0 again). Each read after the cut is
- * an error naming the file, never a crash: with pages read by pread (the default) the short
- * read is seen; with the file mapped (PB_OA_MMAP=1), where touching a page past the new end
- * would raise SIGBUS, the reader compares the file's length with the mapping's before every
- * read. Image 0 may still be served from the page decoded before the cut (pread only), which
+ * an error naming the file, never a crash: with the file mapped (the default), where touching
+ * a page past the new end would raise SIGBUS, the reader compares the file's length with the
+ * mapping's before every read; with pages read by pread (PB_OA_MMAP=0) the short read is seen. Image 0 may still be served from the page decoded before the cut (pread only), which
  * is the file's content as it was. */
 static void truncated_between_reads(const char *path, const char *file, int64_t keep,
                                     int mapped) {
   struct pb_error err = {{0}};
   pb_dataset *ds = NULL;
-  if (mapped) setenv("PB_OA_MMAP", "1", 1);
+  setenv("PB_OA_MMAP", mapped ? "1" : "0", 1);
   CHECK_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
   unsetenv("PB_OA_MMAP");
   pb_image_meta m;
