@@ -2,7 +2,8 @@
  * DuckDB's SQL: a chunk outside the image, one off the grid, chunk shapes that do not tile the
  * image, a pixels list of the wrong length, overlapping chunks, an unknown compression and a
  * truncated list. Each is refused by both readers (direct pages and DuckDB) with the file and
- * the problem named, and `pipebench inspect` exits 2 with the same words.
+ * the problem named, and `pipebench inspect` exits 2 with the same words. And a crop touches
+ * only the chunks it needs: a garbage zstd leaf outside it does not stop it.
  * With PB_ARROW_CORPUS_OUT=DIR the damaged files are also copied there (how
  * corpus/ome_parquet/ was made). */
 #include <duckdb.h>
@@ -13,10 +14,11 @@
 
 static const int64_t SHAPE[PB_NDIM] = {1, 2, 1, 12, 10};
 
-static void write_good(const char *path, const char *opt) {
+static void write_good(const char *path, const char *opt, const char *comp) {
   struct pb_error err = {{0}};
   pb_write_params p = PB_WRITE_PARAMS_DEFAULTS;
   p.options = opt;
+  p.compression = comp;
   p.chunk[PB_Z] = 1;
   p.chunk[PB_Y] = p.chunk[PB_X] = 8; /* 4 chunks per channel, three of them edge chunks */
   pb_writer *w = NULL;
@@ -98,8 +100,8 @@ int main(void) {
   tmp_dir(dir, sizeof dir, "ckbad");
   snprintf(good, sizeof good, "%s/good_chunks.parquet", dir);
   snprintf(goodb, sizeof goodb, "%s/good_bytes.parquet", dir);
-  write_good(good, "layout=chunks");
-  write_good(goodb, "layout=chunk-bytes");
+  write_good(good, "layout=chunks", NULL);
+  write_good(goodb, "layout=chunk-bytes", NULL);
   duckdb_database db;
   duckdb_connection con;
   CHECK(duckdb_open(NULL, &db) == DuckDBSuccess && duckdb_connect(db, &con) == DuckDBSuccess);
@@ -157,6 +159,34 @@ int main(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s' '%s/'", good, goodb, corpus);
     CHECK_EQ(system(cmd), 0);
+  }
+  /* A region read touches only the chunks it needs: with chunk 4's zstd leaf (c=1, y=0, x=0)
+   * made garbage, the whole image is an error naming that chunk, and a crop of channel 0 reads
+   * the written pixels. */
+  char goodz[512];
+  snprintf(goodz, sizeof goodz, "%s/good_zstd.parquet", dir);
+  write_good(goodz, "layout=chunk-bytes", "zstd");
+  snprintf(bad, sizeof bad, "%s/leaf_garbage.parquet", dir);
+  damage(con, goodz, bad,
+         "list_transform(ch, (x, i) -> CASE WHEN i = 5 THEN struct_update(x, pixel_bytes := "
+         "'\\xDE\\xAD\\xBE\\xEF'::BLOB) ELSE x END)");
+  for (int direct = 0; direct < 2; direct++) {
+    struct pb_error err = {{0}};
+    if (!direct) setenv("PB_OA_DIRECT", "0", 1);
+    pb_dataset *ds = NULL;
+    CHECK_OK(pb_dataset_open(bad, NULL, &ds, &err), &err);
+    unsetenv("PB_OA_DIRECT");
+    uint16_t buf[2 * 12 * 10], want[2 * 12 * 10];
+    int rc = pb_dataset_read(ds, 0, buf, sizeof buf, NULL, &err);
+    if (rc == PB_OK || strstr(err.message, bad) == NULL || strstr(err.message, "chunk 4") == NULL)
+      FAIL("%s: whole read: rc=%d: %s", bad, rc, err.message);
+    pb_region c0 = {{0, 0, 0, 0, 0}, {1, 1, 1, 12, 10}};
+    CHECK_OK(pb_dataset_read_region(ds, 0, &c0, buf, sizeof buf, NULL, &err), &err);
+    pb_image_meta m;
+    pb_image_meta_init(&m, "bad", PB_UINT16, SHAPE);
+    fill_pixels(&m, want, 5);
+    CHECK(memcmp(buf, want, 12 * 10 * sizeof(uint16_t)) == 0);
+    pb_dataset_free(ds);
   }
   duckdb_disconnect(&con);
   duckdb_close(&db);
