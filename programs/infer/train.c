@@ -15,6 +15,7 @@
 #include "pipebench/loader.h"
 
 #include "infer/infer_internal.h"
+#include "tracks/ranks.h"
 
 void pb_train_params_init(pb_train_params *params) {
   pb_train_params d = PB_TRAIN_PARAMS_DEFAULTS;
@@ -103,6 +104,7 @@ static int open_source(const train_run *tr, train_src *s, struct pb_error *err) 
     pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
     lp.batch_size = p->batch_size, lp.workers = p->workers, lp.shuffle = 1;
     lp.seed = pb_seed_mix(p->seed, 3, 0), lp.drop_last = 1;
+    lp.rank = pb__ranks_rank(), lp.world_size = pb__ranks_size(); /* a rank trains on its shard */
     lp.transform = PB_TRANSFORM_NORMALIZE, lp.mean = 0.0f, lp.std = 1.0f;
     PB_RETURN_NOT_OK(pb_loader_new(tr->data, &lp, &s->ld, err));
     const pb_image_meta *m = pb_loader_meta(s->ld);
@@ -236,7 +238,40 @@ static int train_epochs(train_run *tr, train_src *s, struct pb_error *err) {
   return PB_OK;
 }
 
-static int write_metrics(const train_run *tr, const char *path, struct pb_error *err) {
+/* Across ranks: every rank's images per second (its steps over its own time), and all of them
+ * together over the slowest rank's time, into the metrics as "ranks" (rank 0 writes them). */
+typedef struct train_ranks {
+  int n;
+  double ips_all, ips_slowest;
+  char per_rank[512];
+} train_ranks;
+
+static int gather_ranks(const train_run *tr, train_ranks *g, struct pb_error *err) {
+  memset(g, 0, sizeof *g);
+  g->n = pb__ranks_size();
+  double mine[2] = {(double)(tr->r.steps * tr->p->batch_size), tr->r.total_s};
+  double *all = malloc((size_t)g->n * 2 * sizeof *all), *ips = malloc((size_t)g->n * sizeof *ips);
+  int rc = pb__ranks_agree(all && ips ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory"), err);
+  if (rc == PB_OK) rc = pb__ranks_allgather_f64(mine, 2, all, err);
+  if (rc == PB_OK) {
+    double images = 0, longest = 0;
+    g->ips_slowest = INFINITY;
+    for (int k = 0; k < g->n; k++) {
+      images += all[2 * k];
+      if (all[2 * k + 1] > longest) longest = all[2 * k + 1];
+      ips[k] = all[2 * k + 1] > 0 ? all[2 * k] / all[2 * k + 1] : NAN;
+      if (ips[k] < g->ips_slowest) g->ips_slowest = ips[k];
+    }
+    g->ips_all = longest > 0 ? images / longest : NAN;
+    pb__rank_list(ips, g->n, g->per_rank, sizeof g->per_rank);
+  }
+  free(all);
+  free(ips);
+  return rc;
+}
+
+static int write_metrics(const train_run *tr, const train_ranks *g, const char *path,
+                         struct pb_error *err) {
   const pb_train_params *p = tr->p;
   const pb_train_result *r = &tr->r;
   cJSON *j = cJSON_CreateObject();
@@ -279,6 +314,13 @@ static int write_metrics(const train_run *tr, const char *path, struct pb_error 
   cJSON_AddNumberToObject(j, "peak_rss_mb", r->peak_rss_mb);
   cJSON_AddNumberToObject(j, "engine_memory_mb", r->engine_memory_mb);
   cJSON_AddNumberToObject(j, "gflops_per_image_forward", r->gflops_per_image_forward);
+  if (g->n > 1) {
+    cJSON *o = cJSON_AddObjectToObject(j, "ranks");
+    cJSON_AddNumberToObject(o, "count", g->n);
+    cJSON_AddNumberToObject(o, "throughput_ips_all_ranks", g->ips_all);
+    cJSON_AddNumberToObject(o, "throughput_ips_slowest_rank", g->ips_slowest);
+    cJSON_AddStringToObject(o, "throughput_ips_per_rank", g->per_rank);
+  }
   cJSON_AddStringToObject(j, "git_commit", pb_git_commit());
   cJSON_AddStringToObject(j, "timestamp", ts);
   char *text = cJSON_Print(j);
@@ -316,7 +358,9 @@ int pb_train_run(const pb_train_params *params, pb_train_result *result, struct 
   tr.r.first_loss = tr.r.final_loss = NAN;
   train_src s;
   memset(&s, 0, sizeof s);
-  int rc = check_params(params, &tr, err);
+  int rc = pb__ranks_init(err);
+  if (rc != PB_OK) return rc;
+  rc = check_params(params, &tr, err);
   if (rc == PB_OK) rc = open_source(&tr, &s, err);
   if (rc == PB_OK) rc = build_engine(&tr, &s, err);
   if (rc == PB_OK) {
@@ -327,7 +371,13 @@ int pb_train_run(const pb_train_params *params, pb_train_result *result, struct 
     rc = train_epochs(&tr, &s, err);
   }
   if (rc == PB_OK) fill_result(&tr, &s);
-  if (rc == PB_OK && params->metrics_path != NULL) rc = write_metrics(&tr, params->metrics_path, err);
+  /* under mpirun every rank trains on its shard and rank 0 alone writes the metrics */
+  rc = pb__ranks_agree(rc, err);
+  train_ranks g;
+  if (rc == PB_OK) rc = gather_ranks(&tr, &g, err);
+  if (rc == PB_OK && params->metrics_path != NULL && pb__ranks_rank() == 0)
+    rc = write_metrics(&tr, &g, params->metrics_path, err);
+  rc = pb__ranks_agree(rc, err);
   if (rc == PB_OK && result != NULL) *result = tr.r;
   free(tr.epoch_s);
   free(tr.epoch_loss);

@@ -118,6 +118,23 @@ expect_rc 2 "a stuck rank stops the run"
 expect_err "rank 0 of 2: the other ranks did not reach .* within 20 s" "the timeout says what it waited for"
 if ((SECONDS - start < 120)); then pass; else fail "the stuck run took $((SECONDS - start)) s"; fi
 
+# train under mpirun: each rank trains on its shard; rank 0 writes the metrics with every rank's.
+run timeout 300 "${MPIRUN[@]}" -np 2 "$P" train --data "$work/ds/images.pbraw" --epochs 1 --batch-size 8 \
+  --metrics-out "$work/train.json"
+expect_rc 0 "train across 2 ranks"
+if msg=$("$PY" - "$work/train.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+r = m.get("ranks") or {}
+per = [float(x) for x in r.get("throughput_ips_per_rank", "").split(",") if x]
+bad = []
+if m["images"] != 203 // 2: bad.append(f"images per rank {m['images']}, want {203 // 2}")
+if r.get("count") != 2 or len(per) != 2: bad.append(f"ranks {r}")
+elif abs(r["throughput_ips_slowest_rank"] - min(per)) > 1e-3 * min(per): bad.append(f"slowest {r}")
+print("; ".join(bad)); sys.exit(1 if bad else 0)
+EOF
+); then pass; else fail "train across ranks: $msg"; fi
+
 # run --ranks N starts the ranks itself, with the same arguments.
 run timeout 300 "$P" run --ranks 2 --data "$work/ds" --out "$work/outr" "${small[@]}"
 expect_rc 0 "run --ranks 2"
