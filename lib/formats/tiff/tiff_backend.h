@@ -91,6 +91,8 @@ typedef struct pb__ome_info {
 /** Parses OME-XML. 1: parsed, 0: not OME-XML (no OME root), negative: malformed (why says). */
 int pb__ome_parse(const char *xml, pb__ome_info *out, char *why, size_t why_size);
 void pb__ome_info_destroy(pb__ome_info *info);
+/** Is OME Pixels Type `type` the pixel type dtype ("uint16", "float" for float32, "double")? */
+int pb__ome_type_is(const char *type, pb_dtype dtype);
 
 /** Writes OME-XML for one image stored as pages in XYZCT order in one file (file_name: its
  * name, for the TiffData). Returns a malloc'd string, NULL when out of memory. */

@@ -495,6 +495,8 @@ static const char *ome_type(pb_dtype d) {
   }
 }
 
+int pb__ome_type_is(const char *type, pb_dtype dtype) { return strcmp(type, ome_type(dtype)) == 0; }
+
 char *pb__ome_write(const pb_image_meta *m, const char *file_name) {
   pb__strbuf b = {0};
   pb__strbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"

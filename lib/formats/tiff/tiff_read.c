@@ -258,6 +258,9 @@ static int layout_from_ome(tiff_file *f, const pb__ome_info *o, const char *path
                         "%s: OME-XML says %lldx%lld pixels (XxY) but the first page is %ux%u",
                         path, (long long)o->size[PB_X], (long long)o->size[PB_Y], f->width,
                         f->height);
+  if (!pb__ome_type_is(o->type, f->dtype))
+    return pb_error_set(err, PB_EFORMAT, "%s: OME-XML Pixels Type is '%s' but the pages hold %s",
+                        path, o->type, pb_dtype_name(f->dtype));
   if (o->size[PB_C] % f->spp != 0)
     return pb_error_set(err, PB_EFORMAT,
                         "%s: OME-XML SizeC=%lld is not a multiple of the %u samples per pixel",

@@ -1,9 +1,9 @@
 /* OME-XML held to the OME schema in the fields pipebench reads: DimensionOrder and Type from
  * their enumerations, SizeX/Y/Z/C/T positive 32-bit integers, physical sizes and wavelengths
  * positive numbers, TiffData attributes non-negative integers whose planes fit in the image,
- * no more Channel elements than SizeC. Each refusal names the field; through the backend, the
- * file too. Documents the schema allows (every order, white space around numbers) still
- * parse. */
+ * no more Channel elements than SizeC, a Type the pages hold. Each refusal names the field;
+ * through the backend, the file too. Documents the schema allows (every order, white space
+ * around numbers) still parse. */
 #include <stdio.h>
 #include <string.h>
 #include <tiffio.h>
@@ -124,6 +124,38 @@ static void through_backend(const char *root) {
   EXPECT_CONTAINS(err.message, "Type 'byte'");
 }
 
+/* A Type the schema allows that is not what the pages hold: refused naming both. */
+static void type_mismatch(const char *root) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/type_mismatch.ome.tif", root);
+  TIFF *tif = TIFFOpen(path, "w");
+  CHECK(tif != NULL);
+  TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, 16);
+  TIFFSetField(tif, TIFFTAG_IMAGELENGTH, 8);
+  TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, 16);
+  TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
+  TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+  TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, 8);
+  TIFFSetField(tif, TIFFTAG_IMAGEDESCRIPTION,
+               "<OME><Image ID=\"Image:0\"><Pixels DimensionOrder=\"XYZCT\" Type=\"float\" "
+               "SizeX=\"16\" SizeY=\"8\" SizeZ=\"1\" SizeC=\"1\" SizeT=\"1\"/></Image></OME>");
+  uint16_t row[16] = {0};
+  for (uint32_t y = 0; y < 8; y++) CHECK(TIFFWriteScanline(tif, row, y, 0) == 1);
+  CHECK(TIFFWriteDirectory(tif));
+  TIFFClose(tif);
+  struct pb_error err = {{0}};
+  pb_dataset *ds = NULL;
+  int rc = pb_dataset_open(path, "tiff", &ds, &err);
+  if (rc == PB_OK) {
+    pb_image_meta m;
+    rc = pb_dataset_meta(ds, 0, &m, &err);
+    pb_dataset_free(ds);
+  }
+  EXPECT_EQ(rc, PB_EFORMAT);
+  EXPECT_CONTAINS(err.message, "type_mismatch.ome.tif");
+  EXPECT_CONTAINS(err.message, "Type is 'float' but the pages hold uint16");
+}
+
 /* The corpus's reproducers: each refused with PB_EFORMAT naming the file and the field. */
 static void corpus(void) {
   static const char *const cases[][2] = {
@@ -153,6 +185,7 @@ int main(void) {
   tt_tempdir(root, sizeof root, "ome_bad");
   units();
   through_backend(root);
+  type_mismatch(root);
   corpus();
   tt_rmtree(root);
   return check_failures() != 0;
