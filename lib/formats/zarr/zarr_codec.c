@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <blosc.h>
+#include <zstd.h>
 
 #include "codecs/codec.h"
 #include "formats/zarr/zarr_internal.h"
@@ -360,6 +361,42 @@ static int blosc_part(const pb__zarr_array *a, const unsigned char *in, size_t n
   return 1;
 }
 
+/* The same for a zstd chunk: a frame cannot be entered midway, but decoding can stop once the
+ * region's last element is out, which a crop's top and bottom chunks allow. Any trouble (a
+ * window larger than the chunk, a frame that ends early) leaves it to the whole decode, which
+ * reports it. 1: done; 0: not done. */
+static int zstd_part(const pb__zarr_array *a, pb__zarr_scratch *s, const unsigned char *in,
+                     size_t n, const int64_t o[PB_NDIM], const pb_region *r, unsigned char *out,
+                     size_t bytes) {
+  int64_t lo[PB_NDIM], cnt[PB_NDIM];
+  if (a->pipe.n != 1 || a->pipe.c[0].id != PB__ZC_ZSTD ||
+      !intersect(r, o, a->inner, a->shape, lo, cnt))
+    return 0;
+  int64_t first = 0, last = 0;
+  for (int k = 0; k < PB_NDIM; k++) {
+    first = first * a->inner[k] + (lo[k] - o[k]);
+    last = last * a->inner[k] + (lo[k] + cnt[k] - 1 - o[k]);
+  }
+  size_t b0 = (size_t)first * a->esize, b1 = (size_t)(last + 1) * a->esize;
+  if (b1 > bytes / 4 * 3) return 0;
+  if (s->codec.zstd_d == NULL && (s->codec.zstd_d = ZSTD_createDCtx()) == NULL) return 0;
+  ZSTD_DCtx *d = s->codec.zstd_d;
+  int wlog = 10; /* a chunk's frame needs no window beyond the chunk: bounds the stream buffers */
+  while (wlog < 30 && ((size_t)1 << wlog) < bytes) wlog++;
+  ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
+  int ok = !ZSTD_isError(ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, wlog));
+  ZSTD_inBuffer ib = {in, n, 0};
+  ZSTD_outBuffer ob = {out, b1, 0};
+  while (ok && ob.pos < ob.size) {
+    size_t in0 = ib.pos, out0 = ob.pos;
+    size_t k = ZSTD_decompressStream(d, &ob, &ib);
+    ok = !ZSTD_isError(k) && (ib.pos != in0 || ob.pos != out0) && (k != 0 || ob.pos == ob.size);
+  }
+  ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters); /* the whole decodes start clean */
+  if (ok && a->pipe.big_endian && a->esize > 1) swap_bytes(out + b0, b1 - b0, a->esize);
+  return ok;
+}
+
 static int place_chunk(const pb__zarr_array *a, pb__zarr_scratch *s, const unsigned char *in,
                        size_t n, const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
                        pb_stage_times *times, struct pb_error *err) {
@@ -381,7 +418,8 @@ static int place_chunk(const pb__zarr_array *a, pb__zarr_scratch *s, const unsig
     target = s->chunk;
   }
   int rc = PB_OK;
-  if (off >= 0 || !blosc_part(a, in, n, o, r, target, bytes, err, &rc))
+  if (off >= 0 || (!blosc_part(a, in, n, o, r, target, bytes, err, &rc) &&
+                   !zstd_part(a, s, in, n, o, r, target, bytes)))
     rc = pb__zarr_decode(&a->pipe, a->esize, s, in, n, target, bytes, err);
   PB_RETURN_NOT_OK(rc);
   int64_t t1 = pb_now_ns();
