@@ -214,7 +214,7 @@ void pb__rs_free(pb__rs_axis *ax) {
 
 int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, int flip) {
   double scale = len / n, support = scale > 1.0 ? scale : 1.0;
-  int taps = 2 * (int)ceil(support) + 2;
+  int taps = (int)ceil(2.0 * support) + 1; /* the most pixels a window of 2 * support covers */
   if ((size_t)n > ax->cap_n) {
     int32_t *f = realloc(ax->first, (size_t)n * sizeof *f), *c = NULL;
     if (f != NULL) ax->first = f;
@@ -333,9 +333,11 @@ void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src,
     /* Horizontal pass, then the normalisation (weights sum to 1, so it commutes). The common
      * tap counts get loops of constant length, which the compiler unrolls. */
     float *d = dst + (size_t)i * (size_t)nx;
-    if (fixed && ax->taps == 4) rs_row(ax, acc, d, 4, a, b);
+    if (fixed && ax->taps == 3) rs_row(ax, acc, d, 3, a, b);
+    else if (fixed && ax->taps == 4) rs_row(ax, acc, d, 4, a, b);
+    else if (fixed && ax->taps == 5) rs_row(ax, acc, d, 5, a, b);
     else if (fixed && ax->taps == 6) rs_row(ax, acc, d, 6, a, b);
-    else if (fixed && ax->taps == 8) rs_row(ax, acc, d, 8, a, b);
+    else if (fixed && ax->taps == 7) rs_row(ax, acc, d, 7, a, b);
     else
       for (int j = 0; j < nx; j++) {
         const float *wj = ax->w + (size_t)j * (size_t)ax->taps, *s = acc + ax->first[j];
