@@ -102,6 +102,26 @@ int pb_verify_find_manifest(const char *path, char *buf, size_t size, struct pb_
     snprintf(buf, size, "%s", gen);
     return PB_OK;
   }
+  /* a folder gen wrote: its manifest lists the datasets inside it */
+  char inner[4200];
+  snprintf(inner, sizeof inner, "%s/manifest.json", t);
+  cJSON *root = NULL;
+  struct pb_error e;
+  if (is_file(inner) && read_json(inner, &root, &e) == PB_OK) {
+    char list[1024] = "";
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(root, "formats")) {
+      if (!cJSON_IsString(it) || strlen(list) + strlen(t) + strlen(it->valuestring) + 4 >= sizeof list)
+        continue;
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s/%s", list[0] ? ", " : "", t,
+               it->valuestring);
+    }
+    cJSON_Delete(root);
+    if (list[0] != '\0')
+      return pb_error_set(err, PB_ENOTFOUND,
+                          "%s: a folder of datasets (%s lists them); verify each: %s", path,
+                          inner, list);
+  }
   return pb_error_set(err, PB_ENOTFOUND,
                       "%s: no manifest (neither %s nor a %s that lists '%s'); give one with "
                       "--manifest",
