@@ -14,7 +14,7 @@
 # env:   N (10000 images), DATA (a tree to use instead), WORKERS ("1,<all cores>"),
 #        BATCH (64), BATCHES (20 per round), ROUNDS (3), PYTHON (python3 with torch and
 #        torchvision; default /usr/bin/python3 if it has numpy, else python3), GPU (auto),
-#        T3_WORKERS ("1 2 4 8 16"), T3_BATCH (256), T3_ROWS (4096)
+#        T3_WORKERS ("2 4 8 16"), T3_BATCH (256), T3_ROWS (2048)
 # The library comes from beside PIPEBENCH (../lib or its own folder) unless PIPEBENCH_LIB is
 # set; the binding from python/ in this checkout.
 set -u
@@ -65,9 +65,9 @@ if [ "$GPU" = auto ]; then
 fi
 [ "$GPU" = 1 ] || { echo "(no GPU: Track 3's AU from JPEG is skipped)"; exit 0; }
 
-T3_WORKERS=${T3_WORKERS:-1 2 4 8 16}
+T3_WORKERS=${T3_WORKERS:-2 4 8 16}
 T3_BATCH=${T3_BATCH:-256}
-T3_ROWS=${T3_ROWS:-4096}
+T3_ROWS=${T3_ROWS:-2048}
 T3DATA=$OUT/imagenet224-$T3_ROWS
 if [ ! -d "$T3DATA/imagefolder" ]; then
   echo "== gen $T3_ROWS photo-like 224x224 JPEGs (Track 3 batches need one size) -> $T3DATA"
