@@ -138,6 +138,13 @@ def main():
     elif cfg["format"] == "ome-zarr":
         ds = ZarrImages(cfg["path"], mean, std)
     elif cfg["format"] == "imagefolder":
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            print("peer: torchvision is not installed for %s: no image-folder peer rows"
+                  % sys.executable, file=sys.stderr)
+            write_result(cfg, [], 0.0)
+            return
         ds = FolderImages(cfg["path"], mean, std)
     else:
         raise SystemExit("peer: no Python reader for format %r" % cfg["format"])
