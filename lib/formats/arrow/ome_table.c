@@ -1655,6 +1655,91 @@ static int pixel_physical(pb_dtype d, const char **converted) {
   }
 }
 
+/* Places the planes of image i, just read into r->rows, into the region. */
+static int direct_put_planes(ot_reader *r, int64_t i, int planes, const pb_region *reg,
+                             void *dst, int64_t *covered, pb_stage_times *times,
+                             struct pb_error *err) {
+  const ot_img *im = &r->imgs[i];
+  const pb__pq_rows *q = &r->rows;
+  size_t e0 = q->row_elem[0], ne = q->row_elem[1] - e0;
+  if (ne != (size_t)planes)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel lists for %d planes",
+                        r->path, (long long)i, ne, planes);
+  int64_t Y = im->shape[PB_Y], X = im->shape[PB_X];
+  const int32_t *tcz = &r->pl_tcz[(size_t)r->pl_first[im->key] * 3];
+  if (pieces_reserve(r, ne) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (size_t j = 0; j < ne; j++) {
+    int32_t box[8] = {tcz[3 * j], tcz[3 * j + 1], tcz[3 * j + 2], 0, 0, 1, (int32_t)Y,
+                      (int32_t)X};
+    memcpy(r->pcs[j].box, box, sizeof box);
+    r->pcs[j].codec[0] = r->pcs[j].dtype[0] = '\0';
+  }
+  PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, ne, "plane", err));
+  size_t px = (size_t)(Y * X);
+  for (size_t j = 0; j < ne; j++) {
+    int64_t org[PB_NDIM] = {tcz[3 * j], tcz[3 * j + 1], tcz[3 * j + 2], 0, 0};
+    int64_t shp[PB_NDIM] = {1, 1, 1, Y, X};
+    size_t nv = q->elem_val[e0 + j + 1] - q->elem_val[e0 + j];
+    if (nv != px || q->elem_nulls[e0 + j] != 0)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, plane %zu: %zu pixels (%zu null), expected %lld x "
+                          "%lld", r->path, (long long)i, j, nv, q->elem_nulls[e0 + j],
+                          (long long)Y, (long long)X);
+    PB_RETURN_NOT_OK(place_values(r, im, pb__pq_rows_data(q) + q->elem_val[e0 + j] * q->width,
+                                  q->width, org, shp, reg, dst, covered, times, err));
+  }
+  return PB_OK;
+}
+
+/* Places the chunks (numeric or bytes) of image i, just read into r->rows, into the region:
+ * the whole list is checked, then only the chunks the region touches are converted or
+ * decompressed. */
+static int direct_put_chunks(ot_reader *r, int64_t i, int chunks, const pb_region *reg,
+                             void *dst, int64_t *covered, pb_stage_times *times,
+                             struct pb_error *err) {
+  const ot_img *im = &r->imgs[i];
+  const pb__pq_rows *q = &r->rows;
+  size_t e0 = q->row_elem[0], ne = q->row_elem[1] - e0;
+  if (ne != (size_t)chunks)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel lists for %d chunks",
+                        r->path, (long long)i, ne, chunks);
+  const ot_piece *pcs = &r->ck[(size_t)r->ck_first[im->key]];
+  PB_RETURN_NOT_OK(check_pieces(r, i, im, pcs, ne, "chunk", err));
+  void *scratch = NULL;
+  size_t scratch_n = 0;
+  int rc = PB_OK;
+  for (size_t j = 0; j < ne && rc == PB_OK; j++) {
+    const ot_piece *pc = &pcs[j];
+    int64_t org[PB_NDIM] = {pc->box[0], pc->box[1], pc->box[2], pc->box[3], pc->box[4]};
+    int64_t shp[PB_NDIM] = {1, 1, pc->box[5], pc->box[6], pc->box[7]};
+    size_t e = e0 + j, blen = 0;
+    if (r->ck_numeric) {
+      size_t want = (size_t)pc->box[5] * (size_t)pc->box[6] * (size_t)pc->box[7];
+      size_t nv = q->elem_val[e + 1] - q->elem_val[e];
+      if (nv != want || q->elem_nulls[e] != 0)
+        rc = pb_error_set(err, PB_EFORMAT,
+                          "%s: image %lld, chunk %zu: pixels list holds %zu values (%zu null), "
+                          "its shape %dx%dx%d needs %zu",
+                          r->path, (long long)i, j, nv, q->elem_nulls[e], pc->box[5],
+                          pc->box[6], pc->box[7], want);
+      else
+        rc = place_values(r, im, pb__pq_rows_data(q) + q->elem_val[e] * q->width, q->width,
+                          org, shp, reg, dst, covered, times, err);
+      continue;
+    }
+    const char *b = NULL;
+    if (q->elem_val[e + 1] - q->elem_val[e] == 1 && q->elem_nulls[e] == 0) {
+      size_t v = q->elem_val[e];
+      b = (const char *)pb__pq_rows_data(q) + q->val_off[v];
+      blen = q->val_off[v + 1] - q->val_off[v];
+    }
+    rc = place_chunk(r, i, im, j, org, shp, pc->codec, pc->dtype, b, blen, reg, dst, covered,
+                     &scratch, &scratch_n, times, err);
+  }
+  free(scratch);
+  return rc;
+}
+
 /* Reads image i through the direct page reader. *used is 0 when the row is one DuckDB must
  * read (then nothing was done). */
 static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *dst,
@@ -1686,103 +1771,10 @@ static int ot_read_direct(ot_reader *r, int64_t i, const pb_region *reg, void *d
   }
   int64_t t1 = pb_now_ns(), covered = 0, need = 1;
   for (int k = 0; k < PB_NDIM; k++) need *= reg->count[k];
-  const pb__pq_rows *q = &r->rows;
-  size_t e0 = q->row_elem[0], ne = q->row_elem[1] - e0;
   size_t es = pb_dtype_size(im->dtype);
-  if (col == r->px_planes) {
-    if (ne != (size_t)planes)
-      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel lists for %d planes",
-                          r->path, (long long)i, ne, planes);
-    int64_t Y = im->shape[PB_Y], X = im->shape[PB_X];
-    size_t w = q->width, px = (size_t)(Y * X);
-    int whole = 1; /* the region is the whole image */
-    for (int k = 0; k < PB_NDIM; k++)
-      whole &= reg->start[k] == 0 && reg->count[k] == im->shape[k];
-    if (pieces_reserve(r, ne) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    for (size_t j = 0; j < ne; j++) {
-      const int32_t *tcz = &r->pl_tcz[((size_t)r->pl_first[key] + j) * 3];
-      int32_t box[8] = {tcz[0], tcz[1], tcz[2], 0, 0, 1, (int32_t)Y, (int32_t)X};
-      memcpy(r->pcs[j].box, box, sizeof box);
-      r->pcs[j].codec[0] = r->pcs[j].dtype[0] = '\0';
-    }
-    PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, ne, "plane", err));
-    for (size_t j = 0; j < ne && rc == PB_OK; j++) {
-      const int32_t *tcz = &r->pl_tcz[((size_t)r->pl_first[key] + j) * 3];
-      int64_t org[PB_NDIM] = {tcz[0], tcz[1], tcz[2], 0, 0};
-      int64_t shp[PB_NDIM] = {1, 1, 1, Y, X};
-      if (org[0] < 0 || org[0] >= im->shape[0] || org[1] < 0 || org[1] >= im->shape[1] ||
-          org[2] < 0 || org[2] >= im->shape[2])
-        return pb_error_set(err, PB_EFORMAT, "%s: image %lld, plane %zu: (t=%lld, c=%lld, z=%lld) "
-                            "lies outside the image", r->path, (long long)i, j,
-                            (long long)org[0], (long long)org[1], (long long)org[2]);
-      size_t nv = q->elem_val[e0 + j + 1] - q->elem_val[e0 + j];
-      if (nv != px || q->elem_nulls[e0 + j] != 0)
-        return pb_error_set(err, PB_EFORMAT,
-                            "%s: image %lld, plane %zu: %zu pixels (%zu null), expected %lld x "
-                            "%lld", r->path, (long long)i, j, nv, q->elem_nulls[e0 + j],
-                            (long long)Y, (long long)X);
-      int64_t vol = box_volume(org, shp, reg->start, reg->count);
-      if (vol == 0) continue;
-      const unsigned char *src = pb__pq_rows_data(q) + q->elem_val[e0 + j] * w;
-      if (w != es && whole) { /* the plane lands whole in dst: narrow straight into it */
-        size_t at = (size_t)(((org[0] * im->shape[1] + org[1]) * im->shape[2] + org[2]) * Y * X);
-        narrow_int32(src, px, es, (unsigned char *)dst + at * es);
-        if (times) times->bytes_read += (int64_t)(px * es);
-        covered += vol;
-        continue;
-      }
-      if (w != es) { /* INT32 holding 8- or 16-bit values: keep the low bytes */
-        if (r->conv_n < px * es) {
-          free(r->conv);
-          r->conv = malloc(px * es);
-          r->conv_n = r->conv ? px * es : 0;
-          if (r->conv == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-        }
-        narrow_int32(src, px, es, r->conv);
-        src = r->conv;
-      }
-      if (times) times->bytes_read += (int64_t)(px * es);
-      pb__copy_box(dst, reg->start, reg->count, src, org, shp, es);
-      covered += vol;
-    }
-  } else {
-    if (ne != (size_t)chunks)
-      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: %zu pixel lists for %d chunks",
-                          r->path, (long long)i, ne, chunks);
-    const ot_piece *pcs = &r->ck[(size_t)r->ck_first[key]];
-    PB_RETURN_NOT_OK(check_pieces(r, i, im, pcs, ne, "chunk", err));
-    void *scratch = NULL;
-    size_t scratch_n = 0;
-    for (size_t j = 0; j < ne && rc == PB_OK; j++) {
-      const ot_piece *pc = &pcs[j];
-      int64_t org[PB_NDIM] = {pc->box[0], pc->box[1], pc->box[2], pc->box[3], pc->box[4]};
-      int64_t shp[PB_NDIM] = {1, 1, pc->box[5], pc->box[6], pc->box[7]};
-      size_t e = e0 + j, blen = 0;
-      if (r->ck_numeric) { /* every list's length is checked, then only what the region needs */
-        size_t want = (size_t)pc->box[5] * (size_t)pc->box[6] * (size_t)pc->box[7];
-        size_t nv = q->elem_val[e + 1] - q->elem_val[e];
-        if (nv != want || q->elem_nulls[e] != 0)
-          return pb_error_set(err, PB_EFORMAT,
-                              "%s: image %lld, chunk %zu: pixels list holds %zu values (%zu "
-                              "null), its shape %dx%dx%d needs %zu",
-                              r->path, (long long)i, j, nv, q->elem_nulls[e], pc->box[5],
-                              pc->box[6], pc->box[7], want);
-        rc = place_values(r, im, pb__pq_rows_data(q) + q->elem_val[e] * q->width, q->width, org,
-                          shp, reg, dst, &covered, times, err);
-        continue;
-      }
-      const char *b = NULL;
-      if (q->elem_val[e + 1] - q->elem_val[e] == 1 && q->elem_nulls[e] == 0) {
-        size_t v = q->elem_val[e];
-        b = (const char *)pb__pq_rows_data(q) + q->val_off[v];
-        blen = q->val_off[v + 1] - q->val_off[v];
-      }
-      rc = place_chunk(r, i, im, j, org, shp, pc->codec, pc->dtype, b, blen, reg, dst, &covered,
-                       &scratch, &scratch_n, times, err);
-    }
-    free(scratch);
-    if (rc != PB_OK) return rc;
-  }
+  if (col == r->px_planes) rc = direct_put_planes(r, i, planes, reg, dst, &covered, times, err);
+  else rc = direct_put_chunks(r, i, chunks, reg, dst, &covered, times, err);
+  if (rc != PB_OK) return rc;
   if (covered != need)
     return pb_error_set(err, PB_EFORMAT,
                         "%s: image %lld: planes/chunks cover %lld of the %lld pixels asked for",
