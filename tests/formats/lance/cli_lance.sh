@@ -63,7 +63,7 @@ def rows(name):
         return list(csv.DictReader(l for l in f if not l.startswith("#")))
 t1 = [r for r in rows("pipebench_track1.csv") if r["engine"].startswith("lancedb-node ")]
 assert {r["access_pattern"] for r in t1} == {"sequential", "random"}, t1
-assert all(r["format"] == "lance" and int(r["num_samples"]) == 40 and float(r["p50"]) > 0 for r in t1)
+assert all(r["format"] == "lance (engine)" and int(r["num_samples"]) == 40 and float(r["p50"]) > 0 for r in t1)
 t2 = [r for r in rows("pipebench_track2.csv") if r["engine"].startswith("lancedb-node ")]
 assert len(t2) == 1 and t2[0]["loader"] == "lancedb-node" and int(t2[0]["num_batches"]) == 6, t2
 assert float(t2[0]["samples_per_sec"]) > 0
