@@ -160,7 +160,7 @@ def main():
                                  "kvstore": {"driver": "file", "path": p}},
                                 read=True, context=ctx).result() for p, v in found]
             try:
-                bench("tensorstore " + ts.__version__, fmt, ts_open,
+                bench("tensorstore " + getattr(ts, "__version__", "?"), fmt, ts_open,
                       lambda arr: arr.read().result(),
                       lambda arr, y, x, ey, ex: arr[..., y:y + ey, x:x + ex].read().result(),
                       **common)
