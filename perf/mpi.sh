@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Scale-out across MPI ranks on one host, side by side in one call (docs/scaling.md):
 #   1. Track 2 aggregate throughput with N ranks against N x one rank's (a plain process), for
-#      on-demand TIFF (cache none) and preloaded pixels (cache preload); target >= 0.9.
+#      on-demand TIFF (cache none) and preloaded pixels (cache preload); target >= 0.9. Beside it,
+#      N plain processes at the same time (their rates summed): what this machine gives N
+#      processes without MPI, so a shortfall can be told apart from a machine without N free cores.
 #   2. What MPI adds to a step: Track 3 (emulated compute) as N ranks under mpirun against N
 #      plain processes running at the same time; target < 1%.
 #   3. Where GPUs are: Track 3 with one GPU per rank (resnet50), each rank's AU and how many
@@ -75,7 +77,7 @@ row() { rows+=("$(printf '%-34s %5s %14s %14s %9s %9s %7s' "$@")"); }
 row "measure" "N" "without MPI" "with MPI" "ratio" "target" "imbal."
 
 for N in "${NS[@]}"; do
-  declare -A one=() agg=() imb=()
+  declare -A one=() agg=() imb=() conc=()
   for ((r = 0; r < ROUNDS; r++)); do
     out="$work/one-$N-$r"
     "$P" run "${t2[@]}" --out "$out" >"$out.log" 2>&1 || { echo "mpi.sh: one-rank run failed:"; tail -3 "$out.log"; exit 2; }
@@ -86,6 +88,17 @@ for N in "${NS[@]}"; do
       MPIRUN=""
       continue
     fi
+    pids=()
+    for ((k = 0; k < N; k++)); do
+      "$P" run "${t2[@]}" --out "$work/c2-$N-$r-$k" >"$work/c2-$N-$r-$k.log" 2>&1 &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || { echo "mpi.sh: a plain track 2 run failed"; exit 2; }; done
+    for c in none preload; do
+      v=()
+      for ((k = 0; k < N; k++)); do v+=($(col "$work/c2-$N-$r-$k" 2 cache=$c samples_per_sec)); done
+      conc[$c]+=" $("$PY" -c 'import sys; print(sum(float(x) for x in sys.argv[1:]))' "${v[@]}")"
+    done
     out="$work/ranks-$N-$r"
     mpirun_n "$N" "$P" run "${t2[@]}" --out "$out" >"$out.log" 2>&1 || { echo "mpi.sh: $N-rank run failed:"; tail -5 "$out.log"; exit 2; }
     for c in none preload; do
@@ -100,6 +113,8 @@ for N in "${NS[@]}"; do
       a=$(median ${agg[$c]})
       nx=$("$PY" -c "print($N*$o)")
       row "$what" "$N" "$(printf '%.0f' "$nx")" "$(printf '%.0f' "$a")" "$(ratio "$a" "$nx")" ">=0.9" "$(printf '%.2f' "$(median ${imb[$c]})")"
+      cc=$(median ${conc[$c]})
+      row "  same, N plain processes at once" "$N" "$(printf '%.0f' "$cc")" "$(printf '%.0f' "$a")" "$(ratio "$a" "$cc")" "-" "-"
     else
       row "$what (one rank)" 1 "$(printf '%.0f' "$o")" "-" "-" "-" "-"
     fi
@@ -157,7 +172,9 @@ echo "  mpirun:    ${MPIRUN:-none} $([[ -n $MPIRUN ]] && "$MPIRUN" --version 2>/
 [[ -n $mpi_note ]] && echo "  NOTE: $mpi_note"
 for N in "${NS[@]}"; do ((N > cores)) && echo "  NOTE: $N ranks on $cores cores: oversubscribed, so the ratio measures sharing, not scaling"; done
 printf '%s\n' "${rows[@]}"
-echo "  ratio: aggregate / (N x one rank) for track 2; step with MPI / without for track 3"
+echo "  ratio: aggregate / (N x one rank) for track 2 (next line: / the sum of N plain processes at once);"
+echo "         step with MPI / without for track 3 (N ranks against N plain processes at once)"
+echo "  load average while measuring: $(cut -d' ' -f1-3 /proc/loadavg) ($cores cores)"
 if ((${#gpu_lines[@]})); then
   echo "track 3, one GPU per rank (resnet50, batch 64):"
   printf '%s\n' "${gpu_lines[@]}"
