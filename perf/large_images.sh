@@ -87,7 +87,10 @@ out=$(mktemp)
 for s in $sets; do
   d=$base/$s/ome-zarr
   echo "== $s: $(du -sh "$d" | cut -f1) in $d" >&2
-  "$regions" "$d" --threads "$threads" --crops "$crops" --whole "$whole" --crop "$edge" |
+  floor=0
+  [[ $s == large-none ]] && floor=1 # uncompressed: also the floor of merely reading the files
+  "$regions" "$d" --threads "$threads" --crops "$crops" --whole "$whole" --crop "$edge" \
+    --floor "$floor" |
     sed "s/^{/{\"set\":\"$s\",/" | tee -a "$out"
   for peer in tensorstore zarr-python; do
     py=$ts_py; skip=zarr-python
@@ -103,7 +106,9 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 cal = {r["set"]: r for r in rows if "memcpy_gbps" in r}
 pb = {(r["set"], r["op"], r["threads"]): r for r in rows if r.get("tool") == "pipebench"}
-peers = [r for r in rows if r.get("tool", "pipebench") != "pipebench" and r["op"] != "open"]
+floors = {(r["set"], r["threads"]): r for r in rows if r.get("tool") == "file-floor"}
+peers = [r for r in rows if r.get("tool", "pipebench") not in ("pipebench", "file-floor")
+         and r["op"] != "open"]
 opens = [r for r in rows if r.get("op") == "open"]
 print("\nratios pipebench / peer at the same thread count (p50: lower is better, target <= 1.00;")
 print("throughput: higher is better)")
@@ -130,6 +135,12 @@ for s, c in cal.items():
         print(f"{s:12s} whole {t:3d} {'memory copy (calibrate)':26s} {p['mb_per_s']:8.0f} MB/s of "
               f"{c['memcpy_mt_gbps'] * 1e3:8.0f} MB/s ({c['memcpy_threads']} threads): "
               f"{f * 100:5.1f}%  target >= 50% {'ok' if ok else 'MISS'}")
+for (s, t), fl in floors.items():
+    p = pb.get((s, "whole", t))
+    if p:
+        print(f"{s:12s} whole {t:3d} {'reading the chunk files':26s} {p['mb_per_s']:8.0f} MB/s of "
+              f"{fl['mb_per_s']:8.0f} MB/s merely opening and reading the same files: "
+              f"{p['mb_per_s'] / fl['mb_per_s'] * 100:5.1f}% (context, no target)")
 for r in opens:
     print(f"{r['set']:12s} open  {r['threads']:3d} {r['tool']:26s} {r['per_array_us']:.0f} us per "
           f"array (opened before timing; not in the p50s)")

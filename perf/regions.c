@@ -4,18 +4,22 @@
  * pipebench calibrate measures (one thread, or all cores), in the same run.
  *
  * usage: regions DATASET_DIR [--format NAME] [--threads 1,16] [--whole R] [--crops K]
- *                [--crop EDGE] [--seed S]
- * One JSON object per line on stdout: the calibration first, then one per (op, threads).
+ *                [--crop EDGE] [--seed S] [--floor 0|1]
+ * One JSON object per line on stdout: the calibration first, then one per (op, threads); with
+ * --floor 1, also the file floor of whole reads per thread count (see file_floor).
  *
  * The images and crops are the ones perf/large_images_peers.py reads: whole reads go through the
  * images in index order (R reads, wrapping); crop k of every run is image a % n at y = b % (H -
  * EDGE + 1), x = c % (W - EDGE + 1), all T, C and Z, where a, b, c are splitmix64 steps from
  * seed + (k + 1) * 0x9E3779B97F4A7C15. Reads are handed out from one shared counter. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipebench/calibrate.h"
@@ -144,9 +148,80 @@ static int measure(job *j, int threads, const pb_calibration *cal) {
   return rc;
 }
 
+/* The floor of a whole-image read for formats of many files: opening, reading (into a small
+ * buffer each thread reuses) and closing every data file under the dataset folder (metadata,
+ * i.e. names starting with '.' and *.json, excluded), with the same threads; no parsing. */
+static char **g_files;
+static size_t g_nfiles, g_cap;
+static int64_t g_next_file, g_floor_bytes;
+
+static int collect(const char *fpath, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb;
+  const char *base = fpath + ftw->base;
+  size_t len = strlen(base);
+  if (type != FTW_F || base[0] == '.' || (len > 5 && strcmp(base + len - 5, ".json") == 0))
+    return 0;
+  if (g_nfiles == g_cap) {
+    size_t ncap = g_cap * 2 + 4096;
+    char **np = realloc(g_files, ncap * sizeof *np);
+    if (np == NULL) return 1;
+    g_files = np;
+    g_cap = ncap;
+  }
+  return (g_files[g_nfiles++] = strdup(fpath)) == NULL;
+}
+
+static void *floor_worker(void *arg) {
+  pthread_barrier_t *go = arg;
+  size_t cap = (size_t)1 << 20;
+  char *buf = malloc(cap);
+  pthread_barrier_wait(go);
+  int64_t got = 0;
+  for (;;) {
+    int64_t k = __atomic_fetch_add(&g_next_file, 1, __ATOMIC_RELAXED);
+    if (k >= (int64_t)g_nfiles || buf == NULL) break;
+    int fd = open(g_files[k], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t r;
+    off_t off = 0;
+    while ((r = pread(fd, buf, cap, off)) > 0) off += r;
+    got += off;
+    close(fd);
+  }
+  __atomic_fetch_add(&g_floor_bytes, got, __ATOMIC_RELAXED);
+  free(buf);
+  return NULL;
+}
+
+static void file_floor(const char *path, int threads) {
+  if (g_nfiles == 0 && nftw(path, collect, 32, FTW_PHYS) != 0) return;
+  if (g_nfiles == 0) return;
+  pthread_t *tid = calloc((size_t)threads, sizeof *tid);
+  pthread_barrier_t go;
+  if (tid == NULL) return;
+  pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
+  g_next_file = g_floor_bytes = 0;
+  int started = 0;
+  for (int t = 0; t < threads; t++) started += pthread_create(&tid[t], NULL, floor_worker, &go) == 0;
+  if (started != threads) {
+    fprintf(stderr, "regions: cannot start %d threads\n", threads);
+    exit(2);
+  }
+  pthread_barrier_wait(&go);
+  int64_t t0 = pb_now_ns();
+  for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
+  double wall = (double)(pb_now_ns() - t0) / 1e9;
+  pthread_barrier_destroy(&go);
+  free(tid);
+  printf("{\"tool\":\"file-floor\",\"op\":\"whole\",\"threads\":%d,\"files\":%zu,"
+         "\"mb_per_s\":%.1f}\n",
+         threads, g_nfiles, (double)g_floor_bytes / wall / 1e6);
+  fflush(stdout);
+}
+
 static void usage(void) {
   fprintf(stderr, "usage: regions DATASET_DIR [--format NAME] [--threads 1,16] [--whole R] "
-                  "[--crops K] [--crop EDGE] [--seed S]\n");
+                  "[--crops K] [--crop EDGE] [--seed S] [--floor 0|1]\n");
   exit(1);
 }
 
@@ -155,6 +230,7 @@ int main(int argc, char **argv) {
   job j = {.path = argv[1], .edge = 256, .seed = 42};
   const char *threads = NULL;
   int64_t whole = 0, crops = 1000;
+  int with_floor = 0;
   for (int i = 2; i < argc; i++) {
     if (i + 1 >= argc) usage();
     const char *k = argv[i], *v = argv[++i];
@@ -164,6 +240,7 @@ int main(int argc, char **argv) {
     else if (strcmp(k, "--crops") == 0) crops = atoll(v);
     else if (strcmp(k, "--crop") == 0) j.edge = atoll(v);
     else if (strcmp(k, "--seed") == 0) j.seed = strtoull(v, NULL, 10);
+    else if (strcmp(k, "--floor") == 0) with_floor = atoi(v);
     else usage();
   }
   if (j.edge < 1 || crops < 0 || whole < 0) usage();
@@ -217,10 +294,13 @@ int main(int argc, char **argv) {
     j.op = 0;
     j.reads = whole;
     fails += measure(&j, t, &cal);
+    if (with_floor) file_floor(j.path, t);
     j.op = 1;
     j.reads = crops;
     if (crops > 0) fails += measure(&j, t, &cal);
   }
   free(j.meta);
+  for (size_t i = 0; i < g_nfiles; i++) free(g_files[i]);
+  free(g_files);
   return fails ? 2 : 0;
 }
