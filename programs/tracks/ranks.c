@@ -68,12 +68,6 @@ int pb__ranks_local_gpu(void) {
   return (local < 0 ? 0 : local) % n;
 }
 
-static double timeout_s(void) {
-  const char *v = getenv("PB_RANKS_TIMEOUT_S");
-  double t = v != NULL ? atof(v) : 0;
-  return t > 0 ? t : 1800;
-}
-
 void pb__ranks_abort(int status, const char *msg) {
   fprintf(stderr, "pipebench: rank %d of %d: %s\n", g_rank, g_size, msg);
   fflush(stderr);
@@ -86,6 +80,12 @@ void pb__ranks_abort(int status, const char *msg) {
 #ifdef PB_HAVE_MPI
 
 static int g_we_initialised = 0;
+
+static double timeout_s(void) {
+  const char *v = getenv("PB_RANKS_TIMEOUT_S");
+  double t = v != NULL ? atof(v) : 0;
+  return t > 0 ? t : 1800;
+}
 
 static void finalize_at_exit(void) {
   int fin = 0;
