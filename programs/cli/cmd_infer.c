@@ -92,6 +92,12 @@ static void print_rows(const pb_table *t) {
 }
 
 static int run_infer(const cli_args *a) {
+  /* Several ranks would each time the same batches and write the same files. */
+  const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
+  if (ranks == NULL) ranks = getenv("PMI_SIZE");
+  if (ranks != NULL && atoi(ranks) > 1)
+    return cli_usage_error(CMD, "runs in one process, not across %d MPI ranks; across ranks "
+                           "use 'pipebench run --tracks 3' (docs/scaling.md)", atoi(ranks));
   pb_infer_params p = PB_INFER_PARAMS_DEFAULTS;
   long iters, warmup, threads, seed;
   double timeout;
