@@ -55,14 +55,44 @@ int pb__mkdirs(const char *path, struct pb_error *err) {
 
 int pb_mkdirs(const char *dir, struct pb_error *err) { return pb__mkdirs(dir, err); }
 
-static const char *kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder";
+const char *pb__file_kind(unsigned mode) {
   if (S_ISREG(mode)) return "a regular file";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a folder";
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
   return "a special file";
+}
+
+int pb__check_file_kind(const char *path, int dir_ok, const char *what, struct pb_error *err) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path,
+                        strerror(errno));
+  if (S_ISREG(st.st_mode) || (dir_ok && S_ISDIR(st.st_mode))) return PB_OK;
+  return pb_error_set(err, PB_EFORMAT, "%s is %s, not %s", path, pb__file_kind(st.st_mode), what);
+}
+
+int pb__open_regular(const char *path, const char *what, int *fd, struct pb_error *err) {
+  *fd = -1;
+  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path,
+                        strerror(errno));
+  struct stat st;
+  if (fstat(f, &st) != 0) {
+    int e = errno;
+    close(f);
+    return pb_error_set(err, -e, "%s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(f);
+    return pb_error_set(err, PB_EFORMAT, "%s is %s, not %s", path, pb__file_kind(st.st_mode),
+                        what);
+  }
+  *fd = f;
+  return PB_OK;
 }
 
 int pb__output_check(const char *path, struct pb_error *err) {
@@ -76,7 +106,7 @@ int pb__output_check(const char *path, struct pb_error *err) {
   return pb_error_set(err, PB_EIO,
                       "%s is %s; a dataset is a file or a folder, and renaming one into place "
                       "would replace it",
-                      path, kind_of(st.st_mode));
+                      path, pb__file_kind(st.st_mode));
 }
 
 int pb__remove_tree(const char *path) {

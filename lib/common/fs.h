@@ -13,6 +13,18 @@
 
 #include "pipebench/core.h"
 
+/** What a file of this st_mode is, for messages: "a FIFO", "a socket", "a character device",
+ * "a block device", "a folder", "a regular file" or "a special file". Static storage. */
+const char *pb__file_kind(unsigned mode);
+/** Refuses a path that is neither a regular file nor (when dir_ok) a folder, without opening it:
+ * PB_EFORMAT with "PATH is a FIFO, not WHAT"; PB_ENOTFOUND when it does not exist. Probes and
+ * readers call it before they open what a user named, so a FIFO or a device never blocks them. */
+int pb__check_file_kind(const char *path, int dir_ok, const char *what, struct pb_error *err);
+/** Opens a regular file read-only with O_NONBLOCK (which regular files ignore, and which keeps
+ * open() from waiting on a FIFO or a device), then checks with fstat that it is one: *fd on
+ * success; PB_EFORMAT ("PATH is a FIFO, not WHAT") or -errno with a message otherwise. */
+int pb__open_regular(const char *path, const char *what, int *fd, struct pb_error *err);
+
 /** Creates a folder and its parents (mkdir -p); a path that exists and is no folder is an
  * error. */
 int pb__mkdirs(const char *path, struct pb_error *err);

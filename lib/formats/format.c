@@ -72,47 +72,6 @@ uint32_t pb_image_crc32(const pb_image_meta *meta, const void *pixels) {
 #error "pipebench assumes a little-endian machine"
 #endif
 
-/* ---- what a path is ------------------------------------------------------------------------ */
-
-const char *pb__file_kind(unsigned mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a folder";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "a special file";
-}
-
-int pb__check_file_kind(const char *path, int dir_ok, const char *what, struct pb_error *err) {
-  struct stat st;
-  if (stat(path, &st) != 0)
-    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path,
-                        strerror(errno));
-  if (S_ISREG(st.st_mode) || (dir_ok && S_ISDIR(st.st_mode))) return PB_OK;
-  return pb_error_set(err, PB_EFORMAT, "%s is %s, not %s", path, pb__file_kind(st.st_mode), what);
-}
-
-int pb__open_regular(const char *path, const char *what, int *fd, struct pb_error *err) {
-  *fd = -1;
-  int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (f < 0)
-    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", path,
-                        strerror(errno));
-  struct stat st;
-  if (fstat(f, &st) != 0) {
-    int e = errno;
-    close(f);
-    return pb_error_set(err, -e, "%s: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(f);
-    return pb_error_set(err, PB_EFORMAT, "%s is %s, not %s", path, pb__file_kind(st.st_mode),
-                        what);
-  }
-  *fd = f;
-  return PB_OK;
-}
 
 /* ---- write options ------------------------------------------------------------------------- */
 

@@ -58,17 +58,6 @@ int pb__format_vtable_count(void);
 const pb_format_vtable *pb__format_vtable_at(int i);
 const pb_format_vtable *pb__format_vtable_find(const char *name);
 
-/** What a file of this st_mode is, for messages: "a FIFO", "a socket", "a character device",
- * "a block device", "a folder", "a regular file" or "a special file". Static storage. */
-const char *pb__file_kind(unsigned mode);
-/** Refuses a path that is neither a regular file nor (when dir_ok) a folder, without opening it:
- * PB_EFORMAT with "PATH is a FIFO, not WHAT"; PB_ENOTFOUND when it does not exist. Probes and
- * readers call it before they open what a user named, so a FIFO or a device never blocks them. */
-int pb__check_file_kind(const char *path, int dir_ok, const char *what, struct pb_error *err);
-/** Opens a regular file read-only with O_NONBLOCK (which regular files ignore, and which keeps
- * open() from waiting on a FIFO or a device), then checks with fstat that it is one: *fd on
- * success; PB_EFORMAT ("PATH is a FIFO, not WHAT") or -errno with a message otherwise. */
-int pb__open_regular(const char *path, const char *what, int *fd, struct pb_error *err);
 
 /** Checks a "k=v,k=v" option string against the keys a format knows (NULL-terminated): an
  * unknown key or an item without '=' is PB_EINVAL naming the item and listing the valid keys
@@ -91,7 +80,7 @@ void pb__copy_box(void *dst, const int64_t dst_origin[PB_NDIM], const int64_t ds
                   const void *src, const int64_t src_origin[PB_NDIM],
                   const int64_t src_shape[PB_NDIM], size_t esize);
 
-/* Files and folders (mkdirs, remove_tree, read_file, write_file, list_dir, temp_sibling,
- * temp_sweep) come from common/fs.h. */
+/* Files and folders (file kinds, opening only regular files, mkdirs, remove_tree, read_file,
+ * write_file, list_dir, temp_sibling, temp_sweep) come from common/fs.h. */
 
 #endif

@@ -15,7 +15,7 @@
 
 #include "tools/peer.h"
 #include "revs/revs_internal.h"
-#include "formats/format_internal.h"
+#include "common/fs.h"
 #include "pipebench/results.h"
 
 #define GIT_TIMEOUT_S 600.0

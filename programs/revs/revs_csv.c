@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "revs/revs_internal.h"
-#include "formats/format_internal.h"
+#include "common/fs.h"
 
 /* The columns a task file may have; which ones a row needs depends on its kind. */
 enum { C_BRANCH, C_EXPERIMENT, C_TRAINER, C_MAX_EPOCHS, C_BATCH_SIZE, C_OVERRIDES, C_CHECKPOINT,
