@@ -7,9 +7,10 @@
 #      pipebench's engine and torch (RN50 bf16, batch 1 and 64);
 #   3. a batch that cannot fit in device memory: exit 2 with the size and the memory free;
 #   4. the branch runner's GPU memory: nvidia-smi sampling from outside and the Lightning
-#      callback from inside (tests/revs/revs_guide.sh, whose GPU part runs only here).
+#      callback from inside (tests/revs/revs_gpu.sh).
 # usage: perf/gpu_checks.sh [OUT]      (default /tmp/gpu_checks)
 # env:   PB_PYTHON   Python with torch (CUDA) and Lightning (default: python3 on PATH)
+#        SKIP_TO     start at step 2, 3 or 4, skipping the steps before it
 set -uo pipefail
 pack=${PB_PACK:?unpack a build first: . perf/device_pack.sh --unpack .devpack /tmp/pbpack}
 out=${1:-/tmp/gpu_checks}
@@ -22,6 +23,7 @@ check() { # check NAME RC WANT
   if [[ $2 -eq $3 ]]; then echo "ok   $1"; else echo "FAIL $1 (exit $2, wanted $3)"; status=1; fi
 }
 
+[[ ${SKIP_TO:-1} -le 1 ]] && {
 step "1. the CUDA module on this GPU"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 for t in test_engine_cuda_module test_engine_cuda; do
@@ -30,6 +32,8 @@ for t in test_engine_cuda_module test_engine_cuda; do
   grep -E "forward device time|cuda:1023|cuda engine on|max rel" "$out/$t.log" | head -8
 done
 
+}
+[[ ${SKIP_TO:-1} -le 2 ]] && {
 step "2. infer --device cuda: wall and CUDA-event latency"
 PIPEBENCH_PYTHON_DIR=$PWD/python timeout 400 "$pb" infer --device cuda --framework pipebench,pytorch \
   --model resnet50 --dtype bfloat16 --batch-sizes 1 64 --iterations 50 --warmup 10 \
@@ -49,17 +53,20 @@ sys.exit(1 if missing else 0)
 PY
 check "device latency on every CUDA row" $? 0
 
+}
+[[ ${SKIP_TO:-1} -le 3 ]] && {
 step "3. a batch larger than device memory"
-timeout 300 "$pb" infer --device cuda --framework pipebench --model vit_b_16 --dtype float32 \
+timeout 240 "$pb" infer --device cuda --framework pipebench --model vit_b_16 --dtype bfloat16 \
   --batch-sizes 32768 --iterations 2 --warmup 1 --output-dir "$out/oom" >"$out/oom.log" 2>&1
 rc=$?
 tail -n 3 "$out/oom.log"
 check "out-of-memory batch exits 2" $rc 2
 grep -q "out of device memory" "$out/oom.log" && echo "ok   message gives free and total memory" || { echo "FAIL no memory in the message"; status=1; }
 
+}
 step "4. revs: GPU memory from outside (nvidia-smi) and inside (Lightning)"
-PB_CLI=$pb PB_PYTHON=$py timeout 400 bash tests/revs/revs_guide.sh >"$out/revs.log" 2>&1
-check "revs_guide (with its GPU part)" $? 0
+PB_CLI=$pb PB_PYTHON=$py timeout 200 bash tests/revs/revs_gpu.sh >"$out/revs.log" 2>&1
+check "revs_gpu" $? 0
 grep -E "nvidia-smi sampled|Lightning on the GPU|FAIL|passed" "$out/revs.log" | tail -6
 
 echo

@@ -100,8 +100,12 @@ static int print_comparison(const char *output, const char *baseline, double fac
     else
       snprintf(speed, sizeof speed, "%.2f\u00d7 %s", r >= 1 ? r : 1.0 / r,
                r >= 1 ? "more" : "less");
-    snprintf(change, sizeof change, "%+.1f %%", 100.0 * (r - 1.0));
-    snprintf(ci, sizeof ci, "[%+.1f %%, %+.1f %%]", 100.0 * (lo - 1.0), 100.0 * (hi - 1.0));
+    /* a ratio of two zero medians (no GPU memory on either side, say) has no change to show */
+    if (isfinite(r)) snprintf(change, sizeof change, "%+.1f %%", 100.0 * (r - 1.0));
+    else snprintf(change, sizeof change, "-");
+    if (isfinite(lo) && isfinite(hi))
+      snprintf(ci, sizeof ci, "[%+.1f %%, %+.1f %%]", 100.0 * (lo - 1.0), 100.0 * (hi - 1.0));
+    else snprintf(ci, sizeof ci, "-");
     /* the multiplication sign is two bytes and one column: one more byte of width */
     printf("  %-*s  %11.4g  %11.4g  %-15s  %9s  %-21s  %8.2g  %s%s\n", wm, x->metric,
            x->median_baseline, x->median, speed, change, ci, x->p, x->verdict_text,

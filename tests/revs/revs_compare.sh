@@ -10,6 +10,10 @@ git -C "$repo" branch same            # identical content under another name
 git -C "$repo" checkout -qb slow
 sleep_task "$repo" 0.25
 commit "$repo" "slow"
+git -C "$repo" checkout -qb zero main # a task that reports zero times: no ratio to show
+sleep_task "$repo" 0
+commit "$repo" "zero"
+git -C "$repo" branch zero2
 git -C "$repo" checkout -q main
 # user state: a modified tracked file, an untracked file, a staged file
 echo "local edit" >>"$repo/task.sh"
@@ -49,6 +53,12 @@ printf 'branch,experiment,command,metrics\nmain,sleep,./task.sh,out.json\nsame,s
 run "$PB" revs --config "$work/same.csv" --output "$work/res/same.json" --compare --repeats 5 --fail-on-regression
 expect_rc 0 "identical branches are no regression"
 expect_out 'pipebench\.wall_seconds .*no significant change' "identical branches: no change"
+
+printf 'branch,experiment,command,metrics\nzero,sleep,./task.sh,out.json\nzero2,sleep,./task.sh,out.json\n' >"$work/zero.csv"
+run "$PB" revs --config "$work/zero.csv" --output "$work/res/zero.json" --compare --repeats 3
+expect_rc 0 "metrics of zero on both sides"
+expect_out 'total_training\.elapsed_seconds +0 +0 +- +- +- ' "a zero against a zero shows no change, no ratio"
+[[ $out != *nan* ]] && pass || fail "no nan in the comparison"
 
 run "$PB" revs --compare --output "$work/res/same.json" --baseline nope
 expect_rc 2 "unknown baseline"
