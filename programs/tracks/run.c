@@ -17,7 +17,6 @@
 #include "common/proc.h"
 #include "tracks/ranks.h"
 #include "tracks/tracks.h"
-#include "formats/format_internal.h"
 #include "parquet/pq_cache.h"
 #include "pipebench/gen.h"
 

@@ -12,7 +12,7 @@
 #include "tracks/track2.h"
 #include "tracks/track_lance.h"
 #include "tracks/tracks.h"
-#include "formats/format_internal.h"
+#include "common/fs.h"
 #include "pipebench/loader.h"
 
 static const char *const cache_names[] = {"none", "preload", "shared"};

@@ -12,7 +12,7 @@
 #include "tools/peer.h"
 #include "report/plot_kit.h"
 #include "tracks/tracks.h"
-#include "formats/format_internal.h"
+#include "common/fs.h"
 #include "parquet/pq_cache.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
