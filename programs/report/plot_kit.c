@@ -193,8 +193,8 @@ void pb__pl_legend(const pb__pl_layout *L, const pb__pl_legend_item *it, int n, 
       PLFLT lx[2] = {x, x + 4 * ch}, ly[2] = {y, y};
       pb__pl_color(it[i].rgb);
       plwidth(4);
-      if (it[i].dashed) {
-        PLINT mark = 3000, space = 2000;
+      if (it[i].dashed) { /* dashed = k: the k-th dash, as the plots draw their k-th peer */
+        PLINT mark = 3000 / it[i].dashed, space = 2000;
         plstyl(1, &mark, &space);
       }
       plline(2, lx, ly);

@@ -41,7 +41,7 @@ typedef struct pb__pl_layout {
 typedef struct pb__pl_legend_item {
   int kind;
   uint32_t rgb;
-  int shape, dashed, hollow;
+  int shape, dashed, hollow; /* dashed: 0 solid, k the k-th dash pattern (3000/k on, 2000 off) */
   const char *text;
 } pb__pl_legend_item;
 

@@ -384,6 +384,8 @@ typedef struct t2_plotdata {
   const pb_table *t;
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
   int nf, nc, nb, nw, have_peer;
+  const char *lines[4]; /* loaders drawn as lines: pipebench, then every other one (dashed) */
+  int nlines;
   int64_t bss[32], ws[32];
   int ref;         /* the batch size nearest 16 */
   double ya, yb;   /* samples/s axis, log10 */
@@ -402,8 +404,8 @@ static void t2_draw_format(pb__pl_layout *L, const t2_plotdata *P, int f) {
   snprintf(title, sizeof title, "%s, cache none", P->formats[f]);
   uint32_t col = pb__rp_format_color(P->formats[f]);
   pb__pl_panel(L, f, -0.3, P->nb - 0.7, P->ya, P->yb, 1, title, "batch size", "samples/s", blp, P->nb, NULL);
-  for (int pass = 0; pass < 2; pass++) {
-    const char *loader = pass ? peer_loader : "pipebench";
+  for (int pass = 0; pass < P->nlines; pass++) {
+    const char *loader = P->lines[pass];
     for (int w = 0; w < P->nw; w++) {
       PLFLT x[32], y[32];
       int n = 0;
@@ -420,8 +422,8 @@ static void t2_draw_format(pb__pl_layout *L, const t2_plotdata *P, int f) {
       uint32_t c = pb__pl_tint(col, 0.45 * w / (P->nw > 1 ? P->nw - 1 : 1));
       pb__pl_color(c);
       plwidth(4);
-      if (pass) {
-        PLINT mark = 3000, space = 2000;
+      if (pass) { /* each other loader its own dash */
+        PLINT mark = 3000 / pass, space = 2000;
         plstyl(1, &mark, &space);
       }
       plline(n, x, y);
@@ -502,6 +504,11 @@ static void t2_draw(const void *ctx, pb__pl_page *pg) {
   P.nw = pb__rp_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, P.ws, 32);
   P.have_peer = pb__rp_distinct_str(t, T2_LOADER, &(pb__rp_filter){T2_LOADER, peer_loader, 0}, 1,
                                     (const char *[1]){0}, 1) > 0;
+  const char *loaders[PB__RP_MAX_DISTINCT];
+  int nl = pb__rp_distinct_str(t, T2_LOADER, NULL, 0, loaders, PB__RP_MAX_DISTINCT);
+  P.lines[P.nlines++] = "pipebench";
+  for (int i = 0; i < nl && P.nlines < 4; i++)
+    if (strcmp(loaders[i], "pipebench") != 0) P.lines[P.nlines++] = loaders[i];
   double lo = INFINITY, hi = 0;
   P.flo = INFINITY;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
@@ -534,10 +541,13 @@ static void t2_draw(const void *ctx, pb__pl_page *pg) {
     ex[ne++] = (pb__pl_legend_item){2, pb__pl_tint(0x000000, 0.45 * w / (nw > 1 ? nw - 1 : 1)), w, 0, 0, wtext[w]};
   }
   ex[ne++] = (pb__pl_legend_item){2, 0x000000, -1, 0, 0, "pipebench"};
-  if (P.have_peer) {
-    ex[ne++] = (pb__pl_legend_item){2, 0x000000, 0, 1, 1, "torch DataLoader (line, hollow marker)"};
-    ex[ne++] = (pb__pl_legend_item){1, 0x555555, 0, 0, 0, "torch DataLoader (bar)"};
+  char ltext[4][96];
+  for (int i = 1; i < P.nlines; i++) {
+    snprintf(ltext[i], sizeof ltext[i], "%s (dashed line, hollow marker)",
+             strcmp(P.lines[i], peer_loader) == 0 ? "torch DataLoader" : P.lines[i]);
+    ex[ne++] = (pb__pl_legend_item){2, 0x000000, 0, i, 1, ltext[i]};
   }
+  if (P.have_peer) ex[ne++] = (pb__pl_legend_item){1, 0x555555, 0, 0, 0, "torch DataLoader (bar)"};
   pb__pl_format_legend(&L, P.formats, P.nf, ex, ne, 5.4 * pb__pl_chr_y(&L, PB__PL_TXT));
 }
 
