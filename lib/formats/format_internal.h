@@ -28,7 +28,7 @@ typedef struct pb_format_vtable {
   int (*writer_finish)(void *wstate, struct pb_error *err);
   /** Frees wstate; when finish did not succeed, removes everything written. */
   void (*writer_free)(void *wstate);
-  const char *refuse; /**< for names that are known but not available (lance, vortex) */
+  const char *refuse; /**< for names that are known but not available (vortex) */
   /** The --options keys the writer knows, each as "key=what it takes", NULL-terminated; NULL
    * when it takes none. pb_writer_new refuses any other key. */
   const char *const *write_options;
