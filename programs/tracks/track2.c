@@ -522,7 +522,7 @@ static void t2_draw(const void *ctx, pb__pl_page *pg) {
   int npanels = P.nf + 2, cols = npanels < 3 ? npanels : 3;
   pb__pl_layout L = {pg, (npanels + cols - 1) / cols, cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 6.2 * pb__pl_chr_y(&L, PB__PL_TXT);
+  L.bottom = 7.8 * pb__pl_chr_y(&L, PB__PL_TXT); /* room for three lines of legend */
   char sub[256];
   snprintf(sub, sizeof sub, "steady state from the second batch; transform normalize; page cache %s; first batch: cache none; "
            "medians over rounds",
@@ -548,7 +548,7 @@ static void t2_draw(const void *ctx, pb__pl_page *pg) {
     ex[ne++] = (pb__pl_legend_item){2, 0x000000, 0, i, 1, ltext[i]};
   }
   if (P.have_peer) ex[ne++] = (pb__pl_legend_item){1, 0x555555, 0, 0, 0, "torch DataLoader (bar)"};
-  pb__pl_format_legend(&L, P.formats, P.nf, ex, ne, 5.4 * pb__pl_chr_y(&L, PB__PL_TXT));
+  pb__pl_format_legend(&L, P.formats, P.nf, ex, ne, 7.0 * pb__pl_chr_y(&L, PB__PL_TXT));
 }
 
 /* Draws the table: a panel per format, then first batch and cache modes, three to a row. */
@@ -557,7 +557,7 @@ static int t2_plot(const pb_table *t, const char *png, struct pb_error *err) {
   pb__rp_filter own = {T2_LOADER, "pipebench", 0};
   int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, &own, 1, f, PB__RP_MAX_DISTINCT);
   int rows = (nf + 2 + 2) / 3;
-  return pb__plot_png(png, 1800, 520 * rows + 300, t2_draw, t, err);
+  return pb__plot_png(png, 1800, 520 * rows + 360, t2_draw, t, err);
 }
 
 typedef struct best {
