@@ -306,38 +306,46 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
   return PB_OK;
 }
 
-static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_t dst_size,
-                   pb_stage_times *times, struct pb_error *err) {
-  if_state *s = p;
-  char path[8192];
-  unsigned char *data;
-  size_t size;
+/* Reads image i's file and its header into *data (freed by the caller) and *in, refusing an
+ * image whose size changed since meta read it. *read_ns: the time to read the file. */
+static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
+                        unsigned char **data, size_t *size, pb__if_info *in, int64_t *read_ns,
+                        struct pb_error *err) {
   int whole;
   int64_t t0 = pb_now_ns();
-  PB_RETURN_NOT_OK(load_file(s, i, 0, path, sizeof path, &data, &size, &whole, err));
-  int64_t t1 = pb_now_ns();
-  pb__if_info in;
-  int rc = pb__if_header(path, data, size, &in, err);
+  PB_RETURN_NOT_OK(load_file(s, i, 0, path, path_size, data, size, &whole, err));
+  *read_ns = pb_now_ns() - t0;
+  int rc = pb__if_header(path, *data, *size, in, err);
   if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
-      (in.width != s->info[i].width || in.height != s->info[i].height ||
-       in.channels != s->info[i].channels || in.dtype != s->info[i].dtype))
+      (in->width != s->info[i].width || in->height != s->info[i].height ||
+       in->channels != s->info[i].channels || in->dtype != s->info[i].dtype))
     rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
   if (rc != PB_OK) {
-    free(data);
+    free(*data);
+    *data = NULL;
     return rc;
   }
-  s->info[i] = in;
-  size_t esize = pb_dtype_size(in.dtype);
-  size_t need = (size_t)in.width * (size_t)in.height * (size_t)in.channels * esize;
-  const int64_t shape[PB_NDIM] = {1, in.channels, 1, in.height, in.width};
+  s->info[i] = *in;
+  return PB_OK;
+}
+
+/* Decodes a loaded file (whole, or a region of it at full resolution) and frees data. */
+static int decode_loaded(const char *path, unsigned char *data, size_t size, const pb__if_info *in,
+                         const pb_region *region, void *dst, size_t dst_size, int64_t read_ns,
+                         pb_stage_times *times, struct pb_error *err) {
+  int64_t t1 = pb_now_ns();
+  size_t esize = pb_dtype_size(in->dtype);
+  size_t need = (size_t)in->width * (size_t)in->height * (size_t)in->channels * esize;
+  const int64_t shape[PB_NDIM] = {1, in->channels, 1, in->height, in->width};
   size_t out_bytes = need;
+  int rc;
   if (region == NULL) {
-    rc = pb__if_decode(path, data, size, &in, dst, dst_size, err);
+    rc = pb__if_decode(path, data, size, in, dst, dst_size, err);
   } else {
     rc = pb__region_check(region, shape, err);
     void *tmp = rc == PB_OK ? malloc(need) : NULL;
     if (rc == PB_OK && tmp == NULL) rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
-    if (rc == PB_OK) rc = pb__if_decode(path, data, size, &in, tmp, need, err);
+    if (rc == PB_OK) rc = pb__if_decode(path, data, size, in, tmp, need, err);
     if (rc == PB_OK) {
       static const int64_t zero[PB_NDIM] = {0, 0, 0, 0, 0};
       out_bytes = esize;
@@ -352,7 +360,7 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   }
   free(data);
   if (rc == PB_OK && times != NULL) {
-    times->read_ns += t1 - t0;
+    times->read_ns += read_ns;
     times->decode_ns += pb_now_ns() - t1;
     times->bytes_read += (int64_t)size;
     times->bytes_decoded += (int64_t)out_bytes;
@@ -360,37 +368,39 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   return rc;
 }
 
-/* JPEG: only the box is decoded, at 1/scale, by libjpeg-turbo's scaled and partial decoding.
- * PNG has no reduced decoding: the region is read at scale 1. */
-static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scale, void *dst,
-                          size_t dst_size, pb_region *out, pb_stage_times *times,
-                          struct pb_error *err) {
-  if_state *s = p;
+static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_t dst_size,
+                   pb_stage_times *times, struct pb_error *err) {
   char path[8192];
   unsigned char *data;
   size_t size;
-  int whole;
-  int64_t t0 = pb_now_ns();
-  PB_RETURN_NOT_OK(load_file(s, i, 0, path, sizeof path, &data, &size, &whole, err));
-  int64_t t1 = pb_now_ns();
   pb__if_info in;
-  int rc = pb__if_header(path, data, size, &in, err);
-  if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
-      (in.width != s->info[i].width || in.height != s->info[i].height ||
-       in.channels != s->info[i].channels || in.dtype != s->info[i].dtype))
-    rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
-  if (rc == PB_OK && in.kind != PB__IF_JPEG) {
-    free(data);
+  int64_t read_ns;
+  PB_RETURN_NOT_OK(load_checked(p, i, path, sizeof path, &data, &size, &in, &read_ns, err));
+  return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
+}
+
+/* JPEG: only the box is decoded, at 1/scale, by libjpeg-turbo's scaled and partial decoding.
+ * PNG has no reduced decoding: the region is read at scale 1 (from the file already read). */
+static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scale, void *dst,
+                          size_t dst_size, pb_region *out, pb_stage_times *times,
+                          struct pb_error *err) {
+  char path[8192];
+  unsigned char *data;
+  size_t size;
+  pb__if_info in;
+  int64_t read_ns;
+  PB_RETURN_NOT_OK(load_checked(p, i, path, sizeof path, &data, &size, &in, &read_ns, err));
+  if (in.kind != PB__IF_JPEG) {
     *scale = 1;
     *out = *region;
-    return if_read(p, i, region, dst, dst_size, times, err);
+    return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
   }
+  int64_t t1 = pb_now_ns();
   const int64_t shape[PB_NDIM] = {1, in.channels, 1, in.height, in.width};
-  if (rc == PB_OK) rc = pb__region_check(region, shape, err);
+  int rc = pb__region_check(region, shape, err);
   if (rc == PB_OK && (region->count[PB_C] != in.channels || region->start[PB_C] != 0))
     rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: a scaled read takes every channel", path);
   if (rc == PB_OK) {
-    s->info[i] = in;
     pb__scaled_box(region, shape, *scale, out);
     rc = pb__if_decode_jpeg_box(path, data, size, &in, *scale, (int)out->start[PB_Y],
                                 (int)out->start[PB_X], (int)out->count[PB_Y],
@@ -398,7 +408,7 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
   }
   free(data);
   if (rc == PB_OK && times != NULL) {
-    times->read_ns += t1 - t0;
+    times->read_ns += read_ns;
     times->decode_ns += pb_now_ns() - t1;
     times->bytes_read += (int64_t)size;
     times->bytes_decoded += out->count[PB_Y] * out->count[PB_X] * in.channels;
