@@ -28,28 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-STR = pa.string()
-CHANNEL = pa.struct([("id", STR), ("name", STR), ("emission_um", pa.float32()),
-                     ("excitation_um", pa.float32()), ("illumination", STR),
-                     ("color_rgba", pa.uint32())])
-PIXELS_META = pa.struct([
-    ("dimension_order", STR), ("type", STR), ("size_x", pa.int32()), ("size_y", pa.int32()),
-    ("size_z", pa.int32()), ("size_c", pa.int16()), ("size_t", pa.int32()),
-    ("physical_size_x", pa.float32()), ("physical_size_y", pa.float32()),
-    ("physical_size_z", pa.float32()), ("physical_size_x_unit", STR),
-    ("physical_size_y_unit", STR), ("physical_size_z_unit", STR),
-    ("channels", pa.list_(CHANNEL))])
-CHUNK_GRID = pa.struct([("order", STR), ("chunk_t", pa.int32()), ("chunk_c", pa.int16()),
-                        ("chunk_z", pa.int32()), ("chunk_y", pa.int32()), ("chunk_x", pa.int32()),
-                        ("chunk_order", STR)])
-BOX = [("t", pa.int32()), ("c", pa.int16()), ("z", pa.int32()), ("y", pa.int32()),
-       ("x", pa.int32()), ("shape_z", pa.int32()), ("shape_y", pa.int32()),
-       ("shape_x", pa.int32())]
-PLANE = pa.struct([("z", pa.int32()), ("t", pa.int32()), ("c", pa.int16()),
-                   ("pixels", pa.list_(pa.uint16()))])
-CHUNK_NUM = pa.struct(BOX + [("pixels", pa.list_(pa.uint16()))])
-CHUNK_BYTES = pa.struct(BOX + [("dtype", STR), ("compression", STR),
-                               ("pixel_bytes", pa.large_binary())])
+# OME-Arrow's Arrow types, as ome-arrow.md gives them: kept once, in the strict checker
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from check_ome_arrow_pyarrow import (BOX, CHANNEL, CHUNK_BYTES, CHUNK_GRID,  # noqa: E402,F401
+                                     CHUNK_NUM, PIXELS_META, PLANE, STR)
 
 
 def ome_struct(chunk, with_chunks=True):
