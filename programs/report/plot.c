@@ -628,13 +628,19 @@ static int mkdir_one(const char *dir, struct pb_error *err) {
 
 int pb__rp_plots(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
                  pb_report_note_fn note, void *note_ctx, int *n_written, struct pb_error *err) {
+  return pb__rp_plots_from(views, n_views, out_dir, NULL, note, note_ctx, n_written, err);
+}
+
+int pb__rp_plots_from(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+                      const char *infer_root, pb_report_note_fn note, void *note_ctx,
+                      int *n_written, struct pb_error *err) {
   if (n_written != NULL) *n_written = 0;
   struct stat st;
   if (out_dir == NULL || stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such results folder", out_dir ? out_dir : "(null)");
   pb__rp_data *d = malloc(sizeof *d);
   if (d == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__rp_load(out_dir, views, n_views, d, note, note_ctx);
+  pb__rp_load(out_dir, infer_root, views, n_views, d, note, note_ctx);
   char skipped[1024] = "";
   int written = 0, first_rc = PB_OK, any = 0;
   char first_msg[1024] = "";

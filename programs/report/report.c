@@ -381,6 +381,12 @@ static void write_sections(pb__rp_doc *d, const pb__rp_data *data, const char *o
 
 int pb__rp_write(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
                  pb_report_note_fn note, void *note_ctx, struct pb_error *err) {
+  return pb__rp_write_from(views, n_views, out_dir, NULL, note, note_ctx, err);
+}
+
+int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+                      const char *infer_root, pb_report_note_fn note, void *note_ctx,
+                      struct pb_error *err) {
   struct stat st;
   if (out_dir == NULL || stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such results folder", out_dir ? out_dir : "(null)");
@@ -394,7 +400,7 @@ int pb__rp_write(const pb__rp_view *const *views, size_t n_views, const char *ou
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
   /* pb_report_plots already told about bad tables */
-  pb__rp_load(out_dir, views, n_views, data, NULL, NULL);
+  pb__rp_load(out_dir, infer_root, views, n_views, data, NULL, NULL);
   cJSON *sum = load_summary(out_dir);
   int have = sum != NULL || data->infer != NULL;
   for (size_t k = 0; k < data->n; k++) have |= data->t[k] != NULL;
@@ -445,18 +451,19 @@ static int write_failed(int rc) {
  * missing plots do not fail a run whose tables are safely written; they are reported. A plot
  * or report that could not be written (a full disk) is returned, and fails the run. */
 int pb__report_after_run(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
-                         void (*line)(void *ctx, const char *text), void *ctx) {
+                         const char *infer_root, void (*line)(void *ctx, const char *text),
+                         void *ctx) {
   struct pb_error e = {{0}};
   int n = 0;
   char text[1400];
-  int rc = pb__rp_plots(views, n_views, out_dir, NULL, NULL, &n, &e);
+  int rc = pb__rp_plots_from(views, n_views, out_dir, infer_root, NULL, NULL, &n, &e);
   if (line != NULL) {
     if (rc == PB_OK) snprintf(text, sizeof text, "wrote %d plots in %s/images%s%s", n, out_dir, e.message[0] ? "; " : "", e.message);
     else snprintf(text, sizeof text, "plots: %s", e.message);
     line(ctx, text);
   }
   e.message[0] = '\0';
-  int rc2 = pb__rp_write(views, n_views, out_dir, NULL, NULL, &e);
+  int rc2 = pb__rp_write_from(views, n_views, out_dir, infer_root, NULL, NULL, &e);
   if (line != NULL) {
     if (rc2 == PB_OK) snprintf(text, sizeof text, "wrote %s/report.md and report.html", out_dir);
     else snprintf(text, sizeof text, "report: %s", e.message);

@@ -127,17 +127,18 @@ int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_e
   return PB_OK;
 }
 
-void pb__rp_load(const char *dir, const pb__rp_view *const *views, size_t n, pb__rp_data *d,
-                 pb_report_note_fn note, void *ctx) {
+void pb__rp_load(const char *dir, const char *infer_root, const pb__rp_view *const *views,
+                 size_t n, pb__rp_data *d, pb_report_note_fn note, void *ctx) {
   memset(d, 0, sizeof *d);
   snprintf(d->dir, sizeof d->dir, "%s", dir);
   d->views = views;
   d->n = n < PB__RP_TRACKS ? n : PB__RP_TRACKS;
   for (size_t k = 0; k < d->n; k++) d->status[k] = load_one(dir, k, d, note, ctx);
   static const char *const where[] = {"", "/data"};
+  if (infer_root == NULL) infer_root = dir;
   for (int i = 0; i < 2 && d->infer == NULL; i++) {
     char sub[4200];
-    snprintf(sub, sizeof sub, "%s%s", dir, where[i]);
+    snprintf(sub, sizeof sub, "%s%s", infer_root, where[i]);
     struct pb_error e;
     if (pb__rp_load_infer(sub, &d->infer, &d->infer_files, &e) == PB_OK)
       snprintf(d->infer_dir, sizeof d->infer_dir, "%s", sub);

@@ -60,10 +60,10 @@ struct pb__rp_data {
   int infer_files;
 };
 
-/* Loads the table of each of the n views (and the infer CSVs) of dir; each failure or fallback
- * is passed to note. */
-void pb__rp_load(const char *dir, const pb__rp_view *const *views, size_t n, pb__rp_data *d,
-                 pb_report_note_fn note, void *ctx);
+/* Loads the table of each of the n views of dir, and the infer CSVs of infer_root or
+ * infer_root/data (infer_root NULL: dir); each failure or fallback is passed to note. */
+void pb__rp_load(const char *dir, const char *infer_root, const pb__rp_view *const *views,
+                 size_t n, pb__rp_data *d, pb_report_note_fn note, void *ctx);
 void pb__rp_free(pb__rp_data *d);
 /* Reads and merges the infer CSVs of one folder (newest file wins per configuration). */
 int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_error *err);
@@ -99,12 +99,21 @@ int pb__rp_plots(const pb__rp_view *const *views, size_t n, const char *out_dir,
 /* pb_report_write_ex over these views, in their order. */
 int pb__rp_write(const pb__rp_view *const *views, size_t n, const char *out_dir,
                  pb_report_note_fn note, void *note_ctx, struct pb_error *err);
+/* The same, with the infer CSVs taken from infer_root or infer_root/data (NULL: out_dir's). */
+int pb__rp_plots_from(const pb__rp_view *const *views, size_t n, const char *out_dir,
+                      const char *infer_root, pb_report_note_fn note, void *note_ctx,
+                      int *n_written, struct pb_error *err);
+int pb__rp_write_from(const pb__rp_view *const *views, size_t n, const char *out_dir,
+                      const char *infer_root, pb_report_note_fn note, void *note_ctx,
+                      struct pb_error *err);
 
 /* The end of pb_run: draws the plots and writes the report of out_dir over these views,
- * telling each outcome to line (may be NULL). Returns the first failure to write a file;
- * a table that cannot be drawn is only told. */
+ * telling each outcome to line (may be NULL). The infer CSVs come from infer_root or
+ * infer_root/data (the run's OUT, when out_dir is its staging folder; NULL: out_dir).
+ * Returns the first failure to write a file; a table that cannot be drawn is only told. */
 int pb__report_after_run(const pb__rp_view *const *views, size_t n, const char *out_dir,
-                         void (*line)(void *ctx, const char *text), void *ctx);
+                         const char *infer_root, void (*line)(void *ctx, const char *text),
+                         void *ctx);
 
 /* ---- building the written report (for the views' answers and sections) --------------------- */
 

@@ -342,7 +342,7 @@ typedef struct set_item {
   int copied;      /* from is a temporary copy beside the destination */
 } set_item;
 
-enum { SET_MAX = 3 * 8 + 3 };
+enum { SET_MAX = 3 * 8 + 4 };
 
 static void sync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -387,6 +387,8 @@ static int prepare_set(pb_run_ctx *c, set_item *items, size_t *n, struct pb_erro
     snprintf(items[(*n)++].rel, sizeof items[0].rel, "data/%s.csv", table);
     snprintf(items[(*n)++].rel, sizeof items[0].rel, "images/%s.png", table);
   }
+  /* the plot of infer's CSVs in OUT, drawn with the report */
+  snprintf(items[(*n)++].rel, sizeof items[0].rel, "images/pipebench_infer.png");
   static const char *const last[] = {"data/pipebench_summary.json", "report.html", "report.md"};
   for (size_t i = 0; i < 3; i++) snprintf(items[(*n)++].rel, sizeof items[0].rel, "%s", last[i]);
   struct stat sst;
@@ -441,7 +443,8 @@ static int move_in(pb_run_ctx *c, set_item *it, struct pb_error *err) {
  *   1. the files that name a run go: report.md, report.html, data/pipebench_summary.json and
  *      data/pipebench_summary_failed.json;
  *   2. per track of the table: data/<table>.parquet, data/<table>.csv, images/<table>.png are
- *      renamed over the old ones (or the old ones removed, for a track this run did not make);
+ *      renamed over the old ones (or the old ones removed, for a track this run did not make),
+ *      then images/pipebench_infer.png the same way;
  *   3. data/pipebench_summary.json comes in;
  *   4. report.html, then report.md.
  * Steps 1 to 4 are renames and unlinks within one file system each. A crash (power loss,
@@ -624,7 +627,8 @@ static void report_line(void *ctx, const char *text) {
 
 static int report_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
   (void)arg;
-  int rc = pb__tracks_report(c->stage, report_line, c);
+  /* infer's benchmark_results_*.csv stay in OUT (they are not the run's): read them there */
+  int rc = pb__tracks_report(c->stage, c->out, report_line, c);
   if (rc != PB_OK) pb_error_set(err, rc, "the plots or the report could not be written");
   return rc;
 }

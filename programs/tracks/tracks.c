@@ -59,8 +59,9 @@ int pb_report_write(const char *out_dir, struct pb_error *err) {
   return pb_report_write_ex(out_dir, NULL, NULL, err);
 }
 
-int pb__tracks_report(const char *out_dir, void (*line)(void *ctx, const char *text), void *ctx) {
+int pb__tracks_report(const char *out_dir, const char *infer_root,
+                      void (*line)(void *ctx, const char *text), void *ctx) {
   size_t n;
   const pb__rp_view *const *v = views(&n);
-  return pb__report_after_run(v, n, out_dir, line, ctx);
+  return pb__report_after_run(v, n, out_dir, infer_root, line, ctx);
 }

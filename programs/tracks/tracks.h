@@ -28,8 +28,10 @@ const pb__track *pb__track_at(size_t i);
 /** The track with this id, or NULL. */
 const pb__track *pb__track_find(const char *id);
 
-/** Plots and report of out_dir over every track (the end of pb_run; pb__report_after_run). */
-int pb__tracks_report(const char *out_dir, void (*line)(void *ctx, const char *text), void *ctx);
+/** Plots and report of out_dir over every track, with the infer CSVs of infer_root (the end of
+ *  pb_run; pb__report_after_run). */
+int pb__tracks_report(const char *out_dir, const char *infer_root,
+                      void (*line)(void *ctx, const char *text), void *ctx);
 
 /* The descriptors (one per track file). */
 extern const pb__track pb__track1;

@@ -16,9 +16,15 @@ done
 run "$pb" run --data "$work/missing" --out "$work/bad2"
 expect_rc 2 "run with a missing dataset"; expect_err "missing" "missing dataset named"
 
-# A small run over a small dataset: tables, CSV twins, summary, plots and report.
+# A small run over a small dataset: tables, CSV twins, summary, plots and report; infer's
+# results already in OUT/data get their section and plot in the run's report.
 run "$pb" gen --out "$work/ds" --rows 40 --size 32x32 --formats raw,tiff,ome-zarr
 expect_rc 0 "gen for run"
+mkdir -p "$work/r/data"
+{
+  echo "framework,model,device_type,batch_size,latency_p50_ms,throughput_ips"
+  for b in 1 2 4 8; do echo "pytorch,resnet50,cpu,$b,$((3 * b)).5,$((400 + b))"; done
+} >"$work/r/data/benchmark_results_20260101_000000.csv"
 run "$pb" run --data "$work/ds" --out "$work/r" --repeats 1 --samples 10 --warmup 2 --batches 4 \
   --batch-sizes 4 --workers 0,2 --caches none,preload --transforms none --steps 3 --no-peer
 expect_rc 0 "small run"
@@ -27,6 +33,11 @@ for t in 1 2 3 4; do
   [[ -s $work/r/images/pipebench_track$t.png ]] && pass || fail "track $t plot"
 done
 [[ -s $work/r/report.md && -s $work/r/report.html ]] && pass || fail "report written"
+grep -q '^## Inference' "$work/r/report.md" && pass || fail "run's report has infer's section"
+grep -qF "1 \`benchmark_results_*.csv\` file(s) in \`$work/r/data\`" "$work/r/report.md" \
+  && pass || fail "run's report names OUT/data, not its staging folder"
+[[ -s $work/r/images/pipebench_infer.png ]] && pass || fail "run draws infer's plot"
+[[ -s $work/r/data/benchmark_results_20260101_000000.csv ]] && pass || fail "infer's CSV left alone"
 if "$py" - "$work/r/data" <<'PY'
 import csv, json, sys
 d = sys.argv[1]
