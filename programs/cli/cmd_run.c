@@ -212,7 +212,10 @@ const cli_command cli_cmd_run = {
     .usage = "[--tracks 1,2,3,4] [--data DIR] [--formats LIST] [--out OUT] [--preset P] [--cache warm|cold]",
     .details = "Track 1: per-sample latency (sequential/random, transforms, cache none/preload).\n"
                "Track 2: loader throughput over batch sizes x workers x cache modes, with the\n"
-               "         torch DataLoader peer over the same TIFF and OME-Zarr files.\n"
+               "         torch DataLoader peer over the same TIFF, OME-Zarr and image-folder\n"
+               "         files (tifffile, zarr-python, torchvision's ImageFolder with PIL and\n"
+               "         with decode_jpeg): cache none at every batch size x workers, preload\n"
+               "         at batch 16 with 2 workers; other formats and mpirun get no peer.\n"
                "Track 3: loader -> model loop: step time, data wait, accelerator utilisation.\n"
                "Track 4: where one sample's time goes, and the hand-off to torch (DLPack).\n"
                "Writes OUT/data/pipebench_track{1,2,3,4}.parquet and pipebench_summary.json.\n"
