@@ -200,6 +200,31 @@ static void scoped_options(const char *options, const char *format, char *buf, s
   }
 }
 
+/* Every scope must name a format (or gen itself): an option scoped to a misspelt name would
+ * otherwise reach no writer and be lost without a word. */
+static int check_scopes(const char *options, struct pb_error *err) {
+  for (const char *q = options ? options : ""; *q != '\0';) {
+    size_t len = strcspn(q, ",");
+    const char *colon = memchr(q, ':', len), *eq = memchr(q, '=', len);
+    if (colon != NULL && (eq == NULL || colon < eq)) {
+      size_t slen = (size_t)(colon - q);
+      char scope[64];
+      snprintf(scope, sizeof scope, "%.*s", (int)(slen < 63 ? slen : 63), q);
+      int known = slen < 63 && (strcmp(scope, "gen") == 0 || pb_format_find(scope) != NULL);
+      if (!known) {
+        char names[512] = "";
+        size_t used = 0;
+        for (int i = 0; i < pb_format_count() && used < sizeof names; i++)
+          used += (size_t)snprintf(names + used, sizeof names - used, "%s, ", pb_format_at(i)->name);
+        return pb_error_set(err, PB_EINVAL, "option '%.*s': unknown format '%s' (known: %sgen)",
+                            (int)len, q, scope, names);
+      }
+    }
+    q += len + (q[len] == ',');
+  }
+  return PB_OK;
+}
+
 /* gen's own options, scoped "gen:" (no format has that name, so writers never see them):
  * content=cells|photo, sizes=fixed|vary (docs/format-imagefolder.md, the imagenet preset). */
 static int gen_options(const char *options, int *photo, int *vary, struct pb_error *err) {
@@ -236,6 +261,7 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   int n = 0;
   char storage[1024];
   PB_RETURN_NOT_OK(parse_formats(p.formats, names, &n, storage, sizeof storage, err));
+  PB_RETURN_NOT_OK(check_scopes(p.write.options, err));
   int photo = 0, vary = 0;
   PB_RETURN_NOT_OK(gen_options(p.write.options, &photo, &vary, err));
   int64_t longest = p.shape[PB_Y] > p.shape[PB_X] ? p.shape[PB_Y] : p.shape[PB_X];
