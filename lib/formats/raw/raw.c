@@ -376,7 +376,18 @@ static int raw_writer_open(const char *path, const pb_write_params *params, void
     free(w);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
-  pb__temp_sibling(path, w->tmp, sizeof w->tmp);
+  /* Missing parent folders are made, as the folder formats' writers make theirs. */
+  char parent[4096];
+  const char *base;
+  pb__path_split(path, parent, sizeof parent, &base);
+  int mk = pb__temp_sibling(path, w->tmp, sizeof w->tmp) != PB_OK
+               ? pb_error_set(err, PB_EINVAL, "%s: path too long", path)
+               : pb__mkdirs(parent, err);
+  if (mk != PB_OK) {
+    w->finished = 1; /* nothing of ours to remove */
+    raw_writer_free(w);
+    return mk;
+  }
   w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (w->fd < 0) {
     int rc = pb_error_set(err, -errno, "%s: cannot create: %s", w->tmp, strerror(errno));

@@ -192,11 +192,41 @@ static void test_atomic_writer(void) {
   pb_dataset_free(ds);
 }
 
+/* A path whose folders do not exist yet: they are made, as the folder formats make theirs;
+ * one under a file is refused with the folder named. */
+static void test_missing_parents(void) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/new/deeper/x.raw", dir);
+  struct pb_error err = {{0}};
+  pb_writer *wr = NULL;
+  CHECK_OK(pb_writer_new(path, "raw", NULL, &wr, &err), &err);
+  int64_t shape[PB_NDIM] = {1, 1, 1, 2, 3};
+  pb_image_meta m;
+  pb_image_meta_init(&m, "a", PB_UINT8, shape);
+  unsigned char px[6] = {1, 2, 3, 4, 5, 6};
+  CHECK_OK(pb_writer_add(wr, &m, px, &err), &err);
+  CHECK_OK(pb_writer_finish(wr, &err), &err);
+  pb_writer_free(wr);
+  pb_dataset *ds = NULL;
+  CHECK_OK(pb_dataset_open(path, NULL, &ds, &err), &err);
+  CHECK_EQ(pb_dataset_count(ds), 1);
+  pb_dataset_free(ds);
+  /* a parent that is a file */
+  char under[800];
+  snprintf(under, sizeof under, "%s/sub/y.raw", path);
+  wr = NULL;
+  int rc = pb_writer_new(under, "raw", NULL, &wr, &err);
+  CHECK(rc != PB_OK);
+  CHECK(wr == NULL);
+  CHECK_CONTAINS(err.message, path);
+}
+
 int main(void) {
   test_tmpdir(dir, sizeof dir);
   test_round_trip();
   test_truncated_and_corrupt();
   test_atomic_writer();
+  test_missing_parents();
   pb__remove_tree(dir);
   printf("raw format: ok\n");
   return 0;
