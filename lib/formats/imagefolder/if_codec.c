@@ -162,47 +162,119 @@ static void split_rgb(const unsigned char *restrict src, unsigned char *restrict
   }
 }
 
-int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t size,
-                           const pb__if_info *info, int scale, int y0, int x0, int h, int w,
-                           void *dst, size_t dst_size, struct pb_error *err) {
-  if (info->kind != PB__IF_JPEG)
-    return pb_error_set(err, PB_EINVAL, "%s: not a JPEG file", name);
-  if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
-    return pb_error_set(err, PB_EINVAL, "%s: JPEG scale 1/%d (want 1, 2, 4 or 8)", name, scale);
-  int sw = (info->width + scale - 1) / scale, sh = (info->height + scale - 1) / scale;
-  int ch = info->channels;
-  if (x0 < 0 || y0 < 0 || w < 1 || h < 1 || x0 > sw - w || y0 > sh - h)
-    return pb_error_set(err, PB_ERANGE, "%s: box %dx%d at (%d, %d) outside the %dx%d image at 1/%d",
-                        name, w, h, x0, y0, sw, sh, scale);
-  if (dst_size < (size_t)w * (size_t)h * (size_t)ch)
-    return pb_error_set(err, PB_EINVAL, "%s: box needs %zu bytes, destination holds %zu", name,
-                        (size_t)w * (size_t)h * (size_t)ch, dst_size);
+struct pb__if_jpeg {
   struct jpeg_decompress_struct cinfo;
   jpeg_fail_mgr fail;
-  unsigned char *volatile row = NULL;
-  cinfo.err = jpeg_std_error(&fail.pub);
-  fail.pub.error_exit = jpeg_on_error;
-  fail.pub.emit_message = jpeg_on_message;
-  fail.message[0] = '\0';
-  jpeg_create_decompress(&cinfo);
-  if (setjmp(fail.jmp)) {
-    free(row);
-    jpeg_destroy_decompress(&cinfo);
-    return pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt JPEG: %s", name, fail.message);
+  int started; /* a header has been read and the image not yet ended */
+  unsigned char *row;
+  size_t row_cap;
+};
+
+pb__if_jpeg *pb__if_jpeg_new(void) {
+  pb__if_jpeg *volatile dec = calloc(1, sizeof *dec); /* volatile: read after a longjmp */
+  if (dec == NULL) return NULL;
+  dec->cinfo.err = jpeg_std_error(&dec->fail.pub);
+  dec->fail.pub.error_exit = jpeg_on_error;
+  dec->fail.pub.emit_message = jpeg_on_message;
+  if (setjmp(dec->fail.jmp)) { /* libjpeg could not allocate its object */
+    free(dec);
+    return NULL;
   }
-  jpeg_mem_src(&cinfo, data, (unsigned long)size);
-  jpeg_read_header(&cinfo, TRUE);
-  cinfo.out_color_space = ch == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = (unsigned)scale;
-  cinfo.dct_method = JDCT_ISLOW; /* as whole-image decoding (and PIL) */
-  jpeg_start_decompress(&cinfo);
-  if ((int)cinfo.output_width != sw || (int)cinfo.output_height != sh ||
-      cinfo.output_components != ch) {
-    jpeg_destroy_decompress(&cinfo);
-    return pb_error_set(err, PB_EFORMAT, "%s: JPEG decodes to %ux%u x %d at 1/%d, not %dx%d x %d",
-                        name, cinfo.output_width, cinfo.output_height, cinfo.output_components,
-                        scale, sw, sh, ch);
+  jpeg_create_decompress(&dec->cinfo);
+  return dec;
+}
+
+void pb__if_jpeg_free(pb__if_jpeg *dec) {
+  if (dec == NULL) return;
+  jpeg_destroy_decompress(&dec->cinfo);
+  free(dec->row);
+  free(dec);
+}
+
+/* Ends the current image, keeping the object (and its source manager) for the next one. */
+static void jpeg_end(pb__if_jpeg *dec) {
+  jpeg_abort_decompress(&dec->cinfo);
+  dec->started = 0;
+}
+
+void pb__if_jpeg_end(pb__if_jpeg *dec) {
+  if (dec != NULL && dec->started) jpeg_end(dec);
+}
+
+int pb__if_jpeg_header(pb__if_jpeg *dec, const char *name, const unsigned char *data, size_t size,
+                       pb__if_info *info, struct pb_error *err) {
+  memset(info, 0, sizeof *info);
+  if (dec->started) jpeg_end(dec);
+  if (size > (size_t)0xffffffffu)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: JPEG file of %zu bytes is too large", name, size);
+  if (size == 0 || pb__if_sniff(data, size) != PB__IF_JPEG)
+    return pb_error_set(err, PB_EFORMAT, "%s: not a JPEG file", name);
+  struct jpeg_decompress_struct *cinfo = &dec->cinfo;
+  dec->fail.message[0] = '\0';
+  if (setjmp(dec->fail.jmp)) {
+    jpeg_end(dec);
+    return pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt JPEG: %s", name, dec->fail.message);
+  }
+  jpeg_mem_src(cinfo, data, (unsigned long)size);
+  dec->started = 1;
+  jpeg_read_header(cinfo, TRUE);
+  if (cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK) {
+    jpeg_end(dec);
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: CMYK JPEG is not supported (convert it to RGB, e.g. with PIL's "
+                        "Image.convert('RGB'))",
+                        name);
+  }
+  info->kind = PB__IF_JPEG;
+  info->width = (int)cinfo->image_width;
+  info->height = (int)cinfo->image_height;
+  info->channels = cinfo->jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+  info->dtype = PB_UINT8;
+  int rc = check_size(name, info, err);
+  if (rc != PB_OK) jpeg_end(dec);
+  return rc;
+}
+
+int pb__if_jpeg_box(pb__if_jpeg *dec, const char *name, const pb__if_info *info, int scale, int y0,
+                    int x0, int h, int w, void *dst, size_t dst_size, struct pb_error *err) {
+  struct jpeg_decompress_struct *cinfo = &dec->cinfo;
+  int rc = PB_OK;
+  int sw = 0, sh = 0, ch = info->channels;
+  if (!dec->started || info->kind != PB__IF_JPEG)
+    rc = pb_error_set(err, PB_EINVAL, "%s: no JPEG header was read", name);
+  else if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
+    rc = pb_error_set(err, PB_EINVAL, "%s: JPEG scale 1/%d (want 1, 2, 4 or 8)", name, scale);
+  if (rc == PB_OK) {
+    sw = (info->width + scale - 1) / scale;
+    sh = (info->height + scale - 1) / scale;
+    if (x0 < 0 || y0 < 0 || w < 1 || h < 1 || x0 > sw - w || y0 > sh - h)
+      rc = pb_error_set(err, PB_ERANGE, "%s: box %dx%d at (%d, %d) outside the %dx%d image at 1/%d",
+                        name, w, h, x0, y0, sw, sh, scale);
+    else if (dst_size < (size_t)w * (size_t)h * (size_t)ch)
+      rc = pb_error_set(err, PB_EINVAL, "%s: box needs %zu bytes, destination holds %zu", name,
+                        (size_t)w * (size_t)h * (size_t)ch, dst_size);
+  }
+  if (rc != PB_OK) {
+    if (dec->started) jpeg_end(dec);
+    return rc;
+  }
+  dec->fail.message[0] = '\0';
+  if (setjmp(dec->fail.jmp)) {
+    jpeg_end(dec);
+    return pb_error_set(err, PB_EFORMAT, "%s: truncated or corrupt JPEG: %s", name, dec->fail.message);
+  }
+  cinfo->out_color_space = ch == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  cinfo->scale_num = 1;
+  cinfo->scale_denom = (unsigned)scale;
+  cinfo->dct_method = JDCT_ISLOW; /* as whole-image decoding (and PIL) */
+  jpeg_start_decompress(cinfo);
+  if ((int)cinfo->output_width != sw || (int)cinfo->output_height != sh ||
+      cinfo->output_components != ch) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: JPEG decodes to %ux%u x %d at 1/%d, not %dx%d x %d",
+                      name, cinfo->output_width, cinfo->output_height, cinfo->output_components,
+                      scale, sw, sh, ch);
+    jpeg_end(dec);
+    return rc;
   }
   /* Cropping moves the left edge down to an iMCU boundary and may widen the span. The span
    * also reaches 16 pixels past the box on both sides: chroma upsampling at a cropped edge
@@ -210,22 +282,27 @@ int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t s
    * differ from a whole decode. */
   int cx0 = x0 > 16 ? x0 - 16 : 0, cx1 = x0 + w + 16 < sw ? x0 + w + 16 : sw;
   JDIMENSION xoff = (JDIMENSION)cx0, cw = (JDIMENSION)(cx1 - cx0);
-  if (cw < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &cw);
-  if (y0 > 0) jpeg_skip_scanlines(&cinfo, (JDIMENSION)y0);
-  row = malloc((size_t)cinfo.output_width * (size_t)ch);
-  if (row == NULL) {
-    jpeg_destroy_decompress(&cinfo);
-    return pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
+  if (cw < cinfo->output_width) jpeg_crop_scanline(cinfo, &xoff, &cw);
+  if (y0 > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)y0);
+  size_t need = (size_t)cinfo->output_width * (size_t)ch;
+  if (need > dec->row_cap) {
+    unsigned char *r = realloc(dec->row, need);
+    if (r == NULL) {
+      jpeg_end(dec);
+      return pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
+    }
+    dec->row = r;
+    dec->row_cap = need;
   }
   unsigned char *out = dst;
   size_t plane = (size_t)w * (size_t)h, skip = (size_t)(x0 - (int)xoff);
   for (int y = 0; y < h; y++) {
-    JSAMPROW rp = row;
-    if (jpeg_read_scanlines(&cinfo, &rp, 1) != 1) {
-      snprintf(fail.message, sizeof fail.message, "row %d of the box could not be read", y);
-      longjmp(fail.jmp, 1);
+    JSAMPROW rp = dec->row;
+    if (jpeg_read_scanlines(cinfo, &rp, 1) != 1) {
+      snprintf(dec->fail.message, sizeof dec->fail.message, "row %d of the box could not be read", y);
+      longjmp(dec->fail.jmp, 1);
     }
-    const unsigned char *src = row + skip * (size_t)ch;
+    const unsigned char *src = dec->row + skip * (size_t)ch;
     if (ch == 1) {
       memcpy(out + (size_t)y * (size_t)w, src, (size_t)w);
     } else {
@@ -233,11 +310,27 @@ int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t s
       split_rgb(src, r, r + plane, r + 2 * plane, w);
     }
   }
-  free(row);
-  row = NULL;
-  jpeg_abort_decompress(&cinfo); /* the rows below the box are never decoded */
-  jpeg_destroy_decompress(&cinfo);
+  jpeg_end(dec); /* the rows below the box are never decoded */
   return PB_OK;
+}
+
+int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t size,
+                           const pb__if_info *info, int scale, int y0, int x0, int h, int w,
+                           void *dst, size_t dst_size, struct pb_error *err) {
+  if (info->kind != PB__IF_JPEG)
+    return pb_error_set(err, PB_EINVAL, "%s: not a JPEG file", name);
+  pb__if_jpeg *dec = pb__if_jpeg_new();
+  if (dec == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", name);
+  pb__if_info got;
+  int rc = pb__if_jpeg_header(dec, name, data, size, &got, err);
+  if (rc == PB_OK && (got.width != info->width || got.height != info->height ||
+                      got.channels != info->channels)) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: JPEG is %dx%d x %d, not %dx%d x %d", name, got.width,
+                      got.height, got.channels, info->width, info->height, info->channels);
+  }
+  if (rc == PB_OK) rc = pb__if_jpeg_box(dec, name, info, scale, y0, x0, h, w, dst, dst_size, err);
+  pb__if_jpeg_free(dec);
+  return rc;
 }
 
 /* ---- PNG ------------------------------------------------------------------------------------ */

@@ -46,6 +46,29 @@ int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t s
                            const pb__if_info *info, int scale, int y0, int x0, int h, int w,
                            void *dst, size_t dst_size, struct pb_error *err);
 
+/** A JPEG decoder kept from image to image (one per dataset handle, so one per loader worker):
+ * its libjpeg object, source manager and row buffer are made once, so a decode allocates only
+ * libjpeg's per-image buffers. Used by one thread at a time. */
+typedef struct pb__if_jpeg pb__if_jpeg;
+
+/** A new decoder, or NULL when out of memory. */
+pb__if_jpeg *pb__if_jpeg_new(void);
+void pb__if_jpeg_free(pb__if_jpeg *dec);
+
+/** Reads the header of the JPEG in data (which must stay valid until pb__if_jpeg_box returns)
+ * into *info, with pb__if_header's checks and errors (CMYK refused, sizes checked before
+ * anything is allocated). On success the decoder holds the image for pb__if_jpeg_box. */
+int pb__if_jpeg_header(pb__if_jpeg *dec, const char *name, const unsigned char *data, size_t size,
+                       pb__if_info *info, struct pb_error *err);
+
+/** pb__if_decode_jpeg_box for the image whose header pb__if_jpeg_header just read (info is what
+ * it reported). The decoder is ready for the next image afterwards, whatever the result. */
+int pb__if_jpeg_box(pb__if_jpeg *dec, const char *name, const pb__if_info *info, int scale, int y0,
+                    int x0, int h, int w, void *dst, size_t dst_size, struct pb_error *err);
+
+/** Ends the image a header was read for without decoding it (nothing when there is none). */
+void pb__if_jpeg_end(pb__if_jpeg *dec);
+
 /** JPEG chroma subsampling for encoding. */
 typedef enum { PB__IF_444 = 0, PB__IF_422 = 1, PB__IF_420 = 2 } pb__if_subsampling;
 

@@ -81,6 +81,12 @@ typedef struct if_state {
   int64_t n, cap;
   int64_t ignored;     /* non-image files below class folders and files at the top */
   pb__if_info *info;   /* per image, kind 0 until its header has been read */
+  /* Kept from read to read (a handle serves one thread): the file's bytes and the JPEG
+   * decoder, so a sample costs no allocation of its file's size (over glibc's mmap threshold
+   * for many photographs: an mmap, page faults and an munmap per image). */
+  unsigned char *buf;
+  size_t buf_cap;
+  pb__if_jpeg *jpeg;
 } if_state;
 
 static void if_close(void *p) {
@@ -94,6 +100,8 @@ static void if_close(void *p) {
   pb__free_names(s->classes, s->n_classes);
   free(s->info);
   free(s->root);
+  free(s->buf);
+  pb__if_jpeg_free(s->jpeg);
   free(s);
 }
 
@@ -231,8 +239,9 @@ static int64_t if_label(void *p, int64_t i) { return ((if_state *)p)->files[i].l
 
 static int64_t if_ignored(void *p) { return ((if_state *)p)->ignored; }
 
-/* Reads image i's file (its first `limit` bytes when limit > 0) into a malloc'd buffer, without
- * blocking on a FIFO or device. *whole: whether that is all of the file. */
+/* Reads image i's file (its first `limit` bytes when limit > 0) into the handle's buffer
+ * (*data, valid until the next load), without blocking on a FIFO or device. *whole: whether that
+ * is all of the file. */
 static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t path_size,
                      unsigned char **data, size_t *size, int *whole, struct pb_error *err) {
   *data = NULL;
@@ -249,11 +258,18 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
   size_t want = (size_t)st.st_size;
   *whole = limit == 0 || want <= limit;
   if (!*whole) want = limit;
-  unsigned char *buf = malloc(want ? want : 1);
-  if (buf == NULL) {
-    close(fd);
-    return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, want);
+  if (want > s->buf_cap || s->buf == NULL) {
+    /* Grown with room to spare, so a tree of mixed sizes settles after a few files. */
+    size_t cap = want + want / 4 + 4096;
+    unsigned char *b = realloc(s->buf, cap);
+    if (b == NULL) {
+      close(fd);
+      return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, want);
+    }
+    s->buf = b;
+    s->buf_cap = cap;
   }
+  unsigned char *buf = s->buf;
   size_t got = 0;
   while (got < want) {
     ssize_t r = read(fd, buf + got, want - got);
@@ -261,7 +277,6 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
     if (r <= 0) {
       int rc = pb_error_set(err, r < 0 ? -errno : PB_EIO, "%s: read failed: %s", path,
                             r < 0 ? strerror(errno) : "file shrank while it was read");
-      free(buf);
       close(fd);
       return rc;
     }
@@ -295,7 +310,6 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
     for (int k = 0; k < 3 && (k == 0 || (rc != PB_OK && !whole)); k++) {
       PB_RETURN_NOT_OK(load_file(s, i, limits[k], path, sizeof path, &data, &size, &whole, err));
       rc = pb__if_header(path, data, size, &s->info[i], err);
-      free(data);
     }
     if (rc != PB_OK) {
       s->info[i].kind = PB__IF_UNKNOWN;
@@ -306,22 +320,25 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
   return PB_OK;
 }
 
-/* Reads image i's file and its header into *data (freed by the caller) and *in, refusing an
- * image whose size changed since meta read it. *read_ns: the time to read the file. */
+/* Reads image i's file and its header into *data (the handle's buffer) and *in, refusing an
+ * image whose size changed since meta read it. *read_ns: the time to read the file. With jpeg,
+ * a JPEG's header is read by that decoder, which then holds the image for pb__if_jpeg_box. */
 static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
                         unsigned char **data, size_t *size, pb__if_info *in, int64_t *read_ns,
-                        struct pb_error *err) {
+                        pb__if_jpeg *jpeg, struct pb_error *err) {
   int whole;
   int64_t t0 = pb_now_ns();
   PB_RETURN_NOT_OK(load_file(s, i, 0, path, path_size, data, size, &whole, err));
   *read_ns = pb_now_ns() - t0;
-  int rc = pb__if_header(path, *data, *size, in, err);
+  int rc = jpeg != NULL && pb__if_sniff(*data, *size) == PB__IF_JPEG
+               ? pb__if_jpeg_header(jpeg, path, *data, *size, in, err)
+               : pb__if_header(path, *data, *size, in, err);
   if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
       (in->width != s->info[i].width || in->height != s->info[i].height ||
        in->channels != s->info[i].channels || in->dtype != s->info[i].dtype))
     rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
   if (rc != PB_OK) {
-    free(*data);
+    if (jpeg != NULL && in->kind == PB__IF_JPEG) pb__if_jpeg_end(jpeg);
     *data = NULL;
     return rc;
   }
@@ -329,7 +346,7 @@ static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
   return PB_OK;
 }
 
-/* Decodes a loaded file (whole, or a region of it at full resolution) and frees data. */
+/* Decodes a loaded file (whole, or a region of it at full resolution). */
 static int decode_loaded(const char *path, unsigned char *data, size_t size, const pb__if_info *in,
                          const pb_region *region, void *dst, size_t dst_size, int64_t read_ns,
                          pb_stage_times *times, struct pb_error *err) {
@@ -358,7 +375,6 @@ static int decode_loaded(const char *path, unsigned char *data, size_t size, con
     }
     free(tmp);
   }
-  free(data);
   if (rc == PB_OK && times != NULL) {
     times->read_ns += read_ns;
     times->decode_ns += pb_now_ns() - t1;
@@ -375,7 +391,7 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   size_t size;
   pb__if_info in;
   int64_t read_ns;
-  PB_RETURN_NOT_OK(load_checked(p, i, path, sizeof path, &data, &size, &in, &read_ns, err));
+  PB_RETURN_NOT_OK(load_checked(p, i, path, sizeof path, &data, &size, &in, &read_ns, NULL, err));
   return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
 }
 
@@ -389,7 +405,10 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
   size_t size;
   pb__if_info in;
   int64_t read_ns;
-  PB_RETURN_NOT_OK(load_checked(p, i, path, sizeof path, &data, &size, &in, &read_ns, err));
+  if_state *s = p;
+  if (s->jpeg == NULL && (s->jpeg = pb__if_jpeg_new()) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", s->root);
+  PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, s->jpeg, err));
   if (in.kind != PB__IF_JPEG) {
     *scale = 1;
     *out = *region;
@@ -402,11 +421,12 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
     rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: a scaled read takes every channel", path);
   if (rc == PB_OK) {
     pb__scaled_box(region, shape, *scale, out);
-    rc = pb__if_decode_jpeg_box(path, data, size, &in, *scale, (int)out->start[PB_Y],
-                                (int)out->start[PB_X], (int)out->count[PB_Y],
-                                (int)out->count[PB_X], dst, dst_size, err);
+    rc = pb__if_jpeg_box(s->jpeg, path, &in, *scale, (int)out->start[PB_Y],
+                         (int)out->start[PB_X], (int)out->count[PB_Y], (int)out->count[PB_X], dst,
+                         dst_size, err);
+  } else {
+    pb__if_jpeg_end(s->jpeg); /* the header read; nothing decoded */
   }
-  free(data);
   if (rc == PB_OK && times != NULL) {
     times->read_ns += read_ns;
     times->decode_ns += pb_now_ns() - t1;
