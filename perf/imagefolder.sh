@@ -7,11 +7,15 @@
 #      transform (resize 256 + centre-crop 224), 1 worker and all cores, every loader in
 #      interleaved rounds (python/pipebench_imagefolder_bench.py), with pipebench's ratio to
 #      torch+PIL at each worker count against the targets (training >= 3x, evaluation >= 2x);
+#      with WORKERS=1,2,4,8,16 (any list holding 1) also each loader's per-worker efficiency
+#      rate / (workers x 1-worker rate) side by side, and where pipebench's workers' time per
+#      image goes at each count (read, decode, resize, batch) and how busy they were;
 #   3. with a GPU (nvidia-smi answers, or GPU=1): Track 3's accelerator utilisation of ResNet-50
 #      in bfloat16 fed from JPEG (224x224 files of the same content, decoded by the loader and
 #      normalised on the GPU) for each worker count in T3_WORKERS: how many cores keep AU >= 90%.
 # usage: perf/imagefolder.sh PIPEBENCH [OUT]          (OUT default results/imagefolder)
 # env:   N (10000 images), DATA (a tree to use instead), WORKERS ("1,<all cores>"),
+#        TRANSFORMS ("train,eval"), PEERS ("pil,io": the torch peers, or "pil" or "none"),
 #        BATCH (64), BATCHES (20 per round), ROUNDS (3), PYTHON (python3 with torch and
 #        torchvision; default /usr/bin/python3 if it has numpy, else python3), GPU (auto),
 #        T3_WORKERS ("2 4 8 16"), T3_BATCH (256), T3_ROWS (2048)
@@ -56,7 +60,8 @@ find "$TREE" -type f -name '*.jpg' -printf '%s\n' |
 
 echo "== loaders: training and evaluation transforms, workers $WORKERS"
 "$PYTHON" "$here/python/pipebench_imagefolder_bench.py" "$TREE" --workers "$WORKERS" \
-  --batch "$BATCH" --batches "$BATCHES" --rounds "$ROUNDS" --json "$OUT/loaders.json" || exit $?
+  --batch "$BATCH" --batches "$BATCHES" --rounds "$ROUNDS" --transforms "${TRANSFORMS:-train,eval}" \
+  --peers "${PEERS:-pil,io}" --json "$OUT/loaders.json" || exit $?
 
 GPU=${GPU:-auto}
 if [ "$GPU" = auto ]; then

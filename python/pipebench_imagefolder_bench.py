@@ -14,8 +14,16 @@ workers, are left out) and images/s is images over the round's wall time. The me
 over rounds is reported, and pipebench's ratio to torch+PIL at the same worker count against the
 targets (training >= 3x, evaluation >= 2x).
 
+With several worker counts including 1, a scaling table follows: each loader's efficiency
+rate(w) / (w x rate(1)) side by side, and for pipebench where its workers' time goes per image
+(reading, JPEG decoding, resizing + normalising, batch assembly; summed over workers, from the
+loader's stats over the timed batches) and how busy its workers were (that time over
+w x wall time). Per-image time that grows with w means each worker got slower (memory
+bandwidth, shared cores, allocator contention); constant per-image time with idle workers
+means something outside them (the consumer, the queue) holds the rate back.
+
 Usage: pipebench_imagefolder_bench.py DIR [--workers 1,16] [--batch 64] [--batches 20]
-           [--rounds 3] [--json OUT]
+           [--rounds 3] [--transforms train,eval] [--peers pil,io] [--json OUT]
 """
 import argparse
 import json
@@ -80,9 +88,12 @@ def torch_loader(path, kind, workers, batch, seed, decoder):
 class Runner:
     """One loader kept across rounds (threads or worker processes started once)."""
 
+    STAGES = ("read_ns", "decode_ns", "transform_ns", "convert_ns", "collate_ns")
+
     def __init__(self, name, make, workers):
         self.name, self.loader, self.workers = name, make(), workers
         self.it = None
+        self.stage_rounds = []  # pipebench: per round, worker ns per image by stage
 
     def next_batch(self):
         if self.name == "pipebench":
@@ -112,15 +123,51 @@ class Runner:
         # the steady state, where every batch is decoded while it is waited for.
         for _ in range(1 + 2 * max(self.workers, 1)):
             self.next_batch()
+        s0 = self.loader.stats() if self.name == "pipebench" else None
         t0 = time.perf_counter_ns()
         n = sum(self.next_batch() for _ in range(batches))
-        return n / ((time.perf_counter_ns() - t0) / 1e9)
+        wall = time.perf_counter_ns() - t0
+        if s0 is not None:
+            s1 = self.loader.stats()
+            k = max(s1["samples"] - s0["samples"], 1)
+            st = {f: (s1[f] - s0[f]) / k for f in self.STAGES}
+            st["busy"] = sum(s1[f] - s0[f] for f in self.STAGES) / (max(self.workers, 1) * wall)
+            self.stage_rounds.append(st)
+        return n / (wall / 1e9)
 
     def close(self):
         if self.name == "pipebench":
             self.loader.close()
         self.it = None
         self.loader = None
+
+
+def scaling(rows):
+    """Per-worker efficiency rate(w) / (w x rate(1)) of every loader, with pipebench's worker
+    time per image by stage, for each transform measured at 1 worker and more."""
+    for kind in TARGETS:
+        mine = [r for r in rows if r["transform"] == kind]
+        one = [r for r in mine if r["workers"] == 1]
+        if not one or len(mine) < 2:
+            continue
+        base = one[0]["images_per_s"]
+        names = list(base)
+        print("\nscaling, %s: efficiency = rate / (workers x 1-worker rate); pipebench's workers' "
+              "ms per image (summed over workers) and busy = that time / (workers x wall)" % kind)
+        print("%7s " % "workers" + " ".join("%16s" % ("%s eff" % n) for n in names) +
+              "  %6s %6s %7s %6s %5s" % ("read", "decode", "resize", "batch", "busy"))
+        for r in mine:
+            w, m, st = r["workers"], r["images_per_s"], r.get("pipebench_stages")
+            eff = {n: m[n] / (w * base[n]) if base.get(n) else None for n in names}
+            r["efficiency"] = eff
+            cells = " ".join("%16s" % ("%.0f %4.0f%%" % (m[n], 100 * eff[n]) if eff[n] else "-")
+                             for n in names)
+            if st:
+                cells += "  %6.2f %6.2f %7.2f %6.2f %4.0f%%" % (
+                    st["read_ns"] / 1e6, st["decode_ns"] / 1e6,
+                    (st["transform_ns"] + st["convert_ns"]) / 1e6, st["collate_ns"] / 1e6,
+                    100 * st["busy"])
+            print("%7d " % w + cells)
 
 
 def main():
@@ -130,24 +177,31 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--transforms", default="train,eval")
+    ap.add_argument("--peers", default="pil,io", help="torch peers: pil, io, both or none")
     ap.add_argument("--json")
     a = ap.parse_args()
     workers = [int(w) for w in a.workers.split(",")]
+    kinds = [k for k in a.transforms.split(",") if k]
+    want = set(p for p in a.peers.split(",") if p and p != "none")
+    if any(k not in TARGETS for k in kinds) or not kinds or want - {"pil", "io"}:
+        ap.error("--transforms takes train and/or eval, --peers pil and/or io (or none)")
     peers = []
     try:
         import torch
         import torchvision
         torch.set_num_threads(1)
-        peers.append("torch+PIL")
+        if "pil" in want:
+            peers.append("torch+PIL")
         import torchvision.io as io
-        if hasattr(io, "decode_jpeg"):
+        if "io" in want and hasattr(io, "decode_jpeg"):
             peers.append("torch+io")
         versions = {"torch": torch.__version__, "torchvision": torchvision.__version__}
     except ImportError as e:
         print("imagefolder bench: the torch peers are skipped: %s (python: %s)" % (e, sys.executable))
         versions = {}
     rows = []
-    for kind in ("train", "eval"):
+    for kind in kinds:
         for w in workers:
             makers = [("pipebench", lambda: pipebench_loader(a.dir, kind, w, a.batch, 7))]
             if "torch+PIL" in peers:
@@ -159,10 +213,15 @@ def main():
             for _ in range(a.rounds):  # interleaved: each round runs every loader once
                 for r in runners:
                     rates[r.name].append(r.round(a.batches))
+            stages = None
             for r in runners:
+                if r.name == "pipebench" and r.stage_rounds:
+                    stages = {f: statistics.median(x[f] for x in r.stage_rounds)
+                              for f in r.stage_rounds[0]}
                 r.close()
             med = {k: statistics.median(v) for k, v in rates.items()}
-            row = {"transform": kind, "workers": w, "images_per_s": med, "rounds": rates}
+            row = {"transform": kind, "workers": w, "images_per_s": med, "rounds": rates,
+                   "pipebench_stages": stages}
             rows.append(row)
             print("  %s, %d workers: %s" % (kind, w, ", ".join(
                 "%s %.0f" % (k, v) for k, v in med.items())), file=sys.stderr, flush=True)
@@ -183,6 +242,7 @@ def main():
             "%.0f" % pil if pil else "-", "%.0f" % tio if tio else "-",
             "%.2fx" % ratio if ratio else "-", ">=%gx %s" % (t, verdict),
             "%.2fx" % row["over_io"] if row["over_io"] else "-"))
+    scaling(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows, "versions": versions, "batch": a.batch,
