@@ -17,7 +17,9 @@
 #                is installed: zarr-python 2 reads v2 only)
 #
 # usage: perf/large_images.sh [BUILD_DIR] [IMAGES] [CROPS] [WHOLE_READS]
-#   defaults: build 64 1000 (WHOLE_READS: each image once)
+#   defaults: build 64 1000 (WHOLE_READS 0: max(IMAGES, 4 x threads) at each thread count, so
+#   every thread reads several whole images one at a time, as the loader's workers read samples;
+#   with each image read once, 12 images on 16 threads left 4 threads idle)
 # env: SETS (default: all of the above that apply), THREADS (default 1,<cores>), EDGE (256),
 #      PYTHONS (interpreters to look for peers in; default `command -v python3` and
 #      /usr/bin/python3), BENCH_DIR; SIZE (4096x4096) and MICRO_ROWS (200) shrink the sets for a
@@ -54,6 +56,7 @@ if [[ -z $base ]]; then
   base=$(mktemp -d)
   trap 'rm -rf "$base"' EXIT
 fi
+mkdir -p "$base"
 
 gen() { # SET
   local d=$base/$1

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The reads perf/regions.c makes, through tensorstore and zarr-python, for perf/large_images.sh:
 whole-image reads (images in index order) and random crops (the same splitmix64 sequence), with
-1 thread and with N threads, on the full-resolution arrays of an OME-Zarr folder. Arrays are
+1 thread and with N threads, on the full-resolution arrays of an OME-Zarr folder. Whole reads:
+R of them, wrapping over the images; R = 0 (the default) means max(images, 4 x threads) for
+each thread count, so every thread reads several images, as perf/regions.c does. Arrays are
 opened once before timing (the time to open them is reported on its own line), and one
 untimed pass reads every image before the first measurement.
 
@@ -119,7 +121,7 @@ def bench(name, fmt, open_all, read_whole, read_crop, threads_list, whole, crops
         if threads == threads_list[0]:  # untimed: every image once
             for a in arrs:
                 read_whole(a)
-        run(name, fmt, "whole", threads, whole or len(arrs),
+        run(name, fmt, "whole", threads, whole or max(len(arrs), 4 * threads),
             lambda k: read_whole(arrs[k % len(arrs)]).nbytes)
 
         def crop(k):

@@ -9,7 +9,10 @@
  * --floor 1, also the file floor of whole reads per thread count (see file_floor).
  *
  * The images and crops are the ones perf/large_images_peers.py reads: whole reads go through the
- * images in index order (R reads, wrapping); crop k of every run is image a % n at y = b % (H -
+ * images in index order (R reads, wrapping; R = 0, the default, means max(images, 4 x threads)
+ * for each thread count, so that every thread reads several whole images, one at a time, as
+ * the loader's workers do: with fewer reads than threads, some threads would sit idle and the
+ * throughput would count them); crop k of every run is image a % n at y = b % (H -
  * EDGE + 1), x = c % (W - EDGE + 1), all T, C and Z, where a, b, c are splitmix64 steps from
  * seed + (k + 1) * 0x9E3779B97F4A7C15. Reads are handed out from one shared counter. */
 #define _GNU_SOURCE
@@ -268,7 +271,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "regions: %s: %s\n", j.path, err.message[0] ? err.message : "no images");
     return 2;
   }
-  if (whole == 0) whole = j.n_images;
   pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
   cp.memory_bytes = cp.file_bytes = (size_t)256 << 20;
   cp.rounds = 3;
@@ -292,7 +294,7 @@ int main(int argc, char **argv) {
     int t = atoi(tok);
     if (t < 1) usage();
     j.op = 0;
-    j.reads = whole;
+    j.reads = whole > 0 ? whole : j.n_images > 4 * (int64_t)t ? j.n_images : 4 * (int64_t)t;
     fails += measure(&j, t, &cal);
     if (with_floor) file_floor(j.path, t);
     j.op = 1;

@@ -78,6 +78,10 @@ typedef struct pb__zarr_scratch {
   size_t chunk_cap;
   unsigned char *index;  /**< a shard index */
   size_t index_cap;
+  unsigned char *shard;  /**< a whole shard file, when a region needs all of it */
+  size_t shard_cap;
+  unsigned char *junk;   /**< where the bytes between a partial read's rows go */
+  size_t junk_cap;
   pb__codec_ctx codec;   /**< zstd context and zlib stream, set up once */
 } pb__zarr_scratch;
 
