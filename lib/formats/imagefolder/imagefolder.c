@@ -174,9 +174,31 @@ static int cmp_files(const void *a, const void *b) {
   return c != 0 ? c : strcmp(x->name, y->name);
 }
 
+/* A folder pipebench wrote results into (run, report, infer's plot) has PNG plots in images/
+ * beside its tables, which look like classes: the file that shows it, or NULL. */
+static const char *results_file(const char *path) {
+  static const char *const marks[] = {
+      "data/pipebench_summary.json", "data/pipebench_summary_failed.json",
+      "data/pipebench_track1.parquet", "data/pipebench_track2.parquet",
+      "data/pipebench_track3.parquet", "data/pipebench_track4.parquet",
+      "images/pipebench_track1.png", "images/pipebench_track2.png", "images/pipebench_track3.png",
+      "images/pipebench_track4.png", "images/pipebench_infer.png"};
+  char p[4200];
+  struct stat st;
+  for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", path, marks[i]);
+    if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) return marks[i];
+  }
+  return NULL;
+}
+
 static int if_open(const char *path, void **state, struct pb_error *err) {
   *state = NULL;
   PB_RETURN_NOT_OK(pb__check_file_kind(path, 1, "an image folder", err));
+  const char *res = results_file(path);
+  if (res != NULL)
+    return pb_error_set(err, PB_EFORMAT, "%s: a pipebench results folder (it holds %s), not a "
+                        "dataset: give the folder of the images", path, res);
   if_state *s = calloc(1, sizeof *s);
   if (s == NULL || (s->root = strdup(path)) == NULL) {
     free(s);
