@@ -1,6 +1,7 @@
 /* pipebench train: options in, pb_train_run (programs/infer/train.c), the summary out. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -60,6 +61,12 @@ static int run_train(const cli_args *a) {
   struct pb_error err = {{0}};
   int rc = pb_train_run(&p, &r, &err);
   cli_progress("", 0, 0, 0);
+  /* under mpirun every rank ends with the same (agreed) status and message: rank 0 says it, and
+   * rank 0 alone writes the metrics */
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (rank == NULL) rank = getenv("PMIX_RANK");
+  int writer = rank == NULL || atoi(rank) == 0;
+  if (!writer && rc != PB_OK) return rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
   if (rc == PB_EINVAL) return cli_usage_error(CMD, "%s", err.message);
   if (rc != PB_OK) return cli_fail(CMD, "%s", err.message);
   printf("total %.3f s (first epoch %.3f s), %.1f images/s; data %.3f s, compute %.3f s, "
@@ -68,7 +75,8 @@ static int run_train(const cli_args *a) {
          r.total_s, r.first_epoch_s, r.throughput_ips, r.data_s, r.compute_s,
          100.0 * r.data_wait_fraction, r.first_batch_data_s * 1e3, r.first_batch_compute_s * 1e3,
          r.first_loss, r.final_loss, r.peak_rss_mb, r.engine_memory_mb);
-  if (p.metrics_path != NULL) printf("metrics: %s\n", p.metrics_path);
+  if (p.metrics_path != NULL && writer)
+    printf("metrics: %s\n", p.metrics_path);
   return CLI_OK;
 }
 

@@ -1,7 +1,12 @@
 /* pb_infer_run: a model's forward pass across batch sizes, on pipebench's engine and on the
  * framework peers (torch eager, torch.compile, JAX), one row per framework and batch size. The
  * peers are Python programs run as child processes; the statistics of every framework come from
- * the same code here. */
+ * the same code here.
+ *
+ * Under mpirun every rank runs the engine on its own device over its shard of the data source;
+ * each batch size's timed passes start together on every rank and end when the last rank is done
+ * (the common window), and rank 0 gathers every rank's latencies and alone writes the rows: one
+ * per rank and one for all ranks together (docs/scaling.md). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -18,6 +23,7 @@
 
 #include "common/fs.h"
 #include "infer/infer_internal.h"
+#include "tracks/ranks.h"
 
 void pb_infer_params_init(pb_infer_params *params) {
   pb_infer_params d = PB_INFER_PARAMS_DEFAULTS;
@@ -25,7 +31,7 @@ void pb_infer_params_init(pb_infer_params *params) {
 }
 
 void pb__infer_note(const pb_infer_params *p, int level, const char *fmt, ...) {
-  if (p->note == NULL) return;
+  if (p->note == NULL || pb__ranks_rank() != 0) return; /* across ranks rank 0 speaks */
   char line[1200];
   va_list ap;
   va_start(ap, fmt);
@@ -103,6 +109,13 @@ static int resolve_device(const pb_infer_params *p, pb__infer_ctx *c, struct pb_
     return pb_error_set(err, PB_EINVAL, "framework onednn runs on the cpu, not on %s", c->device);
   if ((c->mask & PB__FW_CUDA) && strcmp(c->device, "cuda") != 0)
     return pb_error_set(err, PB_EINVAL, "framework cuda runs on the GPU, not on %s", c->device);
+  /* One GPU per rank: the rank's place on its host modulo the GPUs there. A device the user
+   * numbered (cuda:N) stays as asked. */
+  int gpu = pb__ranks_size() > 1 ? pb__ranks_local_gpu() : -1;
+  if (strcmp(c->device, "cuda") == 0 && strchr(want, ':') == NULL && gpu >= 0) {
+    snprintf(c->device_buf, sizeof c->device_buf, "cuda:%d", gpu);
+    c->device = c->device_buf;
+  }
   return PB_OK;
 }
 
@@ -138,6 +151,10 @@ static int parse_models(const char *list, pb__infer_models *m, struct pb_error *
 static int check_params(const pb_infer_params *p, pb__infer_ctx *c, pb__infer_models *models,
                         struct pb_error *err) {
   PB_RETURN_NOT_OK(parse_frameworks(p->frameworks, &c->mask, err));
+  if (pb__ranks_size() > 1 && (c->mask & PB__FW_PEERS))
+    return pb_error_set(err, PB_EINVAL, "across %d ranks only pipebench's engine runs (the peers "
+                        "pytorch, torch-compile and jax time one process): name pipebench, "
+                        "onednn or cuda, or leave --framework out", pb__ranks_size());
   PB_RETURN_NOT_OK(parse_models(p->model, models, err));
   c->model = models->names[0];
   c->dtype = p->dtype ? p->dtype : "float32";
@@ -161,7 +178,9 @@ static int check_params(const pb_infer_params *p, pb__infer_ctx *c, pb__infer_mo
 
 /* ---- input --------------------------------------------------------------------------------- */
 
-/* Fills batch x (c,h,w) from the dataset, cycling over its images, or with seeded noise. */
+/* Fills batch x (c,h,w) from the dataset, cycling over this rank's shard of its images (images
+ * rank, rank + N, rank + 2N, ... of the first n - n mod N: all of them in one process), or with
+ * seeded noise. */
 static int fill_input(pb_dataset *ds, int batch, int c, int h, int w, uint64_t seed, float *x,
                       struct pb_error *err) {
   size_t per = (size_t)c * (size_t)h * (size_t)w;
@@ -171,10 +190,10 @@ static int fill_input(pb_dataset *ds, int batch, int c, int h, int w, uint64_t s
     for (size_t i = 0; i < (size_t)batch * per; i++) x[i] = (float)pb_rng_normal(&rng);
     return PB_OK;
   }
-  int64_t n = pb_dataset_count(ds);
+  int64_t ranks = pb__ranks_size(), shard = pb_dataset_count(ds) / ranks;
   for (int b = 0; b < batch; b++) {
     pb_image_meta meta;
-    int64_t idx = b % n;
+    int64_t idx = pb__ranks_rank() + (b % shard) * ranks;
     PB_RETURN_NOT_OK(pb_dataset_meta(ds, idx, &meta, err));
     size_t bytes = pb_image_bytes(&meta);
     void *pix = malloc(bytes ? bytes : 1);
@@ -195,9 +214,13 @@ static int make_inputs(pb__infer_ctx *c, uint64_t seed, struct pb_error *err) {
   if (strcmp(c->source, "synthetic") != 0) {
     PB_RETURN_NOT_OK(pb_dataset_open(c->source, c->source_format, &ds, err));
     pb_image_meta m;
-    int rc = pb_dataset_count(ds) < 1
-                 ? pb_error_set(err, PB_EFORMAT, "%s holds no images", c->source)
-                 : pb_dataset_meta(ds, 0, &m, err);
+    int64_t n = pb_dataset_count(ds);
+    int rc = n < 1 ? pb_error_set(err, PB_EFORMAT, "%s holds no images", c->source)
+             : n < pb__ranks_size()
+                 ? pb_error_set(err, PB_EINVAL, "%s holds %lld images, fewer than the %d ranks "
+                                "(each reads its own shard)", c->source, (long long)n,
+                                pb__ranks_size())
+                 : pb_dataset_meta(ds, 0, &m, err); /* every rank: the same shape */
     if (rc != PB_OK) {
       pb_dataset_free(ds);
       return rc;
@@ -275,35 +298,109 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
 /* ---- pipebench's engine -------------------------------------------------------------------- */
 
 /* Host wall time per forward (launch to synchronised), and on a device also the forward's own
- * device time from CUDA events (*n_dev of them; 0 on the CPU, whose clock is the host's). */
-static int time_engine(const pb_infer_params *p, pb_engine *e, pb_tensor *x, pb_tensor *y,
-                       double *lat, double *dev_lat, size_t *n_dev, double *rss_mb,
-                       struct pb_error *err) {
+ * device time from CUDA events (*n_dev of them; 0 on the CPU, whose clock is the host's). Across
+ * ranks the timed passes start together after every rank's warm-up, and *window_s is this rank's
+ * time from that start to the moment the last rank has finished; a failure here is prefixed with
+ * the batch size and agreed with the other ranks at one of those two points. */
+static int time_engine(const pb_infer_params *p, pb_engine *e, int batch, pb_tensor *x,
+                       pb_tensor *y, double *lat, double *dev_lat, size_t *n_dev, double *rss_mb,
+                       double *window_s, struct pb_error *err) {
   int64_t start = pb_now_ns();
   pb_engine_info info;
   pb_engine_get_info(e, &info);
   int on_device = strcmp(info.device, "cpu") != 0;
+  int speak = p->progress != NULL && pb__ranks_rank() == 0;
   *n_dev = 0;
   long total = (long)p->warmup + p->iterations;
   double mark = NAN;
-  for (long it = 0; it < total; it++) {
-    if (it == p->warmup) mark = pb__infer_rss_mark();
-    int64_t t0 = pb_now_ns();
-    PB_RETURN_NOT_OK(pb_engine_forward(e, x, y, err));
-    PB_RETURN_NOT_OK(pb_engine_synchronize(e, err)); /* the clock is read once the device is done */
-    int64_t t1 = pb_now_ns();
-    if (it >= p->warmup) lat[it - p->warmup] = (double)(t1 - t0) / 1e9;
-    if (it >= p->warmup && on_device) {
-      int64_t dns = 0;
-      PB_RETURN_NOT_OK(pb_engine_forward_time(e, &dns, err));
-      dev_lat[(*n_dev)++] = (double)dns / 1e9;
+  int rc = PB_OK;
+  int64_t w0 = 0;
+  for (long it = 0; it < total && rc == PB_OK; it++) {
+    if (it == p->warmup) {
+      /* the ranks' timed passes start together: the common window opens */
+      if (pb__ranks_size() > 1) {
+        rc = pb__ranks_agree(rc, err);
+        if (rc != PB_OK) break;
+      }
+      w0 = pb_now_ns();
+      mark = pb__infer_rss_mark();
     }
-    if (p->progress != NULL && it % 5 == 4)
+    int64_t t0 = pb_now_ns();
+    rc = pb_engine_forward(e, x, y, err);
+    if (rc == PB_OK) rc = pb_engine_synchronize(e, err); /* the clock is read once the device is done */
+    int64_t t1 = pb_now_ns();
+    if (rc == PB_OK && it >= p->warmup) lat[it - p->warmup] = (double)(t1 - t0) / 1e9;
+    if (rc == PB_OK && it >= p->warmup && on_device) {
+      int64_t dns = 0;
+      rc = pb_engine_forward_time(e, &dns, err);
+      if (rc == PB_OK) dev_lat[(*n_dev)++] = (double)dns / 1e9;
+    }
+    if (speak && it % 5 == 4)
       p->progress(p->progress_ctx, "infer", it + 1, total, (double)(pb_now_ns() - start) / 1e9);
   }
+  if (rc != PB_OK && !pb__ranks_failed()) pb_error_prefix(err, "batch %d: ", batch);
+  /* closes when the last rank is done (a rank that failed comes here at once) */
+  rc = pb__ranks_agree(rc, err);
+  *window_s = (double)(pb_now_ns() - w0) / 1e9;
   *rss_mb = pb__infer_rss_growth_mb(mark);
-  if (p->progress != NULL) p->progress(p->progress_ctx, "", 0, 0, 0);
-  return PB_OK;
+  if (speak) p->progress(p->progress_ctx, "", 0, 0, 0);
+  return rc;
+}
+
+/* The rows of one batch size across ranks, on rank 0: one per rank (its own latencies, its
+ * memory and compile time) and one for all ranks (the latencies pooled, images/s over the common
+ * window), each with the ranks' columns. Collective. */
+static int add_rank_rows(const pb_infer_params *p, pb__infer_ctx *c, const pb__infer_row *mine,
+                         const double *lat, const double *dev_lat, size_t n_dev,
+                         double window_s, struct pb_error *err) {
+  int n = pb__ranks_size(), batch = mine->batch;
+  double own_s = 0;
+  for (int k = 0; k < p->iterations; k++) own_s += lat[k];
+  pb__rank_window w;
+  PB_RETURN_NOT_OK(pb__rank_window_gather((int64_t)batch * p->iterations, own_s, window_s, &w, err));
+  /* what differs between ranks besides the latencies */
+  int gpu = strncmp(c->device, "cuda:", 5) == 0 ? atoi(c->device + 5) : -1;
+  double facts[4] = {mine->memory_mb, mine->compile_ms, (double)n_dev, (double)gpu};
+  double *lat_all = NULL, *dev_all = NULL, *facts_all = NULL;
+  size_t n_lat = 0, n_dev_all = 0, n_facts = 0;
+  int rc = pb__ranks_gather_f64(lat, (size_t)p->iterations, &lat_all, &n_lat, err);
+  if (rc == PB_OK) rc = pb__ranks_gather_f64(dev_lat, n_dev, &dev_all, &n_dev_all, err);
+  if (rc == PB_OK) rc = pb__ranks_gather_f64(facts, 4, &facts_all, &n_facts, err);
+  if (rc == PB_OK && pb__ranks_rank() == 0) {
+    pb_table *t = c->rows;
+    size_t dev_off = 0;
+    double mem_sum = 0, compile_max = 0;
+    for (int r = 0; r <= n; r++) {
+      pb__infer_row row = *mine;
+      char device[40];
+      if (r < n) {
+        const double *f = facts_all + 4 * r;
+        size_t nd = (size_t)f[2];
+        if (f[3] >= 0) snprintf(device, sizeof device, "%s:%d", mine->device_type, (int)f[3]);
+        else snprintf(device, sizeof device, "%s", mine->device_type);
+        row.device_type = device;
+        row.memory_mb = f[0], row.compile_ms = f[1];
+        mem_sum += f[0];
+        if (f[1] > compile_max) compile_max = f[1];
+        pb__infer_add_row(c, &row, lat_all + (size_t)r * (size_t)p->iterations,
+                          (size_t)p->iterations, dev_all + dev_off, nd);
+        dev_off += nd;
+        snprintf(device, sizeof device, "%d", r);
+        pb_table_set_str(t, "rank", device);
+      } else { /* all ranks: every latency pooled; the images of all ranks over the window */
+        row.memory_mb = mem_sum, row.compile_ms = compile_max;
+        pb__infer_add_row(c, &row, lat_all, n_lat, dev_all, n_dev_all);
+        pb_table_set_f64(t, "throughput_ips", w.rate);
+        pb_table_set_f64(t, "achieved_gflops", c->flops * w.rate / 1e9);
+        pb_table_set_str(t, "rank", "all");
+      }
+      pb__rank_window_columns(t, &w);
+    }
+  }
+  free(lat_all);
+  free(dev_all);
+  free(facts_all);
+  return rc;
 }
 
 static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, double *lat,
@@ -319,7 +416,7 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
   if (rc == PB_OK) rc = pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &y, err);
   if (rc == PB_OK) rc = pb_tensor_write(x, c->inputs[i], pb_tensor_bytes(x), err);
   pb_engine_info in;
-  double rss_mb = NAN;
+  double rss_mb = NAN, window_s = NAN;
   size_t n_dev = 0;
   if (rc == PB_OK) {
     pb_engine_get_info(e, &in);
@@ -328,7 +425,10 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
                      in.isa, in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
     c->flops = in.flops_per_image;
     c->engine_threads = in.threads;
-    rc = time_engine(p, e, x, y, lat, dev_lat, &n_dev, &rss_mb, err);
+    rc = time_engine(p, e, c->bss[i], x, y, lat, dev_lat, &n_dev, &rss_mb, &window_s, err);
+  } else {
+    pb_error_prefix(err, "batch %d: ", c->bss[i]);
+    rc = pb__ranks_agree(rc, err); /* the others learn it where their timed passes would start */
   }
   if (rc == PB_OK) {
     pb__infer_row r = {0};
@@ -344,9 +444,10 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
     if (strcmp(in.device, "cpu") == 0) r.memory_mb = rss_mb, r.memory_kind = "cpu_peak_rss_growth";
     else r.memory_mb = (double)in.bytes_total / 1048576.0, r.memory_kind = "device_peak_allocated";
     r.compile_ms = in.compile_ms;
-    pb__infer_add_row(c, &r, lat, (size_t)p->iterations, dev_lat, n_dev);
-  } else {
-    pb_error_prefix(err, "batch %d: ", c->bss[i]);
+    if (pb__ranks_size() > 1)
+      rc = add_rank_rows(p, c, &r, lat, dev_lat, n_dev, window_s, err);
+    else
+      pb__infer_add_row(c, &r, lat, (size_t)p->iterations, dev_lat, n_dev);
   }
   pb_tensor_free(x);
   pb_tensor_free(y);
@@ -385,6 +486,11 @@ static int new_rows(pb__infer_ctx *c, struct pb_error *err) {
   if (pb_table_new(&c->rows) != PB_OK) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb_table_set_env(c->rows, &c->env);
   pb_table_set_meta(c->rows, "command", "infer");
+  if (pb__ranks_size() > 1) {
+    char n[16];
+    snprintf(n, sizeof n, "%d", pb__ranks_size());
+    pb_table_set_meta(c->rows, "ranks", n);
+  }
   return PB_OK;
 }
 
@@ -404,6 +510,11 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_p
   pb__infer_note(p, 0, "results: %s", path); /* a line of its own: scripts take the path */
   pb__infer_note(p, 0, "environment: %s", env_path);
   if (!p->plot) return PB_OK;
+  if (pb__ranks_size() > 1) { /* the plot folds a configuration's rows into one point */
+    pb__infer_note(p, 1, "no plot across ranks: the CSV holds a row per rank and one for all "
+                         "ranks of each batch size");
+    return PB_OK;
+  }
   /* The plot goes beside the raw folder, into images/ (results/raw -> results/images); a plot
    * that cannot be drawn is a warning, the CSV is the result; one that cannot be written fails. */
   char img_dir[4096], png[4200];
@@ -431,6 +542,7 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_p
 /* One model: its inputs, the engine, the peers. */
 static int run_model(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
   int rc = make_inputs(c, p->seed, err);
+  rc = pb__ranks_agree(rc, err); /* every rank has its inputs (one process: rc as it is) */
   if (rc == PB_OK && (c->mask & PB__FW_ENGINE)) rc = run_engine(p, c, err);
   if (rc == PB_OK && (c->mask & PB__FW_PEERS)) {
     if (!(c->mask & PB__FW_ENGINE)) count_flops(c);
@@ -458,7 +570,8 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
   }
   c->seed = p->seed, c->warmup = p->warmup;
   char source[4400], source_format[64];
-  int rc = check_params(p, c, models, err);
+  int rc = pb__ranks_init(err); /* under mpirun: one rank per process, rank 0 writes */
+  if (rc == PB_OK) rc = check_params(p, c, models, err);
   if (rc == PB_OK && strcmp(c->source, "synthetic") != 0) {
     rc = pb__infer_resolve_source(c->source, p->data_format, source, sizeof source, source_format,
                                   sizeof source_format, err);
@@ -466,7 +579,9 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
     c->source_format = source_format[0] ? source_format : NULL;
   }
   char made[4096] = "";
-  if (rc == PB_OK) rc = pb__infer_check_output(p->output_dir, made, sizeof made, err); /* first */
+  if (rc == PB_OK && pb__ranks_rank() == 0) /* first: before any pass runs */
+    rc = pb__infer_check_output(p->output_dir, made, sizeof made, err);
+  rc = pb__ranks_agree(rc, err);
   if (rc == PB_OK) {
     pb_env_collect(&c->env, NULL);
     rc = new_rows(c, err);
@@ -476,12 +591,14 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
     c->model = models->names[m];
     rc = run_model(p, c, err);
   }
-  if (rc == PB_OK && pb_table_rows(c->rows) == 0)
+  int writer = pb__ranks_rank() == 0; /* across ranks the others hold no rows */
+  if (rc == PB_OK && writer && pb_table_rows(c->rows) == 0)
     rc = pb_error_set(err, PB_EUNSUPPORTED,
                       "nothing could run: every framework asked for was skipped (see above); "
                       "nothing written");
-  else if (rc == PB_OK && p->output_dir != NULL)
+  else if (rc == PB_OK && writer && p->output_dir != NULL)
     rc = write_outputs(p, c, csv_path, csv_path_size, err);
+  rc = pb__ranks_agree(rc, err); /* every rank ends with rank 0's writing */
   if (rc != PB_OK) pb__infer_unmake_output(p->output_dir, made); /* empty folders only */
   if (rc == PB_OK && rows != NULL) *rows = c->rows;
   else pb_table_free(c->rows);

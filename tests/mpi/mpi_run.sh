@@ -135,11 +135,6 @@ print("; ".join(bad)); sys.exit(1 if bad else 0)
 EOF
 ); then pass; else fail "train across ranks: $msg"; fi
 
-# infer runs in one process: refused across ranks, as a usage error.
-run timeout 120 "${MPIRUN[@]}" -np 2 "$P" infer --model embed --output-dir "$work/infer"
-expect_rc 1 "infer across ranks"
-expect_err "runs in one process, not across 2 MPI ranks" "infer across ranks says why"
-
 # run --ranks N starts the ranks itself, with the same arguments.
 run timeout 300 "$P" run --ranks 2 --data "$work/ds" --out "$work/outr" "${small[@]}"
 expect_rc 0 "run --ranks 2"
