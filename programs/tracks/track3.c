@@ -251,32 +251,48 @@ typedef struct t3_ranks {
   double sum_step, sum_wait; /* over every rank's timed steps */
   double *step_s, *wait_s;   /* pooled (rank 0, more than one rank; owned) */
   size_t n_steps;
+  double first_step;         /* the slowest rank's first step */
+  double h2d_s_sum, h2d_bytes, h2d_n, busy_s, steps; /* summed over ranks */
+  double *h2d_s;             /* every rank's copy times pooled (more than one rank; owned) */
+  size_t n_h2d;
 } t3_ranks;
 
 static void t3_ranks_free(t3_ranks *r) {
   free(r->step_s);
   free(r->wait_s);
-  r->step_s = r->wait_s = NULL;
+  free(r->h2d_s);
+  r->step_s = r->wait_s = r->h2d_s = NULL;
 }
 
-static int t3_gather(const t3_steps_out *st, double au, double window_s, const double *step_s,
-                     const double *wait_s, t3_ranks *r, struct pb_error *err) {
+enum { T3_MINE = 9 }; /* what each rank sends besides its step times */
+
+static int t3_gather(const t3_steps_out *st, const t3_state *sx, double au, double window_s,
+                     const double *step_s, const double *wait_s, t3_ranks *r,
+                     struct pb_error *err) {
   memset(r, 0, sizeof *r);
   int n = pb__ranks_size();
   PB_RETURN_NOT_OK(pb__rank_window_gather(st->samples, st->sum_step, window_s, &r->w, err));
-  double mine[3] = {au, st->sum_step, st->sum_wait};
-  double *all = malloc((size_t)n * 3 * sizeof *all), *aus = malloc((size_t)n * sizeof *aus);
+  int64_t nh = sx->h2d_n < sx->h2d_cap ? sx->h2d_n : sx->h2d_cap;
+  double mine[T3_MINE] = {au, st->sum_step, st->sum_wait, st->first_step,
+                          (double)sx->h2d_ns / 1e9, (double)sx->h2d_bytes, (double)sx->h2d_n,
+                          sx->gpu ? (double)sx->busy_ns / 1e9 : NAN, (double)st->n};
+  double *all = malloc((size_t)n * T3_MINE * sizeof *all), *aus = malloc((size_t)n * sizeof *aus);
   int rc = pb__ranks_agree(all && aus ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory"), err);
-  if (rc == PB_OK) rc = pb__ranks_allgather_f64(mine, 3, all, err);
+  if (rc == PB_OK) rc = pb__ranks_allgather_f64(mine, T3_MINE, all, err);
   if (rc == PB_OK) {
     r->au_min = INFINITY;
+    r->first_step = -INFINITY;
     for (int k = 0; k < n; k++) {
-      aus[k] = all[3 * k];
+      const double *a = all + (size_t)k * T3_MINE;
+      aus[k] = a[0];
       r->au_mean += aus[k] / n;
       if (aus[k] < r->au_min) r->au_min = aus[k];
       r->au90 += aus[k] >= 0.9;
-      r->sum_step += all[3 * k + 1];
-      r->sum_wait += all[3 * k + 2];
+      r->sum_step += a[1];
+      r->sum_wait += a[2];
+      if (!(a[3] <= r->first_step)) r->first_step = a[3]; /* NaN wins: a rank without one */
+      r->h2d_s_sum += a[4], r->h2d_bytes += a[5], r->h2d_n += a[6];
+      r->busy_s += a[7], r->steps += a[8];
     }
     pb__rank_list(aus, n, r->au_list, sizeof r->au_list);
   }
@@ -284,6 +300,7 @@ static int t3_gather(const t3_steps_out *st, double au, double window_s, const d
     size_t nw = 0;
     rc = pb__ranks_gather_f64(step_s, (size_t)st->n, &r->step_s, &r->n_steps, err);
     if (rc == PB_OK) rc = pb__ranks_gather_f64(wait_s, (size_t)st->n, &r->wait_s, &nw, err);
+    if (rc == PB_OK) rc = pb__ranks_gather_f64(sx->h2d_s, (size_t)nh, &r->h2d_s, &r->n_h2d, err);
   }
   free(all);
   free(aus);
@@ -367,7 +384,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     double au = st.sum_step > 0 ? (st.sum_step - st.sum_wait) / st.sum_step : NAN;
     if (sx->gpu && st.sum_step > 0) au = (double)sx->busy_ns / 1e9 / st.sum_step;
     t3_ranks rk;
-    if ((rc = t3_gather(&st, au, window_s, step_s, wait_s, &rk, err)) != PB_OK) break;
+    if ((rc = t3_gather(&st, sx, au, window_s, step_s, wait_s, &rk, err)) != PB_OK) break;
     if (pb__ranks_rank() != 0) continue; /* rank 0 writes every rank's row */
     pb_summary ss, ws;
     int n = st.n;
@@ -392,7 +409,8 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_i64(t, T3_BATCH_SIZE, lp.batch_size);
     pb_table_set_i64(t, T3_NUM_WORKERS, lp.workers);
     pb_table_set_i64(t, "num_steps", n);
-    pb_table_set_f64(t, "first_step_time", st.first_step);
+    /* across ranks: the slowest rank's first step; the rest over every rank's steps */
+    pb_table_set_f64(t, "first_step_time", rk.first_step);
     pb_table_set_f64(t, T3_STEP_MEAN, ss.mean);
     pb_table_set_f64(t, T3_STEP_P50, ss.p50);
     pb_table_set_f64(t, "step_time_p95", ss.p95);
@@ -400,7 +418,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_f64(t, T3_DATA_WAIT_MEAN, ws.mean);
     pb_table_set_f64(t, "data_wait_p50", ws.p50);
     pb_table_set_f64(t, T3_DATA_WAIT_FRACTION, wait_frac);
-    pb_table_set_f64(t, "device_time_mean", sx->gpu && n > 0 ? (double)sx->busy_ns / 1e9 / n : NAN);
+    pb_table_set_f64(t, "device_time_mean", sx->gpu && rk.steps > 0 ? rk.busy_s / rk.steps : NAN);
     pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
     pb_table_set_f64(t, T3_IMAGES_PER_SEC, ips);
@@ -410,12 +428,14 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_i64(t, T3_AU90, rk.au90);
     /* the copies' rate at their median time: a copy whose closing event the busy GPU wrote
      * late reads slow, and the median is robust to those few */
-    double h2d_mean = sx->h2d_n > 0 ? (double)sx->h2d_ns / 1e9 / (double)sx->h2d_n : NAN;
-    double per_batch = sx->h2d_n > 0 ? (double)sx->h2d_bytes / (double)sx->h2d_n : NAN;
+    double h2d_mean = rk.h2d_n > 0 ? rk.h2d_s_sum / rk.h2d_n : NAN;
+    double per_batch = rk.h2d_n > 0 ? rk.h2d_bytes / rk.h2d_n : NAN;
     pb_summary hs;
     double h2d_p50 = NAN;
     int64_t nh = sx->h2d_n < sx->h2d_cap ? sx->h2d_n : sx->h2d_cap;
-    if (nh > 0 && pb_summarize(sx->h2d_s, (size_t)nh, &hs) == PB_OK) h2d_p50 = hs.p50;
+    const double *h2d_all = rk.h2d_s ? rk.h2d_s : sx->h2d_s;
+    size_t n_h2d_all = rk.h2d_s ? rk.n_h2d : (size_t)nh;
+    if (n_h2d_all > 0 && pb_summarize(h2d_all, n_h2d_all, &hs) == PB_OK) h2d_p50 = hs.p50;
     double h2d_gbps = h2d_p50 > 0 ? per_batch / h2d_p50 / 1e9 : NAN;
     pb_table_set_f64(t, "h2d_time_mean", h2d_mean);
     pb_table_set_f64(t, "h2d_time_p50", h2d_p50);
