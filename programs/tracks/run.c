@@ -98,6 +98,18 @@ static int run_gen(pb_run_ctx *c, pb_gen_params *g, struct pb_error *err) {
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
+/* A manifest's entry names a path inside its dataset folder: relative, not empty, no ".."
+ * component (a manifest copied or edited by hand must not send a run elsewhere). */
+static int entry_inside(const char *entry) {
+  if (entry[0] == '\0' || entry[0] == '/') return 0;
+  for (const char *q = entry; *q != '\0';) {
+    size_t len = strcspn(q, "/");
+    if (len == 2 && q[0] == '.' && q[1] == '.') return 0;
+    q += len + (q[len] == '/');
+  }
+  return 1;
+}
+
 static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
   char path[4200];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -122,6 +134,12 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
   c->nf = 0;
   const cJSON *f;
   cJSON_ArrayForEach(f, formats) {
+    if (cJSON_IsString(f) && f->string != NULL && !entry_inside(f->valuestring)) {
+      int rc = pb_error_set(err, PB_EFORMAT, "%s: the entry of format '%s', '%s', is not a path "
+                            "inside the dataset folder", path, f->string, f->valuestring);
+      cJSON_Delete(root);
+      return rc;
+    }
     if (!cJSON_IsString(f) || f->string == NULL || c->nf == PB_RUN_MAX_FORMATS) continue;
     if (c->p.formats != NULL && !pb__list_has(c->p.formats, f->string)) continue;
     snprintf(c->formats[c->nf], sizeof c->formats[c->nf], "%s", f->string);
