@@ -268,17 +268,6 @@ int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, in
   return 0;
 }
 
-/* One output row of the horizontal pass with n_taps weights per output. */
-static inline void rs_row(const pb__rs_axis *ax, const float *restrict acc, float *restrict d,
-                          int n_taps, float a, float b) {
-  for (int j = 0; j < ax->n; j++) {
-    const float *wj = ax->w + (size_t)j * (size_t)ax->taps, *s = acc + ax->first[j];
-    float v = 0.0f;
-    for (int k = 0; k < n_taps; k++) v += wj[k] * s[k];
-    d[j] = v * a + b;
-  }
-}
-
 /* Vertical pass over one output row: acc[x] = sum_k w[k] * row(first + k)[x] for x < n, reading
  * the native rows directly (the loop over x vectorises, conversions included). */
 #define RS_VERTICAL(T)                                                                             \
@@ -303,6 +292,55 @@ static inline void rs_row(const pb__rs_axis *ax, const float *restrict acc, floa
 #define PB_RS_FAST
 #endif
 
+/* Eight floats: one per output row of a group (the horizontal pass works on 8 rows at once).
+ * The unaligned twin reads and writes anywhere. */
+typedef float rs_v8 __attribute__((vector_size(32)));
+typedef float rs_v8u __attribute__((vector_size(32), aligned(4)));
+
+#if defined(__clang__)
+#define RS_SHUF(x, y, a, b, c, d, e, f, g, h) __builtin_shufflevector(x, y, a, b, c, d, e, f, g, h)
+#else
+#define RS_SHUF(x, y, a, b, c, d, e, f, g, h) \
+  __builtin_shuffle(x, y, (rs_i8){a, b, c, d, e, f, g, h})
+#endif
+typedef int32_t rs_i8 __attribute__((vector_size(32)));
+
+/* Transposes the 8 x 8 block of rows in[0..7] (8 floats each) into out[0..7]. */
+static inline void rs_transpose8(const rs_v8 in[8], rs_v8 out[8]) {
+  rs_v8 t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = RS_SHUF(in[k], in[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[k + 1] = RS_SHUF(in[k], in[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = RS_SHUF(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[k + 1] = RS_SHUF(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[k + 2] = RS_SHUF(t[k + 1], t[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[k + 3] = RS_SHUF(t[k + 1], t[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int k = 0; k < 4; k++) {
+    out[k] = RS_SHUF(u[k], u[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    out[k + 4] = RS_SHUF(u[k], u[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+/* Horizontal pass of a group: out[j] (8 rows' values of output column j) from the transposed
+ * rows tr (column x of the 8 rows at tr[x]), n_taps weights per output. */
+static inline void rs_columns(const pb__rs_axis *ax, const rs_v8 *restrict tr, rs_v8 *restrict out,
+                              int n_taps) {
+  for (int j = 0; j < ax->n; j++) {
+    const float *wj = ax->w + (size_t)j * (size_t)ax->taps;
+    const rs_v8 *s = tr + ax->first[j];
+    rs_v8 v = s[0] * wj[0];
+    for (int k = 1; k < n_taps; k++) v += s[k] * wj[k];
+    out[j] = v;
+  }
+}
+
+size_t pb__rs_tmp_floats(int64_t src_w, int n) {
+  return 16 * (size_t)src_w + 8 * (size_t)n + 16;
+}
+
 PB_RS_FAST
 void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src, pb_dtype dt,
                   int64_t src_w, float *restrict rowf, float *restrict tmp, float a, float b,
@@ -311,39 +349,73 @@ void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src,
   size_t es = pb_dtype_size(dt);
   int fixed = 1;
   for (int j = 0; j < nx && fixed; j++) fixed = ax->count[j] == ax->taps;
-  /* Vertical first: its inner loop runs along source rows, contiguous and long, so it
-   * vectorises; the horizontal pass then works on ny rows only. */
-  for (int i = 0; i < ny; i++) {
-    const float *w = ay->w + (size_t)i * (size_t)ay->taps;
-    int first = ay->first[i], count = ay->count[i];
-    float *restrict acc = tmp;
-    switch (dt) {
-      case PB_UINT8: RS_VERTICAL(uint8_t); break;
-      case PB_UINT16: RS_VERTICAL(uint16_t); break;
-      case PB_FLOAT32: RS_VERTICAL(float); break;
-      default: /* other types through a float row */
-        for (int64_t x = 0; x < src_w; x++) acc[x] = 0.0f;
-        for (int k = 0; k < count; k++) {
-          pb__convert_affine_f32((const unsigned char *)src + (size_t)(first + k) * (size_t)src_w * es,
-                                 dt, rowf, (size_t)src_w, 1.0f, 0.0f);
-          for (int64_t x = 0; x < src_w; x++) acc[x] += w[k] * rowf[x];
-        }
-        break;
+  /* tmp, 32-byte aligned: 8 rows of the vertical pass, their transpose (column x of the 8 rows
+   * in 8 consecutive floats) and the horizontal pass's 8-row columns. */
+  float *base = (float *)(((uintptr_t)tmp + 31) & ~(uintptr_t)31);
+  float *rows8 = base;
+  rs_v8 *tr = (rs_v8 *)(void *)(base + 8 * (size_t)src_w);
+  rs_v8 *cols = tr + src_w;
+  /* Output rows in groups of 8. Vertical first: its inner loop runs along source rows,
+   * contiguous and long, so it vectorises. The horizontal pass, whose taps sit at a different
+   * place for every output, would read scattered floats one at a time; on the transposed
+   * group it reads 8 rows' worth in one vector per tap instead. */
+  for (int i0 = 0; i0 < ny; i0 += 8) {
+    int nr = ny - i0 < 8 ? ny - i0 : 8;
+    for (int r = 0; r < nr; r++) {
+      const float *w = ay->w + (size_t)(i0 + r) * (size_t)ay->taps;
+      int first = ay->first[i0 + r], count = ay->count[i0 + r];
+      float *restrict acc = rows8 + (size_t)r * (size_t)src_w;
+      switch (dt) {
+        case PB_UINT8: RS_VERTICAL(uint8_t); break;
+        case PB_UINT16: RS_VERTICAL(uint16_t); break;
+        case PB_FLOAT32: RS_VERTICAL(float); break;
+        default: /* other types through a float row */
+          for (int64_t x = 0; x < src_w; x++) acc[x] = 0.0f;
+          for (int k = 0; k < count; k++) {
+            pb__convert_affine_f32((const unsigned char *)src + (size_t)(first + k) * (size_t)src_w * es,
+                                   dt, rowf, (size_t)src_w, 1.0f, 0.0f);
+            for (int64_t x = 0; x < src_w; x++) acc[x] += w[k] * rowf[x];
+          }
+          break;
+      }
     }
-    /* Horizontal pass, then the normalisation (weights sum to 1, so it commutes). The common
-     * tap counts get loops of constant length, which the compiler unrolls. */
-    float *d = dst + (size_t)i * (size_t)nx;
-    if (fixed && ax->taps == 3) rs_row(ax, acc, d, 3, a, b);
-    else if (fixed && ax->taps == 4) rs_row(ax, acc, d, 4, a, b);
-    else if (fixed && ax->taps == 5) rs_row(ax, acc, d, 5, a, b);
-    else if (fixed && ax->taps == 6) rs_row(ax, acc, d, 6, a, b);
-    else if (fixed && ax->taps == 7) rs_row(ax, acc, d, 7, a, b);
+    /* Rows past the last of a short group repeat it (their results are not stored). */
+    const float *rp[8];
+    for (int r = 0; r < 8; r++) rp[r] = rows8 + (size_t)(r < nr ? r : nr - 1) * (size_t)src_w;
+    int64_t x = 0;
+    for (; x + 8 <= src_w; x += 8) {
+      rs_v8 in[8];
+      for (int r = 0; r < 8; r++) in[r] = *(const rs_v8u *)(const void *)(rp[r] + x);
+      rs_transpose8(in, tr + x);
+    }
+    for (; x < src_w; x++)
+      for (int r = 0; r < 8; r++) tr[x][r] = rp[r][x];
+    /* The common tap counts get loops of constant length, which the compiler unrolls. */
+    if (fixed && ax->taps == 2) rs_columns(ax, tr, cols, 2);
+    else if (fixed && ax->taps == 3) rs_columns(ax, tr, cols, 3);
+    else if (fixed && ax->taps == 4) rs_columns(ax, tr, cols, 4);
+    else if (fixed && ax->taps == 5) rs_columns(ax, tr, cols, 5);
+    else if (fixed && ax->taps == 6) rs_columns(ax, tr, cols, 6);
+    else if (fixed && ax->taps == 7) rs_columns(ax, tr, cols, 7);
+    else if (fixed && ax->taps == 8) rs_columns(ax, tr, cols, 8);
     else
       for (int j = 0; j < nx; j++) {
-        const float *wj = ax->w + (size_t)j * (size_t)ax->taps, *s = acc + ax->first[j];
-        float v = 0.0f;
-        for (int k = 0; k < ax->count[j]; k++) v += wj[k] * s[k];
-        d[j] = v * a + b;
+        const float *wj = ax->w + (size_t)j * (size_t)ax->taps;
+        const rs_v8 *sj = tr + ax->first[j];
+        rs_v8 v = sj[0] * wj[0];
+        for (int k = 1; k < ax->count[j]; k++) v += sj[k] * wj[k];
+        cols[j] = v;
       }
+    /* Back to rows, with the normalisation (weights sum to 1, so it commutes). */
+    float *d = dst + (size_t)i0 * (size_t)nx;
+    int j = 0;
+    for (; j + 8 <= nx; j += 8) {
+      rs_v8 out[8];
+      rs_transpose8(cols + j, out);
+      for (int r = 0; r < nr; r++)
+        *(rs_v8u *)(void *)(d + (size_t)r * (size_t)nx + (size_t)j) = out[r] * a + b;
+    }
+    for (; j < nx; j++)
+      for (int r = 0; r < nr; r++) d[(size_t)r * (size_t)nx + (size_t)j] = cols[j][r] * a + b;
   }
 }

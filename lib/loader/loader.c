@@ -855,7 +855,7 @@ static int worker_init(pb_loader *l, worker *w, struct pb_error *err) {
     w->region_size = (size_t)(l->max_h * l->max_w * l->planes) * pb_dtype_size(l->meta.dtype);
     w->region = pb_alloc(w->region_size);
     w->rowf = pb_alloc((size_t)l->max_w * sizeof(float));
-    w->tmp = pb_alloc((size_t)l->max_w * sizeof(float));
+    w->tmp = pb_alloc(pb__rs_tmp_floats(l->max_w, l->p.crop_w) * sizeof(float));
     w->plane = pb_alloc(plane * sizeof(float));
     if (w->region == NULL || w->rowf == NULL || w->tmp == NULL || w->plane == NULL)
       return pb_error_set(err, PB_ENOMEM, "out of memory for a worker's crop buffers");
@@ -887,7 +887,7 @@ static void worker_destroy(pb_loader *l, worker *w) {
   pb_free(w->table, plane * sizeof(pb__warp_entry));
   pb_free(w->region, w->region_size);
   pb_free(w->rowf, (size_t)l->max_w * sizeof(float));
-  pb_free(w->tmp, (size_t)l->max_w * sizeof(float));
+  pb_free(w->tmp, pb__rs_tmp_floats(l->max_w, l->p.crop_w) * sizeof(float));
   pb__rs_free(&w->ax);
   pb__rs_free(&w->ay);
   pb_dataset_free(w->ds);

@@ -54,8 +54,9 @@ typedef struct pb__rs_axis {
 int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, int flip);
 void pb__rs_free(pb__rs_axis *ax);
 /** Resamples one plane: src holds rows of src_w native pixels of type dt covering every row and
- * column the plans reach; dst (ay->n x ax->n floats) = resampled * a + b. rowf and tmp each hold
- * src_w floats. */
+ * column the plans reach; dst (ay->n x ax->n floats) = resampled * a + b. rowf holds src_w
+ * floats, tmp pb__rs_tmp_floats(src_w, ax->n). */
+size_t pb__rs_tmp_floats(int64_t src_w, int n);
 void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src, pb_dtype dt,
                   int64_t src_w, float *rowf, float *tmp, float a, float b, float *dst);
 
