@@ -43,15 +43,20 @@ static void put_bytes(const char *ds, const char *rel, const void *data, size_t 
   CHECK_OK(pb__write_file(p, data, n, &err), &err);
 }
 
-/* Opens ds and reads image 0; expects code and a message holding `needle`. */
-static void expect(const char *what, const char *ds, int code, const char *needle) {
+/* Opens ds and reads image 0 (or, with crop set, the 8x8 crop at y = x = 4 of its first plane,
+ * which needs part of each of four chunks); expects code and a message holding `needle`. */
+static void expect_read(const char *what, const char *ds, int crop, int code, const char *needle) {
   struct pb_error err = {""};
   pb_dataset *d = NULL;
   int rc = pb_dataset_open(ds, "ome-zarr", &d, &err);
   if (rc == PB_OK) {
     pb_image_meta m;
     rc = pb_dataset_meta(d, 0, &m, &err);
-    if (rc == PB_OK) {
+    if (rc == PB_OK && crop) {
+      pb_region r = {{0, 0, 0, 4, 4}, {1, 1, 1, 8, 8}};
+      uint16_t buf[64];
+      rc = pb_dataset_read_region(d, 0, &r, buf, sizeof buf, NULL, &err);
+    } else if (rc == PB_OK) {
       size_t n = pb_image_bytes(&m);
       void *buf = malloc(n);
       rc = pb_dataset_read(d, 0, buf, n, NULL, &err);
@@ -66,6 +71,44 @@ static void expect(const char *what, const char *ds, int code, const char *needl
     FAIL("%s: message lacks '%s': %s", what, needle, err.message);
   printf("ok %-34s %s\n", what, err.message);
   g_checks++;
+}
+
+static void expect(const char *what, const char *ds, int code, const char *needle) {
+  expect_read(what, ds, 0, code, needle);
+}
+
+/* An uncompressed image of 8 MiB or more is placed through a chunk buffer with streaming stores
+ * rather than read straight into place: a mis-sized chunk is refused there too. */
+static void large_none_case(void) {
+  struct pb_error err = {""};
+  char ds[512];
+  snprintf(ds, sizeof ds, "%s/large", g_dir);
+  pb_write_params wp = PB_WRITE_PARAMS_DEFAULTS;
+  wp.compression = "none";
+  int64_t chunk[PB_NDIM] = {1, 1, 1, 512, 512}, shape[PB_NDIM] = {1, 1, 1, 2048, 2048};
+  memcpy(wp.chunk, chunk, sizeof chunk);
+  pb_image_meta m;
+  pb_image_meta_init(&m, "img.zarr", PB_UINT16, shape);
+  size_t n = pb_image_bytes(&m);
+  uint16_t *pix = malloc(n), *got = malloc(n);
+  for (size_t i = 0; i < n / 2; i++) pix[i] = (uint16_t)(i * 2654435761u >> 7);
+  pb_writer *w;
+  pb__remove_tree(ds);
+  CHECK_OK(pb_writer_new(ds, "ome-zarr", &wp, &w, &err), &err);
+  CHECK_OK(pb_writer_add(w, &m, pix, &err), &err);
+  CHECK_OK(pb_writer_finish(w, &err), &err);
+  pb_writer_free(w);
+  pb_dataset *d;
+  CHECK_OK(pb_dataset_open(ds, "ome-zarr", &d, &err), &err);
+  CHECK_OK(pb_dataset_read(d, 0, got, n, NULL, &err), &err);
+  CHECK(memcmp(got, pix, n) == 0);
+  pb_dataset_free(d);
+  put_bytes(ds, "img.zarr/0/0/0/0/2/3", pix, 512 * 512 * 2 - 2);
+  expect("large image, chunk short", ds, PB_EFORMAT, "expected 524288");
+  put_bytes(ds, "img.zarr/0/0/0/0/2/3", pix, 512 * 512 * 2 + 2);
+  expect("large image, chunk long", ds, PB_EFORMAT, "expected 524288");
+  free(pix);
+  free(got);
 }
 
 #define ZARRAY_FMT                                                                             \
@@ -168,6 +211,13 @@ static void v2_cases(void) {
   make_ds(ds, "none", NULL);
   put_bytes(ds, "img.zarr/0/0/0/0/1/1", "short", 5);
   expect("chunk wrong size", ds, PB_EFORMAT, "expected 128");
+  expect_read("chunk wrong size, crop", ds, 1, PB_EFORMAT, "expected 128");
+  {
+    char longer[130] = {0};
+    put_bytes(ds, "img.zarr/0/0/0/0/1/1", longer, sizeof longer);
+    expect("chunk too long", ds, PB_EFORMAT, "128");
+    expect_read("chunk too long, crop", ds, 1, PB_EFORMAT, "expected 128");
+  }
   make_ds(ds, "none", NULL);
   char p[1024];
   snprintf(p, sizeof p, "%s/img.zarr/0/0/0/0/1/1", ds);
@@ -293,6 +343,7 @@ static void folder_cases(void) {
 int main(void) {
   zt_tmpdir(g_dir, sizeof g_dir, "bad");
   v2_cases();
+  large_none_case();
   v3_cases();
   folder_cases();
   pb__remove_tree(g_dir);
