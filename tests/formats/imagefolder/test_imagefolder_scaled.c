@@ -2,7 +2,7 @@
  * any box of the image decoded at 1/1, 1/2, 1/4 or 1/8 equals the same box cut from the whole
  * image decoded at that scale by TurboJPEG, for 4:2:0, 4:2:2, 4:4:4, grey and progressive files.
  * Also through the dataset (pb__read_scaled): the box it reports, PNG falling back to scale 1,
- * and a truncated JPEG refused naming the file. */
+ * and a truncated JPEG refused naming the file; one decoder kept across images and failures. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +102,76 @@ static void check_corpus(const char *name) {
   CHECK_OK(pb__read_file(path, &data, &size, &err), &err);
   check_file(name, data, size);
   pb_free(data, size);
+}
+
+/* One decoder kept across images (as a dataset handle keeps it): images of other sizes and
+ * kinds, a truncated file, a file that is not a JPEG, a CMYK-free header read and then ended
+ * unread, and a box outside the image each leave it decoding the next image exactly as a fresh
+ * decoder does. */
+static void check_reuse(void) {
+  static const struct {
+    int w, h, c;
+    pb__if_subsampling sub;
+  } kinds[] = {{203, 157, 3, PB__IF_420}, {75, 61, 1, PB__IF_444}, {131, 77, 3, PB__IF_422},
+               {99, 141, 3, PB__IF_444}};
+  unsigned char *jpg[4];
+  size_t size[4];
+  for (int k = 0; k < 4; k++) jpg[k] = synth_jpeg(kinds[k].w, kinds[k].h, kinds[k].c, kinds[k].sub, &size[k]);
+  pb__if_jpeg *dec = pb__if_jpeg_new();
+  CHECK(dec != NULL);
+  struct pb_error err = {{0}};
+  pb_rng rng;
+  pb_rng_init(&rng, 99);
+  for (int t = 0; t < 40; t++) {
+    int k = (int)pb_rng_below(&rng, 4);
+    pb__if_info in;
+    switch (t % 5) {
+    case 1: /* truncated: the header reads, the rows do not */
+      CHECK_OK(pb__if_jpeg_header(dec, "cut.jpg", jpg[k], size[k] / 3, &in, &err), &err);
+      {
+        size_t n = (size_t)in.width * (size_t)in.height * (size_t)in.channels;
+        unsigned char *a = malloc(n);
+        CHECK(a != NULL);
+        EXPECT_EQ(pb__if_jpeg_box(dec, "cut.jpg", &in, 1, 0, 0, in.height, in.width, a, n, &err),
+                  PB_EFORMAT);
+        EXPECT_CONTAINS(err.message, "cut.jpg");
+        free(a);
+      }
+      continue;
+    case 2: /* not a JPEG at all */
+      EXPECT_EQ(pb__if_jpeg_header(dec, "png.jpg", (const unsigned char *)"\x89PNG\r\n\x1a\n", 8, &in, &err),
+                PB_EFORMAT);
+      continue;
+    case 3: /* a header read, then the image ended without decoding */
+      CHECK_OK(pb__if_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
+      pb__if_jpeg_end(dec);
+      continue;
+    case 4: /* a box outside the image */
+      CHECK_OK(pb__if_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
+      EXPECT_EQ(pb__if_jpeg_box(dec, "x.jpg", &in, 1, 0, 0, in.height + 1, 1, NULL, 0, &err), PB_ERANGE);
+      continue;
+    default: break;
+    }
+    CHECK_OK(pb__if_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
+    EXPECT_EQ(in.width, kinds[k].w);
+    EXPECT_EQ(in.channels, kinds[k].c);
+    int scale = 1 << pb_rng_below(&rng, 4);
+    int sw = (in.width + scale - 1) / scale, sh = (in.height + scale - 1) / scale;
+    int w = 1 + (int)pb_rng_below(&rng, (uint64_t)sw), h = 1 + (int)pb_rng_below(&rng, (uint64_t)sh);
+    int x0 = (int)pb_rng_below(&rng, (uint64_t)(sw - w + 1)), y0 = (int)pb_rng_below(&rng, (uint64_t)(sh - h + 1));
+    size_t n = (size_t)w * (size_t)h * (size_t)in.channels;
+    unsigned char *a = malloc(n), *b = malloc(n);
+    CHECK(a != NULL && b != NULL);
+    CHECK_OK(pb__if_jpeg_box(dec, "x.jpg", &in, scale, y0, x0, h, w, a, n, &err), &err);
+    CHECK_OK(pb__if_decode_jpeg_box("x.jpg", jpg[k], size[k], &in, scale, y0, x0, h, w, b, n, &err), &err);
+    if (memcmp(a, b, n) != 0)
+      EXPECT_FAIL("reused decoder, image %d at 1/%d, box %dx%d at (%d,%d): differs from a fresh one",
+                  k, scale, w, h, x0, y0);
+    free(a);
+    free(b);
+  }
+  pb__if_jpeg_free(dec);
+  for (int k = 0; k < 4; k++) free(jpg[k]);
 }
 
 /* Through the dataset: the reported box, PNG at scale 1, a truncated JPEG. */
@@ -206,5 +276,6 @@ int main(void) {
   check_corpus("grey.jpg");
   check_corpus("s444.jpg");
   check_dataset();
+  check_reuse();
   return check_failures() != 0;
 }
