@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "codecs/codec.h"
@@ -22,6 +23,7 @@
 enum { PT_DATA = 0, PT_INDEX = 1, PT_DICT = 2, PT_DATA_V2 = 3 };
 enum { EN_PLAIN = 0, EN_PLAIN_DICT = 2, EN_RLE = 3, EN_RLE_DICT = 8 };
 #define PQ_MAX_PAGE ((int64_t)1 << 30) /* refuse pages over 1 GiB (corrupt sizes) */
+#define PQ_KEEP ((size_t)16 << 20)      /* what a column keeps of its pages' levels, at most */
 
 /* ---- Thrift compact protocol: just enough for page headers -------------------------------- */
 
@@ -381,6 +383,15 @@ typedef struct pq_page {
   int64_t rows_before; /* rows that start in earlier pages of the chunk */
   int64_t starts;      /* rows that start in this page */
   int cont;            /* its first entry continues a row of the previous page */
+  /* Pages read with pread, uncompressed and PLAIN: what their first load learnt, kept so that
+   * a later read of the page reads only the values it needs, with one system call. lv: the
+   * repetition then the definition level sections (NULL until the first load); vals_at: where
+   * the values start in the file; voff (byte arrays): where each value's 4-byte length lies,
+   * relative to vals_at, n_voff values and one past the last. */
+  uint8_t *lv;
+  size_t rep_n, def_n, vals_n, n_voff;
+  int64_t vals_at;
+  uint32_t *voff;
 } pq_page;
 
 typedef struct pq_rg {
@@ -417,6 +428,9 @@ struct pb__pq_col {
   const uint8_t *rep, *def, *vals;
   size_t rep_n, def_n, vals_n;
   int64_t vals_file; /* values not loaded (uncompressed PLAIN fixed width): where they start */
+  const uint32_t *voff; /* values not loaded (uncompressed PLAIN byte arrays): their offsets */
+  size_t n_voff;
+  size_t kept;          /* bytes the pages keep (pq_page.lv, voff), at most PQ_KEEP */
   /* the dictionary last loaded */
   int64_t dict_rg;
   uint8_t *dict;
@@ -502,7 +516,13 @@ void pb__pq_free(pb__pq_col *c) {
   if (c == NULL) return;
   if (c->src.fd >= 0) close(c->src.fd);
   if (c->src.map != NULL) munmap(c->src.map, (size_t)c->src.size);
-  for (size_t g = 0; g < c->n_rgs; g++) free(c->rgs[g].pages);
+  for (size_t g = 0; g < c->n_rgs; g++) {
+    for (size_t k = 0; k < c->rgs[g].n_pages; k++) {
+      free(c->rgs[g].pages[k].lv);
+      free(c->rgs[g].pages[k].voff);
+    }
+    free(c->rgs[g].pages);
+  }
   free(c->rgs);
   free(c->buf);
   free(c->in);
@@ -581,7 +601,7 @@ static int read_header(pb__pq_col *c, size_t g, int64_t off, int64_t end, pq_hdr
   return PB_OK;
 }
 
-static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error *err);
+static int load_page(pb__pq_col *c, size_t g, pq_page *p, struct pb_error *err);
 
 /* Counts the rows that start in a v1 page of a nested column (entries with repetition 0). */
 static int count_starts(pb__pq_col *c, size_t g, pq_page *p, struct pb_error *err) {
@@ -681,11 +701,80 @@ static int64_t v1_levels(pb__pq_col *c, const uint8_t *b, size_t n) {
   return (int64_t)at;
 }
 
-/* Makes the page's levels and values available (c->rep/def/vals, or c->vals_file). */
-static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error *err) {
+/* Whether the page's levels and value offsets are kept after its first load: pages read with
+ * pread, uncompressed, PLAIN. */
+static int keeps(const pb__pq_col *c, const pq_hdr *h) {
+  if (c->src.mem != NULL || h->enc != EN_PLAIN) return 0;
+  if (h->type == PT_DATA) return c->codec == PB__PQ_UNCOMPRESSED;
+  return !h->v2_compressed || c->codec == PB__PQ_UNCOMPRESSED;
+}
+
+/* After the first load of a page that keeps(): copies its level sections and, for byte arrays,
+ * notes where each value lies, within the column's budget (PQ_KEEP). The values of such a page
+ * lie in the file as they are in c->buf (vals_at: where c->vals starts in the file). A page
+ * whose values do not parse is not kept: take_values reports it from the loaded page. */
+static void keep_page(pb__pq_col *c, pq_page *p, int64_t vals_at) {
+  if (p->lv != NULL || !keeps(c, &p->h)) return;
+  size_t lvn = c->rep_n + c->def_n, nv = 0;
+  if (c->width == 0) {
+    if (c->vals == NULL || c->vals_n > UINT32_MAX) return;
+    for (size_t at = 0; at < c->vals_n; nv++) {
+      if (c->vals_n - at < 4) return;
+      uint32_t l = le32(c->vals + at);
+      if (l > c->vals_n - at - 4) return;
+      at += 4 + (size_t)l;
+    }
+  }
+  size_t bytes = lvn + 1 + (c->width == 0 ? (nv + 1) * sizeof(uint32_t) : 0);
+  if (bytes > PQ_KEEP - c->kept) return;
+  uint8_t *lv = malloc(lvn + 1);
+  uint32_t *voff = c->width == 0 ? malloc((nv + 1) * sizeof *voff) : NULL;
+  if (lv == NULL || (c->width == 0 && voff == NULL)) {
+    free(lv);
+    free(voff);
+    return;
+  }
+  if (voff != NULL) {
+    size_t at = 0;
+    for (size_t k = 0; k < nv; k++) {
+      voff[k] = (uint32_t)at;
+      at += 4 + (size_t)le32(c->vals + at);
+    }
+    voff[nv] = (uint32_t)at;
+  }
+  if (c->rep_n > 0) memcpy(lv, c->rep, c->rep_n);
+  if (c->def_n > 0) memcpy(lv + c->rep_n, c->def, c->def_n);
+  p->lv = lv;
+  p->rep_n = c->rep_n;
+  p->def_n = c->def_n;
+  p->vals_n = c->vals_n;
+  p->vals_at = vals_at;
+  p->voff = voff;
+  p->n_voff = nv;
+  c->kept += bytes;
+}
+
+/* Makes the page's levels and values available (c->rep/def/vals; or, for values not loaded,
+ * c->vals_file and, for byte arrays, c->voff). */
+static int load_page(pb__pq_col *c, size_t g, pq_page *p, struct pb_error *err) {
   if (c->pc_off == p->off) return PB_OK;
   c->pc_off = -1;
   c->res_ok = 0;
+  c->voff = NULL;
+  c->n_voff = 0;
+  if (p->lv != NULL) { /* kept from its first load: nothing to read now */
+    c->rep = p->lv;
+    c->rep_n = p->rep_n;
+    c->def = p->lv + p->rep_n;
+    c->def_n = p->def_n;
+    c->vals = NULL;
+    c->vals_file = p->vals_at;
+    c->vals_n = p->vals_n;
+    c->voff = p->voff;
+    c->n_voff = p->n_voff;
+    c->pc_off = p->off;
+    return PB_OK;
+  }
   const pq_hdr *h = &p->h;
   int64_t data = p->off + (int64_t)h->hlen;
   size_t cs = (size_t)h->csize, us = (size_t)h->usize;
@@ -733,6 +822,17 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
       c->vals = NULL;
       c->vals_file = data + lv;
       c->vals_n = cs - (size_t)lv;
+    } else if (c->codec == PB__PQ_UNCOMPRESSED && view == NULL) {
+      /* the whole page, read straight into the page buffer */
+      if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
+      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
+        return pb_error_set(err, PB_ENOMEM, "out of memory");
+      if (src_read(&c->src, data, c->buf, cs) != 0)
+        return perr(err, g, p->off, "cannot read the page (file truncated?)");
+      int64_t lv = v1_levels(c, c->buf, us);
+      if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
+      c->vals = c->buf + lv;
+      c->vals_n = us - (size_t)lv;
     } else {
       if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -765,6 +865,14 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
       c->vals = NULL;
       c->vals_file = data + (int64_t)(rl + dl);
       c->vals_n = cs - rl - dl;
+    } else if (!comp && view == NULL) { /* the whole page, read straight into the buffer */
+      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
+        return pb_error_set(err, PB_ENOMEM, "out of memory");
+      if (src_read(&c->src, data, c->buf, cs) != 0)
+        return perr(err, g, p->off, "cannot read the page (file truncated?)");
+      lv = c->buf;
+      c->vals = c->buf + rl + dl;
+      c->vals_n = us - rl - dl;
     } else {
       if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
         return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -786,6 +894,7 @@ static int load_page(pb__pq_col *c, size_t g, const pq_page *p, struct pb_error 
   if (h->enc != EN_PLAIN && h->enc != EN_PLAIN_DICT && h->enc != EN_RLE_DICT)
     return pb_error_set(err, PB_EUNSUPPORTED, "row group %zu, page at byte %lld: encoding %d",
                         g, (long long)p->off, h->enc);
+  keep_page(c, p, c->vals != NULL ? data + (int64_t)(c->vals - c->buf) : c->vals_file);
   c->pc_off = p->off;
   return PB_OK;
 }
@@ -855,6 +964,59 @@ static int put_bytes(pb__pq_rows *out, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* Appends byte-array values [v0, v0 + nv) of a kept page (c->voff) to out, read from the file
+ * with one preadv per 512 values: each value's length into c->in (checked against the length
+ * the first load saw), its bytes straight into out. A read cut short is the error. */
+static int read_byte_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t v0,
+                            uint64_t nv, pb__pq_rows *out, struct pb_error *err) {
+  if (c->voff == NULL || v0 > c->n_voff || nv > c->n_voff - v0)
+    return perr(err, g, p->off, "fewer values than its levels say");
+  size_t span = (size_t)(c->voff[v0 + nv] - c->voff[v0]);
+  int64_t at = c->vals_file + (int64_t)c->voff[v0];
+  if (span > (uint64_t)c->src.size || at > c->src.size - (int64_t)span)
+    return perr(err, g, p->off, "cannot read the values (file truncated?)");
+  if (unborrow(out) != 0 || need_buf(&out->data, &out->cap_data, out->n_data + span + 1) != 0 ||
+      pb__vec_reserve((void **)&out->val_off, &out->cap_vals, out->n_vals + (size_t)nv + 2,
+                      sizeof *out->val_off) != 0 ||
+      need_buf(&c->in, &c->in_cap, (size_t)nv * 4 + 1) != 0)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  enum { BATCH = 512 };
+  struct iovec iov[2 * BATCH];
+  for (uint64_t k0 = 0; k0 < nv; k0 += BATCH) {
+    size_t m = nv - k0 < BATCH ? (size_t)(nv - k0) : BATCH, want = 0;
+    unsigned char *dst = out->data + out->n_data;
+    int64_t from = c->vals_file + (int64_t)c->voff[v0 + k0];
+    for (size_t j = 0; j < m; j++) {
+      size_t len = (size_t)(c->voff[v0 + k0 + j + 1] - c->voff[v0 + k0 + j]) - 4;
+      iov[2 * j] = (struct iovec){c->in + 4 * (k0 + j), 4};
+      iov[2 * j + 1] = (struct iovec){dst, len};
+      dst += len;
+      want += 4 + len;
+    }
+    ssize_t got;
+    do got = preadv(c->src.fd, iov, (int)(2 * m), (off_t)from);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)want) { /* short or failed: once more value by value, which loops */
+      for (size_t j = 0; j < 2 * m; j++) {
+        if (src_read(&c->src, from, iov[j].iov_base, iov[j].iov_len) != 0)
+          return perr(err, g, p->off, "cannot read the values (file truncated?)");
+        from += (int64_t)iov[j].iov_len;
+      }
+    }
+    for (size_t j = 0; j < m; j++) {
+      size_t len = iov[2 * j + 1].iov_len;
+      if (le32(c->in + 4 * (k0 + j)) != len)
+        return perr(err, g, p->off, "a value's length changed since the page was first read "
+                                    "(file rewritten in place?)");
+      out->val_off[out->n_vals] = out->n_data;
+      out->n_data += len;
+      out->n_vals++;
+      out->val_off[out->n_vals] = out->n_data;
+    }
+  }
+  return PB_OK;
+}
+
 /* Appends values [v0, v0 + nv) of the loaded page's value stream to out. */
 static int take_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t v0, uint64_t nv,
                        pb__pq_rows *out, struct pb_error *err) {
@@ -880,6 +1042,8 @@ static int take_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t v0, u
     out->n_vals += (size_t)nv;
     return PB_OK;
   }
+  if (p->h.enc == EN_PLAIN && c->vals == NULL) /* byte arrays not loaded */
+    return read_byte_values(c, g, p, v0, nv, out, err);
   if (p->h.enc == EN_PLAIN) { /* byte arrays: each a 4-byte length and its bytes */
     size_t at = 0, n = c->vals_n;
     for (uint64_t k = 0; k < v0 + nv; k++) {
@@ -964,7 +1128,7 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
   int rbw = bits_for(c->max_rep), dbw = bits_for(c->max_def);
   uint32_t maxd = (uint32_t)c->max_def, rep1 = (uint32_t)c->def_rep1;
   for (size_t k = lo; k < rg->n_pages && !done; k++) {
-    const pq_page *p = &rg->pages[k];
+    pq_page *p = &rg->pages[k];
     if (!first) { /* go on only for more rows or for a row that continues in this page */
       int cont = c->max_rep > 0 && p->h.type == PT_DATA && p->cont;
       if (started >= want && !cont) break;

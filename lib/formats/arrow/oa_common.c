@@ -349,9 +349,11 @@ int pb__oa_direct_enabled(void) {
   const char *e = getenv("PB_OA_DIRECT");
   return e == NULL || strcmp(e, "0") != 0;
 }
+/* Off unless PB_OA_MMAP=1: a mapped file that another process truncates while it is being read
+ * faults the reader (SIGBUS), which pread turns into an error (docs/format-ome-arrow.md). */
 int pb__oa_mmap_enabled(void) {
   const char *e = getenv("PB_OA_MMAP");
-  return e == NULL || strcmp(e, "0") != 0;
+  return e != NULL && strcmp(e, "1") == 0;
 }
 
 void pb__oa_direct_note(int served) {

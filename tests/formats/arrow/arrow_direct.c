@@ -3,7 +3,7 @@
  * and byte chunks; files carrying both planes and chunks; the OME-Arrow column under another
  * name beside other columns) and oa-dataset, every Parquet codec, several dtypes, multi-channel
  * Z stacks, edge chunks, several rows per row group, whole images and crops, with the file
- * mapped (the default) and pages read with pread (PB_OA_MMAP=0); and it really served the
+ * mapped (PB_OA_MMAP=1) and pages read with pread (the default); and it really served the
  * reads (no silent fallback). */
 #include <duckdb.h>
 #include <stdint.h>
