@@ -112,7 +112,10 @@ static int resolve_device(const pb_infer_params *p, pb__infer_ctx *c, struct pb_
   /* One GPU per rank: the rank's place on its host modulo the GPUs there. A device the user
    * numbered (cuda:N) stays as asked. */
   int gpu = pb__ranks_size() > 1 ? pb__ranks_local_gpu() : -1;
-  if (strcmp(c->device, "cuda") == 0 && strchr(want, ':') == NULL && gpu >= 0) {
+  if (strcmp(c->device, "cuda") == 0 && pb__ranks_size() > 1 && strchr(want, ':') != NULL) {
+    snprintf(c->device_buf, sizeof c->device_buf, "%s", want);
+    c->device = c->device_buf;
+  } else if (strcmp(c->device, "cuda") == 0 && gpu >= 0) {
     snprintf(c->device_buf, sizeof c->device_buf, "cuda:%d", gpu);
     c->device = c->device_buf;
   }
