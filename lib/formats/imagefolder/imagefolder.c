@@ -413,8 +413,41 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   size_t size;
   pb__if_info in;
   int64_t read_ns;
-  PB_RETURN_NOT_OK(load_checked(p, i, path, sizeof path, &data, &size, &in, &read_ns, NULL, err));
-  return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
+  if_state *s = p;
+  if (s->jpeg == NULL && (s->jpeg = pb__if_jpeg_new()) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", s->root);
+  PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, s->jpeg, err));
+  if (in.kind != PB__IF_JPEG)
+    return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
+  /* JPEG, whole or a region of every channel: the handle's decoder writes the rows straight
+   * into dst (planar), with no whole-image buffer in between and rows below a region never
+   * decoded; the pixels are those of a whole decode (test_imagefolder_scaled). */
+  int64_t t1 = pb_now_ns();
+  const int64_t shape[PB_NDIM] = {1, in.channels, 1, in.height, in.width};
+  pb_region all;
+  for (int k = 0; k < PB_NDIM; k++) {
+    all.start[k] = 0;
+    all.count[k] = shape[k];
+  }
+  const pb_region *r = region != NULL ? region : &all;
+  int rc = region != NULL ? pb__region_check(region, shape, err) : PB_OK;
+  if (rc == PB_OK && (r->count[PB_C] != in.channels || r->start[PB_C] != 0)) {
+    /* A subset of channels: decoded whole by TurboJPEG and cut. */
+    pb__if_jpeg_end(s->jpeg);
+    return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
+  }
+  if (rc == PB_OK)
+    rc = pb__if_jpeg_box(s->jpeg, path, &in, 1, (int)r->start[PB_Y], (int)r->start[PB_X],
+                         (int)r->count[PB_Y], (int)r->count[PB_X], dst, dst_size, err);
+  else
+    pb__if_jpeg_end(s->jpeg);
+  if (rc == PB_OK && times != NULL) {
+    times->read_ns += read_ns;
+    times->decode_ns += pb_now_ns() - t1;
+    times->bytes_read += (int64_t)size;
+    times->bytes_decoded += r->count[PB_Y] * r->count[PB_X] * in.channels;
+  }
+  return rc;
 }
 
 /* JPEG: only the box is decoded, at 1/scale, by libjpeg-turbo's scaled and partial decoding.
