@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "pipebench/core.h"
+#include "pipebench/format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,6 +59,23 @@ PB_API int pb_verify_find_manifest(const char *path, char *buf, size_t size, str
  * gets back, lossy formats included. */
 PB_API int pb_verify_write_manifest(const char *path, const char *format, const char *source,
                                     struct pb_error *err);
+
+/** Adds the images to w for pb_verify_write_dataset; returns PB_OK or an error set in err. */
+typedef int (*pb_verify_fill_fn)(void *ctx, pb_writer *w, struct pb_error *err);
+
+/** Writes a dataset of format at path together with its manifest PATH.manifest.json (as
+ * pb_verify_write_manifest writes it), both or neither: the writer writes into a staging folder
+ * beside path, fill adds the images, the manifest is made from what the finished dataset reads
+ * back as, and only then are the two renamed into place, replacing an earlier dataset and
+ * manifest there; on any failure those stay as they were and nothing new is left. An existing
+ * folder at path is replaced only when it is empty or opens as a dataset of this format
+ * (PB_EINVAL otherwise); an existing PATH.manifest.json must be a regular file (PB_EIO).
+ * *started (may be NULL) is set to 1 once the writer is open, so that a caller can tell a
+ * refusal of what it asked for from a failure of the data. source may be NULL. */
+PB_API int pb_verify_write_dataset(const char *path, const char *format,
+                                   const pb_write_params *params, const char *source,
+                                   pb_verify_fill_fn fill, void *ctx, int *started,
+                                   struct pb_error *err);
 
 #ifdef __cplusplus
 }

@@ -281,6 +281,28 @@ static const cli_opt convert_opts[] = {
     {NULL, NULL, NULL},
 };
 
+typedef struct convert_job {
+  pb_dataset *ds;
+  void *pixels;
+  size_t cap;
+  int64_t start;
+} convert_job;
+
+static int convert_fill(void *ctx, pb_writer *wr, struct pb_error *err) {
+  convert_job *job = ctx;
+  int rc = PB_OK;
+  int64_t n = pb_dataset_count(job->ds);
+  for (int64_t i = 0; i < n && rc == PB_OK; i++) {
+    pb_image_meta m;
+    rc = pb_dataset_meta(job->ds, i, &m, err);
+    if (rc != PB_OK) break;
+    rc = read_image(job->ds, i, &m, &job->pixels, &job->cap, err);
+    if (rc == PB_OK) rc = pb_writer_add(wr, &m, job->pixels, err);
+    cli_progress("convert", (long)(i + 1), (long)n, (double)(pb_now_ns() - job->start) / 1e9);
+  }
+  return rc;
+}
+
 static int convert_run(const cli_args *a) {
   const char *src = a->pos[0], *to = cli_get(a, "to"), *out = cli_get(a, "out");
   if (to == NULL) return cli_usage_error("convert", "--to FORMAT is required");
@@ -298,34 +320,23 @@ static int convert_run(const cli_args *a) {
   pb_write_params w = PB_WRITE_PARAMS_DEFAULTS;
   PB_RETURN_NOT_OK(write_params(a, "convert", &w));
   struct pb_error err = {{0}};
-  pb_dataset *ds = NULL;
-  int rc = pb_dataset_open(src, cli_get(a, "format"), &ds, &err);
+  convert_job job = {0};
+  int rc = pb_dataset_open(src, cli_get(a, "format"), &job.ds, &err);
   if (rc == PB_EINVAL) return cli_usage_error("convert", "%s", err.message);
   if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
-  pb_writer *wr = NULL;
-  rc = pb_writer_new(out, to, &w, &wr, &err);
-  /* Only the writer's set-up judges what the user asked for (options, codec, target); what
-   * fails after it is about the data, whatever its code: exit 2, no usage hint. */
-  int usage = rc == PB_EINVAL;
-  void *pixels = NULL;
-  size_t cap = 0;
-  int64_t n = pb_dataset_count(ds), start = pb_now_ns();
-  for (int64_t i = 0; i < n && rc == PB_OK; i++) {
-    pb_image_meta m;
-    rc = pb_dataset_meta(ds, i, &m, &err);
-    if (rc != PB_OK) break;
-    rc = read_image(ds, i, &m, &pixels, &cap, &err);
-    if (rc == PB_OK) rc = pb_writer_add(wr, &m, pixels, &err);
-    cli_progress("convert", (long)(i + 1), (long)n, (double)(pb_now_ns() - start) / 1e9);
-  }
-  if (rc == PB_OK) rc = pb_writer_finish(wr, &err);
-  /* DST.manifest.json: the CRC-32s of what DST reads back as, for verify */
-  if (rc == PB_OK) rc = pb_verify_write_manifest(out, to, src, &err);
+  /* DST and DST.manifest.json (the CRC-32s of what DST reads back as, for verify) come into
+   * place together, or neither does. */
+  int started = 0;
+  int64_t n = pb_dataset_count(job.ds), start = pb_now_ns();
+  job.start = start;
+  rc = pb_verify_write_dataset(out, to, &w, src, convert_fill, &job, &started, &err);
   cli_progress(NULL, 0, 0, 0);
-  pb_writer_free(wr);
-  pb_free(pixels, cap);
-  pb_dataset_free(ds);
-  if (usage) return cli_usage_error("convert", "%s", err.message);
+  pb_free(job.pixels, job.cap);
+  pb_dataset_free(job.ds);
+  /* Only what is judged before the writer is open, and the writer's set-up, is about what the
+   * user asked for (options, codec, target); what fails after it is about the data, whatever
+   * its code: exit 2, no usage hint. */
+  if (rc == PB_EINVAL && !started) return cli_usage_error("convert", "%s", err.message);
   if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
   fprintf(stderr, "convert: %lld images %s -> %s (%s) in %.1f s\n", (long long)n, src, out, to,
           (double)(pb_now_ns() - start) / 1e9);
@@ -337,8 +348,9 @@ const cli_command cli_cmd_convert = {
     .summary = "convert a dataset from any readable format to any writable one",
     .usage = "SRC --to FORMAT --out DST [options]",
     .details = "Pixels and metadata (dtype, shape, physical sizes, channels) are kept. DST appears\n"
-               "only when the whole conversion succeeded; DST.manifest.json then holds each\n"
-               "image's CRC-32 as DST reads back (pipebench verify DST checks them).",
+               "only when the whole conversion succeeded, together with DST.manifest.json, which\n"
+               "holds each image's CRC-32 as DST reads back (pipebench verify DST checks them):\n"
+               "both are written beside DST first and renamed into place, or neither is.",
     .opts = convert_opts,
     .max_pos = 1,
     .min_pos = 1,

@@ -1,6 +1,7 @@
 /* pipebench verify: each image's CRC-32 against a manifest, and the manifest convert writes. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,5 +306,122 @@ int pb_verify_write_manifest(const char *path, const char *format, const char *s
   if (rc == PB_OK && text == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   if (rc == PB_OK) rc = pb_write_file_atomic(side, text, strlen(text), err);
   free(text);
+  return rc;
+}
+
+/* ---- a dataset and its manifest, together ---------------------------------------------------- */
+
+/* Messages about the staged copy name the place it is bound for. */
+static void unstage_message(struct pb_error *err, const char *staged, const char *path) {
+  if (err == NULL) return;
+  char *at = strstr(err->message, staged);
+  if (at == NULL) return;
+  char buf[sizeof err->message];
+  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - err->message), err->message, path,
+           at + strlen(staged));
+  snprintf(err->message, sizeof err->message, "%s", buf);
+}
+
+/* What stands at path may be replaced by a dataset of format: nothing, a file, an empty folder
+ * or a folder that opens as such a dataset. */
+static int check_replaceable(const char *path, const char *format, struct pb_error *err) {
+  struct stat st;
+  if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return PB_OK;
+  char **names = NULL;
+  size_t count = 0;
+  if (pb__list_dir(path, &names, &count, NULL) == PB_OK) pb__free_names(names, count);
+  if (count == 0) return PB_OK;
+  pb_dataset *ds = NULL;
+  struct pb_error e;
+  int ok = pb_dataset_open(path, format, &ds, &e) == PB_OK;
+  pb_dataset_free(ds);
+  return ok ? PB_OK
+            : pb_error_set(err, PB_EINVAL, "%s: exists and is not a %s dataset; refusing to replace it",
+                           path, format);
+}
+
+/* Moves what is at from (if anything) to to; *moved says whether it did. */
+static int move_aside(const char *from, const char *to, int *moved, struct pb_error *err) {
+  struct stat st;
+  *moved = 0;
+  if (lstat(from, &st) != 0) return PB_OK;
+  if (rename(from, to) != 0)
+    return pb_error_set(err, -errno, "%s: cannot move the earlier one aside: %s", from, strerror(errno));
+  *moved = 1;
+  return PB_OK;
+}
+
+/* The staged dataset and manifest replace path and side; on a failure what was there before
+ * comes back. Signals that stop a run are held for these few renames. */
+static int swap_in(const char *staged, const char *staged_side, const char *path, const char *side,
+                   const char *stage, struct pb_error *err) {
+  char old[4200], old_side[4300];
+  snprintf(old, sizeof old, "%s/earlier", stage);
+  snprintf(old_side, sizeof old_side, "%s/earlier.manifest.json", stage);
+  sigset_t hold, prev;
+  sigemptyset(&hold);
+  sigaddset(&hold, SIGINT);
+  sigaddset(&hold, SIGTERM);
+  sigaddset(&hold, SIGHUP);
+  sigprocmask(SIG_BLOCK, &hold, &prev);
+  int aside = 0, aside_side = 0, in = 0;
+  int rc = move_aside(path, old, &aside, err);
+  if (rc == PB_OK) rc = move_aside(side, old_side, &aside_side, err);
+  if (rc == PB_OK) {
+    if (rename(staged, path) == 0) in = 1;
+    else rc = pb_error_set(err, -errno, "%s: cannot move it into place: %s", path, strerror(errno));
+  }
+  if (rc == PB_OK && rename(staged_side, side) != 0)
+    rc = pb_error_set(err, -errno, "%s: cannot move it into place: %s", side, strerror(errno));
+  if (rc != PB_OK) { /* undo, newest first */
+    if (in) rename(path, staged);
+    if (aside_side) rename(old_side, side);
+    if (aside) rename(old, path);
+  }
+  sigprocmask(SIG_SETMASK, &prev, NULL);
+  return rc;
+}
+
+int pb_verify_write_dataset(const char *path, const char *format, const pb_write_params *params,
+                            const char *source, pb_verify_fill_fn fill, void *ctx, int *started,
+                            struct pb_error *err) {
+  if (started != NULL) *started = 0;
+  char t[4096], side[4200];
+  if (path == NULL || trimmed(path, t, sizeof t) != PB_OK || sidecar_path(t, side, sizeof side) != PB_OK)
+    return pb_error_set(err, PB_EINVAL, "%s: path too long or empty", path ? path : "(null)");
+  if (format == NULL || fill == NULL) return pb_error_set(err, PB_EINVAL, "no format or no images");
+  PB_RETURN_NOT_OK(pb__output_check(t, err));
+  struct stat st;
+  if (lstat(side, &st) == 0 && !S_ISREG(st.st_mode))
+    return pb_error_set(err, PB_EIO, "%s is %s, not a manifest file; refusing to replace it",
+                        side, pb__file_kind(st.st_mode));
+  PB_RETURN_NOT_OK(check_replaceable(t, format, err));
+  /* The staging folder has the temporary name of path: a killed writer's is swept by the next
+   * writer of path (pb_writer_new, or this call). */
+  pb__temp_sweep(t);
+  char stage[4200], staged[4400], staged_side[4500];
+  const char *base;
+  char dir[4096];
+  pb__path_split(t, dir, sizeof dir, &base);
+  if (pb__temp_sibling(t, stage, sizeof stage) != PB_OK)
+    return pb_error_set(err, PB_EINVAL, "%s: path too long", t);
+  snprintf(staged, sizeof staged, "%s/%s", stage, base);
+  snprintf(staged_side, sizeof staged_side, "%s.manifest.json", staged);
+  PB_RETURN_NOT_OK(pb__mkdirs(stage, err));
+  pb_writer *w = NULL;
+  int rc = pb_writer_new(staged, format, params, &w, err);
+  if (rc == PB_OK) {
+    if (started != NULL) *started = 1;
+    rc = fill(ctx, w, err);
+    if (rc == PB_OK) rc = pb_writer_finish(w, err);
+  }
+  pb_writer_free(w);
+  if (rc == PB_OK) rc = pb_verify_write_manifest(staged, format, source, err);
+  if (rc == PB_OK) rc = swap_in(staged, staged_side, t, side, stage, err);
+  if (rc != PB_OK) {
+    unstage_message(err, staged, t);
+    unstage_message(err, stage, dir);
+  }
+  pb__remove_tree(stage);
   return rc;
 }

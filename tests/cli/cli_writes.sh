@@ -187,4 +187,37 @@ else
   fail "convert never made its temporary"
 fi
 
+# ---- convert's output and its manifest come together or not at all ----
+# A file system that holds the converted file but not always its manifest too: at every size
+# either both are there (exit 0) or neither is (exit 2), and at one size the manifest is what
+# did not fit.
+run "$pb" gen --out "$work/csrc" --rows 20 --size 32x32 --formats raw
+expect_rc 0 "gen a small source"
+manifest_failed=0
+for kb in 44 48 52 56 60 64 68 72; do
+  small_fs "$work/cfs$kb" "${kb}k" || break
+  run "$pb" convert "$work/csrc/images.pbraw" --to raw --out "$work/cfs$kb/d.pbraw"
+  if [[ $rc -eq 0 ]]; then
+    [[ -s $work/cfs$kb/d.pbraw && -s $work/cfs$kb/d.pbraw.manifest.json ]] && pass \
+      || fail "convert on ${kb}k: exit 0 with both files"
+  else
+    expect_rc 2 "convert on ${kb}k"
+    expect_err "No space left" "convert on ${kb}k says the disk is full"
+    [[ ! -e $work/cfs$kb/d.pbraw && ! -e $work/cfs$kb/d.pbraw.manifest.json ]] && pass \
+      || fail "convert on ${kb}k failed but left $(ls "$work/cfs$kb")"
+    grep -q "manifest.json" <<<"$errout" && manifest_failed=1
+  fi
+  no_temporaries "$work/cfs$kb" "convert on ${kb}k"
+done
+if [[ $(id -u) -eq 0 && ${#mounts[@]} -gt 0 ]]; then
+  [[ $manifest_failed -eq 1 ]] && pass || fail "no size made the manifest the part that did not fit"
+fi
+
+# A manifest path that is a folder: refused before anything is written.
+mkdir -p "$work/mf/d.pbraw.manifest.json/x"
+run "$pb" convert "$work/csrc/images.pbraw" --to raw --out "$work/mf/d.pbraw"
+expect_rc 2 "convert onto a manifest that is a folder"
+expect_err "d.pbraw.manifest.json is a folder" "the folder is named"
+[[ ! -e $work/mf/d.pbraw ]] && pass || fail "convert wrote its output without a manifest"
+
 finish

@@ -238,6 +238,97 @@ static void manifests(void) {
   pb_free(b, bn);
 }
 
+/* pb_verify_write_dataset's fill: copies `n` images of the source, then fails when `fail`. */
+typedef struct fill_job {
+  pb_dataset *src;
+  int64_t n;
+  int fail;
+} fill_job;
+
+static int fill_from(void *ctx, pb_writer *w, struct pb_error *err) {
+  fill_job *j = ctx;
+  for (int64_t i = 0; i < j->n; i++) {
+    pb_image_meta m;
+    PB_RETURN_NOT_OK(pb_dataset_meta(j->src, i, &m, err));
+    size_t bytes = pb_image_bytes(&m);
+    void *px = malloc(bytes);
+    if (px == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+    int rc = pb_dataset_read(j->src, i, px, bytes, NULL, err);
+    if (rc == PB_OK) rc = pb_writer_add(w, &m, px, err);
+    free(px);
+    PB_RETURN_NOT_OK(rc);
+  }
+  return j->fail ? pb_error_set(err, PB_EIO, "the source went away") : PB_OK;
+}
+
+static int64_t count_at(const char *path) {
+  pb_dataset *ds = NULL;
+  struct pb_error err;
+  if (pb_dataset_open(path, NULL, &ds, &err) != PB_OK) return -1;
+  int64_t n = pb_dataset_count(ds);
+  pb_dataset_free(ds);
+  return n;
+}
+
+/* A dataset and its manifest are placed together: a failure keeps the earlier pair whole and
+ * leaves nothing of its own; a folder that is no dataset of the format is not replaced. */
+static void dataset_with_manifest(void) {
+  struct pb_error err = {{0}};
+  char src_path[700], out[700], side[800], leftover[900];
+  snprintf(src_path, sizeof src_path, "%s/ds/images.pbraw", dir);
+  snprintf(out, sizeof out, "%s/pair/out.zarr", dir);
+  snprintf(side, sizeof side, "%s.manifest.json", out);
+  fill_job j = {NULL, 5, 0};
+  CHECK_OK(pb_dataset_open(src_path, NULL, &j.src, &err), &err);
+  int started = 0;
+  CHECK_OK(pb_verify_write_dataset(out, "ome-zarr", NULL, src_path, fill_from, &j, &started, &err),
+           &err);
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(count_at(out), 5);
+  pb_verify_result r;
+  CHECK_OK(pb_verify(out, NULL, &r, &err), &err);
+  EXPECT_EQ(r.images, 5);
+  EXPECT_EQ(r.mismatched, 0);
+
+  /* a second one that fails after writing 3 images: the earlier pair is untouched */
+  j.n = 3;
+  j.fail = 1;
+  int rc = pb_verify_write_dataset(out, "ome-zarr", NULL, src_path, fill_from, &j, &started, &err);
+  EXPECT_EQ(rc, PB_EIO);
+  EXPECT_EQ(count_at(out), 5);
+  CHECK_OK(pb_verify(out, NULL, &r, &err), &err);
+  EXPECT_EQ(r.images, 5);
+  EXPECT_EQ(r.mismatched, 0);
+  /* one that succeeds with 3 replaces both */
+  j.fail = 0;
+  CHECK_OK(pb_verify_write_dataset(out, "ome-zarr", NULL, src_path, fill_from, &j, &started, &err),
+           &err);
+  EXPECT_EQ(count_at(out), 3);
+  CHECK_OK(pb_verify(out, NULL, &r, &err), &err);
+  EXPECT_EQ(r.images, 3);
+  EXPECT_EQ(r.mismatched, 0);
+  /* nothing but the pair in the folder */
+  char **names = NULL;
+  size_t n = 0;
+  snprintf(leftover, sizeof leftover, "%s/pair", dir);
+  CHECK_OK(pb__list_dir(leftover, &names, &n, &err), &err);
+  EXPECT_EQ(n, 2);
+  pb__free_names(names, n);
+
+  /* a folder that holds something else is refused before the writer opens */
+  snprintf(out, sizeof out, "%s/pair/notes", dir);
+  snprintf(leftover, sizeof leftover, "%s/keep.txt", out);
+  CHECK_OK(pb__mkdirs(out, &err), &err);
+  write_text(leftover, "mine");
+  rc = pb_verify_write_dataset(out, "ome-zarr", NULL, src_path, fill_from, &j, &started, &err);
+  EXPECT_EQ(rc, PB_EINVAL);
+  EXPECT_EQ(started, 0);
+  EXPECT_CONTAINS(err.message, "refusing to replace");
+  struct stat st;
+  EXPECT_EQ(stat(leftover, &st), 0);
+  pb_dataset_free(j.src);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/pb_test_verify_%d", (int)getpid());
   struct pb_error err = {{0}};
@@ -255,6 +346,7 @@ int main(void) {
   flipped_pixel("tiff");
   flipped_pixel("ome-zarr");
   manifests();
+  dataset_with_manifest();
   pb__remove_tree(dir);
   return check_failures() != 0;
 }
