@@ -982,9 +982,12 @@ static int read_byte_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t 
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   enum { BATCH = 512 };
   struct iovec iov[2 * BATCH];
+  /* the row's one value straight into the caller's memory */
+  int into = nv == 1 && out->may_borrow && out->into != NULL && out->n_vals == 0 &&
+             out->n_data == 0 && span - 4 == out->into_n;
   for (uint64_t k0 = 0; k0 < nv; k0 += BATCH) {
     size_t m = nv - k0 < BATCH ? (size_t)(nv - k0) : BATCH, want = 0;
-    unsigned char *dst = out->data + out->n_data;
+    unsigned char *dst = into ? out->into : out->data + out->n_data;
     int64_t from = c->vals_file + (int64_t)c->voff[v0 + k0];
     for (size_t j = 0; j < m; j++) {
       size_t len = (size_t)(c->voff[v0 + k0 + j + 1] - c->voff[v0 + k0 + j]) - 4;
@@ -1014,6 +1017,7 @@ static int read_byte_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t 
       out->val_off[out->n_vals] = out->n_data;
     }
   }
+  if (into) out->borrowed = out->into;
   return PB_OK;
 }
 

@@ -40,6 +40,11 @@ typedef struct pb__pq_rows {
    * until the next read of the column. Read them through pb__pq_rows_data. */
   int may_borrow;
   const unsigned char *borrowed; /* the values, when borrowed; NULL otherwise */
+  /* Set by the caller with may_borrow (optional): memory where a read of one row holding one
+   * byte-array value of exactly into_n bytes may put that value, read straight from the file
+   * (pages read with pread), sparing the caller a copy. When it does, borrowed == into. */
+  unsigned char *into;
+  size_t into_n;
 } pb__pq_rows;
 
 /** Where the values of r lie (offsets as for data). */

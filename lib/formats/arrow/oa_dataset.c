@@ -880,13 +880,17 @@ static int od_chunk_duck(od_reader *r, int64_t i, size_t j, const unsigned char 
   return PB_OK;
 }
 
-/* Chunk j's stored bytes through the direct page reader (NULL when the row is not one value). */
-static int od_chunk_direct(od_reader *r, int64_t i, size_t j, const unsigned char **p,
-                           size_t *len, struct pb_error *err) {
+/* Chunk j's stored bytes through the direct page reader (NULL when the row is not one value).
+ * into (may be NULL): where the bytes may be read to when they are exactly into_n bytes. */
+static int od_chunk_direct(od_reader *r, int64_t i, size_t j, void *into, size_t into_n,
+                           const unsigned char **p, size_t *len, struct pb_error *err) {
   const od_chunk *ch = &r->chunks[j];
   pb__pq_rows_clear(&r->rows);
   r->rows.may_borrow = 1; /* the bytes are placed before the next read */
+  r->rows.into = into;
+  r->rows.into_n = into_n;
   int rc = pb__pq_read(r->px, ch->row, 1, &r->rows, err);
+  r->rows.into = NULL;
   if (rc != PB_OK) {
     pb_error_prefix(err, "%s: image %lld ('%s'), chunk %lld (row %lld): ", r->chunks_path,
                     (long long)i, r->images[i].meta.id, (long long)ch->id, (long long)ch->row);
@@ -915,13 +919,15 @@ static int od_read_chunks(od_reader *r, int64_t i, const pb_region *region, int6
     if (vol == 0) continue;
     int64_t t0 = pb_now_ns();
     const unsigned char *p = NULL;
-    size_t len = 0;
-    int rc = direct ? od_chunk_direct(r, i, j, &p, &len, err) : od_chunk_duck(r, i, j, &p, &len, err);
+    size_t len = 0, want = es;
+    for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
+    /* the chunk is the region: its bytes, as they are, may be read into dst */
+    int whole = vol == need && (int64_t)(want / es) == need;
+    int rc = direct ? od_chunk_direct(r, i, j, whole ? dst : NULL, want, &p, &len, err)
+                    : od_chunk_duck(r, i, j, &p, &len, err);
     if (times) times->read_ns += pb_now_ns() - t0;
     if (rc != PB_OK) return rc;
     int64_t t1 = pb_now_ns();
-    size_t want = es;
-    for (int k = 0; k < PB_NDIM; k++) want *= (size_t)ch->shp[k];
     if (p == NULL || len != want)
       return pb_error_set(err, PB_EFORMAT,
                           "%s: image %lld ('%s'), chunk %lld: pixel_bytes holds %zu bytes, its "
@@ -929,7 +935,7 @@ static int od_read_chunks(od_reader *r, int64_t i, const pb_region *region, int6
                           r->chunks_path, (long long)i, im->meta.id, (long long)ch->id,
                           p ? len : 0, want);
     if (times) times->bytes_read += (int64_t)len;
-    pb__copy_box(dst, region->start, region->count, p, ch->org, ch->shp, es);
+    if (p != dst) pb__copy_box(dst, region->start, region->count, p, ch->org, ch->shp, es);
     covered += vol;
     if (times) times->decode_ns += pb_now_ns() - t1;
   }
