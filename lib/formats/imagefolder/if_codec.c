@@ -284,7 +284,10 @@ int pb__if_jpeg_box(pb__if_jpeg *dec, const char *name, const pb__if_info *info,
   JDIMENSION xoff = (JDIMENSION)cx0, cw = (JDIMENSION)(cx1 - cx0);
   if (cw < cinfo->output_width) jpeg_crop_scanline(cinfo, &xoff, &cw);
   if (y0 > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)y0);
-  size_t need = (size_t)cinfo->output_width * (size_t)ch;
+  /* Up to 16 rows a call (an iMCU row of 4:2:0 at full scale): libjpeg then upsamples and
+   * converts them in one go instead of keeping a spare row for the next call. */
+  enum { ROWS = 16 };
+  size_t stride = (size_t)cinfo->output_width * (size_t)ch, need = stride * ROWS;
   if (need > dec->row_cap) {
     unsigned char *r = realloc(dec->row, need);
     if (r == NULL) {
@@ -296,18 +299,23 @@ int pb__if_jpeg_box(pb__if_jpeg *dec, const char *name, const pb__if_info *info,
   }
   unsigned char *out = dst;
   size_t plane = (size_t)w * (size_t)h, skip = (size_t)(x0 - (int)xoff);
-  for (int y = 0; y < h; y++) {
-    JSAMPROW rp = dec->row;
-    if (jpeg_read_scanlines(cinfo, &rp, 1) != 1) {
+  JSAMPROW rows[ROWS];
+  for (int k = 0; k < ROWS; k++) rows[k] = dec->row + (size_t)k * stride;
+  for (int y = 0; y < h;) {
+    JDIMENSION want = (JDIMENSION)(h - y < ROWS ? h - y : ROWS);
+    JDIMENSION got = jpeg_read_scanlines(cinfo, rows, want);
+    if (got == 0) {
       snprintf(dec->fail.message, sizeof dec->fail.message, "row %d of the box could not be read", y);
       longjmp(dec->fail.jmp, 1);
     }
-    const unsigned char *src = dec->row + skip * (size_t)ch;
-    if (ch == 1) {
-      memcpy(out + (size_t)y * (size_t)w, src, (size_t)w);
-    } else {
-      unsigned char *r = out + (size_t)y * (size_t)w;
-      split_rgb(src, r, r + plane, r + 2 * plane, w);
+    for (JDIMENSION k = 0; k < got; k++, y++) {
+      const unsigned char *src = rows[k] + skip * (size_t)ch;
+      if (ch == 1) {
+        memcpy(out + (size_t)y * (size_t)w, src, (size_t)w);
+      } else {
+        unsigned char *r = out + (size_t)y * (size_t)w;
+        split_rgb(src, r, r + plane, r + 2 * plane, w);
+      }
     }
   }
   jpeg_end(dec); /* the rows below the box are never decoded */
