@@ -22,7 +22,8 @@ gen() { # gen NAME ARGS...: one dataset per folder, written once
   local name=$1
   shift
   [[ -e $out/$name/manifest.json ]] && return 0
-  "$pb" gen --out "$out/$name" --rows "$rows" --size "$size" --dtype uint16 "$@" >/dev/null
+  "$pb" gen --out "$out/$name" --rows "$rows" --size "$size" --dtype uint16 "$@" \
+    >/dev/null 2>"$out/$name.log" || { cat "$out/$name.log" >&2; exit 2; }
 }
 op=ome-parquet
 gen planes-unc --formats $op --compression none --options $op:layout=planes,$op:parquet_codec=uncompressed

@@ -628,6 +628,16 @@ static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
   if (!pb__add_i64_ok(rg->start, rg->size, &end))
     return perr(err, g, rg->start, "column chunk size runs past any file");
   if (end > c->src.size) end = c->src.size;
+  for (size_t k = 0; k < rg->n_pages; k++) { /* what an earlier, failed build kept goes */
+    pq_page *p = &rg->pages[k];
+    if (p->lv == NULL) continue;
+    c->kept -= p->rep_n + p->def_n + 1 + (p->voff != NULL ? (p->n_voff + 1) * sizeof *p->voff : 0);
+    free(p->lv);
+    free(p->voff);
+    p->lv = NULL;
+    p->voff = NULL;
+    c->pc_off = -1; /* the loaded page may have been one of them */
+  }
   size_t cap = 0;
   rg->dict_off = -1;
   rg->n_pages = 0;
