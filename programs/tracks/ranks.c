@@ -327,10 +327,12 @@ int pb__rank_window_gather(int64_t samples, double own_s, double window_s, pb__r
     return rc;
   }
   w->n = n;
-  w->window_s = all[2];
   w->slowest = 0;
   double sum_rate = 0;
   for (int r = 0; r < n; r++) {
+    /* the longest of the ranks' windows: a rank that left the opening agreement late (an
+     * oversubscribed core) has a shorter one than the ranks that started first */
+    if (!(all[3 * r + 2] <= w->window_s)) w->window_s = all[3 * r + 2];
     w->samples += (int64_t)all[3 * r];
     double rate = all[3 * r + 1] > 0 ? all[3 * r] / all[3 * r + 1] : NAN;
     col[r] = rate;

@@ -74,7 +74,8 @@ int pb__ranks_local_gpu(void);
 /** What each rank measured in one common window, gathered to every rank. */
 typedef struct pb__rank_window {
   int n;              /**< ranks */
-  double window_s;    /**< rank 0's time from the window's opening agree to its closing one */
+  double window_s;    /**< the longest of the ranks' times from the window's opening agree to
+                           its closing one (every rank's timed work lies inside its own) */
   int64_t samples;    /**< over all ranks */
   double rate;        /**< samples / window_s: the aggregate throughput */
   int slowest;        /**< the rank of the lowest own rate */
@@ -84,7 +85,7 @@ typedef struct pb__rank_window {
 } pb__rank_window;
 
 /** Collective: combines each rank's samples and own time (seconds it measured them over) into
- * w. window_s is this rank's length of the common window (only rank 0's is used). */
+ * w. window_s is this rank's length of the common window (the longest is used). */
 int pb__rank_window_gather(int64_t samples, double own_s, double window_s, pb__rank_window *w,
                            struct pb_error *err);
 /** Sets the PB__RANK_COLUMNS of t's current row from w. */

@@ -272,7 +272,7 @@ static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t ro
   pb__rank_window rw;
   double *pooled = NULL;
   if (rc == PB_OK) rc = pb__rank_window_gather(m.samples, m.steady, window_s, &rw, err);
-  if (rc == PB_OK) rc = t2_pool(&m, window_s, &pooled, err);
+  if (rc == PB_OK) rc = t2_pool(&m, rw.window_s, &pooled, err); /* the ranks' longest window */
   pb_summary s;
   if (rc == PB_OK && pb__ranks_rank() == 0) rc = pb__window_summarize(&m.w, &s);
   if (rc == PB_OK && pb__ranks_rank() == 0) {
