@@ -7,6 +7,7 @@
 # the verdict (factor 1.1).
 #
 # usage: perf/oa_mmap.sh BUILD_DIR [OUT]          (OUT default $TMPDIR/oa_mmap)
+#        BUILD_DIR may also be an unpacked device pack (perf/device_pack.sh: bin/, perf/).
 # env:   ROWS (3000), SIZE (100x100), READS (1000 per round and mode), ROUNDS (5),
 #        SLOW_READS (100: for numeric layouts with zstd pages, where each read decompresses a
 #        page of many images whichever way the page is read)
@@ -16,6 +17,7 @@ out=${2:-${TMPDIR:-/tmp}/oa_mmap}
 rows=${ROWS:-3000} size=${SIZE:-100x100} reads=${READS:-1000} rounds=${ROUNDS:-5}
 slow=${SLOW_READS:-100}
 pb=$build/pipebench bench=$build/perf/oa_mmap
+[[ -x $build/bin/pipebench ]] && pb=$build/bin/pipebench
 [[ -x $pb && -x $bench ]] || { echo "oa_mmap.sh: $pb or $bench missing (build first)" >&2; exit 1; }
 mkdir -p "$out"
 gen() { # gen NAME ARGS...: one dataset per folder, written once
