@@ -642,6 +642,10 @@ static int src_get(const pb__zarr_src *src, size_t off, size_t len, unsigned cha
   return PB_OK;
 }
 
+/* A shard the region needs whole is read in one piece up to this size (the buffer stays with the
+ * handle); larger ones are read chunk by chunk. */
+#define SHARD_READ_MAX ((size_t)64 << 20)
+
 static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__zarr_src *src,
                        const int64_t so[PB_NDIM], const pb_region *r, unsigned char *dst,
                        pb_stage_times *times, struct pb_error *err) {
@@ -665,7 +669,8 @@ static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__z
     whole = whole && lo[k] == so[k] && lo[k] + cnt[k] == end;
   }
   pb__zarr_src all;
-  if (whole && src->mem == NULL) { /* then the whole file, index and chunks, in one pread */
+  if (whole && src->mem == NULL && src->size <= SHARD_READ_MAX) {
+    /* then the whole file, index and chunks, in one pread */
     const unsigned char *p;
     PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->shard, &s->shard_cap, &p, times, err));
     all = (pb__zarr_src){-1, p, src->size};
