@@ -413,6 +413,9 @@ struct pb_loader {
   int64_t epoch;
   int64_t *order; /* this rank's dataset indices for the epoch */
   int64_t per_rank, nbatches;
+  int64_t *ahead;  /* the order of epoch + 1 once a worker has planned it, else NULL */
+  int planning;    /* a worker is planning epoch + 1 outside the lock */
+  int ahead_failed; /* planning epoch + 1 ran out of memory: no running ahead until a reset */
 
   /* caches */
   unsigned char *preload;
@@ -428,7 +431,10 @@ struct pb_loader {
   pthread_cond_t cv_work, cv_ready, cv_idle;
   slot *slots;
   int64_t nslots;
-  int64_t next_claim, next_deliver;
+  /* Batches are numbered by one sequence across epochs: batch b of the current epoch is number
+   * base + b, batch b of the next one base + nbatches + b, and number s uses slot s mod nslots.
+   * Workers that have claimed the whole epoch go on into the next (at most one epoch ahead). */
+  int64_t base, next_claim, next_deliver;
   int running, pausing, stop, busy;
 
   pb_loader_stats stats;
@@ -807,18 +813,58 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
   return PB_OK;
 }
 
+/* Under the lock: whether a worker may claim number next_claim now. Backpressure: only when
+ * its slot (number mod nslots) has been consumed; past the current epoch only into the next one,
+ * once its order is planned. */
+static int claimable(const pb_loader *l) {
+  if (l->next_claim >= l->next_deliver + l->nslots) return 0;
+  int64_t end = l->base + l->nbatches;
+  return l->next_claim < end || (l->ahead != NULL && l->next_claim < end + l->nbatches);
+}
+
+/* Under the lock: every batch of the current epoch is claimed and nobody has planned the next. */
+static int plannable(const pb_loader *l) {
+  return l->nbatches > 0 && l->ahead == NULL && !l->planning && !l->ahead_failed &&
+         l->next_claim >= l->base + l->nbatches;
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   pb_loader *l = w->l;
   pthread_mutex_lock(&l->mu);
   for (;;) {
-    /* Backpressure: claim batch b only when its slot (b mod nslots) has been consumed. */
-    while (!l->stop && (!l->running || l->pausing || l->next_claim >= l->nbatches ||
-                        l->next_claim >= l->next_deliver + l->nslots))
+    while (!l->stop && (!l->running || l->pausing || (!claimable(l) && !plannable(l))))
       pthread_cond_wait(&l->cv_work, &l->mu);
     if (l->stop) break;
-    int64_t b = l->next_claim++, epoch = l->epoch;
+    if (!claimable(l)) {
+      /* Plan the next epoch's order outside the lock (a large dataset's shuffle takes
+       * milliseconds); counted as busy so a draining reset waits for it. */
+      int64_t next = l->epoch + 1;
+      l->planning = 1;
+      l->busy++;
+      pthread_mutex_unlock(&l->mu);
+      int64_t *order = malloc((size_t)l->per_rank * sizeof *order);
+      if (order != NULL && pb__sampler_plan(l->count, l->p.rank, l->p.world_size, l->p.shuffle,
+                                            l->p.seed, next, l->per_rank, order) != 0) {
+        free(order);
+        order = NULL;
+      }
+      pthread_mutex_lock(&l->mu);
+      l->planning = 0;
+      l->busy--;
+      if (order != NULL) l->ahead = order;
+      else l->ahead_failed = 1; /* the reset to the next epoch plans it and reports the error */
+      pthread_cond_broadcast(&l->cv_work);
+      pthread_cond_broadcast(&l->cv_idle);
+      continue;
+    }
+    int64_t seq = l->next_claim++, b = seq - l->base, epoch = l->epoch;
     const int64_t *order = l->order;
+    if (b >= l->nbatches) { /* running ahead: a batch of the next epoch */
+      b -= l->nbatches;
+      epoch++;
+      order = l->ahead;
+    }
     l->busy++;
     pthread_mutex_unlock(&l->mu);
 
@@ -832,7 +878,7 @@ static void *worker_main(void *arg) {
     if (l->stop) {
       batch_release(bi);
     } else {
-      slot *s = &l->slots[b % l->nslots];
+      slot *s = &l->slots[seq % l->nslots];
       s->batch = bi;
       s->rc = rc;
       memcpy(s->message, e.message, sizeof s->message);
@@ -1247,13 +1293,13 @@ int pb_loader_next(pb_loader *l, pb_batch **batch, struct pb_error *err) {
     pthread_cond_broadcast(&l->cv_work);
   }
   for (;;) {
-    if (l->next_deliver >= l->nbatches) {
+    if (l->next_deliver >= l->base + l->nbatches) {
       pthread_mutex_unlock(&l->mu);
-      return PB_OK; /* end of epoch */
+      return PB_OK; /* end of epoch (workers may already be building the next one's batches) */
     }
     int rc;
     if (l->nthreads == 0) {
-      int64_t b = l->next_deliver++;
+      int64_t b = l->next_deliver++ - l->base;
       pthread_mutex_unlock(&l->mu);
       rc = build_batch(l, &l->wk[0], l->epoch, l->order, b, &bi, err);
       pthread_mutex_lock(&l->mu);
@@ -1289,6 +1335,23 @@ int pb_loader_reset(pb_loader *l, int64_t epoch, struct pb_error *err) {
   if (l == NULL) return pb_error_set(err, PB_EINVAL, "pb_loader_reset: loader is NULL");
   if (epoch < 0) return pb_error_set(err, PB_EINVAL, "pb_loader_reset: epoch %lld < 0", (long long)epoch);
   pthread_mutex_lock(&l->mu);
+  if (l->nthreads > 0 && epoch == l->epoch + 1 && l->next_deliver == l->base + l->nbatches) {
+    /* The epoch after one delivered in full: keep what the workers built or are building for
+     * it. Nobody still reads the old order (each of its batches was delivered, so built). */
+    while (l->planning) pthread_cond_wait(&l->cv_idle, &l->mu);
+    if (l->ahead != NULL) {
+      free(l->order);
+      l->order = l->ahead;
+      l->ahead = NULL;
+      l->epoch = epoch;
+      l->base += l->nbatches;
+      l->running = 1;
+      pthread_cond_broadcast(&l->cv_work);
+      pthread_mutex_unlock(&l->mu);
+      return PB_OK;
+    }
+    /* Not planned (nothing claimed ahead, or planning failed): as any other reset. */
+  }
   l->pausing = 1;
   while (l->busy > 0) pthread_cond_wait(&l->cv_idle, &l->mu);
   for (int64_t i = 0; i < l->nslots; i++) {
@@ -1296,8 +1359,11 @@ int pb_loader_reset(pb_loader *l, int64_t epoch, struct pb_error *err) {
     l->slots[i].batch = NULL;
     l->slots[i].ready = 0;
   }
+  free(l->ahead);
+  l->ahead = NULL;
+  l->ahead_failed = 0;
   int rc = plan_epoch(l, epoch, err);
-  l->next_claim = l->next_deliver = 0;
+  l->base = l->next_claim = l->next_deliver = 0;
   if (rc != PB_OK) l->nbatches = 0; /* no order: an empty epoch rather than a stale one */
   l->pausing = 0;
   l->running = 1;
@@ -1335,6 +1401,7 @@ void pb_loader_free(pb_loader *l) {
   pool_unref(l->pool); /* batches still out keep it alive */
   free(l->wk);
   free(l->order);
+  free(l->ahead);
   free(l->labels);
   free(l->ih);
   free(l->iw);
