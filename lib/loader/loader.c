@@ -442,6 +442,12 @@ struct pb_loader {
 
 static int64_t now(void) { return pb_now_ns(); }
 
+/* Batches in one of this rank's epochs. */
+static int64_t epoch_batches(const pb_loader *l) {
+  return l->p.drop_last ? l->per_rank / l->p.batch_size
+                        : (l->per_rank + l->p.batch_size - 1) / l->p.batch_size;
+}
+
 /* Builds this epoch's order for this rank (lib/loader/sampler.c). */
 static int plan_epoch(pb_loader *l, int64_t epoch, struct pb_error *err) {
   int64_t *order = malloc((size_t)l->per_rank * sizeof *order);
@@ -1195,8 +1201,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
                       (long long)l->count, l->p.world_size);
     goto fail;
   }
-  l->nbatches = l->p.drop_last ? l->per_rank / l->p.batch_size
-                               : (l->per_rank + l->p.batch_size - 1) / l->p.batch_size;
+  l->nbatches = epoch_batches(l);
   l->stats.dataset_count = l->count;
 
   if (l->p.cache == PB_CACHE_PRELOAD) rc = build_preload(l, ds0, err);
@@ -1364,7 +1369,8 @@ int pb_loader_reset(pb_loader *l, int64_t epoch, struct pb_error *err) {
   l->ahead_failed = 0;
   int rc = plan_epoch(l, epoch, err);
   l->base = l->next_claim = l->next_deliver = 0;
-  if (rc != PB_OK) l->nbatches = 0; /* no order: an empty epoch rather than a stale one */
+  /* no order: an empty epoch rather than a stale one; a later reset that plans one restores it */
+  l->nbatches = rc == PB_OK ? epoch_batches(l) : 0;
   l->pausing = 0;
   l->running = 1;
   pthread_cond_broadcast(&l->cv_work);
