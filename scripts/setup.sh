@@ -3,7 +3,8 @@
 #   Debian packages: compilers, CMake, libtiff, c-blosc, zstd, lz4, zlib, cJSON, oneDNN, cmocka,
 #                    PLplot (cairo), libjpeg-turbo (TurboJPEG), libpng, Python with numpy, torch,
 #                    torchvision, PIL, tifffile, zarr; OpenMPI (libopenmpi-dev, openmpi-bin) for runs
-#                    across ranks (docs/scaling.md).
+#                    across ranks (docs/scaling.md); procps (pgrep, for the tests that check
+#                    that no process of a stopped run is left).
 #   DuckDB's C library: from the npm registry, pinned, checksum-verified, unpacked into
 #                    third_party/duckdb (ignored by git).
 set -euo pipefail
@@ -21,7 +22,7 @@ PACKAGES=(build-essential cmake pkg-config git ca-certificates nodejs npm
   libdnnl-dev libcmocka-dev libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
   python3 python3-numpy python3-zarr python3-tifffile python3-torch python3-torchvision
-  python3-pandas)
+  python3-pandas procps)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 

@@ -60,6 +60,19 @@ static void on_report(void *ctx, const char *line) {
   fprintf(stderr, "run: %s\n", line);
 }
 
+static volatile sig_atomic_t g_ranks_child, g_ranks_signal;
+
+/* mpirun shares this process's group, so a Ctrl-C at the terminal (sent by the kernel to the
+ * whole group) reaches it already; a signal another process sent to this one alone is passed
+ * on. Passing the terminal's on too would be a second Ctrl-C, which makes mpirun kill the ranks
+ * at once instead of letting them stop cleanly. */
+static void forward_to_ranks(int sig, siginfo_t *info, void *uctx) {
+  (void)uctx;
+  g_ranks_signal = sig;
+  if (g_ranks_child > 0 && (info == NULL || info->si_code == SI_USER || info->si_code == SI_QUEUE))
+    kill((pid_t)g_ranks_child, sig);
+}
+
 /* --ranks N: the same command, without --ranks, as N processes under mpirun on this host
  * (oversubscribed when N exceeds the cores; not bound to cores, so each rank's loader threads
  * can spread). Returns mpirun's exit status. */
@@ -89,16 +102,46 @@ static int launch_ranks(const cli_args *a, long n) {
     if (a->opts[i].arg != NULL && a->values[i] != NULL) argv[k++] = a->values[i];
   }
   argv[k] = NULL;
+  /* A signal to this process alone (kill PID, a job scheduler's SIGTERM) goes on to mpirun,
+   * which passes it to the ranks: nothing keeps running after the launcher. The handlers are in
+   * place before the fork, so no signal falls between the two; exec resets them in the child. */
+  struct sigaction fw, old_int, old_term, old_hup;
+  memset(&fw, 0, sizeof fw);
+  fw.sa_sigaction = forward_to_ranks;
+  fw.sa_flags = SA_SIGINFO;
+  sigemptyset(&fw.sa_mask);
+  g_ranks_child = 0;
+  g_ranks_signal = 0;
+  sigaction(SIGINT, &fw, &old_int);
+  sigaction(SIGTERM, &fw, &old_term);
+  sigaction(SIGHUP, &fw, &old_hup);
   fflush(NULL);
   pid_t pid = fork();
-  if (pid < 0) return cli_fail("run", "--ranks: fork: %s", strerror(errno));
+  if (pid < 0) {
+    int e = errno;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    return cli_fail("run", "--ranks: fork: %s", strerror(e));
+  }
   if (pid == 0) {
     execvp(argv[0], (char *const *)argv);
     fprintf(stderr, "pipebench run: --ranks needs mpirun (Debian: openmpi-bin): %s\n", strerror(errno));
     _exit(127);
   }
+  g_ranks_child = pid;
+  if (g_ranks_signal != 0) kill(pid, (int)g_ranks_signal); /* it came before mpirun started */
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  g_ranks_child = 0;
+  if (g_ranks_signal != 0) {
+    fprintf(stderr, "pipebench run: stopped by signal %d; the %ld ranks were stopped with it\n",
+            (int)g_ranks_signal, n);
+    return 128 + (int)g_ranks_signal;
   }
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return CLI_OK;
   if (WIFEXITED(st) && WEXITSTATUS(st) == CLI_USAGE) return CLI_USAGE;

@@ -2,7 +2,7 @@
 # pipebench run across MPI ranks: 2 and 4 ranks write one table each (rank 0 alone), whose
 # aggregate counts are the sums of the ranks'; a rank that fails reading stops the run with its
 # message and exit 2; a rank stuck past PB_RANKS_TIMEOUT_S stops it too; run --ranks N starts the
-# ranks itself. Needs PB_CLI, PB_MPIRUN and PB_PYTHON (for reading the CSV tables).
+# ranks itself, and a SIGTERM to it alone stops every rank. Needs PB_CLI, PB_MPIRUN and PB_PYTHON (for reading the CSV tables).
 source "$(dirname "$0")/../cli/lib.sh"
 P=${PB_CLI:?}
 MPIRUN=(${PB_MPIRUN:?} --oversubscribe --bind-to none)
@@ -141,4 +141,32 @@ expect_rc 0 "run --ranks 2"
 if msg=$(check_tables "$work/outr" 2 2>&1); then pass; else fail "--ranks 2: tables: $msg"; fi
 run "$P" run --ranks 0 --data "$work/ds"
 expect_rc 1 "run --ranks 0 is a usage error"
+
+# SIGTERM to the launcher alone (as a job scheduler sends it): it passes the signal on through
+# mpirun, the ranks stop cleanly, nothing is left running, and it exits 128 + 15. The ranks'
+# steady window (60 s) keeps them busy until the signal comes.
+"$P" run --ranks 2 --data "$work/dz/tiff" --out "$work/outsig" "${t2only[@]}" --window-ms 60000 \
+  >"$work/sig.log" 2>&1 &
+launcher=$!
+for ((i = 0; i < 600; i++)); do # up to 60 s for both ranks to be running and rank 0 to begin
+  (($(pgrep -fc -- "--out $work/outsig") >= 4)) && grep -q "2 ranks: " "$work/sig.log" && break
+  sleep 0.1
+done
+sleep 1
+kill -TERM "$launcher"
+for ((i = 0; i < 300; i++)); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then
+  fail "the launcher still runs 30 s after SIGTERM"
+  kill -KILL "$launcher"
+fi
+wait "$launcher"
+rc=$?
+if ((rc == 143)); then pass; else fail "the launcher exited $rc after SIGTERM, want 143 ($(tail -n 2 "$work/sig.log"))"; fi
+for ((i = 0; i < 100; i++)); do pgrep -f -- "$work/outsig" >/dev/null || break; sleep 0.1; done
+if pgrep -af -- "$work/outsig"; then
+  fail "processes of the stopped run are left"
+  pkill -KILL -f -- "$work/outsig"
+else pass; fi
+if [[ -f $work/outsig/data/pipebench_summary_failed.json && ! -e $work/outsig/data/pipebench_track2.parquet ]]; then
+  pass; else fail "the stopped run left no failed summary, or wrote a table"; fi
 finish
