@@ -39,14 +39,7 @@ if [[ -z $MPIRUN || ! -x $MPIRUN ]]; then
   mpi_note="no mpirun on this machine (PATH, PB_MPIRUN): only one-rank numbers"
   MPIRUN=""
 fi
-mpirun_n() { # mpirun_n N ARGS...: N ranks, unbound, oversubscribed when N exceeds the cores
-  local n=$1
-  shift
-  local extra=(--bind-to none)
-  ((n > cores)) && extra+=(--oversubscribe)
-  [[ $(id -u) == 0 ]] && extra+=(--allow-run-as-root)
-  "$MPIRUN" "${extra[@]}" -np "$n" "$@"
-}
+source "$(dirname "$0")/mpi_lib.sh" # mpirun_n
 
 "$P" gen --out "$work/ds" --rows "$ROWS" --size 128x128 --formats tiff,raw >/dev/null 2>&1 ||
   { echo "mpi.sh: gen failed" >&2; exit 2; }

@@ -45,14 +45,7 @@ export TMPDIR=$work
 args=(infer --framework pipebench --model "$MODEL" --dtype "$DTYPE" --device "$DEVICE"
       --batch-sizes "$BATCHES" --iterations "$ITERS" --warmup "$WARMUP" --threads "$THREADS"
       --data-source "$SOURCE")
-mpirun_n() { # mpirun_n N ARGS...: N ranks, unbound, oversubscribed when N exceeds the cores
-  local n=$1
-  shift
-  local extra=(--bind-to none)
-  ((n > cores)) && extra+=(--oversubscribe)
-  [[ $(id -u) == 0 ]] && extra+=(--allow-run-as-root)
-  "$MPIRUN" "${extra[@]}" -np "$n" "$@"
-}
+source "$(dirname "$0")/mpi_lib.sh" # mpirun_n
 
 # rows DIR: "batch rank images_per_s imbalance" per row of the CSV there (rank 'one' without ranks)
 rows() {

@@ -4,6 +4,7 @@
 # message and exit 2; a rank stuck past PB_RANKS_TIMEOUT_S stops it too; run --ranks N starts the
 # ranks itself, and a SIGTERM to it alone stops every rank. Needs PB_CLI, PB_MPIRUN and PB_PYTHON (for reading the CSV tables).
 source "$(dirname "$0")/../cli/lib.sh"
+source "$(dirname "$0")/mpi_lib.sh"
 P=${PB_CLI:?}
 MPIRUN=(${PB_MPIRUN:?} --oversubscribe --bind-to none)
 PY=${PB_PYTHON:-python3}
@@ -81,13 +82,7 @@ expect_err "tracks 1 and 4 measure one process" "track 1 across ranks says why"
 
 # A rank that fails reading: rank 1 gets a copy whose compressed strips are broken.
 "$P" gen --out "$work/dz" --rows 40 --size 32x32 --formats tiff --compression zstd >/dev/null 2>&1
-cp -r "$work/dz" "$work/dz_bad"
-"$PY" - "$work/dz_bad/tiff" <<'EOF'
-import glob, sys
-for f in glob.glob(sys.argv[1] + "/*.tif"):
-    d = open(f, "rb").read()
-    open(f, "wb").write(d.replace(b"\x28\xb5\x2f\xfd", b"\0\0\0\0"))  # zstd frames' magic
-EOF
+broken_tiff_copy "$work/dz" "$work/dz_bad"
 cat >"$work/by_rank.sh" <<'EOF'
 #!/usr/bin/env bash
 # the same run on every rank but rank 1's data (BAD_DATA) and steady window (SLOW_MS)
