@@ -343,16 +343,20 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
 }
 
 /* Reads image i's file and its header into *data (the handle's buffer) and *in, refusing an
- * image whose size changed since meta read it. *read_ns: the time to read the file. With jpeg,
- * a JPEG's header is read by that decoder, which then holds the image for pb__if_jpeg_box. */
+ * image whose size changed since meta read it. *read_ns: the time to read the file. A JPEG's
+ * header is read by the handle's decoder (started on first use), which then holds the image
+ * for pb__if_jpeg_box. */
 static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
                         unsigned char **data, size_t *size, pb__if_info *in, int64_t *read_ns,
-                        pb__if_jpeg *jpeg, struct pb_error *err) {
+                        struct pb_error *err) {
+  if (s->jpeg == NULL && (s->jpeg = pb__if_jpeg_new()) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", s->root);
+  pb__if_jpeg *jpeg = s->jpeg;
   int whole;
   int64_t t0 = pb_now_ns();
   PB_RETURN_NOT_OK(load_file(s, i, 0, path, path_size, data, size, &whole, err));
   *read_ns = pb_now_ns() - t0;
-  int rc = jpeg != NULL && pb__if_sniff(*data, *size) == PB__IF_JPEG
+  int rc = pb__if_sniff(*data, *size) == PB__IF_JPEG
                ? pb__if_jpeg_header(jpeg, path, *data, *size, in, err)
                : pb__if_header(path, *data, *size, in, err);
   if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
@@ -360,12 +364,23 @@ static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
        in->channels != s->info[i].channels || in->dtype != s->info[i].dtype))
     rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
   if (rc != PB_OK) {
-    if (jpeg != NULL && in->kind == PB__IF_JPEG) pb__if_jpeg_end(jpeg);
+    if (in->kind == PB__IF_JPEG) pb__if_jpeg_end(jpeg);
     *data = NULL;
     return rc;
   }
   s->info[i] = *in;
   return PB_OK;
+}
+
+/* Adds one read to the caller's stage times (if any): the file's read time, the decoding since
+ * t1, the file's bytes and the decoded bytes. */
+static void add_times(pb_stage_times *times, int64_t read_ns, int64_t t1, size_t file_bytes,
+                      int64_t decoded_bytes) {
+  if (times == NULL) return;
+  times->read_ns += read_ns;
+  times->decode_ns += pb_now_ns() - t1;
+  times->bytes_read += (int64_t)file_bytes;
+  times->bytes_decoded += decoded_bytes;
 }
 
 /* Decodes a loaded file (whole, or a region of it at full resolution). */
@@ -397,12 +412,7 @@ static int decode_loaded(const char *path, unsigned char *data, size_t size, con
     }
     free(tmp);
   }
-  if (rc == PB_OK && times != NULL) {
-    times->read_ns += read_ns;
-    times->decode_ns += pb_now_ns() - t1;
-    times->bytes_read += (int64_t)size;
-    times->bytes_decoded += (int64_t)out_bytes;
-  }
+  if (rc == PB_OK) add_times(times, read_ns, t1, size, (int64_t)out_bytes);
   return rc;
 }
 
@@ -414,9 +424,7 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   pb__if_info in;
   int64_t read_ns;
   if_state *s = p;
-  if (s->jpeg == NULL && (s->jpeg = pb__if_jpeg_new()) == NULL)
-    return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", s->root);
-  PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, s->jpeg, err));
+  PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, err));
   if (in.kind != PB__IF_JPEG)
     return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
   /* JPEG, whole or a region of every channel: the handle's decoder writes the rows straight
@@ -441,12 +449,8 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
                          (int)r->count[PB_Y], (int)r->count[PB_X], dst, dst_size, err);
   else
     pb__if_jpeg_end(s->jpeg);
-  if (rc == PB_OK && times != NULL) {
-    times->read_ns += read_ns;
-    times->decode_ns += pb_now_ns() - t1;
-    times->bytes_read += (int64_t)size;
-    times->bytes_decoded += r->count[PB_Y] * r->count[PB_X] * in.channels;
-  }
+  if (rc == PB_OK)
+    add_times(times, read_ns, t1, size, r->count[PB_Y] * r->count[PB_X] * in.channels);
   return rc;
 }
 
@@ -461,9 +465,7 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
   pb__if_info in;
   int64_t read_ns;
   if_state *s = p;
-  if (s->jpeg == NULL && (s->jpeg = pb__if_jpeg_new()) == NULL)
-    return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", s->root);
-  PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, s->jpeg, err));
+  PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, err));
   if (in.kind != PB__IF_JPEG) {
     *scale = 1;
     *out = *region;
@@ -482,12 +484,8 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
   } else {
     pb__if_jpeg_end(s->jpeg); /* the header read; nothing decoded */
   }
-  if (rc == PB_OK && times != NULL) {
-    times->read_ns += read_ns;
-    times->decode_ns += pb_now_ns() - t1;
-    times->bytes_read += (int64_t)size;
-    times->bytes_decoded += out->count[PB_Y] * out->count[PB_X] * in.channels;
-  }
+  if (rc == PB_OK)
+    add_times(times, read_ns, t1, size, out->count[PB_Y] * out->count[PB_X] * in.channels);
   return rc;
 }
 
