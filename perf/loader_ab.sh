@@ -14,12 +14,7 @@ B=${2:?usage: perf/loader_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]}
 out=${3:-${TMPDIR:-/tmp}/loader_ab}
 rounds=${ROUNDS:-3}
 rm -rf "$out" && mkdir -p "$out"
-run_build() { # run_build A|B ARGS...
-  local which=$1 lib
-  shift
-  if [[ $which == A ]]; then lib=${LIB_A:-}; bin=$A; else lib=${LIB_B:-}; bin=$B; fi
-  LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" "$@"
-}
+source "$(dirname "$0")/ab_lib.sh" # run_build
 run_build A gen --out "$out/data" --rows 1000 --size 100x100 --formats "${FORMATS:-raw,tiff,ome-zarr}" >/dev/null
 for ((r = 1; r <= rounds; r++)); do
   for w in A B; do

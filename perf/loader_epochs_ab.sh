@@ -15,12 +15,7 @@ B=${2:?usage: perf/loader_epochs_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]}
 out=${3:-${TMPDIR:-/tmp}/loader_epochs_ab}
 rounds=${ROUNDS:-3}
 rm -rf "$out" && mkdir -p "$out"
-run_build() { # run_build A|B ARGS...
-  local which=$1 lib bin
-  shift
-  if [[ $which == A ]]; then lib=${LIB_A:-}; bin=$A; else lib=${LIB_B:-}; bin=$B; fi
-  LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" "$@"
-}
+source "$(dirname "$0")/ab_lib.sh" # run_build
 run_build A gen --out "$out/data" --preset imagenet --rows "${ROWS:-512}" --size 224x224 \
   --options gen:sizes=fixed >"$out/gen.log" 2>&1 || { echo "loader_epochs_ab: gen failed:"; tail -5 "$out/gen.log"; exit 2; }
 for ((r = 1; r <= rounds; r++)); do
