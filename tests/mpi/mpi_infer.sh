@@ -6,12 +6,7 @@
 # metrics path once. Without mpirun the CSV has the columns it always had. Needs PB_CLI,
 # PB_MPIRUN and PB_PYTHON (for reading the CSV).
 source "$(dirname "$0")/../cli/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
-P=${PB_CLI:?}
-MPIRUN=(${PB_MPIRUN:?} --oversubscribe --bind-to none)
-PY=${PB_PYTHON:-python3}
-export TMPDIR=$work/tmp
-mkdir -p "$TMPDIR"
+source "$(dirname "$0")/mpi_lib.sh" # P, MPIRUN, PY, TMPDIR; broken_tiff_copy
 
 "$P" gen --out "$work/ds" --rows 10 --size 32x32 --formats raw >/dev/null 2>&1 || {
   echo "gen failed"; exit 1; }

@@ -1,4 +1,10 @@
-# Sourced by the MPI tests (after tests/cli/lib.sh).
+# Sourced by the MPI tests (after tests/cli/lib.sh, which makes $work).
+
+P=${PB_CLI:?}                                                 # the pipebench under test
+MPIRUN=(${PB_MPIRUN:?} --oversubscribe --bind-to none)        # ranks unbound, any count
+PY=${PB_PYTHON:-python3}
+export TMPDIR=$work/tmp
+mkdir -p "$TMPDIR"
 
 # broken_tiff_copy SRC DST: a copy of gen's output folder SRC whose tiff/ images have zstd strips
 # that cannot be decoded (each zstd frame's magic number zeroed), for a rank that must fail.

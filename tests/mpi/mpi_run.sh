@@ -2,14 +2,10 @@
 # pipebench run across MPI ranks: 2 and 4 ranks write one table each (rank 0 alone), whose
 # aggregate counts are the sums of the ranks'; a rank that fails reading stops the run with its
 # message and exit 2; a rank stuck past PB_RANKS_TIMEOUT_S stops it too; run --ranks N starts the
-# ranks itself, and a SIGTERM to it alone stops every rank. Needs PB_CLI, PB_MPIRUN and PB_PYTHON (for reading the CSV tables).
+# ranks itself, and a SIGTERM to it alone stops every rank. Needs PB_CLI, PB_MPIRUN and
+# PB_PYTHON (for reading the CSV tables).
 source "$(dirname "$0")/../cli/lib.sh"
-source "$(dirname "$0")/mpi_lib.sh"
-P=${PB_CLI:?}
-MPIRUN=(${PB_MPIRUN:?} --oversubscribe --bind-to none)
-PY=${PB_PYTHON:-python3}
-export TMPDIR=$work/tmp
-mkdir -p "$TMPDIR"
+source "$(dirname "$0")/mpi_lib.sh" # P, MPIRUN, PY, TMPDIR; broken_tiff_copy
 
 "$P" gen --out "$work/ds" --rows 203 --size 32x32 --formats raw,tiff >/dev/null 2>&1 || {
   echo "gen failed"; exit 1; }
