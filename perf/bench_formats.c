@@ -18,33 +18,12 @@
 #include "pipebench/gen.h"
 #include "pipebench/stats.h"
 
+#include "data_files.h"
+
 /* The machine's own limit for formats that keep one file per image (or per chunk): opening,
  * reading and closing the same files with no parsing at all. Collected here: every regular file
  * under the dataset folder except metadata (names starting with '.', and *.json), i.e. the TIFF
  * files or the Zarr chunk files the readers open once per image. */
-typedef struct file_list {
-  char **paths;
-  size_t n, cap;
-} file_list;
-
-static file_list g_files;
-
-static int collect(const char *fpath, const struct stat *sb, int type, struct FTW *ftw) {
-  (void)sb;
-  const char *base = fpath + ftw->base;
-  size_t len = strlen(base);
-  if (type != FTW_F || base[0] == '.' || (len > 5 && strcmp(base + len - 5, ".json") == 0))
-    return 0;
-  if (g_files.n == g_files.cap) {
-    size_t ncap = g_files.cap * 2 + 1024;
-    char **np = realloc(g_files.paths, ncap * sizeof *np);
-    if (np == NULL) return 1;
-    g_files.paths = np;
-    g_files.cap = ncap;
-  }
-  g_files.paths[g_files.n] = strdup(fpath);
-  return g_files.paths[g_files.n++] == NULL;
-}
 
 /* Seconds for one pass of open + read everything + close over the files, best of three passes
  * (the page cache is warm after the format's own passes). 0 when not applicable. */
@@ -52,27 +31,23 @@ static double file_floor(const char *path, size_t *n_files) {
   struct stat st;
   *n_files = 0;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-  g_files.n = 0;
-  if (nftw(path, collect, 32, FTW_PHYS) != 0 || g_files.n == 0) return 0;
+  perf_files files = {0};
+  if (perf_files_list(path, &files) != 0 || files.n == 0) {
+    perf_files_free(&files);
+    return 0;
+  }
   size_t cap = (size_t)1 << 20;
   char *buf = malloc(cap);
   double best = 0;
   for (int pass = 0; pass < 3 && buf != NULL; pass++) {
     int64_t t0 = pb_now_ns();
-    for (size_t i = 0; i < g_files.n; i++) {
-      int fd = open(g_files.paths[i], O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      ssize_t r;
-      off_t off = 0;
-      while ((r = pread(fd, buf, cap, off)) > 0) off += r;
-      close(fd);
-    }
+    for (size_t i = 0; i < files.n; i++) (void)perf_read_whole(files.paths[i], buf, cap);
     double s = (double)(pb_now_ns() - t0) / 1e9;
     if (best == 0 || s < best) best = s;
   }
   free(buf);
-  *n_files = g_files.n;
-  for (size_t i = 0; i < g_files.n; i++) free(g_files.paths[i]);
+  *n_files = files.n;
+  perf_files_free(&files);
   return best;
 }
 

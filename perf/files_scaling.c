@@ -15,6 +15,8 @@
 
 #include "pipebench/core.h"
 
+#include "data_files.h"
+
 typedef struct shared {
   char **paths;
   size_t n;
@@ -28,13 +30,8 @@ static void *worker(void *arg) {
   char *buf = malloc(cap);
   long long bytes = 0;
   for (size_t i; buf != NULL && (i = atomic_fetch_add(&s->next, 1)) < s->n;) {
-    int fd = open(s->paths[i], O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t r;
-    off_t off = 0;
-    while ((r = pread(fd, buf, cap, off)) > 0) off += r;
-    bytes += off;
-    close(fd);
+    int64_t n = perf_read_whole(s->paths[i], buf, cap);
+    if (n > 0) bytes += n;
   }
   atomic_fetch_add(&s->bytes, bytes);
   free(buf);

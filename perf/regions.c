@@ -29,6 +29,8 @@
 #include "pipebench/format.h"
 #include "pipebench/stats.h"
 
+#include "data_files.h"
+
 static uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -154,25 +156,8 @@ static int measure(job *j, int threads, const pb_calibration *cal) {
 /* The floor of a whole-image read for formats of many files: opening, reading (into a small
  * buffer each thread reuses) and closing every data file under the dataset folder (metadata,
  * i.e. names starting with '.' and *.json, excluded), with the same threads; no parsing. */
-static char **g_files;
-static size_t g_nfiles, g_cap;
+static perf_files g_files;
 static int64_t g_next_file, g_floor_bytes;
-
-static int collect(const char *fpath, const struct stat *sb, int type, struct FTW *ftw) {
-  (void)sb;
-  const char *base = fpath + ftw->base;
-  size_t len = strlen(base);
-  if (type != FTW_F || base[0] == '.' || (len > 5 && strcmp(base + len - 5, ".json") == 0))
-    return 0;
-  if (g_nfiles == g_cap) {
-    size_t ncap = g_cap * 2 + 4096;
-    char **np = realloc(g_files, ncap * sizeof *np);
-    if (np == NULL) return 1;
-    g_files = np;
-    g_cap = ncap;
-  }
-  return (g_files[g_nfiles++] = strdup(fpath)) == NULL;
-}
 
 static void *floor_worker(void *arg) {
   pthread_barrier_t *go = arg;
@@ -182,14 +167,9 @@ static void *floor_worker(void *arg) {
   int64_t got = 0;
   for (;;) {
     int64_t k = __atomic_fetch_add(&g_next_file, 1, __ATOMIC_RELAXED);
-    if (k >= (int64_t)g_nfiles || buf == NULL) break;
-    int fd = open(g_files[k], O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t r;
-    off_t off = 0;
-    while ((r = pread(fd, buf, cap, off)) > 0) off += r;
-    got += off;
-    close(fd);
+    if (k >= (int64_t)g_files.n || buf == NULL) break;
+    int64_t n = perf_read_whole(g_files.paths[k], buf, cap);
+    if (n > 0) got += n;
   }
   __atomic_fetch_add(&g_floor_bytes, got, __ATOMIC_RELAXED);
   free(buf);
@@ -197,8 +177,8 @@ static void *floor_worker(void *arg) {
 }
 
 static void file_floor(const char *path, int threads) {
-  if (g_nfiles == 0 && nftw(path, collect, 32, FTW_PHYS) != 0) return;
-  if (g_nfiles == 0) return;
+  if (g_files.n == 0 && perf_files_list(path, &g_files) != 0) return;
+  if (g_files.n == 0) return;
   pthread_t *tid = calloc((size_t)threads, sizeof *tid);
   pthread_barrier_t go;
   if (tid == NULL) return;
@@ -218,7 +198,7 @@ static void file_floor(const char *path, int threads) {
   free(tid);
   printf("{\"tool\":\"file-floor\",\"op\":\"whole\",\"threads\":%d,\"files\":%zu,"
          "\"mb_per_s\":%.1f}\n",
-         threads, g_nfiles, (double)g_floor_bytes / wall / 1e6);
+         threads, g_files.n, (double)g_floor_bytes / wall / 1e6);
   fflush(stdout);
 }
 
@@ -302,7 +282,6 @@ int main(int argc, char **argv) {
     if (crops > 0) fails += measure(&j, t, &cal);
   }
   free(j.meta);
-  for (size_t i = 0; i < g_nfiles; i++) free(g_files[i]);
-  free(g_files);
+  perf_files_free(&g_files);
   return fails ? 2 : 0;
 }
