@@ -16,7 +16,7 @@
 # usage: perf/imagefolder.sh PIPEBENCH [OUT]          (OUT default results/imagefolder)
 # env:   N (10000 images), DATA (a tree to use instead), WORKERS ("1,<all cores>"),
 #        TRANSFORMS ("train,eval"), PEERS ("pil,io": the torch peers, or "pil" or "none"),
-#        BATCH (64), BATCHES (20 per round), ROUNDS (3), PYTHON (python3 with torch and
+#        BATCH (64), BATCHES (auto: max(20, 6 x workers) per round), ROUNDS (3), PYTHON (python3 with torch and
 #        torchvision; default /usr/bin/python3 if it has numpy, else python3), GPU (auto),
 #        T3_WORKERS ("2 4 8 16"), T3_BATCH (256), T3_ROWS (2048)
 # The library comes from beside PIPEBENCH (../lib or its own folder) unless PIPEBENCH_LIB is
@@ -28,7 +28,7 @@ N=${N:-10000}
 CORES=$(nproc)
 WORKERS=${WORKERS:-1,$CORES}
 BATCH=${BATCH:-64}
-BATCHES=${BATCHES:-20}
+BATCHES=${BATCHES:-auto}
 ROUNDS=${ROUNDS:-3}
 here=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "${PYTHON:-}" ]; then

@@ -22,7 +22,18 @@ w x wall time). Per-image time that grows with w means each worker got slower (m
 bandwidth, shared cores, allocator contention); constant per-image time with idle workers
 means something outside them (the consumer, the queue) holds the rate back.
 
-Usage: pipebench_imagefolder_bench.py DIR [--workers 1,16] [--batch 64] [--batches 20]
+Before each round the script waits until its own process and its children (the torch workers)
+are quiet, so that no loader is timed while the one measured before it still decodes the batches
+it prefetched (2 per worker: for the torch peers, seconds of work at many workers).
+
+Each worker builds whole batches, so a round at w workers delivers its batches in waves of about w;
+a round of a few batches would time the phase of a wave, not the rate. By default a round at w
+workers times max(20, 6 x w) batches. The machine's layout (logical CPUs, physical cores) and the
+share of CPU time the hypervisor took away (steal, from /proc/stat) during the timed windows are
+printed with the results: a VM whose vCPUs are hyper-threads of fewer cores, or whose host is busy,
+slows decode-heavy workers more than interpreter-bound ones.
+
+Usage: pipebench_imagefolder_bench.py DIR [--workers 1,16] [--batch 64] [--batches auto]
            [--rounds 3] [--transforms train,eval] [--peers pil,io] [--json OUT]
 """
 import argparse
@@ -85,6 +96,64 @@ def torch_loader(path, kind, workers, batch, seed, decoder):
                       generator=g, **extra)
 
 
+def cpu_layout():
+    """(logical CPUs, physical cores) from sysfs; cores is None where sysfs does not say."""
+    n = os.cpu_count() or 1
+    cores = set()
+    try:
+        for c in range(n):
+            t = "/sys/devices/system/cpu/cpu%d/topology/" % c
+            with open(t + "physical_package_id") as f, open(t + "core_id") as g:
+                cores.add((f.read().strip(), g.read().strip()))
+    except OSError:
+        return n, None
+    return n, len(cores)
+
+
+def cpu_jiffies():
+    """(total, steal) jiffies of all CPUs from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(v[:8]), (v[7] if len(v) > 7 else 0)
+
+
+def own_cpu_ticks():
+    """CPU ticks used so far by this process (all its threads) and its child processes (the
+    torch DataLoader's workers)."""
+    me, total = str(os.getpid()), 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if d == me or rest[1] == me:  # rest[1]: the parent's pid
+            total += int(rest[11]) + int(rest[12])  # utime + stime
+    return total
+
+
+def settle(limit_s=30.0, window_s=0.2, below=0.25):
+    """Waits until this process and its children use less than `below` of a CPU over a window:
+    the loader measured before has finished the batches it prefetched. Without this, a round
+    starts while the other loader's workers still decode their queue (2 batches per worker),
+    and the round is timed on a machine it shares. Returns (seconds waited, settled)."""
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    t0 = time.perf_counter()
+    prev = own_cpu_ticks()
+    while time.perf_counter() - t0 < limit_s:
+        time.sleep(window_s)
+        cur = own_cpu_ticks()
+        if (cur - prev) / hz < below * window_s:
+            return time.perf_counter() - t0, True
+        prev = cur
+    return time.perf_counter() - t0, False
+
+
 class Runner:
     """One loader kept across rounds (threads or worker processes started once)."""
 
@@ -94,6 +163,8 @@ class Runner:
         self.name, self.loader, self.workers = name, make(), workers
         self.it = None
         self.stage_rounds = []  # pipebench: per round, worker ns per image by stage
+        self.steal = [0, 0]  # jiffies: total and stolen over the timed windows
+        self.unsettled = 0  # rounds started before the machine was quiet (settle's limit)
 
     def next_batch(self):
         if self.name == "pipebench":
@@ -117,6 +188,8 @@ class Runner:
         return int(x.shape[0])
 
     def round(self, batches):
+        if not settle()[1]:
+            self.unsettled += 1
         # While the other loaders had their rounds, this one's workers filled its queue (2
         # batches per worker for both loaders): those batches cost nothing now, so they, and
         # the first batch (start-up), are taken before the clock starts and the round times
@@ -124,9 +197,14 @@ class Runner:
         for _ in range(1 + 2 * max(self.workers, 1)):
             self.next_batch()
         s0 = self.loader.stats() if self.name == "pipebench" else None
+        j0 = cpu_jiffies()
         t0 = time.perf_counter_ns()
         n = sum(self.next_batch() for _ in range(batches))
         wall = time.perf_counter_ns() - t0
+        j1 = cpu_jiffies()
+        if j0 and j1:
+            self.steal[0] += j1[0] - j0[0]
+            self.steal[1] += j1[1] - j0[1]
         if s0 is not None:
             s1 = self.loader.stats()
             k = max(s1["samples"] - s0["samples"], 1)
@@ -175,13 +253,22 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--workers", default="1,%d" % (os.cpu_count() or 1))
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--batches", default="auto",
+                    help="batches timed per round, or auto: max(20, 6 x workers)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--transforms", default="train,eval")
     ap.add_argument("--peers", default="pil,io", help="torch peers: pil, io, both or none")
     ap.add_argument("--json")
     a = ap.parse_args()
-    workers = [int(w) for w in a.workers.split(",")]
+    try:
+        workers = [int(w) for w in a.workers.split(",")]
+        fixed = None if a.batches == "auto" else int(a.batches)
+    except ValueError:
+        ap.error("--workers takes a list of counts (1,16), --batches a count or auto")
+    if any(w < 0 for w in workers) or (fixed is not None and fixed < 1):
+        ap.error("--workers takes counts >= 0, --batches a count >= 1")
+    logical, cores = cpu_layout()
+    print("cpus: %d logical, %s physical cores" % (logical, cores if cores else "unknown"))
     kinds = [k for k in a.transforms.split(",") if k]
     want = set(p for p in a.peers.split(",") if p and p != "none")
     if any(k not in TARGETS for k in kinds) or not kinds or want - {"pil", "io"}:
@@ -210,9 +297,10 @@ def main():
                 makers.append(("torch+io", lambda: torch_loader(a.dir, kind, w, a.batch, 7, "io")))
             runners = [Runner(n, m, w) for n, m in makers]
             rates = {r.name: [] for r in runners}
+            nb = fixed if fixed is not None else max(20, 6 * w)
             for _ in range(a.rounds):  # interleaved: each round runs every loader once
                 for r in runners:
-                    rates[r.name].append(r.round(a.batches))
+                    rates[r.name].append(r.round(nb))
             stages = None
             for r in runners:
                 if r.name == "pipebench" and r.stage_rounds:
@@ -220,13 +308,20 @@ def main():
                               for f in r.stage_rounds[0]}
                 r.close()
             med = {k: statistics.median(v) for k, v in rates.items()}
+            steal = {r.name: r.steal[1] / r.steal[0] if r.steal[0] else None for r in runners}
+            unsettled = {r.name: r.unsettled for r in runners if r.unsettled}
             row = {"transform": kind, "workers": w, "images_per_s": med, "rounds": rates,
-                   "pipebench_stages": stages}
+                   "batches": nb, "pipebench_stages": stages, "steal": steal,
+                   "unsettled_rounds": unsettled}
+            if unsettled:
+                print("  warning: %s: rounds began while this process's threads or workers still "
+                      "used CPU after 30 s (something keeps them busy)" % unsettled,
+                      file=sys.stderr, flush=True)
             rows.append(row)
             print("  %s, %d workers: %s" % (kind, w, ", ".join(
                 "%s %.0f" % (k, v) for k, v in med.items())), file=sys.stderr, flush=True)
-    print("images/s (median of %d rounds of %d batches of %d; float32 3x224x224 out)"
-          % (a.rounds, a.batches, a.batch))
+    print("images/s (median of %d rounds of %s batches of %d; float32 3x224x224 out)"
+          % (a.rounds, a.batches if fixed is not None else "max(20, 6 x workers)", a.batch))
     print("%-9s %7s %11s %11s %11s %10s %7s %10s" % ("transform", "workers", "pipebench", "torch+PIL",
                                                      "torch+io", "vs PIL", "target", "vs io"))
     for row in rows:
@@ -242,11 +337,17 @@ def main():
             "%.0f" % pil if pil else "-", "%.0f" % tio if tio else "-",
             "%.2fx" % ratio if ratio else "-", ">=%gx %s" % (t, verdict),
             "%.2fx" % row["over_io"] if row["over_io"] else "-"))
+    stolen = [(row["transform"], row["workers"], n, v) for row in rows
+              for n, v in row["steal"].items() if v is not None]
+    if stolen:
+        print("steal (CPU time the hypervisor took during the timed windows): " + ", ".join(
+            "%s %d %s %.1f%%" % (k, w, n, 100 * v) for k, w, n, v in stolen))
     scaling(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows, "versions": versions, "batch": a.batch,
-                       "batches": a.batches, "rounds": a.rounds}, f, indent=1)
+                       "batches": a.batches, "rounds": a.rounds,
+                       "cpus": {"logical": logical, "cores": cores}}, f, indent=1)
 
 
 if __name__ == "__main__":
