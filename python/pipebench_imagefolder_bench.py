@@ -12,7 +12,9 @@ Each loader delivers float32 batches of N x 3 x 224 x 224; a round runs `batches
 the first ones (start-up, and the batches the workers queued while the other loaders ran, 1 + 2 x
 workers, are left out) and images/s is images over the round's wall time. The median
 over rounds is reported, and pipebench's ratio to torch+PIL at the same worker count against the
-targets (training >= 3x, evaluation >= 2x).
+targets (training >= 3x, evaluation >= 2x), with the lowest and highest of the rounds' own ratios
+(each round times the loaders one after the other) and a warning for any loader whose rate varies
+by more than 5% (coefficient of variation) over the rounds.
 
 With several worker counts including 1, a scaling table follows: each loader's efficiency
 rate(w) / (w x rate(1)) side by side, and for pipebench where its workers' time goes per image
@@ -322,21 +324,35 @@ def main():
                 "%s %.0f" % (k, v) for k, v in med.items())), file=sys.stderr, flush=True)
     print("images/s (median of %d rounds of %s batches of %d; float32 3x224x224 out)"
           % (a.rounds, a.batches if fixed is not None else "max(20, 6 x workers)", a.batch))
-    print("%-9s %7s %11s %11s %11s %10s %7s %10s" % ("transform", "workers", "pipebench", "torch+PIL",
-                                                     "torch+io", "vs PIL", "target", "vs io"))
+    print("%-9s %7s %11s %11s %11s %10s %13s %7s %10s" % (
+        "transform", "workers", "pipebench", "torch+PIL", "torch+io", "vs PIL", "rounds",
+        "target", "vs io"))
+    unstable = []
     for row in rows:
-        m = row["images_per_s"]
+        m, per = row["images_per_s"], row["rounds"]
         pil, tio = m.get("torch+PIL"), m.get("torch+io")
         ratio = m["pipebench"] / pil if pil else None
         row["over_pil"] = ratio
         row["over_io"] = m["pipebench"] / tio if tio else None
+        # each round's own ratio (the two loaders timed one after the other): the spread a
+        # median of a few rounds hides
+        rr = [p / q for p, q in zip(per["pipebench"], per.get("torch+PIL", [])) if q]
+        row["over_pil_rounds"] = rr
+        for name, v in per.items():
+            if len(v) > 1 and statistics.mean(v) > 0 and \
+                    statistics.stdev(v) / statistics.mean(v) > 0.05:
+                unstable.append("%s %d %s (CV %.0f%%)" % (row["transform"], row["workers"], name,
+                                                          100 * statistics.stdev(v) / statistics.mean(v)))
         t = TARGETS[row["transform"]]
         verdict = "-" if ratio is None else ("met" if ratio >= t else "MISSED")
-        print("%-9s %7d %11.0f %11s %11s %10s %7s %10s" % (
+        print("%-9s %7d %11.0f %11s %11s %10s %13s %7s %10s" % (
             row["transform"], row["workers"], m["pipebench"],
             "%.0f" % pil if pil else "-", "%.0f" % tio if tio else "-",
-            "%.2fx" % ratio if ratio else "-", ">=%gx %s" % (t, verdict),
+            "%.2fx" % ratio if ratio else "-",
+            "%.2f-%.2fx" % (min(rr), max(rr)) if rr else "-", ">=%gx %s" % (t, verdict),
             "%.2fx" % row["over_io"] if row["over_io"] else "-"))
+    if unstable:
+        print("unstable (coefficient of variation over rounds above 5%): " + ", ".join(unstable))
     stolen = [(row["transform"], row["workers"], n, v) for row in rows
               for n, v in row["steal"].items() if v is not None]
     if stolen:
