@@ -10,7 +10,9 @@ at each worker count, in interleaved rounds:
   torch+io     the same with torchvision.io.decode_jpeg decoding (where torchvision has it)
 Each loader delivers float32 batches of N x 3 x 224 x 224; a round runs `batches` batches after
 the first ones (start-up, and the batches the workers queued while the other loaders ran, 1 + 2 x
-workers, are left out) and images/s is images over the round's wall time. The median
+workers, are left out) and images/s is the slope of images delivered against time over the
+round's batches (delivery_rate: robust to the waves in which whole-batch workers deliver; each
+round's images over its wall time is kept in the JSON as rounds_wall). The median
 over rounds is reported, and pipebench's ratio to torch+PIL at the same worker count against the
 targets (training >= 3x, evaluation >= 2x), with the lowest and highest of the rounds' own ratios
 (each round times the loaders one after the other) and a warning for any loader whose rate varies
@@ -29,7 +31,7 @@ are quiet, so that no loader is timed while the one measured before it still dec
 it prefetched (2 per worker: for the torch peers, seconds of work at many workers).
 
 Each worker builds whole batches, so a round at w workers delivers its batches in waves of about w;
-a round of a few batches would time the phase of a wave, not the rate. By default a round at w
+over a few batches, images over wall time would time the phase of a wave, not the rate. By default a round at w
 workers times max(20, 6 x w) batches. The machine's layout (logical CPUs, physical cores) and the
 share of CPU time the hypervisor took away (steal, from /proc/stat) during the timed windows are
 printed with the results: a VM whose vCPUs are hyper-threads of fewer cores, or whose host is busy,
@@ -156,6 +158,22 @@ def settle(limit_s=30.0, window_s=0.2, below=0.25):
     return time.perf_counter() - t0, False
 
 
+def delivery_rate(times, counts):
+    """Images/s as the least-squares slope of images delivered against time. Workers that each
+    build a whole batch deliver in waves of about one batch per worker; a round's images over its
+    wall time then depends on where the waves fall against the clock's start (a wave finished
+    just after it counts at no cost: up to one wave in N batches too fast), while the slope
+    through every delivery follows the steady rate whatever the phase."""
+    k = len(times)
+    if k < 3:
+        return counts[-1] / times[-1] if k and times[-1] > 0 else 0.0
+    mt, mc = sum(times) / k, sum(counts) / k
+    var = sum((t - mt) ** 2 for t in times)
+    if var <= 0:
+        return 0.0
+    return sum((t - mt) * (c - mc) for t, c in zip(times, counts)) / var
+
+
 class Runner:
     """One loader kept across rounds (threads or worker processes started once)."""
 
@@ -167,6 +185,7 @@ class Runner:
         self.stage_rounds = []  # pipebench: per round, worker ns per image by stage
         self.steal = [0, 0]  # jiffies: total and stolen over the timed windows
         self.unsettled = 0  # rounds started before the machine was quiet (settle's limit)
+        self.endpoint = []  # each round's images over its wall time, for comparison
 
     def next_batch(self):
         if self.name == "pipebench":
@@ -201,7 +220,11 @@ class Runner:
         s0 = self.loader.stats() if self.name == "pipebench" else None
         j0 = cpu_jiffies()
         t0 = time.perf_counter_ns()
-        n = sum(self.next_batch() for _ in range(batches))
+        times, counts, n = [], [], 0  # each delivery (not the clock's start)
+        for _ in range(batches):
+            n += self.next_batch()
+            times.append((time.perf_counter_ns() - t0) / 1e9)
+            counts.append(n)
         wall = time.perf_counter_ns() - t0
         j1 = cpu_jiffies()
         if j0 and j1:
@@ -213,7 +236,8 @@ class Runner:
             st = {f: (s1[f] - s0[f]) / k for f in self.STAGES}
             st["busy"] = sum(s1[f] - s0[f] for f in self.STAGES) / (max(self.workers, 1) * wall)
             self.stage_rounds.append(st)
-        return n / (wall / 1e9)
+        self.endpoint.append(n / (wall / 1e9))
+        return delivery_rate(times, counts)
 
     def close(self):
         if self.name == "pipebench":
@@ -312,8 +336,10 @@ def main():
             med = {k: statistics.median(v) for k, v in rates.items()}
             steal = {r.name: r.steal[1] / r.steal[0] if r.steal[0] else None for r in runners}
             unsettled = {r.name: r.unsettled for r in runners if r.unsettled}
+            endpoint = {r.name: r.endpoint for r in runners}
             row = {"transform": kind, "workers": w, "images_per_s": med, "rounds": rates,
                    "batches": nb, "pipebench_stages": stages, "steal": steal,
+                   "rounds_wall": endpoint,
                    "unsettled_rounds": unsettled}
             if unsettled:
                 print("  warning: %s: rounds began while this process's threads or workers still "

@@ -292,6 +292,15 @@ int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, in
 #define PB_RS_FAST
 #endif
 
+/* Streaming (non-temporal) stores of the final output, where the processor has them (SSE, part
+ * of x86-64's baseline; the stores are 16 bytes, so both clones use them). */
+#if defined(__x86_64__) || defined(__SSE__)
+#include <xmmintrin.h>
+#define RS_STREAM 1
+#else
+#define RS_STREAM 0
+#endif
+
 /* Eight floats: one per output row of a group (the horizontal pass works on 8 rows at once).
  * The unaligned twin reads and writes anywhere. */
 typedef float rs_v8 __attribute__((vector_size(32)));
@@ -344,8 +353,14 @@ size_t pb__rs_tmp_floats(int64_t src_w, int n) {
 PB_RS_FAST
 void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src, pb_dtype dt,
                   int64_t src_w, float *restrict rowf, float *restrict tmp, float a, float b,
-                  float *restrict dst) {
+                  float *restrict dst, int final) {
   int nx = ax->n, ny = ay->n;
+#if RS_STREAM
+  /* rows of whole 64-byte lines, aligned */
+  int stream = final && nx % 16 == 0 && ((uintptr_t)dst & 63) == 0;
+#else
+  (void)final;
+#endif
   size_t es = pb_dtype_size(dt);
   int fixed = 1;
   for (int j = 0; j < nx && fixed; j++) fixed = ax->count[j] == ax->taps;
@@ -409,6 +424,25 @@ void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src,
     /* Back to rows, with the normalisation (weights sum to 1, so it commutes). */
     float *d = dst + (size_t)i0 * (size_t)nx;
     int j = 0;
+#if RS_STREAM
+    /* A whole group into the final output: 16 columns of 8 rows at a time, each row's 64 bytes
+     * stored past the cache in one go (the output is not read again here: a batch goes to the
+     * consumer or the GPU, and ordinary stores would first read every line they fill). */
+    if (stream && nr == 8)
+      for (; j + 16 <= nx; j += 16) {
+        rs_v8 o0[8], o1[8];
+        rs_transpose8(cols + j, o0);
+        rs_transpose8(cols + j + 8, o1);
+        for (int r = 0; r < 8; r++) {
+          float *q = d + (size_t)r * (size_t)nx + (size_t)j;
+          rs_v8 v0 = o0[r] * a + b, v1 = o1[r] * a + b;
+          _mm_stream_ps(q, _mm_loadu_ps((const float *)&v0));
+          _mm_stream_ps(q + 4, _mm_loadu_ps((const float *)&v0 + 4));
+          _mm_stream_ps(q + 8, _mm_loadu_ps((const float *)&v1));
+          _mm_stream_ps(q + 12, _mm_loadu_ps((const float *)&v1 + 4));
+        }
+      }
+#endif
     for (; j + 8 <= nx; j += 8) {
       rs_v8 out[8];
       rs_transpose8(cols + j, out);
@@ -418,4 +452,7 @@ void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src,
     for (; j < nx; j++)
       for (int r = 0; r < nr; r++) d[(size_t)r * (size_t)nx + (size_t)j] = cols[j][r] * a + b;
   }
+#if RS_STREAM
+  if (stream) _mm_sfence(); /* the streamed stores before whatever hands the output on */
+#endif
 }

@@ -708,7 +708,8 @@ static int crop_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsi
     const unsigned char *src = w->region + (size_t)(p * bh * bw) * es;
     unsigned char *out = dst + (size_t)p * plane_out * l->out_esize;
     float *f = l->p.out_dtype == PB_OUT_FLOAT32 ? (float *)(void *)out : w->plane;
-    pb__rs_apply(&w->ax, &w->ay, src, l->meta.dtype, bw, w->rowf, w->tmp, l->a, l->b, f);
+    pb__rs_apply(&w->ax, &w->ay, src, l->meta.dtype, bw, w->rowf, w->tmp, l->a, l->b, f,
+                 f != w->plane);
     store_plane(l, f, out, plane_out);
   }
   t->transform_ns += now() - t0;

@@ -55,10 +55,11 @@ int pb__rs_plan(pb__rs_axis *ax, int n, double a, double len, int lo, int hi, in
 void pb__rs_free(pb__rs_axis *ax);
 /** Resamples one plane: src holds rows of src_w native pixels of type dt covering every row and
  * column the plans reach; dst (ay->n x ax->n floats) = resampled * a + b. rowf holds src_w
- * floats, tmp pb__rs_tmp_floats(src_w, ax->n). */
+ * floats, tmp pb__rs_tmp_floats(src_w, ax->n). final: dst is the loader's output, not read again
+ * by this thread (its stores may then bypass the cache). */
 size_t pb__rs_tmp_floats(int64_t src_w, int n);
 void pb__rs_apply(const pb__rs_axis *ax, const pb__rs_axis *ay, const void *src, pb_dtype dt,
-                  int64_t src_w, float *rowf, float *tmp, float a, float b, float *dst);
+                  int64_t src_w, float *rowf, float *tmp, float a, float b, float *dst, int final);
 
 /** Samples each rank reads per epoch from n images shared among world ranks: floor(n / world)
  * (the last n mod world positions of the epoch's order are left out), or with pad

@@ -54,6 +54,23 @@ waited, settled = bench.settle(limit_s=1.0, below=QUIET)
 child.kill()
 child.wait()
 check(not settled and 0.9 <= waited < 5.0, "settle gives up at its limit (%.2f s)" % waited)
+# delivery_rate: waves of 4 batches of 10 images every 0.5 s are 80 images/s, also when the
+# window catches only part of its first wave (the rest was taken before the clock started);
+# images over the window's time would read up to 96.
+for skip in range(4):
+    times, counts = [], []
+    for wave in range(8):
+        for b in range(4):
+            if wave * 4 + b < skip:
+                continue
+            times.append(0.3 + 0.5 * wave + 1e-4 * b)
+            counts.append(10 * (len(counts) + 1))
+    r = bench.delivery_rate(times, counts)
+    check(abs(r - 80.0) < 4.0, "delivery_rate of waves, the first %d batches outside: %.1f images/s"
+          % (skip, r))
+steady = [0.01 * k for k in range(50)]
+check(abs(bench.delivery_rate(steady, [5 * k for k in range(50)]) - 500.0) < 1e-6,
+      "delivery_rate of a steady stream is its rate")
 logical, cores = bench.cpu_layout()
 check(logical >= 1 and (cores is None or 1 <= cores <= logical),
       "cpu_layout: %d logical, %s cores" % (logical, cores))
@@ -90,6 +107,8 @@ with tempfile.TemporaryDirectory() as d:
         check([r["batches"] for r in rows] == [20, 20], "rounds time max(20, 6 x workers) batches")
         check(all(r["images_per_s"]["pipebench"] > 0 for r in rows), "pipebench's rates are positive")
         check(all("pipebench" in r["steal"] for r in rows), "steal recorded per loader")
+        check(all(len(r["rounds_wall"]["pipebench"]) == 2 for r in rows),
+              "each round's wall-time rate kept beside the slope")
         check(j["cpus"]["logical"] == logical, "the JSON holds the CPU layout")
         if peers == "pil":
             check(all(len(r["over_pil_rounds"]) == 2 and r["over_pil"] > 0 for r in rows),
