@@ -124,6 +124,26 @@ def cpu_jiffies():
     return sum(v[:8]), (v[7] if len(v) > 7 else 0)
 
 
+VMSTAT = ("pgfault", "pgmajfault", "pgmigrate_success", "compact_stall", "compact_migrate_scanned",
+          "thp_fault_alloc", "thp_collapse_alloc", "numa_hint_faults", "pgsteal_kswapd",
+          "pgsteal_direct")
+
+
+def vmstat():
+    """The kernel's memory counters that a loader's round may stir (faults, page migration,
+    compaction, huge pages, reclaim), from /proc/vmstat; {} where it cannot be read."""
+    out = {}
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in VMSTAT:
+                    out[k] = int(v)
+    except (OSError, ValueError):
+        return {}
+    return out
+
+
 def own_cpu_ticks():
     """CPU ticks used so far by this process (all its threads) and its child processes (the
     torch DataLoader's workers)."""
@@ -182,10 +202,13 @@ class Runner:
     def __init__(self, name, make, workers):
         self.name, self.loader, self.workers = name, make(), workers
         self.it = None
+        if name != "pipebench" and workers > 0:
+            self.it = iter(self.loader)  # persistent workers: forked now, once
         self.stage_rounds = []  # pipebench: per round, worker ns per image by stage
         self.steal = [0, 0]  # jiffies: total and stolen over the timed windows
         self.unsettled = 0  # rounds started before the machine was quiet (settle's limit)
         self.endpoint = []  # each round's images over its wall time, for comparison
+        self.vm_rounds = []  # each round's changes of the kernel's memory counters
 
     def next_batch(self):
         if self.name == "pipebench":
@@ -218,7 +241,7 @@ class Runner:
         for _ in range(1 + 2 * max(self.workers, 1)):
             self.next_batch()
         s0 = self.loader.stats() if self.name == "pipebench" else None
-        j0 = cpu_jiffies()
+        j0, v0 = cpu_jiffies(), vmstat()
         t0 = time.perf_counter_ns()
         times, counts, n = [], [], 0  # each delivery (not the clock's start)
         for _ in range(batches):
@@ -226,7 +249,8 @@ class Runner:
             times.append((time.perf_counter_ns() - t0) / 1e9)
             counts.append(n)
         wall = time.perf_counter_ns() - t0
-        j1 = cpu_jiffies()
+        j1, v1 = cpu_jiffies(), vmstat()
+        self.vm_rounds.append({k: v1[k] - v0[k] for k in v1 if k in v0})
         if j0 and j1:
             self.steal[0] += j1[0] - j0[0]
             self.steal[1] += j1[1] - j0[1]
@@ -321,25 +345,34 @@ def main():
                 makers.append(("torch+PIL", lambda: torch_loader(a.dir, kind, w, a.batch, 7, "pil")))
             if "torch+io" in peers:
                 makers.append(("torch+io", lambda: torch_loader(a.dir, kind, w, a.batch, 7, "io")))
-            runners = [Runner(n, m, w) for n, m in makers]
+            # The torch peers fork their worker processes first. A fork makes every page of this
+            # process copy-on-write, so pipebench's batch buffers, if they existed then, would
+            # fault once per page at their next write: in its first round after the fork (100,000
+            # faults, its resize 5x slower, on 16 workers). Built after the forks, they are
+            # private. Rounds still run pipebench first.
+            built = {n: Runner(n, m, w) for n, m in makers[::-1]}
+            runners = [built[n] for n, _ in makers]
             rates = {r.name: [] for r in runners}
             nb = fixed if fixed is not None else max(20, 6 * w)
             for _ in range(a.rounds):  # interleaved: each round runs every loader once
                 for r in runners:
                     rates[r.name].append(r.round(nb))
-            stages = None
+            stages, stage_rounds = None, None
             for r in runners:
                 if r.name == "pipebench" and r.stage_rounds:
                     stages = {f: statistics.median(x[f] for x in r.stage_rounds)
                               for f in r.stage_rounds[0]}
+                    stage_rounds = r.stage_rounds
                 r.close()
             med = {k: statistics.median(v) for k, v in rates.items()}
             steal = {r.name: r.steal[1] / r.steal[0] if r.steal[0] else None for r in runners}
             unsettled = {r.name: r.unsettled for r in runners if r.unsettled}
             endpoint = {r.name: r.endpoint for r in runners}
+            vm = {r.name: r.vm_rounds for r in runners}
             row = {"transform": kind, "workers": w, "images_per_s": med, "rounds": rates,
                    "batches": nb, "pipebench_stages": stages, "steal": steal,
-                   "rounds_wall": endpoint,
+                   "rounds_wall": endpoint, "pipebench_stage_rounds": stage_rounds,
+                   "vmstat_rounds": vm,
                    "unsettled_rounds": unsettled}
             if unsettled:
                 print("  warning: %s: rounds began while this process's threads or workers still "
