@@ -29,6 +29,7 @@ for c in "$here/build-mp/pipebench" "$here/build/pipebench" "$(command -v pipebe
   [[ -z $P && -n $c && -x $c ]] && P=$c
 done
 [[ -n $P && -x $P ]] || { echo "mpi.sh: no pipebench (set PB_CLI)" >&2; exit 2; }
+mkdir -p "${OUT:-${TMPDIR:-/tmp}}" || exit 2
 work=$(mktemp -d "${OUT:-${TMPDIR:-/tmp}}/pb-mpi-XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
