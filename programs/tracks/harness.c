@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "common/proc.h"
+#include "pipebench/format.h"
 #include "tracks/harness.h"
+#include "tracks/ranks.h"
 
 /* ---- settings and messages ---------------------------------------------------------------------- */
 
@@ -258,4 +260,57 @@ int pb__write_table(pb_run_ctx *c, pb_table *t, const char *name, struct pb_erro
     rc = pb_table_write(t, path, PB_SINK_CSV, err);
   }
   return rc;
+}
+
+/* ---- images of different sizes ------------------------------------------------------------- */
+
+int pb__run_find_crops(pb_run_ctx *c, struct pb_error *err) {
+  for (int fi = 0; fi < c->nf; fi++) {
+    c->crop[fi] = 0;
+    pb_dataset *ds = NULL;
+    PB_RETURN_NOT_OK(pb_dataset_open(c->paths[fi], c->formats[fi], &ds, err));
+    int64_t n = pb_dataset_count(ds), first = -1;
+    pb_image_meta m0, m;
+    int rc = PB_OK;
+    for (int64_t i = 0; i < n && rc == PB_OK; i++) {
+      if ((rc = pb_dataset_meta(ds, i, i == 0 ? &m0 : &m, err)) != PB_OK) break;
+      if (i > 0 && memcmp(m.shape, m0.shape, sizeof m.shape) != 0) {
+        /* only height and width: other differences cannot be cropped to one shape, and the
+         * loader's own message about them stands */
+        if (m.dtype == m0.dtype && m.shape[PB_T] == m0.shape[PB_T] &&
+            m.shape[PB_C] == m0.shape[PB_C] && m.shape[PB_Z] == m0.shape[PB_Z])
+          first = i;
+        break;
+      }
+    }
+    if (rc == PB_OK && first > 0) {
+      c->crop[fi] = PB_RUN_CROP;
+      if (pb__ranks_rank() == 0)
+        pb__run_report(c, "%s: images differ in size (image %lld is %lldx%lld, image 0 %lldx%lld): "
+                        "every track reads them through center_crop_resize to %dx%d (shorter "
+                        "side %d first), with cache none",
+                     c->formats[fi], (long long)first, (long long)m.shape[PB_Y],
+                     (long long)m.shape[PB_X], (long long)m0.shape[PB_Y],
+                     (long long)m0.shape[PB_X], PB_RUN_CROP, PB_RUN_CROP, PB_RUN_CROP_RESIZE);
+    }
+    pb_dataset_free(ds);
+    if (rc != PB_OK) return rc;
+  }
+  return PB_OK;
+}
+
+void pb__run_loader_crop(const pb_run_ctx *c, int fi, pb_loader_params *lp) {
+  if (c->crop[fi] <= 0) return;
+  lp->transform = PB_TRANSFORM_CENTER_CROP_RESIZE;
+  lp->crop_h = lp->crop_w = c->crop[fi];
+  lp->resize = PB_RUN_CROP_RESIZE;
+  lp->cache = PB_CACHE_NONE;
+}
+
+int pb__run_cache_ok(const pb_run_ctx *c, int fi, int cache) {
+  return c->crop[fi] <= 0 || cache == PB_CACHE_NONE;
+}
+
+const char *pb__run_transform_name(const pb_run_ctx *c, int fi, const char *tr) {
+  return c->crop[fi] > 0 ? "center_crop_resize" : tr;
 }

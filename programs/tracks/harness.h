@@ -13,6 +13,7 @@
 
 #include "pipebench/bench.h"
 #include "pipebench/calibrate.h"
+#include "pipebench/loader.h"
 #include "pipebench/results.h"
 #include "pipebench/stats.h"
 
@@ -36,12 +37,31 @@ typedef struct pb_run_ctx {
   int nf;
   char formats[PB_RUN_MAX_FORMATS][32];
   char paths[PB_RUN_MAX_FORMATS][4096];
+  /** Where a format's images differ in size (photograph trees): the output side of the crop
+   * the tracks read them through (pb__run_loader_crop); 0 where they share one size. */
+  int crop[PB_RUN_MAX_FORMATS];
   cJSON *summary; /**< "tracks" object collects each track's summary */
   long step, total_steps;
   const char *const *schema; /**< columns the measuring track may write (NULL: any) */
 } pb_run_ctx;
 
 /* ---- settings and messages ------------------------------------------------------------------ */
+
+/** The crop for images of different sizes: the evaluation transform's 224 x 224 out of the
+ * shorter side resized to 256, which every model here takes and which decodes what it needs
+ * (docs/format-imagefolder.md, "Images of different sizes"). */
+#define PB_RUN_CROP 224
+#define PB_RUN_CROP_RESIZE 256
+/** Finds, for every format of the run, whether its images differ in height or width only
+ * (c->crop), and says so. Reads each image's size once (a JPEG tree: its headers). */
+int pb__run_find_crops(pb_run_ctx *c, struct pb_error *err);
+/** Loader settings for format fi: unchanged where its images share one size; else the crop
+ * (center_crop_resize to PB_RUN_CROP, resize PB_RUN_CROP_RESIZE), which needs cache none. */
+void pb__run_loader_crop(const pb_run_ctx *c, int fi, pb_loader_params *lp);
+/** Whether format fi can be measured with this cache mode (a crop needs cache none). */
+int pb__run_cache_ok(const pb_run_ctx *c, int fi, int cache);
+/** The transform a track's rows name for format fi: tr, or center_crop_resize under a crop. */
+const char *pb__run_transform_name(const pb_run_ctx *c, int fi, const char *tr);
 
 /** Parses "1,4,16" into v (at most max values in [lo, hi]); returns the count or an error. */
 int pb__parse_int_list(const char *text, int *v, int max, int lo, int hi, const char *what,

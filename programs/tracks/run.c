@@ -610,6 +610,8 @@ static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
   rc = pb__ranks_agree(rc, err);
   if (rc == PB_OK && pb__ranks_rank() != 0) rc = prepare_data(c, err);
   rc = pb__ranks_agree(rc, err);
+  if (rc == PB_OK) rc = pb__run_find_crops(c, err); /* every rank: its loaders need them */
+  rc = pb__ranks_agree(rc, err);
   if (rc == PB_OK) rc = make_stage(c, err); /* every rank: its scratch files stay its own */
   rc = pb__ranks_agree(rc, err);
   if (rc != PB_OK) return rc;

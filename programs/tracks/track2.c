@@ -70,6 +70,7 @@ static int t2_open(pb_run_ctx *c, const t2_config *cf, pb_loader_params *lp, cha
   lp->world_size = pb__ranks_size();
   lp->transform = PB_TRANSFORM_NORMALIZE;
   lp->cache = (pb_cache_mode)cf->cache;
+  pb__run_loader_crop(c, cf->fi, lp); /* images of different sizes (cache none only) */
   if (cf->cache == PB_CACHE_SHARED) {
     /* One shared cache file per format, reused by every configuration (that is its point). */
     snprintf(cache_path, cache_size, "%s/cache/%s.pbraw", c->p.out, c->formats[cf->fi]);
@@ -166,7 +167,7 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   pb_table_set_i64(t, T2_BATCH_SIZE, cf->bs);
   pb_table_set_i64(t, T2_NUM_WORKERS, cf->workers);
   pb_table_set_i64(t, "prefetch", lp->prefetch);
-  pb_table_set_str(t, "transform", "normalize");
+  pb_table_set_str(t, "transform", pb__run_transform_name(c, cf->fi, "normalize"));
   pb_table_set_f64(t, T2_FIRST_BATCH_TIME, m->first);
   pb_table_set_i64(t, "num_batches", w->items);
   pb_table_set_i64(t, PB__COL_NUM_INTERVALS, (int64_t)w->n);
@@ -343,6 +344,7 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
         for (int b = 0; b < nb && rc == PB_OK; b++)
           for (int w = 0; w < nw && rc == PB_OK; w++) {
             if (caches[k] != PB_CACHE_NONE && fi > 0 && (b != ref_b || w != ref_w)) continue;
+            if (!pb__run_cache_ok(c, fi, caches[k])) continue; /* a crop reads cache none */
             char what[160];
             snprintf(what, sizeof what, "track 2: %s cache=%s batch=%d workers=%d (round %d of %d)",
                      c->formats[fi], cache_names[caches[k]], bss[b], ws[w], r + 1, c->p.repeats);
@@ -524,8 +526,12 @@ static void t2_draw(const void *ctx, pb__pl_page *pg) {
   L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
   L.bottom = 7.8 * pb__pl_chr_y(&L, PB__PL_TXT); /* room for three lines of legend */
   char sub[256];
-  snprintf(sub, sizeof sub, "steady state from the second batch; transform normalize; page cache %s; first batch: cache none; "
-           "medians over rounds",
+  const char *trs[4];
+  int ntr = pb__rp_distinct_str(t, "transform", NULL, 0, trs, 4);
+  int cropped = 0;
+  for (int k = 0; k < ntr; k++) cropped |= strcmp(trs[k], "center_crop_resize") == 0;
+  snprintf(sub, sizeof sub, "steady state from the second batch; transform normalize%s; page cache %s; first batch: cache none; "
+           "medians over rounds", cropped ? " (center_crop_resize where images differ in size)" : "",
            pb__pl_meta_or(t, "pipebench.cache_state", "?"));
   pb__pl_title(&L, "Track 2: loader throughput by batch size and worker threads", sub);
   for (int f = 0; f < P.nf; f++) t2_draw_format(&L, &P, f);

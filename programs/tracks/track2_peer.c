@@ -120,6 +120,11 @@ int pb__track2_peer(pb_run_ctx *c, pb_table *t, const int *bss, int nb, const in
     if (strcmp(c->formats[fi], "tiff") != 0 && strcmp(c->formats[fi], "ome-zarr") != 0 &&
         strcmp(c->formats[fi], "imagefolder") != 0)
       continue;
+    if (c->crop[fi] > 0) { /* the peer stacks images as they are: it needs one size */
+      pb__run_report(c, "track 2 peer: %s: images of different sizes; the torch DataLoader peer "
+                        "reads one size only and is left out", c->formats[fi]);
+      continue;
+    }
     static const char *const caches[] = {"none", "preload"};
     for (int k = 0; k < 2 && rc == PB_OK; k++) {
       if (!pb__list_has(c->p.caches, caches[k])) continue;

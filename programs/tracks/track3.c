@@ -149,7 +149,9 @@ static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_erro
   }
   if (s->gpu) {
     int five = b->ndim == 5;
-    pb_native_batch nb = {b->data, b->native_dtype, b->shape[0], b->shape[1],
+    /* raw pixels, or a crop's float32 values (already normalised: mean 0, std 1 here) */
+    pb_native_batch nb = {b->data, b->dtype == PB_OUT_NATIVE ? b->native_dtype : PB_FLOAT32,
+                          b->shape[0], b->shape[1],
                           five ? b->shape[2] : 1, b->shape[five ? 3 : 2], b->shape[five ? 4 : 3],
                           s->mean, s->std};
     int64_t ns = 0;
@@ -334,6 +336,13 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     lp.out_dtype = PB_OUT_NATIVE;
     lp.allocator = pb_engine_host_allocator(gs->engine);
   }
+  if (c->crop[fi] > 0) {
+    /* Images of different sizes: the loader crops and normalises on the CPU (float32 out),
+     * and the GPU takes those values as they are. */
+    pb__run_loader_crop(c, fi, &lp);
+    lp.out_dtype = PB_OUT_FLOAT32;
+    if (gpu) gs->mean = 0.0f, gs->std = 1.0f;
+  }
   pb_loader *ld = NULL;
   PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   int64_t per_epoch = pb_loader_samples_per_epoch(ld);
@@ -354,12 +363,15 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
       state_free(gs);
       PB_RETURN_NOT_OK(state_new_gpu(c, device, lp.batch_size, gs, err));
       gs->mean = lp.mean, gs->std = lp.std;
+      if (c->crop[fi] > 0) gs->mean = 0.0f, gs->std = 1.0f;
       lp.allocator = pb_engine_host_allocator(gs->engine);
     }
     PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   }
   t3_state local, *sp = gpu ? gs : &local;
-  int rc = gpu ? PB_OK : state_new(c, pb_loader_meta(ld), lp.batch_size, &local, err);
+  pb_image_meta shape = *pb_loader_meta(ld); /* image 0; under a crop, the crop's size */
+  if (c->crop[fi] > 0) shape.shape[PB_Y] = shape.shape[PB_X] = c->crop[fi];
+  int rc = gpu ? PB_OK : state_new(c, &shape, lp.batch_size, &local, err);
   if (rc != PB_OK) {
     pb_loader_free(ld);
     return rc;
@@ -514,6 +526,7 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   cJSON *per = cJSON_AddObjectToObject(s, "per_format");
   for (int fi = 0; fi < c->nf && rc == PB_OK; fi++)
     for (int cache = 0; cache < 2 && rc == PB_OK; cache++) {
+      if (!pb__run_cache_ok(c, fi, cache ? PB_CACHE_PRELOAD : PB_CACHE_NONE)) continue;
       char what[192];
       snprintf(what, sizeof what, "track 3: %s cache=%s -> %s%s%s", c->formats[fi],
                cache_names[cache], c->p.emulate_ms > 0 ? "emulated compute" : c->p.model,

@@ -92,6 +92,7 @@ static int c_stages(pb_run_ctx *c, int fi, int r, stage_samples *s, int *count, 
   lp.shuffle = 1;
   lp.seed = c->p.seed + (uint64_t)r;
   lp.transform = PB_TRANSFORM_NORMALIZE;
+  pb__run_loader_crop(c, fi, &lp); /* images of different sizes */
   pb_loader *ld = NULL;
   PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   int rc = PB_OK, n = 0, empty = 0;
@@ -168,6 +169,10 @@ static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
   cJSON *cfg = cJSON_CreateObject();
   cJSON *f = cJSON_AddObjectToObject(cfg, "formats");
   for (int i = 0; i < c->nf; i++) cJSON_AddStringToObject(f, c->formats[i], c->paths[i]);
+  cJSON *crops = cJSON_AddObjectToObject(cfg, "crops"); /* formats of images of different sizes */
+  for (int i = 0; i < c->nf; i++)
+    if (c->crop[i] > 0) cJSON_AddNumberToObject(crops, c->formats[i], c->crop[i]);
+  cJSON_AddNumberToObject(cfg, "crop_resize", PB_RUN_CROP_RESIZE);
   cJSON_AddNumberToObject(cfg, "samples", c->p.samples);
   cJSON_AddNumberToObject(cfg, "warmup", c->p.warmup);
   cJSON_AddNumberToObject(cfg, "repeats", c->p.repeats);
@@ -239,7 +244,7 @@ static int t4_run(pb_run_ctx *c, struct pb_error *err) {
       int np = array_of(row, "numpy_s", np_s, cap), nc = array_of(row, "from_numpy_s", conv_s, cap);
       pb__row_common(c, t, c->formats[fi], r);
       pb_table_set_i64(t, "num_samples", n);
-      pb_table_set_str(t, "transform", "normalize");
+      pb_table_set_str(t, "transform", pb__run_transform_name(c, fi, "normalize"));
       set_pcts(t, "read", s.read, n);
       set_pcts(t, "decompress", s.decompress, n);
       set_pcts(t, "decode", s.decode, n);

@@ -88,8 +88,18 @@ expect_rc 0 "gen a second size"
 mkdir -p "$work/mixed"
 cp "$work/ds/tiff/"*.tif "$work/mixed/"
 cp "$work/big/tiff/img_00000.ome.tif" "$work/mixed/img_00009.ome.tif"
+# two heights and widths: measured through the crop, and said
 run timeout 120 "$pb" run --data "$work/mixed" --out "$work/rm" --tracks 1 --no-peer --samples 3
-expect_rc 2 "run on images of two shapes"; expect_err "batches need one shape" "mixed shapes message"; no_hint "mixed shapes"
+expect_rc 0 "run on images of two sizes"
+expect_err "tiff: images differ in size .*center_crop_resize to 224x224" "the run says it crops"
+# two channel counts cannot be cropped to one shape: the loader's message
+run "$pb" gen --out "$work/c3" --rows 1 --channels 3 --formats tiff
+expect_rc 0 "gen a 3-channel image"
+mkdir -p "$work/mixc"
+cp "$work/ds/tiff/"*.tif "$work/mixc/"
+cp "$work/c3/tiff/img_00000.ome.tif" "$work/mixc/img_00009.ome.tif"
+run timeout 120 "$pb" run --data "$work/mixc" --out "$work/rmc" --tracks 1 --no-peer --samples 3
+expect_rc 2 "run on images of two channel counts"; expect_err "batches need one shape" "mixed shapes message"; no_hint "mixed shapes"
 "$py" - "$work/empty.pbraw" <<'PY'
 import struct, sys
 h = b"PBRAWIMG" + struct.pack("<IIQQQQII Q", 1, 512, 0, 64, 64, 0, 160, 0, 64)

@@ -25,12 +25,33 @@ if [[ ${1:-} == run ]]; then
   run timeout 300 "$pb" run --data "$work/good" --tracks 1 --out "$work/res"
   expect_rc 0 "run --data TREE --tracks 1"
   if grep -q "| imagefolder | random |" "$work/res/report.md"; then pass; else fail "run: imagefolder rows in the report"; fi
-  # different sizes: the loader names the first image that differs
+  # different sizes (as photograph trees are): every track reads them through the crop, says so
+  # and names it in its rows; the torch peer, which needs one size, is left out with a line
   mk "$work/sizes"
   "$py" -c "from PIL import Image; Image.new('RGB', (33, 24)).save('$work/sizes/dog/9.jpg')"
-  run $T "$pb" run --data "$work/sizes" --tracks 1 --out "$work/res_sizes"
-  expect_rc 2 "images of different sizes"
-  expect_err "dog/9.jpg" "different sizes: the differing image is named"
+  run timeout 300 "$pb" run --data "$work/sizes" --tracks 1,2,3,4 --repeats 1 --out "$work/res_sizes"
+  expect_rc 0 "run on images of different sizes"
+  expect_err "imagefolder: images differ in size \(image 4 is 24x33, image 0 24x32\): every track reads them through center_crop_resize to 224x224" \
+    "the run says it crops, naming two sizes"
+  expect_err "torch DataLoader peer reads one size only and is left out" "the torch peer is left out"
+  for k in 1 2 3 4; do
+    [[ -f $work/res_sizes/data/pipebench_track$k.parquet ]] || fail "track $k wrote no table on images of different sizes"
+  done
+  "$py" - "$work/res_sizes/data" <<'PY' || fail "the tracks' rows name the crop and cache none only"
+import csv, sys
+d = sys.argv[1]
+def rows(k):
+    with open(f"{d}/pipebench_track{k}.csv") as f:
+        return list(csv.DictReader(l for l in f if not l.startswith("#")))
+for k in (1, 2, 4):
+    got = {r["transform"] for r in rows(k)}
+    assert got == {"center_crop_resize"}, (k, got)
+for k in (1, 2, 3):
+    got = {r["cache"] for r in rows(k) if r.get("loader", "pipebench") == "pipebench"}
+    assert got == {"none"}, (k, got)
+PY
+  pass
+  if grep -q "center_crop_resize (images of different sizes)" "$work/res_sizes/report.md"; then pass; else fail "report: track 1's answer names the crop"; fi
   finish
   exit
 fi
