@@ -1,4 +1,5 @@
 /* The format-independent side of datasets and writers: detection, dispatch, checks. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -154,6 +155,31 @@ struct pb_dataset {
   int64_t count;
 };
 
+/* The message for a path no format claims. A folder that `pipebench gen` wrote (a
+ * manifest.json beside one sub-folder per format) is named as such, with its datasets. */
+static int not_a_dataset(const char *path, const struct stat *st, struct pb_error *err) {
+  char m[4200], list[256] = "";
+  snprintf(m, sizeof m, "%s/manifest.json", path);
+  struct stat ms;
+  DIR *d = S_ISDIR(st->st_mode) && stat(m, &ms) == 0 ? opendir(path) : NULL;
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.' || pb__format_vtable_find(e->d_name) == NULL) continue;
+    size_t u = strlen(list);
+    if (u + strlen(e->d_name) + 8 >= sizeof list) break;
+    snprintf(list + u, sizeof list - u, "%s%s", n++ ? ", " : "", e->d_name);
+  }
+  if (d != NULL) closedir(d);
+  if (n > 0)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: a folder `pipebench gen` wrote, holding a dataset per format "
+                        "(%s among them): name one of them, or give the folder to `pipebench "
+                        "run --data`",
+                        path, list);
+  return pb_error_set(err, PB_EFORMAT,
+                      "%s: not a dataset in any known format (give one with --format)", path);
+}
+
 int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
                     struct pb_error *err) {
   *out = NULL;
@@ -179,9 +205,7 @@ int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
         vt = c;
       }
     }
-    if (vt == NULL)
-      return pb_error_set(err, PB_EFORMAT,
-                          "%s: not a dataset in any known format (give one with --format)", path);
+    if (vt == NULL) return not_a_dataset(path, &st, err);
   }
   if (vt->open == NULL)
     return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be read: %s", vt->info.name,

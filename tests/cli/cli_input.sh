@@ -76,6 +76,11 @@ expect_rc 2 "folders named *.zarr and *.tif without their files"
 expect_err "fake: not a dataset in any known format" "names alone do not make a dataset"
 run timeout $lim "$pb" run --data / --out "$work/root" --tracks 1 --no-peer
 expect_rc 2 "run --data / ends at once"; expect_err "not a dataset" "run --data / says why"
+# A folder gen wrote (manifest.json and a dataset per format) is named as one, with its datasets.
+run timeout $lim "$pb" inspect "$work/ds"
+expect_rc 2 "inspect of a gen folder"
+expect_err "ds: a folder .pipebench gen. wrote, holding a dataset per format \(.*tiff.* among them\)" \
+  "a gen folder is named as one, with its datasets"
 # What is recognised still is: a tiff folder, a zarr folder of image groups, one group.
 for d in tiff ome-zarr ome-zarr/img_00000.zarr oa-dataset; do
   run timeout $lim "$pb" inspect "$work/ds/$d"
