@@ -88,22 +88,23 @@ for d in tiff ome-zarr ome-zarr/img_00000.zarr oa-dataset; do
 done
 
 # ---- data problems exit 2, usage problems 1 ----------------------------------------------------
-run "$pb" gen --out "$work/big" --rows 1 --size 12x12 --formats tiff
-expect_rc 0 "gen a second size"
-mkdir -p "$work/mixed"
-cp "$work/ds/tiff/"*.tif "$work/mixed/"
-cp "$work/big/tiff/img_00000.ome.tif" "$work/mixed/img_00009.ome.tif"
+# mixed NAME GEN-OPTIONS...: a tiff folder of ds's images and one image gen writes with the options
+mixed() {
+  local name=$1
+  shift
+  run "$pb" gen --out "$work/$name-one" --rows 1 --formats tiff "$@"
+  expect_rc 0 "gen the odd image ($*)"
+  mkdir -p "$work/$name"
+  cp "$work/ds/tiff/"*.tif "$work/$name/"
+  cp "$work/$name-one/tiff/img_00000.ome.tif" "$work/$name/img_00009.ome.tif"
+  run timeout 120 "$pb" run --data "$work/$name" --out "$work/r-$name" --tracks 1 --no-peer --samples 3
+}
 # two heights and widths: measured through the crop, and said
-run timeout 120 "$pb" run --data "$work/mixed" --out "$work/rm" --tracks 1 --no-peer --samples 3
+mixed mixed --size 12x12
 expect_rc 0 "run on images of two sizes"
 expect_err "tiff: images differ in size .*center_crop_resize to 224x224" "the run says it crops"
 # two channel counts cannot be cropped to one shape: the loader's message
-run "$pb" gen --out "$work/c3" --rows 1 --channels 3 --formats tiff
-expect_rc 0 "gen a 3-channel image"
-mkdir -p "$work/mixc"
-cp "$work/ds/tiff/"*.tif "$work/mixc/"
-cp "$work/c3/tiff/img_00000.ome.tif" "$work/mixc/img_00009.ome.tif"
-run timeout 120 "$pb" run --data "$work/mixc" --out "$work/rmc" --tracks 1 --no-peer --samples 3
+mixed mixc --channels 3
 expect_rc 2 "run on images of two channel counts"; expect_err "batches need one shape" "mixed shapes message"; no_hint "mixed shapes"
 "$py" - "$work/empty.pbraw" <<'PY'
 import struct, sys
