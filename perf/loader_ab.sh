@@ -9,12 +9,8 @@
 # The dataset is written by build A's `gen` (1000 x 100x100 uint16, the default preset), so both
 # builds read the same files whatever their writers do.
 set -euo pipefail
-A=${1:?usage: perf/loader_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]}
-B=${2:?usage: perf/loader_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]}
-out=${3:-${TMPDIR:-/tmp}/loader_ab}
-rounds=${ROUNDS:-3}
-rm -rf "$out" && mkdir -p "$out"
-source "$(dirname "$0")/ab_lib.sh" # run_build
+source "$(dirname "$0")/ab_lib.sh" # ab_setup, run_build
+ab_setup loader_ab "$@"
 run_build A gen --out "$out/data" --rows 1000 --size 100x100 --formats "${FORMATS:-raw,tiff,ome-zarr}" >/dev/null
 for ((r = 1; r <= rounds; r++)); do
   for w in A B; do

@@ -10,12 +10,8 @@
 #        LIB_A / LIB_B (folders put first on LD_LIBRARY_PATH per build)
 # The image folder is written by build A's `gen`, so both builds read the same files.
 set -euo pipefail
-A=${1:?usage: perf/loader_epochs_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]}
-B=${2:?usage: perf/loader_epochs_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]}
-out=${3:-${TMPDIR:-/tmp}/loader_epochs_ab}
-rounds=${ROUNDS:-3}
-rm -rf "$out" && mkdir -p "$out"
-source "$(dirname "$0")/ab_lib.sh" # run_build
+source "$(dirname "$0")/ab_lib.sh" # ab_setup, run_build
+ab_setup loader_epochs_ab "$@"
 run_build A gen --out "$out/data" --preset imagenet --rows "${ROWS:-512}" --size 224x224 \
   --options gen:sizes=fixed >"$out/gen.log" 2>&1 || { echo "loader_epochs_ab: gen failed:"; tail -5 "$out/gen.log"; exit 2; }
 for ((r = 1; r <= rounds; r++)); do

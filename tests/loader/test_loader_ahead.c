@@ -9,6 +9,7 @@
 #include "formats/format_internal.h"
 #include "formats/raw/raw.h"
 #include "loader_test.h"
+#include "read_hook.h"
 
 static char dir[512];
 static char path37[600]; /* 37 uint16 images, 2 channels, 6 x 5 */
@@ -115,23 +116,6 @@ static void check_once_per_epoch(const epoch_run *r, int64_t expect_samples, int
   for (int64_t i = 0; i < n; i++) CHECK(seen[i] <= 1);
 }
 
-/* ---- the failing-read hook of the raw backend ------------------------------------------- */
-
-static atomic_llong fail_index = -1;
-static atomic_int delay_us;
-
-static int test_hook(const char *path, int64_t i, struct pb_error *err) {
-  int us = atomic_load(&delay_us);
-  if (us > 0) {
-    struct timespec ts = {0, (long)us * 1000L};
-    nanosleep(&ts, NULL);
-  }
-  if (i == atomic_load(&fail_index))
-    return pb_error_set(err, PB_ECODEC, "%s: chunk 0 of image %lld: zstd: corrupted block", path,
-                        (long long)i);
-  return PB_OK;
-}
-
 /* ---- tests ---------------------------------------------------------------------------------- */
 
 enum { EPOCHS = 5 };
@@ -226,6 +210,16 @@ static void test_few_batches(void) {
   free_runs(ref, EPOCHS);
 }
 
+/* Resets l to epoch `reset` (none when -1), reads epoch e in full and checks it against ref[e]. */
+static void expect_epoch(pb_loader *l, int64_t reset, int64_t e, const epoch_run *ref) {
+  struct pb_error err = {{0}};
+  if (reset >= 0) CHECK_OK(pb_loader_reset(l, reset, &err), &err);
+  epoch_run r;
+  drain_epoch(l, e, &r);
+  check_same(&ref[e], &r);
+  free(r.data);
+}
+
 /* After the workers have gone ahead into epoch 1, resets elsewhere discard what they built. */
 static void test_other_resets(void) {
   pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
@@ -244,26 +238,14 @@ static void test_other_resets(void) {
     struct pb_error err = {{0}};
     pb_loader *l = NULL;
     CHECK_OK(pb_loader_new(path37, &p, &l, &err), &err);
-    epoch_run r;
     /* Epoch 0 in full, workers ahead into 1, then epoch 3: 3 from its first batch. */
-    drain_epoch(l, 0, &r);
-    check_same(&ref[0], &r);
-    free(r.data);
+    expect_epoch(l, -1, 0, ref);
     sleep_ms(5);
-    CHECK_OK(pb_loader_reset(l, 3, &err), &err);
-    drain_epoch(l, 3, &r);
-    check_same(&ref[3], &r);
-    free(r.data);
+    expect_epoch(l, 3, 3, ref);
     /* The same epoch again (ahead into 4 meanwhile), then 4 as the next one. */
     sleep_ms(5);
-    CHECK_OK(pb_loader_reset(l, 3, &err), &err);
-    drain_epoch(l, 3, &r);
-    check_same(&ref[3], &r);
-    free(r.data);
-    CHECK_OK(pb_loader_reset(l, 4, &err), &err);
-    drain_epoch(l, 4, &r);
-    check_same(&ref[4], &r);
-    free(r.data);
+    expect_epoch(l, 3, 3, ref);
+    expect_epoch(l, 4, 4, ref);
     /* The next epoch before this one is over: nothing of 5 is lost or repeated. */
     CHECK_OK(pb_loader_reset(l, 5, &err), &err);
     pb_batch *b = NULL;
@@ -272,25 +254,13 @@ static void test_other_resets(void) {
     CHECK_EQ(b->epoch, 5);
     pb_batch_free(b);
     sleep_ms(2);
-    CHECK_OK(pb_loader_reset(l, 6, &err), &err);
-    drain_epoch(l, 6, &r);
-    check_same(&ref[6], &r);
-    free(r.data);
+    expect_epoch(l, 6, 6, ref);
     /* Backwards, then forwards again. */
-    CHECK_OK(pb_loader_reset(l, 1, &err), &err);
-    drain_epoch(l, 1, &r);
-    check_same(&ref[1], &r);
-    free(r.data);
-    CHECK_OK(pb_loader_reset(l, 2, &err), &err);
-    drain_epoch(l, 2, &r);
-    check_same(&ref[2], &r);
-    free(r.data);
+    expect_epoch(l, 1, 1, ref);
+    expect_epoch(l, 2, 2, ref);
     /* Reset twice to the next epoch: the second is a restart of it. */
     CHECK_OK(pb_loader_reset(l, 3, &err), &err);
-    CHECK_OK(pb_loader_reset(l, 4, &err), &err);
-    drain_epoch(l, 4, &r);
-    check_same(&ref[4], &r);
-    free(r.data);
+    expect_epoch(l, 4, 4, ref);
     pb_loader_free(l);
   }
   free_runs(ref, N);
@@ -299,8 +269,8 @@ static void test_other_resets(void) {
 /* A sample that fails in every epoch: the error of a batch built ahead comes when that batch
  * is delivered, at the same place as without threads; skipped samples likewise. */
 static void test_errors_ahead(void) {
-  pb__raw_read_hook = test_hook;
-  atomic_store(&fail_index, 17);
+  pb__raw_read_hook = test_read_hook;
+  atomic_store(&test_fail_index, 17);
   for (int skip = 0; skip < 2; skip++) {
     pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
     p.batch_size = 4;
@@ -323,16 +293,16 @@ static void test_errors_ahead(void) {
     free_runs(got, EPOCHS);
     free_runs(ref, EPOCHS);
   }
-  atomic_store(&fail_index, -1);
+  atomic_store(&test_fail_index, -1);
   pb__raw_read_hook = NULL;
 }
 
 /* Freeing while the workers are ahead (some of them mid-batch, slowed down) returns at once
  * and leaks nothing (AddressSanitizer). */
 static void test_free_ahead(void) {
-  pb__raw_read_hook = test_hook;
+  pb__raw_read_hook = test_read_hook;
   for (int round = 0; round < 6; round++) {
-    atomic_store(&delay_us, round % 2 ? 300 : 0);
+    atomic_store(&test_read_delay_us, round % 2 ? 300 : 0);
     pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
     p.batch_size = 13;
     p.shuffle = 1;
@@ -363,7 +333,7 @@ static void test_free_ahead(void) {
       pb_batch_free(kept);
     }
   }
-  atomic_store(&delay_us, 0);
+  atomic_store(&test_read_delay_us, 0);
   pb__raw_read_hook = NULL;
 }
 

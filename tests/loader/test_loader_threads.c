@@ -7,6 +7,7 @@
 #include "formats/format_internal.h"
 #include "formats/raw/raw.h"
 #include "loader_test.h"
+#include "read_hook.h"
 
 static char dir[512];
 static char path37[600]; /* 37 uint16 images, 2 channels, 6 x 5 */
@@ -282,23 +283,9 @@ static void test_preload_memory(void) {
 
 /* ---- slow and failing reads, through the raw backend's test hook ------------------------- */
 
-static atomic_llong fail_index = -1;
-static int delay_ms;
-
-static int test_hook(const char *path, int64_t i, struct pb_error *err) {
-  if (delay_ms > 0) {
-    struct timespec ts = {0, (long)delay_ms * 1000000L};
-    nanosleep(&ts, NULL);
-  }
-  if (i == atomic_load(&fail_index))
-    return pb_error_set(err, PB_ECODEC, "%s: chunk 0 of image %lld: zstd: corrupted block", path,
-                        (long long)i);
-  return PB_OK;
-}
-
 static void test_wait_counted(void) {
-  pb__raw_read_hook = test_hook;
-  delay_ms = 20;
+  pb__raw_read_hook = test_read_hook;
+  atomic_store(&test_read_delay_us, 20000);
   const int workers[] = {0, 2};
   for (int wi = 0; wi < 2; wi++) {
     pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
@@ -330,13 +317,13 @@ static void test_wait_counted(void) {
     CHECK(st.times.wait_ns >= 19000000);
     pb_loader_free(l);
   }
-  delay_ms = 0;
+  atomic_store(&test_read_delay_us, 0);
   pb__raw_read_hook = NULL;
 }
 
 static void test_errors(void) {
-  pb__raw_read_hook = test_hook;
-  atomic_store(&fail_index, 17);
+  pb__raw_read_hook = test_read_hook;
+  atomic_store(&test_fail_index, 17);
   const int workers[] = {0, 1, 3};
   for (int wi = 0; wi < 3; wi++) {
     for (int skip = 0; skip < 2; skip++) {
@@ -400,13 +387,13 @@ static void test_errors(void) {
   CHECK_EQ(b->skipped, 1);
   pb_batch_free(b);
   pb_loader_free(l);
-  atomic_store(&fail_index, -1);
+  atomic_store(&test_fail_index, -1);
   pb__raw_read_hook = NULL;
 }
 
 static void test_free_mid_epoch(void) {
-  pb__raw_read_hook = test_hook;
-  delay_ms = 2;
+  pb__raw_read_hook = test_read_hook;
+  atomic_store(&test_read_delay_us, 2000);
   for (int take = 0; take < 3; take++) {
     pb_loader_params p = PB_LOADER_PARAMS_DEFAULTS;
     p.batch_size = 3;
@@ -432,7 +419,7 @@ static void test_free_mid_epoch(void) {
       pb_batch_free(kept);
     }
   }
-  delay_ms = 0;
+  atomic_store(&test_read_delay_us, 0);
   pb__raw_read_hook = NULL;
 }
 
