@@ -333,8 +333,15 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
     if (abs(bss[b] - 16) < abs(bss[ref_b] - 16)) ref_b = b;
   for (int w = 0; w < nw; w++)
     if (abs(ws[w] - 2) < abs(ws[ref_w] - 2)) ref_w = w;
-  c->total_steps = ((long)nb * nw * (c->nf + (nc - 1)) + (long)(c->nf - 1) * (nc - 1)) *
-                   c->p.repeats;
+  /* the configurations the loop below measures, counted with its own conditions */
+  c->total_steps = 0;
+  for (int fi = 0; fi < c->nf; fi++)
+    for (int k = 0; k < nc; k++)
+      for (int b = 0; b < nb; b++)
+        for (int w = 0; w < nw; w++)
+          c->total_steps += !(caches[k] != PB_CACHE_NONE && fi > 0 && (b != ref_b || w != ref_w)) &&
+                            pb__run_cache_ok(c, fi, caches[k]);
+  c->total_steps *= c->p.repeats;
   /* Repeats outermost: every configuration gets one round before any gets a second, so a
    * drift of the machine (clock speed, other load) spreads over all of them alike and ratios
    * between configurations (1 vs 2 workers, say) compare rounds taken side by side. */

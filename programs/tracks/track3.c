@@ -520,7 +520,8 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   cJSON *s = pb__run_summary(c, "3");
   int rc = step_s && wait_s ? PB_OK : pb_error_set(err, PB_ENOMEM, "out of memory");
   c->step = 0;
-  c->total_steps = (long)c->nf * 2;
+  c->total_steps = 0;
+  for (int fi = 0; fi < c->nf; fi++) c->total_steps += c->crop[fi] > 0 ? 1 : 2; /* crop: cache none */
   cJSON_AddStringToObject(s, "model", c->p.emulate_ms > 0 ? "emulated" : c->p.model);
   cJSON_AddStringToObject(s, "device", c->p.emulate_ms > 0 ? "emulated" : device);
   cJSON *per = cJSON_AddObjectToObject(s, "per_format");
