@@ -317,6 +317,8 @@ def main():
         ap.error("--workers takes a list of counts (1,16), --batches a count or auto")
     if any(w < 0 for w in workers) or (fixed is not None and fixed < 1):
         ap.error("--workers takes counts >= 0, --batches a count >= 1")
+    if not os.path.isdir(a.dir):
+        ap.error("%s: no such folder (give an image folder: class folders of JPEG/PNG files)" % a.dir)
     logical, cores = cpu_layout()
     print("cpus: %d logical, %s physical cores" % (logical, cores if cores else "unknown"))
     kinds = [k for k in a.transforms.split(",") if k]

@@ -117,6 +117,11 @@ with tempfile.TemporaryDirectory() as d:
                         tree, "--workers", "x", "--peers", "none"], capture_output=True, text=True,
                        timeout=60)
     check(p.returncode == 2 and "--workers" in p.stderr, "a nonsense worker count is a usage error")
+    p = subprocess.run([sys.executable, os.path.join(src, "python", "pipebench_imagefolder_bench.py"),
+                        os.path.join(d, "missing"), "--peers", "none"], capture_output=True,
+                       text=True, timeout=60)
+    check(p.returncode == 2 and "missing: no such folder" in p.stderr and "Traceback" not in p.stderr,
+          "a missing folder is named, without a traceback")
 
 print("%d failed" % failures)
 sys.exit(1 if failures else 0)
