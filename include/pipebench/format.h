@@ -118,8 +118,10 @@ typedef struct pb_write_params {
   int level;               /**< compression level; 0: the codec's default */
   int64_t chunk[PB_NDIM];  /**< chunk/tile shape in T,C,Z,Y,X; 0 on an axis: the default */
   const char *options;     /**< format-specific "key=value,key=value" (see docs/formats.md) */
+  int force;               /**< gen and convert: replace a regular file at an output name even
+                                when no manifest proves pipebench wrote it (never a folder) */
 } pb_write_params;
-#define PB_WRITE_PARAMS_DEFAULTS {NULL, 0, {0, 0, 0, 0, 0}, NULL}
+#define PB_WRITE_PARAMS_DEFAULTS {NULL, 0, {0, 0, 0, 0, 0}, NULL, 0}
 
 /** A writer builds a dataset from images added one at a time. Output appears at path only
  * when pb_writer_finish succeeds; pb_writer_free before that removes what was written. */

@@ -66,10 +66,13 @@ typedef int (*pb_verify_fill_fn)(void *ctx, pb_writer *w, struct pb_error *err);
 /** Writes a dataset of format at path together with its manifest PATH.manifest.json (as
  * pb_verify_write_manifest writes it), both or neither: the writer writes into a staging folder
  * beside path, fill adds the images, the manifest is made from what the finished dataset reads
- * back as, and only then are the two renamed into place, replacing an earlier dataset and
- * manifest there; on any failure those stay as they were and nothing new is left. An existing
- * folder at path is replaced only when it is empty or opens as a dataset of this format
- * (PB_EINVAL otherwise); an existing PATH.manifest.json must be a regular file (PB_EIO).
+ * back as (with the inventory of every file written at path), and only then are the two put
+ * into place by one journaled commit (a SIGKILL at any step leaves the earlier pair or the new
+ * one whole; the next writer or reader of path finishes it), replacing an earlier dataset and
+ * manifest there; on any failure those stay as they were and nothing new is left. What stands
+ * at path is replaced only when PATH.manifest.json is pipebench's and lists exactly its files
+ * (or it is an empty folder; params->force: a regular file all the same); otherwise PB_EIO
+ * naming what is in the way. An existing PATH.manifest.json must be pipebench's (PB_EIO).
  * *started (may be NULL) is set to 1 once the writer is open, so that a caller can tell a
  * refusal of what it asked for from a failure of the data. source may be NULL. */
 PB_API int pb_verify_write_dataset(const char *path, const char *format,

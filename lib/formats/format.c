@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/commit.h"
 #include "formats/format_internal.h"
 
 static const char *const dtype_names[PB_DTYPE_COUNT] = {"uint8",   "uint16",  "uint32",
@@ -183,6 +184,9 @@ static int not_a_dataset(const char *path, const struct stat *st, struct pb_erro
 int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
                     struct pb_error *err) {
   *out = NULL;
+  /* A gen or convert killed while it put this dataset into place: finished first, so the
+   * reader finds the whole new dataset (or the whole old one), never a gap. */
+  if (path != NULL) PB_RETURN_NOT_OK(pb__commit_settle(path, err));
   struct stat st;
   if (path == NULL || stat(path, &st) != 0)
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or directory", path ? path : "(null)");

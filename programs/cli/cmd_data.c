@@ -1,5 +1,6 @@
 /* pipebench gen, convert, inspect: making datasets and looking into them. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,36 @@ static int parse_dims(const char *s, int64_t *v, int n) {
   return k;
 }
 
+/* SIGINT/SIGTERM stop gen and convert cleanly: what was in place stays, nothing half-written is
+ * left, exit 128 + the signal as a shell reports it. SA_RESETHAND: a second one ends at once. */
+static volatile sig_atomic_t stop_signal;
+static struct sigaction old_int, old_term;
+
+static void on_signal(int sig) { stop_signal = sig; }
+
+static void catch_stops(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = (int)(SA_RESETHAND | SA_RESTART);
+  stop_signal = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+}
+
+static void release_stops(void) {
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+}
+
+/* The exit of a command that ended with rc: 128 + the signal when a stop ended it. */
+static int stopped_exit(const char *cmd, int rc, const char *message, const char *what) {
+  if (rc != PB_ECANCELED || stop_signal == 0) return -1;
+  fprintf(stderr, "pipebench %s: %s; %s\n", cmd, message, what);
+  return 128 + (int)stop_signal;
+}
+
 static void gen_progress(void *ctx, int64_t done, int64_t total) {
   int64_t *start = ctx;
   if (done == total || done % 16 == 0)
@@ -48,6 +79,7 @@ static int write_params(const cli_args *a, const char *cmd, pb_write_params *w) 
     return cli_usage_error(cmd, "--chunk must look like YxX, ZxYxX or TxCxZxYxX, not '%s'", chunk);
   w->compression = cli_get(a, "compression");
   w->options = cli_get(a, "options");
+  w->force = cli_has(a, "force");
   long level;
   PB_RETURN_NOT_OK(cli_get_long(a, cmd, "level", 0, -100, 100, &level));
   w->level = (int)level;
@@ -84,6 +116,7 @@ static const cli_opt gen_opts[] = {
     {"level", "N", "compression level (default: the codec's)"},
     {"options", "K=V,...", "format-specific options (see docs/formats.md)"},
     {"preset", "NAME", "imagenet: 10000 photo-like RGB JPEG images of about 500x375 in 100 classes"},
+    {"force", NULL, "replace a file at an output name that no manifest proves gen wrote (never a folder)"},
     {NULL, NULL, NULL},
 };
 
@@ -135,9 +168,14 @@ static int gen_run(const cli_args *a) {
   int64_t start = pb_now_ns();
   p.progress = gen_progress;
   p.progress_ctx = &start;
+  p.cancel = &stop_signal;
   struct pb_error err = {{0}};
+  catch_stops();
   int rc = pb_gen(out, &p, &err);
+  release_stops();
   cli_progress(NULL, 0, 0, 0);
+  int stopped = stopped_exit("gen", rc, err.message, "what was in the output folder is as it was");
+  if (stopped >= 0) return stopped;
   if (rc == PB_EINVAL) return cli_usage_error("gen", "%s", err.message);
   if (rc != PB_OK) return cli_fail("gen", "%s", err.message);
   fprintf(stderr, "gen: %ld images of %lldx%lldx%lldx%lldx%lld %s in %.1f s -> %s\n", rows,
@@ -152,10 +190,12 @@ const cli_command cli_cmd_gen = {
     .usage = "--out DIR [--rows N] [--size YxX] [--channels C] [--z Z] [--t T] [--dtype T] [--formats LIST] [--seed S] [--preset imagenet]",
     .details = "Writes DIR/<format> for each format (DIR/images.parquet, DIR/images.duckdb and\n"
                "DIR/images.pbraw for single-file formats) and DIR/manifest.json with the\n"
-               "parameters and each image's CRC-32. An earlier dataset in DIR is replaced only\n"
-               "once the new one is complete. Running gen again with the same rows, size, dtype\n"
-               "and seed but other formats or settings adds those formats to the manifest\n"
-               "(format_write says how each was written).",
+               "parameters, each image's CRC-32 and the list of files gen wrote. An earlier\n"
+               "dataset in DIR is replaced only once the new one is complete, and only when\n"
+               "DIR/manifest.json lists exactly its files: anything else at an output name is\n"
+               "refused (exit 2) and nothing else in DIR is touched. Running gen again with the\n"
+               "same rows, size, dtype and seed but other formats or settings adds those formats\n"
+               "to the manifest (format_write says how each was written).",
     .opts = gen_opts,
     .run = gen_run,
 };
@@ -278,6 +318,7 @@ static const cli_opt convert_opts[] = {
     {"compression", "NAME", "compression, as the target format allows"},
     {"level", "N", "compression level"},
     {"options", "K=V,...", "target format options"},
+    {"force", NULL, "replace a file at DST that no manifest proves convert wrote (never a folder)"},
     {NULL, NULL, NULL},
 };
 
@@ -293,6 +334,8 @@ static int convert_fill(void *ctx, pb_writer *wr, struct pb_error *err) {
   int rc = PB_OK;
   int64_t n = pb_dataset_count(job->ds);
   for (int64_t i = 0; i < n && rc == PB_OK; i++) {
+    if (stop_signal != 0)
+      return pb_error_set(err, PB_ECANCELED, "interrupted by %s", stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
     pb_image_meta m;
     rc = pb_dataset_meta(job->ds, i, &m, err);
     if (rc != PB_OK) break;
@@ -329,13 +372,17 @@ static int convert_run(const cli_args *a) {
   int started = 0;
   int64_t n = pb_dataset_count(job.ds), start = pb_now_ns();
   job.start = start;
+  catch_stops();
   rc = pb_verify_write_dataset(out, to, &w, src, convert_fill, &job, &started, &err);
+  release_stops();
   cli_progress(NULL, 0, 0, 0);
   pb_free(job.pixels, job.cap);
   pb_dataset_free(job.ds);
   /* Only what is judged before the writer is open, and the writer's set-up, is about what the
    * user asked for (options, codec, target); what fails after it is about the data, whatever
    * its code: exit 2, no usage hint. */
+  int stopped = stopped_exit("convert", rc, err.message, "what was at the output is as it was");
+  if (stopped >= 0) return stopped;
   if (rc == PB_EINVAL && !started) return cli_usage_error("convert", "%s", err.message);
   if (rc != PB_OK) return cli_fail("convert", "%s", err.message);
   fprintf(stderr, "convert: %lld images %s -> %s (%s) in %.1f s\n", (long long)n, src, out, to,
@@ -349,8 +396,10 @@ const cli_command cli_cmd_convert = {
     .usage = "SRC --to FORMAT --out DST [options]",
     .details = "Pixels and metadata (dtype, shape, physical sizes, channels) are kept. DST appears\n"
                "only when the whole conversion succeeded, together with DST.manifest.json, which\n"
-               "holds each image's CRC-32 as DST reads back (pipebench verify DST checks them):\n"
-               "both are written beside DST first and renamed into place, or neither is.",
+               "holds each image's CRC-32 as DST reads back (pipebench verify DST checks them)\n"
+               "and the list of files convert wrote: both are written beside DST first and put\n"
+               "into place together, or neither is. Something already at DST is replaced only\n"
+               "when DST.manifest.json lists exactly its files; otherwise exit 2, naming it.",
     .opts = convert_opts,
     .max_pos = 1,
     .min_pos = 1,

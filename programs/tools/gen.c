@@ -4,9 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/commit.h"
 #include "common/fs.h"
+#include "common/inventory.h"
+#include "common/proc.h"
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
 #include "pipebench/results.h"
@@ -35,6 +40,8 @@ void pb_gen_format_path(const char *dir, const char *format, char *buf, size_t s
 }
 
 #define MAX_FORMATS 16
+/* A manifest larger than this is not one pipebench wrote (10^7 images take about 120 MB). */
+#define MAX_MANIFEST_BYTES ((size_t)256 << 20)
 
 static int parse_formats(const char *list, const char *names[MAX_FORMATS], int *n,
                          char *storage, size_t storage_size, struct pb_error *err) {
@@ -84,19 +91,43 @@ static cJSON *write_json(const pb_write_params *w, const char *options) {
   return o;
 }
 
-/* The manifest already in dir, when it describes the very same images (rows, seed, dtype,
- * shape and every CRC-32 equal): the formats written by an earlier gen then stay listed next to
- * the new ones. NULL otherwise (that manifest is replaced). */
-static cJSON *same_images_manifest(const char *dir, const pb_gen_params *p, const uint32_t *crcs) {
+/* The manifest already in dir, when pipebench wrote it (NULL otherwise, and when there is
+ * none). A file there that is not pipebench's manifest is refused unless force: gen would
+ * replace it. */
+static int load_old_manifest(const char *dir, int force, cJSON **out, struct pb_error *err) {
+  *out = NULL;
   char path[4096];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
+  struct stat st;
+  if (lstat(path, &st) != 0) return PB_OK;
+  if (!S_ISREG(st.st_mode))
+    return pb_error_set(err, PB_EIO, "%s is %s, not a manifest pipebench wrote; refusing to replace it",
+                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : pb__file_kind(st.st_mode));
   void *data = NULL;
   size_t size = 0;
-  struct pb_error e;
-  if (pb__read_file(path, &data, &size, &e) != PB_OK) return NULL;
-  cJSON *old = cJSON_ParseWithLength(data, size);
-  pb_free(data, size);
-  if (old == NULL) return NULL;
+  cJSON *old = NULL;
+  if ((size_t)st.st_size <= MAX_MANIFEST_BYTES && pb__read_file(path, &data, &size, err) == PB_OK) {
+    old = cJSON_ParseWithLength(data, size);
+    pb_free(data, size);
+  }
+  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(old, "kind");
+  if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "pipebench.dataset") != 0 ||
+      !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(old, "formats"))) {
+    cJSON_Delete(old);
+    if (force) return PB_OK;
+    return pb_error_set(err, PB_EIO,
+                        "%s is not a manifest pipebench wrote; refusing to replace it (move it "
+                        "away, choose another --out, or --force to replace the file)",
+                        path);
+  }
+  *out = old;
+  return PB_OK;
+}
+
+/* Whether the old manifest describes the very same images (rows, seed, dtype, shape and every
+ * CRC-32 equal): the formats written by an earlier gen then stay listed next to the new ones. */
+static int same_images(const cJSON *old, const pb_gen_params *p, const uint32_t *crcs) {
+  if (old == NULL) return 0;
   int same = 1;
   cJSON *it = cJSON_GetObjectItem(old, "rows");
   same &= cJSON_IsNumber(it) && it->valuedouble == (double)p->rows;
@@ -118,16 +149,38 @@ static cJSON *same_images_manifest(const char *dir, const pb_gen_params *p, cons
     snprintf(hex, sizeof hex, "%08x", crcs[i]);
     same &= cJSON_IsString(v) && strcmp(v->valuestring, hex) == 0;
   }
-  same &= cJSON_IsObject(cJSON_GetObjectItem(old, "formats"));
-  if (!same) {
-    cJSON_Delete(old);
-    return NULL;
+  return same;
+}
+
+/* Each output name that already holds something must be proven gen's own by the old manifest's
+ * inventory of it (force: a regular file passes all the same). */
+static int check_outputs(const char *dir, const char *const *names, int n, const cJSON *old,
+                         int force, struct pb_error *err) {
+  char mpath[4096];
+  snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
+  const cJSON *written = cJSON_GetObjectItemCaseSensitive(old, "written");
+  for (int i = 0; i < n; i++) {
+    char to[4096];
+    pb_gen_format_path(dir, names[i], to, sizeof to);
+    PB_RETURN_NOT_OK(pb__output_check(to, err));
+    struct stat st;
+    if (lstat(to, &st) != 0) continue;
+    if (force && S_ISREG(st.st_mode)) continue;
+    const char *entry = strrchr(to, '/') + 1;
+    const cJSON *inv = cJSON_GetObjectItemCaseSensitive(written, entry);
+    if (inv == NULL && S_ISDIR(st.st_mode)) {
+      /* Proven or not, an empty folder costs nothing to replace: look for a first file. */
+      PB_RETURN_NOT_OK(pb__inventory_check(to, NULL, old ? mpath : NULL, err));
+      continue;
+    }
+    PB_RETURN_NOT_OK(pb__inventory_check(to, inv, old ? mpath : NULL, err));
   }
-  return old;
+  return PB_OK;
 }
 
 static char *manifest_json(const pb_gen_params *p, const char *const *names, int n,
-                           const uint32_t *crcs, char (*opts)[1024], const cJSON *old) {
+                           const uint32_t *crcs, char (*opts)[1024], const cJSON *old,
+                           int same, cJSON *const *inventories) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "kind", "pipebench.dataset");
   cJSON_AddStringToObject(root, "pipebench_version", pb_version());
@@ -150,9 +203,21 @@ static char *manifest_json(const pb_gen_params *p, const char *const *names, int
     cJSON_AddStringToObject(f, names[i], path + 2);
     cJSON_AddItemToObject(fw, names[i], write_json(&p->write, opts[i]));
   }
-  if (old != NULL) { /* formats an earlier gen wrote from the same images, not rewritten now */
+  /* What gen wrote at each name, so that a later gen (or convert) may replace it; names written
+   * by an earlier gen and not now stay listed while they are on disk. */
+  cJSON *wr = cJSON_AddObjectToObject(root, "written");
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    pb_gen_format_path(".", names[i], path, sizeof path);
+    cJSON_AddItemToObject(wr, path + 2, cJSON_Duplicate(inventories[i], 1));
+  }
+  const cJSON *owr = cJSON_GetObjectItemCaseSensitive(old, "written"), *e;
+  cJSON_ArrayForEach(e, owr) {
+    if (e->string != NULL && cJSON_GetObjectItemCaseSensitive(wr, e->string) == NULL)
+      cJSON_AddItemToObject(wr, e->string, cJSON_Duplicate(e, 1));
+  }
+  if (same) { /* formats an earlier gen wrote from the same images, not rewritten now */
     const cJSON *of = cJSON_GetObjectItem(old, "formats"), *ofw = cJSON_GetObjectItem(old, "format_write");
-    const cJSON *e;
     cJSON_ArrayForEach(e, of) {
       if (!cJSON_IsString(e) || cJSON_GetObjectItem(f, e->string) != NULL) continue;
       cJSON_AddStringToObject(f, e->string, e->valuestring);
@@ -265,21 +330,36 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   int photo = 0, vary = 0;
   PB_RETURN_NOT_OK(gen_options(p.write.options, &photo, &vary, err));
   int64_t longest = p.shape[PB_Y] > p.shape[PB_X] ? p.shape[PB_Y] : p.shape[PB_X];
+  struct stat dst;
+  int made_dir = lstat(dir, &dst) != 0; /* removed again when gen fails before its commit */
   PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
-  for (int i = 0; i < n; i++) { /* each is replaced at the end: never a device */
-    char to[4096];
-    pb_gen_format_path(dir, names[i], to, sizeof to);
-    PB_RETURN_NOT_OK(pb__output_check(to, err));
+  /* A commit an earlier gen did not finish (killed inside it) is finished first: the manifest
+   * read below is then the one that goes with what is on disk. */
+  PB_RETURN_NOT_OK(pb__commit_recover(dir, "gen", NULL, err));
+  cJSON *old = NULL;
+  PB_RETURN_NOT_OK(load_old_manifest(dir, p.write.force, &old, err));
+  int rc = check_outputs(dir, names, n, old, p.write.force, err);
+  if (rc != PB_OK) {
+    cJSON_Delete(old);
+    return rc;
   }
 
-  /* Everything is written under a staging folder first and moved into place at the end, so
-   * an earlier dataset in dir stays whole until the new one is complete. */
+  /* Everything is written under a staging folder first and put into place by one commit at the
+   * end (common/commit.h), so an earlier dataset in dir stays whole until the new one is. */
   char stage[4096], stage_name[4096];
   snprintf(stage_name, sizeof stage_name, "%s/gen-staging", dir);
-  pb__temp_sweep(stage_name); /* what a killed gen left in dir */
-  if (pb__temp_sibling(stage_name, stage, sizeof stage) != PB_OK)
+  pb__temp_sweep(stage_name); /* what a gen killed before its commit left in dir */
+  if (pb__temp_sibling(stage_name, stage, sizeof stage) != PB_OK) {
+    cJSON_Delete(old);
     return pb_error_set(err, PB_EINVAL, "%s: path too long", dir);
-  PB_RETURN_NOT_OK(pb__mkdirs(stage, err));
+  }
+  rc = pb__mkdirs(stage, err);
+  if (rc != PB_OK) {
+    cJSON_Delete(old);
+    if (made_dir) rmdir(dir);
+    return rc;
+  }
+  if (p.cancel != NULL) pb__stop_flag_set(p.cancel); /* children (the Lance writer) stop too */
 
   pb_writer *writers[MAX_FORMATS] = {0};
   pb_image_meta meta;
@@ -289,7 +369,7 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   size_t bytes = pb_image_bytes(&meta);
   void *pixels = pb_alloc(bytes);
   uint32_t *crcs = calloc((size_t)p.rows, sizeof *crcs);
-  int rc = PB_OK;
+  cJSON *inventories[MAX_FORMATS] = {0};
   if (pixels == NULL || crcs == NULL) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory for one %zu-byte image", bytes);
     goto done;
@@ -305,6 +385,12 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     if (rc != PB_OK) pb_error_prefix(err, "%s: ", names[i]);
   }
   for (int64_t r = 0; r < p.rows && rc == PB_OK; r++) {
+    if (p.cancel != NULL && *p.cancel != 0) {
+      int sig = (int)*p.cancel;
+      rc = pb_error_set(err, PB_ECANCELED, "interrupted by %s",
+                        sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal");
+      break;
+    }
     int64_t shape[PB_NDIM] = {p.shape[0], p.shape[1], p.shape[2], p.shape[3], p.shape[4]};
     if (vary) pb__synth_photo_size(p.seed, r, longest, &shape[PB_Y], &shape[PB_X]);
     pb_image_meta_init(&meta, NULL, p.dtype, shape);
@@ -336,28 +422,40 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     if (rc != PB_OK) pb_error_prefix(err, "%s: ", names[i]);
   }
   for (int i = 0; i < n; i++) pb_writer_free(writers[i]);
-  if (rc == PB_OK) {
-    for (int i = 0; i < n && rc == PB_OK; i++) {
-      char from[4096], to[4096];
-      pb_gen_format_path(stage, names[i], from, sizeof from);
-      pb_gen_format_path(dir, names[i], to, sizeof to);
-      pb__remove_tree(to);
-      if (rename(from, to) != 0)
-        rc = pb_error_set(err, -errno, "cannot move %s to %s: %s", from, to, strerror(errno));
-    }
+  for (int i = 0; i < n && rc == PB_OK; i++) {
+    char path[4096];
+    pb_gen_format_path(stage, names[i], path, sizeof path);
+    inventories[i] = pb__inventory_take(path, err);
+    if (inventories[i] == NULL) rc = PB_EIO;
   }
+  if (rc == PB_OK && p.cancel != NULL && *p.cancel != 0)
+    rc = pb_error_set(err, PB_ECANCELED, "interrupted by %s", *p.cancel == SIGINT ? "SIGINT" : "SIGTERM");
   if (rc == PB_OK) {
-    cJSON *old = same_images_manifest(dir, &p, crcs);
-    char *text = manifest_json(&p, names, n, crcs, opts, old);
-    cJSON_Delete(old);
+    char *text = manifest_json(&p, names, n, crcs, opts, old, same_images(old, &p, crcs), inventories);
     char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", dir);
-    rc = text ? pb_write_file_atomic(mpath, text, strlen(text), err)
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", stage);
+    rc = text ? pb__write_file(mpath, text, strlen(text), err)
               : pb_error_set(err, PB_ENOMEM, "out of memory");
     free(text);
   }
+  if (rc == PB_OK) {
+    const char *from[MAX_FORMATS + 1], *to[MAX_FORMATS + 1];
+    char entries[MAX_FORMATS][256];
+    for (int i = 0; i < n; i++) {
+      char path[4096];
+      pb_gen_format_path(".", names[i], path, sizeof path);
+      snprintf(entries[i], sizeof entries[i], "%s", path + 2);
+      from[i] = to[i] = entries[i];
+    }
+    from[n] = to[n] = "manifest.json";
+    rc = pb__commit(dir, "gen", stage, from, to, n + 1, err);
+  }
 done:
-  pb__remove_tree(stage);
+  if (p.cancel != NULL) pb__stop_flag_set(NULL);
+  pb__remove_tree(stage); /* gone already after a commit */
+  if (rc != PB_OK && made_dir) rmdir(dir); /* only when empty: a first gen that failed */
+  for (int i = 0; i < n; i++) cJSON_Delete(inventories[i]);
+  cJSON_Delete(old);
   free(crcs);
   pb_free(pixels, bytes);
   return rc;

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/commit.h"
 #include "common/fs.h"
+#include "common/inventory.h"
 #include "pipebench/format.h"
 #include "pipebench/results.h"
 #include "pipebench/verify.h"
@@ -77,6 +79,7 @@ static int gen_lists(const char *manifest, const char *base, char *fmt, size_t f
 }
 
 int pb_verify_find_manifest(const char *path, char *buf, size_t size, struct pb_error *err) {
+  if (path != NULL) PB_RETURN_NOT_OK(pb__commit_settle(path, err));
   char side[4096], t[4096], gen[4096];
   if (path == NULL || trimmed(path, t, sizeof t) != PB_OK || sidecar_path(t, side, sizeof side) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long or empty", path ? path : "(null)");
@@ -263,8 +266,10 @@ int pb_verify(const char *path, const pb_verify_params *params, pb_verify_result
   return rc;
 }
 
-int pb_verify_write_manifest(const char *path, const char *format, const char *source,
-                             struct pb_error *err) {
+/* PATH.manifest.json for the dataset at path; `written` (may be NULL) is the inventory of what
+ * was written at path, the proof a later convert needs to replace it. */
+static int write_manifest(const char *path, const char *format, const char *source,
+                          const cJSON *written, struct pb_error *err) {
   char side[4096];
   if (path == NULL || sidecar_path(path, side, sizeof side) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long or empty", path ? path : "(null)");
@@ -280,6 +285,7 @@ int pb_verify_write_manifest(const char *path, const char *format, const char *s
   cJSON_AddStringToObject(root, "created_utc", ts);
   cJSON_AddStringToObject(root, "format", pb_dataset_format(ds));
   if (source != NULL) cJSON_AddStringToObject(root, "source", source);
+  if (written != NULL) cJSON_AddItemToObject(root, "written", cJSON_Duplicate(written, 1));
   cJSON_AddNumberToObject(root, "rows", (double)n);
   cJSON *names = cJSON_AddArrayToObject(root, "names");
   cJSON *crcs = cJSON_AddArrayToObject(root, "crc32");
@@ -309,6 +315,11 @@ int pb_verify_write_manifest(const char *path, const char *format, const char *s
   return rc;
 }
 
+int pb_verify_write_manifest(const char *path, const char *format, const char *source,
+                             struct pb_error *err) {
+  return write_manifest(path, format, source, NULL, err);
+}
+
 /* ---- a dataset and its manifest, together ---------------------------------------------------- */
 
 /* Messages about the staged copy name the place it is bound for. */
@@ -322,63 +333,34 @@ static void unstage_message(struct pb_error *err, const char *staged, const char
   snprintf(err->message, sizeof err->message, "%s", buf);
 }
 
-/* What stands at path may be replaced by a dataset of format: nothing, a file, an empty folder
- * or a folder that opens as such a dataset. */
-static int check_replaceable(const char *path, const char *format, struct pb_error *err) {
-  struct stat st;
-  if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return PB_OK;
-  char **names = NULL;
-  size_t count = 0;
-  if (pb__list_dir(path, &names, &count, NULL) == PB_OK) pb__free_names(names, count);
-  if (count == 0) return PB_OK;
-  pb_dataset *ds = NULL;
-  struct pb_error e;
-  int ok = pb_dataset_open(path, format, &ds, &e) == PB_OK;
-  pb_dataset_free(ds);
-  return ok ? PB_OK
-            : pb_error_set(err, PB_EINVAL, "%s: exists and is not a %s dataset; refusing to replace it",
-                           path, format);
-}
-
-/* Moves what is at from (if anything) to to; *moved says whether it did. */
-static int move_aside(const char *from, const char *to, int *moved, struct pb_error *err) {
-  struct stat st;
-  *moved = 0;
-  if (lstat(from, &st) != 0) return PB_OK;
-  if (rename(from, to) != 0)
-    return pb_error_set(err, -errno, "%s: cannot move the earlier one aside: %s", from, strerror(errno));
-  *moved = 1;
-  return PB_OK;
-}
-
-/* The staged dataset and manifest replace path and side; on a failure what was there before
- * comes back. Signals that stop a run are held for these few renames. */
-static int swap_in(const char *staged, const char *staged_side, const char *path, const char *side,
-                   const char *stage, struct pb_error *err) {
-  char old[4200], old_side[4300];
-  snprintf(old, sizeof old, "%s/earlier", stage);
-  snprintf(old_side, sizeof old_side, "%s/earlier.manifest.json", stage);
-  sigset_t hold, prev;
-  sigemptyset(&hold);
-  sigaddset(&hold, SIGINT);
-  sigaddset(&hold, SIGTERM);
-  sigaddset(&hold, SIGHUP);
-  sigprocmask(SIG_BLOCK, &hold, &prev);
-  int aside = 0, aside_side = 0, in = 0;
-  int rc = move_aside(path, old, &aside, err);
-  if (rc == PB_OK) rc = move_aside(side, old_side, &aside_side, err);
-  if (rc == PB_OK) {
-    if (rename(staged, path) == 0) in = 1;
-    else rc = pb_error_set(err, -errno, "%s: cannot move it into place: %s", path, strerror(errno));
+/* What stands at path and side may be replaced: nothing; or what side, a manifest pipebench
+ * wrote, lists file by file (force: a regular file at path all the same). An empty folder
+ * costs nothing to replace. Anything else is refused, naming what is in the way. */
+static int check_replaceable(const char *path, const char *side, int force, struct pb_error *err) {
+  struct stat st, ss;
+  cJSON *man = NULL;
+  if (lstat(side, &ss) == 0) {
+    struct pb_error e;
+    if (read_json(side, &man, &e) == PB_OK) {
+      const cJSON *kind = cJSON_GetObjectItemCaseSensitive(man, "kind");
+      if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "pipebench.dataset") != 0) {
+        cJSON_Delete(man);
+        man = NULL;
+      }
+    }
+    if (man == NULL && !force)
+      return pb_error_set(err, PB_EIO,
+                          "%s is not a manifest pipebench wrote; refusing to replace it (move it "
+                          "away, choose another --out, or --force to replace files)",
+                          side);
   }
-  if (rc == PB_OK && rename(staged_side, side) != 0)
-    rc = pb_error_set(err, -errno, "%s: cannot move it into place: %s", side, strerror(errno));
-  if (rc != PB_OK) { /* undo, newest first */
-    if (in) rename(path, staged);
-    if (aside_side) rename(old_side, side);
-    if (aside) rename(old, path);
+  int rc;
+  if (lstat(path, &st) != 0 || (force && S_ISREG(st.st_mode))) {
+    cJSON_Delete(man);
+    return PB_OK;
   }
-  sigprocmask(SIG_SETMASK, &prev, NULL);
+  rc = pb__inventory_check(path, cJSON_GetObjectItemCaseSensitive(man, "written"), man ? side : NULL, err);
+  cJSON_Delete(man);
   return rc;
 }
 
@@ -395,18 +377,19 @@ int pb_verify_write_dataset(const char *path, const char *format, const pb_write
   if (lstat(side, &st) == 0 && !S_ISREG(st.st_mode))
     return pb_error_set(err, PB_EIO, "%s is %s, not a manifest file; refusing to replace it",
                         side, pb__file_kind(st.st_mode));
-  PB_RETURN_NOT_OK(check_replaceable(t, format, err));
+  char dir[4096];
+  const char *base;
+  pb__path_split(t, dir, sizeof dir, &base);
+  /* A convert into path killed inside its commit is finished first (common/commit.h). */
+  PB_RETURN_NOT_OK(pb__commit_recover(dir, base, NULL, err));
+  PB_RETURN_NOT_OK(check_replaceable(t, side, params != NULL && params->force, err));
   /* The staging folder has the temporary name of path: a killed writer's is swept by the next
    * writer of path (pb_writer_new, or this call). */
   pb__temp_sweep(t);
-  char stage[4200], staged[4400], staged_side[4500];
-  const char *base;
-  char dir[4096];
-  pb__path_split(t, dir, sizeof dir, &base);
+  char stage[4200], staged[4400];
   if (pb__temp_sibling(t, stage, sizeof stage) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", t);
   snprintf(staged, sizeof staged, "%s/%s", stage, base);
-  snprintf(staged_side, sizeof staged_side, "%s.manifest.json", staged);
   PB_RETURN_NOT_OK(pb__mkdirs(stage, err));
   pb_writer *w = NULL;
   int rc = pb_writer_new(staged, format, params, &w, err);
@@ -416,8 +399,16 @@ int pb_verify_write_dataset(const char *path, const char *format, const pb_write
     if (rc == PB_OK) rc = pb_writer_finish(w, err);
   }
   pb_writer_free(w);
-  if (rc == PB_OK) rc = pb_verify_write_manifest(staged, format, source, err);
-  if (rc == PB_OK) rc = swap_in(staged, staged_side, t, side, stage, err);
+  cJSON *inv = NULL;
+  if (rc == PB_OK && (inv = pb__inventory_take(staged, err)) == NULL) rc = PB_EIO;
+  if (rc == PB_OK) rc = write_manifest(staged, format, source, inv, err);
+  cJSON_Delete(inv);
+  if (rc == PB_OK) {
+    char side_name[4200];
+    snprintf(side_name, sizeof side_name, "%s.manifest.json", base);
+    const char *names[2] = {base, side_name};
+    rc = pb__commit(dir, base, stage, names, names, 2, err);
+  }
   if (rc != PB_OK) {
     unstage_message(err, staged, t);
     unstage_message(err, stage, dir);

@@ -315,13 +315,13 @@ static void dataset_with_manifest(void) {
   EXPECT_EQ(n, 2);
   pb__free_names(names, n);
 
-  /* a folder that holds something else is refused before the writer opens */
+  /* a folder that holds something pipebench did not write is refused before the writer opens */
   snprintf(out, sizeof out, "%s/pair/notes", dir);
   snprintf(leftover, sizeof leftover, "%s/keep.txt", out);
   CHECK_OK(pb__mkdirs(out, &err), &err);
   write_text(leftover, "mine");
   rc = pb_verify_write_dataset(out, "ome-zarr", NULL, src_path, fill_from, &j, &started, &err);
-  EXPECT_EQ(rc, PB_EINVAL);
+  EXPECT_EQ(rc, PB_EIO);
   EXPECT_EQ(started, 0);
   EXPECT_CONTAINS(err.message, "refusing to replace");
   struct stat st;
