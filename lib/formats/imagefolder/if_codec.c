@@ -54,6 +54,59 @@ static int check_size(const char *name, const pb__if_info *info, struct pb_error
 
 /* ---- JPEG ----------------------------------------------------------------------------------- */
 
+/* Counts the scans (SOS markers) of a whole JPEG file by walking its marker segments and
+ * skipping entropy-coded data (where 0xFF is followed by 0x00 stuffing or a restart marker).
+ * Stops at EOI or at anything malformed, which the decoder then names. Linear in the size. */
+static int64_t jpeg_count_scans(const unsigned char *d, size_t n) {
+  int64_t scans = 0;
+  size_t p = 2; /* after SOI */
+  while (p + 1 < n) {
+    if (d[p] != 0xff) return scans;
+    unsigned m = d[p + 1];
+    if (m == 0xff) { /* fill byte */
+      p++;
+      continue;
+    }
+    p += 2;
+    if (m == 0xd9) return scans;                              /* EOI */
+    if (m == 0x01 || (m >= 0xd0 && m <= 0xd7)) continue;      /* no length */
+    if (p + 1 >= n) return scans;
+    size_t len = ((size_t)d[p] << 8) | d[p + 1];
+    if (len < 2 || len > n - p) return scans;
+    p += len;
+    if (m != 0xda) continue;
+    scans++;
+    /* Entropy-coded data up to the next marker that is neither stuffing nor a restart. */
+    while (p + 1 < n && !(d[p] == 0xff && d[p + 1] != 0x00 && !(d[p + 1] >= 0xd0 && d[p + 1] <= 0xd7)))
+      p++;
+  }
+  return scans;
+}
+
+/* Refuses a JPEG whose decoding would cost far more than its size suggests (if_codec.h): too
+ * many scans, or scans x pixels beyond PB__IF_WORK_PER_BYTE per byte of the file. data is the
+ * whole file. */
+static int check_scans(const char *name, const pb__if_info *info, const unsigned char *data,
+                       size_t size, struct pb_error *err) {
+  int64_t scans = jpeg_count_scans(data, size);
+  if (scans > PB__IF_MAX_SCANS)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: progressive JPEG of %lld scans, more than the %d pipebench decodes "
+                        "(each scan is a pass over the whole image; docs/format-imagefolder.md)",
+                        name, (long long)scans, PB__IF_MAX_SCANS);
+  int64_t work = scans * (int64_t)info->width * info->height; /* < 2^8 * 2^28 */
+  int64_t bound = (int64_t)size * PB__IF_WORK_PER_BYTE; /* size < 2^32 */
+  if (work > PB__IF_WORK_FLOOR && work > bound)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "%s: JPEG of %d x %d pixels in %lld scans from a file of %zu bytes: "
+                        "decoding it would take %lld pixel-scans a byte, more than the %lld "
+                        "pipebench decodes (docs/format-imagefolder.md)",
+                        name, info->width, info->height, (long long)scans, size,
+                        (long long)(work / (int64_t)(size ? size : 1)),
+                        (long long)PB__IF_WORK_PER_BYTE);
+  return PB_OK;
+}
+
 static int jpeg_fail(const char *name, tjhandle tj, const char *what, struct pb_error *err) {
   int rc = pb_error_set(err, PB_EFORMAT, "%s: %s JPEG: %s", name, what, tjGetErrorStr2(tj));
   tjDestroy(tj);
@@ -102,6 +155,7 @@ static void interleave(void *dst, const void *src, size_t pixels, int channels) 
 
 static int jpeg_decode(const char *name, const unsigned char *data, size_t size,
                        const pb__if_info *info, void *dst, struct pb_error *err) {
+  PB_RETURN_NOT_OK(check_scans(name, info, data, size, err));
   size_t pixels = (size_t)info->width * (size_t)info->height;
   unsigned char *tmp = dst;
   if (info->channels == 3 && (tmp = malloc(pixels * 3)) == NULL)
@@ -165,10 +219,23 @@ static void split_rgb(const unsigned char *restrict src, unsigned char *restrict
 struct pb__if_jpeg {
   struct jpeg_decompress_struct cinfo;
   jpeg_fail_mgr fail;
+  struct jpeg_progress_mgr progress;
   int started; /* a header has been read and the image not yet ended */
   unsigned char *row;
   size_t row_cap;
 };
+
+/* libjpeg's progress hook, called as input is consumed: a guard beside check_scans, in case a
+ * file's scans are found by libjpeg where the marker walk stopped. */
+static void jpeg_on_progress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  j_decompress_ptr d = (j_decompress_ptr)(void *)cinfo;
+  if (d->input_scan_number > PB__IF_MAX_SCANS) {
+    jpeg_fail_mgr *f = (jpeg_fail_mgr *)(void *)cinfo->err;
+    snprintf(f->message, sizeof f->message, "more than %d scans", PB__IF_MAX_SCANS);
+    longjmp(f->jmp, 1);
+  }
+}
 
 pb__if_jpeg *pb__if_jpeg_new(void) {
   pb__if_jpeg *volatile dec = calloc(1, sizeof *dec); /* volatile: read after a longjmp */
@@ -181,6 +248,8 @@ pb__if_jpeg *pb__if_jpeg_new(void) {
     return NULL;
   }
   jpeg_create_decompress(&dec->cinfo);
+  dec->progress.progress_monitor = jpeg_on_progress;
+  dec->cinfo.progress = &dec->progress;
   return dec;
 }
 
@@ -231,6 +300,7 @@ int pb__if_jpeg_header(pb__if_jpeg *dec, const char *name, const unsigned char *
   info->channels = cinfo->jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
   info->dtype = PB_UINT8;
   int rc = check_size(name, info, err);
+  if (rc == PB_OK) rc = check_scans(name, info, data, size, err);
   if (rc != PB_OK) jpeg_end(dec);
   return rc;
 }

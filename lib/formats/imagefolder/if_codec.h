@@ -12,6 +12,18 @@
  * anything is allocated for them: 2^28, e.g. 16384 x 16384. */
 #define PB__IF_MAX_PIXELS ((int64_t)1 << 28)
 
+/** A JPEG of more scans than this is refused before it is decoded: every scan of a progressive
+ * JPEG is a pass over the whole image, so a small file of many scans costs minutes (883 scans
+ * of 16384 x 16384: 49 s). libjpeg's own progressions use 6 (grey) or 10 (colour). */
+#define PB__IF_MAX_SCANS 256
+
+/** Decoding work is bounded by the file's size: a JPEG whose scans x pixels exceed
+ * PB__IF_WORK_PER_BYTE for each byte of its file, and PB__IF_WORK_FLOOR in all, is refused
+ * before it is decoded. The densest ordinary file, a blank image in libjpeg's default
+ * progression, comes to about 3,500; photographs to under 100. */
+#define PB__IF_WORK_PER_BYTE ((int64_t)8192)
+#define PB__IF_WORK_FLOOR ((int64_t)1 << 28)
+
 typedef enum { PB__IF_UNKNOWN = 0, PB__IF_JPEG = 1, PB__IF_PNG = 2 } pb__if_kind;
 
 /** What a header says: width, height, channels (1 grey or 3 RGB) and the pixel type (uint8;
@@ -32,7 +44,8 @@ int pb__if_header(const char *name, const unsigned char *data, size_t size, pb__
 
 /** Decodes into dst, planar C,Y,X (the image's T,C,Z,Y,X order with T = Z = 1): dst_size must be
  * width * height * channels * element size, as pb__if_header reported. Any decoder warning
- * (truncated data, a corrupt segment) is an error: PB_EFORMAT naming `name`. */
+ * (truncated data, a corrupt segment) is an error: PB_EFORMAT naming `name`. A JPEG past
+ * PB__IF_MAX_SCANS or PB__IF_WORK_PER_BYTE: PB_EUNSUPPORTED, nothing decoded. */
 int pb__if_decode(const char *name, const unsigned char *data, size_t size,
                   const pb__if_info *info, void *dst, size_t dst_size, struct pb_error *err);
 
@@ -57,7 +70,9 @@ void pb__if_jpeg_free(pb__if_jpeg *dec);
 
 /** Reads the header of the JPEG in data (which must stay valid until pb__if_jpeg_box returns)
  * into *info, with pb__if_header's checks and errors (CMYK refused, sizes checked before
- * anything is allocated). On success the decoder holds the image for pb__if_jpeg_box. */
+ * anything is allocated). data is the whole file: its scans are counted too, and a file past
+ * PB__IF_MAX_SCANS or PB__IF_WORK_PER_BYTE is refused (PB_EUNSUPPORTED naming `name`). On
+ * success the decoder holds the image for pb__if_jpeg_box. */
 int pb__if_jpeg_header(pb__if_jpeg *dec, const char *name, const unsigned char *data, size_t size,
                        pb__if_info *info, struct pb_error *err);
 

@@ -73,8 +73,20 @@ typedef struct if_file {
   int64_t label;
 } if_file;
 
+/* The real folders already walked, by (device, inode): each is listed once however many links
+ * lead to it, so a loop of links ends and a folder linked twice is not counted twice. */
+typedef struct if_seen {
+  struct if_seen_key {
+    dev_t dev;
+    ino_t ino;
+  } *keys; /* open addressing; ino 0 marks a free slot (no folder has inode 0) */
+  size_t cap, n;
+} if_seen;
+
 typedef struct if_state {
   char *root;
+  char *real_root;    /* the root with every link resolved: nothing outside it is read */
+  if_seen seen;
   char **classes;
   size_t n_classes;
   if_file *files;
@@ -100,6 +112,8 @@ static void if_close(void *p) {
   pb__free_names(s->classes, s->n_classes);
   free(s->info);
   free(s->root);
+  free(s->real_root);
+  free(s->seen.keys);
   free(s->buf);
   pb__if_jpeg_free(s->jpeg);
   free(s);
@@ -127,8 +141,89 @@ static int add_file(if_state *s, const char *dir, const char *name, int64_t labe
   return PB_OK;
 }
 
-/* Adds the image files of root/rel and of the folders below it (links followed, as torchvision
- * does, to IF_MAX_DEPTH levels). */
+static size_t seen_slot(const if_seen *v, dev_t dev, ino_t ino) {
+  uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15u) ^ ((uint64_t)dev * 0xc2b2ae3d27d4eb4fu);
+  size_t i = (size_t)(h ^ (h >> 29)) & (v->cap - 1);
+  while (v->keys[i].ino != 0 && (v->keys[i].ino != ino || v->keys[i].dev != dev))
+    i = (i + 1) & (v->cap - 1);
+  return i;
+}
+
+/* Marks folder st as walked: 1 when it is new, 0 when it was walked before, PB_ENOMEM. */
+static int seen_add(if_seen *v, const struct stat *st) {
+  if (st->st_ino == 0) return 1; /* not trackable (no file system here gives 0): walk it */
+  if (v->n * 2 >= v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 64;
+    struct if_seen_key *keys = calloc(cap, sizeof *keys);
+    if (keys == NULL) return PB_ENOMEM;
+    if_seen grown = {keys, cap, 0};
+    for (size_t i = 0; i < v->cap; i++)
+      if (v->keys[i].ino != 0) {
+        grown.keys[seen_slot(&grown, v->keys[i].dev, v->keys[i].ino)] = v->keys[i];
+        grown.n++;
+      }
+    free(v->keys);
+    *v = grown;
+  }
+  size_t i = seen_slot(v, st->st_dev, st->st_ino);
+  if (v->keys[i].ino != 0) return 0;
+  v->keys[i].dev = st->st_dev;
+  v->keys[i].ino = st->st_ino;
+  v->n++;
+  return 1;
+}
+
+/* path, a link, resolved: PB_OK when it stays inside the dataset's folder (the link may then be
+ * followed), else an error naming the link and where it leads (a dataset reads nothing outside
+ * its folder). *gone: the link leads nowhere (then PB_OK: it is passed over, never read). */
+static int check_link(const if_state *s, const char *path, int *gone, struct pb_error *err) {
+  *gone = 0;
+  char *real = realpath(path, NULL);
+  if (real == NULL) {
+    if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+      *gone = 1;
+      return PB_OK;
+    }
+    return pb_error_set(err, -errno, "%s: cannot resolve the link: %s", path, strerror(errno));
+  }
+  size_t n = strlen(s->real_root);
+  int inside = strncmp(real, s->real_root, n) == 0 &&
+               (real[n] == '/' || real[n] == '\0' || (n == 1 && s->real_root[0] == '/'));
+  int rc = PB_OK;
+  if (!inside)
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: a link to %s, outside the dataset's folder %s; an image folder reads "
+                      "only what lies inside it (copy the files in, or give the folder that "
+                      "holds both)",
+                      path, real, s->real_root);
+  free(real);
+  return rc;
+}
+
+/* What child (an entry of a class folder, or of the top) is, following a link only when it
+ * stays inside the dataset: *st as stat gives it; *skip when it is a link to nothing. files:
+ * whether image files are read here (not at the top, where only folders count). */
+static int entry_stat(const if_state *s, const char *child, const char *name, int files,
+                      struct stat *st, int *skip, struct pb_error *err) {
+  *skip = 0;
+  if (lstat(child, st) != 0) {
+    *skip = 1;
+    return PB_OK;
+  }
+  if (!S_ISLNK(st->st_mode)) return PB_OK;
+  if (stat(child, st) != 0) { /* a dangling link (or a loop of links): neither folder nor image */
+    *skip = 1;
+    return PB_OK;
+  }
+  /* A link that would not be followed (a non-image file) is passed over unresolved. */
+  if (!S_ISDIR(st->st_mode) && !(files && has_image_ext(name))) return PB_OK;
+  return check_link(s, child, skip, err);
+}
+
+/* Adds the image files of root/rel and of the folders below it (links inside the dataset's
+ * folder followed, as torchvision does, to IF_MAX_DEPTH levels). A folder below it is entered
+ * only when it has not been walked yet (s->seen, which holds the root and every class folder
+ * before any class is walked): each real folder is read once. */
 static int walk(if_state *s, const char *rel, int64_t label, int depth, struct pb_error *err) {
   char abs[4096];
   if (snprintf(abs, sizeof abs, "%s/%s", s->root, rel) >= (int)sizeof abs)
@@ -141,7 +236,10 @@ static int walk(if_state *s, const char *rel, int64_t label, int depth, struct p
     char child[4096];
     snprintf(child, sizeof child, "%s/%s", abs, names[k]);
     struct stat st;
-    if (stat(child, &st) != 0) { /* a dangling link: neither a folder nor an image */
+    int skip;
+    rc = entry_stat(s, child, names[k], 1, &st, &skip, err);
+    if (rc != PB_OK) break;
+    if (skip) {
       s->ignored++;
       continue;
     }
@@ -155,7 +253,13 @@ static int walk(if_state *s, const char *rel, int64_t label, int depth, struct p
         rc = pb_error_set(err, PB_EINVAL, "%s: path too long", child);
         break;
       }
-      rc = walk(s, sub, label, depth + 1, err);
+      int fresh = seen_add(&s->seen, &st);
+      if (fresh < 0) {
+        rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+        break;
+      }
+      if (fresh) rc = walk(s, sub, label, depth + 1, err);
+      else s->ignored++; /* a link to a folder read already (a loop, or a second way in) */
     } else if (has_image_ext(names[k])) {
       /* Not regular (a FIFO named x.jpg): kept, and refused by name when it is read. */
       rc = add_file(s, rel, names[k], label, err);
@@ -206,7 +310,23 @@ static int if_open(const char *path, void **state, struct pb_error *err) {
   }
   char **names = NULL;
   size_t n = 0;
-  int rc = pb__list_dir(path, &names, &n, err);
+  int rc = PB_OK;
+  if ((s->real_root = realpath(path, NULL)) == NULL) {
+    rc = pb_error_set(err, -errno, "%s: cannot resolve the folder: %s", path, strerror(errno));
+    goto fail;
+  }
+  struct stat top;
+  if (stat(path, &top) != 0) {
+    rc = pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
+    goto fail;
+  }
+  /* The root and every class folder count as read before any class is walked, so a link back
+   * up into them from inside a class is passed over rather than read into that class. */
+  if (seen_add(&s->seen, &top) < 0) {
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    goto fail;
+  }
+  rc = pb__list_dir(path, &names, &n, err);
   if (rc != PB_OK) goto fail;
   s->classes = calloc(n ? n : 1, sizeof *s->classes);
   if (s->classes == NULL) {
@@ -217,7 +337,22 @@ static int if_open(const char *path, void **state, struct pb_error *err) {
     char child[4096];
     snprintf(child, sizeof child, "%s/%s", path, names[k]);
     struct stat st;
-    if (stat(child, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int skip;
+    rc = entry_stat(s, child, names[k], 0, &st, &skip, err);
+    if (rc != PB_OK) goto fail;
+    if (!skip && S_ISDIR(st.st_mode)) {
+      int fresh = seen_add(&s->seen, &st);
+      if (fresh < 0) {
+        rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+        goto fail;
+      }
+      if (!fresh) {
+        rc = pb_error_set(err, PB_EFORMAT,
+                          "%s: class folder is the same folder as another class's (a link to "
+                          "it); each folder is read once",
+                          child);
+        goto fail;
+      }
       s->classes[s->n_classes++] = names[k];
       names[k] = NULL;
     } else {

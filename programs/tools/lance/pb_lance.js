@@ -333,10 +333,10 @@ function findLayout(schema) {
   let col = null;
   for (const f of schema.fields) {
     if (f.type instanceof arrow.Struct && f.type.children.some((c) => c.name === 'pixels_meta')) {
-      if (col === null || f.name === 'ome_arrow') col = f.name;
+      if (col === null || f.name === 'ome_arrow') col = f;
     }
   }
-  if (col !== null) return { layout: 'ome-arrow', column: col };
+  if (col !== null) return { layout: 'ome-arrow', column: col.name, type: col.type };
   const names = schema.fields.map((f) => f.name);
   if (['shape', 'dtype', 'pixels'].every((n) => names.includes(n))) return { layout: 'bytes', column: 'pixels' };
   throw new Fail('no OME-Arrow struct column (one with pixels_meta) and no byte layout ' +
@@ -365,9 +365,25 @@ async function describe(table, lay) {
     }
     return images;
   }
+  // Only the struct's fields that exist are asked for (the engine refuses a projection of a
+  // missing field): id, name and everything in pixels_meta but the pixel type and the sizes
+  // are optional, as in the Parquet readers.
   const c = lay.column;
-  const r = await table.query().select([`${c}.id`, `${c}.name`, `${c}.pixels_meta`]).toArrow();
-  const ids = r.getChildAt(0), nms = r.getChildAt(1), pms = r.getChildAt(2);
+  const has = (type, name) => type.children.some((f) => f.name === name);
+  const omeT = lay.type;
+  const pmT = omeT.children.find((f) => f.name === 'pixels_meta').type;
+  if (!(pmT instanceof arrow.Struct)) throw new Fail(`${c}.pixels_meta is not a struct`);
+  const missing = ['type', 'size_x', 'size_y', 'size_z', 'size_c', 'size_t'].filter((n) => !has(pmT, n));
+  if (missing.length > 0)
+    throw new Fail(`${c}.pixels_meta has no ${missing.join(', ')} (needed for the pixels)`);
+  if (!has(omeT, 'planes') && !has(omeT, 'chunks'))
+    throw new Fail(`${c} has neither planes nor chunks: no pixels`);
+  const optional = ['id', 'name'].filter((n) => has(omeT, n));
+  const r = await table.query().select(optional.map((n) => `${c}.${n}`).concat([`${c}.pixels_meta`])).toArrow();
+  const none = { get: () => null };
+  const ids = has(omeT, 'id') ? r.getChildAt(optional.indexOf('id')) : none;
+  const nms = has(omeT, 'name') ? r.getChildAt(optional.indexOf('name')) : none;
+  const pms = r.getChildAt(optional.length);
   for (let i = 0; i < r.numRows; i++) {
     const pm = pms.get(i);
     if (pm === null) throw new Fail(`row ${i}: pixels_meta is null`);
