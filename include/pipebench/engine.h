@@ -200,6 +200,12 @@ PB_API int pb_npy_read_f32(const char *path, float **data, int64_t *shape, int *
  * outlive the engine. */
 PB_API const pb_allocator *pb_engine_host_allocator(pb_engine *e);
 
+/** The same host memory without an engine, for a loader that feeds another framework (torch):
+ * device "cuda" gives pinned memory from the CUDA module, loaded on first use. NULL with err set
+ * (PB_EUNSUPPORTED, saying why) where there is no usable GPU or for other devices. Valid for the
+ * life of the process. */
+PB_API const pb_allocator *pb_device_host_allocator(const char *device, struct pb_error *err);
+
 /** A batch of raw images as a loader hands them over (PB_OUT_NATIVE): n images of c x z x h x w
  * pixels of type dtype, C order, in host memory (pinned memory from pb_engine_host_allocator
  * makes the copy asynchronous). */

@@ -507,6 +507,21 @@ const pb_allocator *pb_engine_host_allocator(pb_engine *e) {
   return e != NULL ? e->vt->host_allocator : NULL;
 }
 
+const pb_allocator *pb_device_host_allocator(const char *device, struct pb_error *err) {
+  if (device == NULL || strcmp(device, "cuda") != 0) {
+    pb_error_set(err, PB_EUNSUPPORTED, "pinned host memory: device '%s' (cuda only)",
+                 device ? device : "(null)");
+    return NULL;
+  }
+  char why[512] = "";
+  const pb__engine_vtable *vt = cuda_get(why, sizeof why);
+  if (vt == NULL || vt->host_allocator == NULL) {
+    pb_error_set(err, PB_EUNSUPPORTED, "cuda unavailable: %s", why[0] ? why : "no pinned memory");
+    return NULL;
+  }
+  return vt->host_allocator;
+}
+
 static int check_native(const pb_engine *e, const pb_native_batch *in, struct pb_error *err) {
   if (in == NULL || in->pixels == NULL)
     return pb_error_set(err, PB_EINVAL, "forward_native: no pixels");

@@ -204,6 +204,7 @@ _ld_free = _fn("pb_loader_free", None, _c)
 _ld_batches = _fn("pb_loader_batches_per_epoch", ctypes.c_int64, _c)
 _ld_stats = _fn("pb_loader_get_stats", None, _c, ctypes.POINTER(_LoaderStats))
 _batch_free = _fn("pb_batch_free", None, ctypes.POINTER(_Batch))
+_host_allocator = _fn("pb_device_host_allocator", ctypes.c_void_p, ctypes.c_char_p, _err_p)
 _batch_dlpack = _fn("pb_batch_to_dlpack", ctypes.c_int, ctypes.POINTER(_Batch),
                     ctypes.POINTER(_c), _err_p)
 
@@ -412,7 +413,8 @@ class Loader:
     Loader(path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
            cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0, world_size=1,
            mean=0.5, std=0.5, skip_errors=False, format=None, cache_path=None, crop=224,
-           resize=256, scale=(0.08, 1.0), ratio=(3/4, 4/3), flip=True, reduced_decode=True)
+           resize=256, scale=(0.08, 1.0), ratio=(3/4, 4/3), flip=True, reduced_decode=True,
+           pinned=False)
 
     dtype "native" gives batches of the images' own pixels (no cast, no scaling; transform
     must be "none").
@@ -423,13 +425,16 @@ class Loader:
     ranges, flip its random horizontal flip, reduced_decode lets JPEG decode at 1/2, 1/4 or 1/8
     where the output keeps its resolution (docs/loader.md). Batch.labels gives the samples'
     class labels.
+
+    pinned=True puts batches in page-locked memory from the CUDA module (PipebenchError where
+    no GPU is usable), so a copy to the GPU is asynchronous; pipebench.torch.Loader uses it.
     """
 
     def __init__(self, path, batch_size=16, workers=0, shuffle=False, seed=42, transform="none",
                  cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0,
                  world_size=1, mean=0.5, std=0.5, skip_errors=False, format=None,
                  cache_path=None, crop=224, resize=256, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
-                 flip=True, reduced_decode=True):
+                 flip=True, reduced_decode=True, pinned=False):
         if transform not in _TRANSFORMS:
             raise ValueError("transform must be one of %s" % sorted(_TRANSFORMS))
         p = _LoaderParams()
@@ -450,6 +455,10 @@ class Loader:
         fmt, cp = _b(format), _b(cache_path)  # alive until pb_loader_new returns
         p.format = fmt
         p.cache_path = cp
+        if pinned:
+            p.allocator = _host_allocator(b"cuda", err)
+            if not p.allocator:
+                raise PipebenchError(-10004, err.message.decode("utf-8", "replace"))
         self._h = _c()
         _check(_ld_new(_b(path), ctypes.byref(p), ctypes.byref(self._h), err), err)
         self._epoch = 0
