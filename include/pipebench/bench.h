@@ -38,8 +38,10 @@ typedef struct pb_run_params {
   int t3_batch, t3_workers;/**< track 3: loader batch size and workers */
   double emulate_ms;       /**< track 3: > 0: a fixed busy time per batch instead of a model */
   int train;               /**< track 3: 1: an SGD step per batch instead of a forward pass */
-  const char *device;      /**< track 3 (and 4's host-to-device stage): "cpu" (NULL), "cuda",
-                                "auto" (cuda when usable here, else cpu) */
+  const char *device;      /**< track 3 (and 4's host-to-device stage): "auto" (NULL: cuda
+                                when an engine can run there, else cpu; a track 3 --train
+                                loop on cpu, as the cuda engine runs inference only), "cpu",
+                                "cuda" */
   const char *dtype;       /**< track 3: the engine's compute type; NULL: float32 on cpu,
                                 bfloat16 on cuda */
   /** Progress: what is running, how many steps of how many are done. May be NULL. */

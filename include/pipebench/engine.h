@@ -231,11 +231,29 @@ typedef struct pb_native_batch {
 PB_API int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor *output,
                                     int64_t *h2d_ns, struct pb_error *err);
 
-/** Waits for the work queued on the engine and gives the device time (CUDA events) that the
- * forwards of pb_engine_forward_native took since the previous call (conversion and model; a
- * copy the device had to wait for not included): the time the GPU was busy with them. The share
- * of wall time this covers is the accelerator's utilisation. PB_EUNSUPPORTED on cpu. */
-PB_API int pb_engine_device_time(pb_engine *e, int64_t *ns, struct pb_error *err);
+/** When one pb_engine_forward_native's work ran on the device, in ns after the engine's mark
+ * (pb_engine_device_mark), by CUDA events: from the moment its conversion could start (its copy
+ * had arrived and the forward before it was done) to the end of its model. */
+typedef struct pb_device_span {
+  int64_t start_ns, end_ns;
+} pb_device_span;
+
+/** Opens a device window: waits until all work queued on the engine has finished, reads the
+ * host clock (pb_now_ns) into *host_ns (may be NULL) on the idle device, then records a mark on
+ * the engine's stream, so the mark lies after *host_ns. The forwards of pb_engine_forward_native
+ * queued from then on are timed against the mark. PB_EUNSUPPORTED on backends that compute on
+ * the host (there the host clock is the device's). */
+PB_API int pb_engine_device_mark(pb_engine *e, int64_t *host_ns, struct pb_error *err);
+
+/** Waits until all work queued on the engine has finished and gives, in the order they were
+ * queued, the device spans of the pb_engine_forward_native calls since the last mark: the first
+ * min(cap, *n) go into spans (NULL with cap 0 only counts), *n gets how many there were. Spans
+ * do not overlap (one stream runs them in turn) and all lie between the mark and the return of
+ * this call, so a host clock read after it closes a window that holds every one of them; the
+ * device's busy time is the sum of end_ns - start_ns. PB_ESTATE before a mark, PB_EUNSUPPORTED
+ * on backends that compute on the host. */
+PB_API int pb_engine_device_spans(pb_engine *e, pb_device_span *spans, size_t cap, size_t *n,
+                                  struct pb_error *err);
 
 /** Copies bytes of host memory to the device through the engine's copy stream (into its staging
  * buffer) and waits; *ns gets the copy's device time (CUDA events). Measures the data path's

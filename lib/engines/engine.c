@@ -595,12 +595,23 @@ int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor 
   return e->vt->forward(e, e->host_in->ptr, output->ptr, err);
 }
 
-int pb_engine_device_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
-  *ns = 0;
-  if (e->vt->device_time == NULL)
+int pb_engine_device_mark(pb_engine *e, int64_t *host_ns, struct pb_error *err) {
+  if (e->vt->device_mark == NULL)
     return pb_error_set(err, PB_EUNSUPPORTED,
                         "the %s backend runs on the host: there is no device time", e->vt->name);
-  return e->vt->device_time(e, ns, err);
+  int64_t ignored;
+  return e->vt->device_mark(e, host_ns != NULL ? host_ns : &ignored, err);
+}
+
+int pb_engine_device_spans(pb_engine *e, pb_device_span *spans, size_t cap, size_t *n,
+                           struct pb_error *err) {
+  *n = 0;
+  if (e->vt->device_spans == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED,
+                        "the %s backend runs on the host: there is no device time", e->vt->name);
+  if (spans == NULL && cap > 0)
+    return pb_error_set(err, PB_EINVAL, "device_spans: no room for %zu spans", cap);
+  return e->vt->device_spans(e, spans, cap, n, err);
 }
 
 int pb_engine_forward_time(pb_engine *e, int64_t *ns, struct pb_error *err) {

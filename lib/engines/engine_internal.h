@@ -36,8 +36,12 @@ typedef struct pb__engine_vtable {
                         struct pb_error *err);
   int (*copy_in)(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct pb_error *err);
   void (*native_release)(pb_engine *e);
-  /* Waits for queued work; *ns = device time of forward_native's work since the last call. */
-  int (*device_time)(pb_engine *e, int64_t *ns, struct pb_error *err);
+  /* The device window (pb_engine_device_mark / pb_engine_device_spans): mark waits for queued
+   * work, reads the host clock, then marks the stream; spans waits and gives forward_native's
+   * spans since the mark (NULL on host backends). */
+  int (*device_mark)(pb_engine *e, int64_t *host_ns, struct pb_error *err);
+  int (*device_spans)(pb_engine *e, pb_device_span *spans, size_t cap, size_t *n,
+                      struct pb_error *err);
   /* Waits for the most recent forward and gives its device time (NULL on host backends). */
   int (*forward_time)(pb_engine *e, int64_t *ns, struct pb_error *err);
 } pb__engine_vtable;

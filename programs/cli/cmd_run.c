@@ -34,7 +34,7 @@ static const cli_opt opts[] = {
     {"train", NULL, "track 3: an SGD step per batch instead of inference"},
     {"t3-batch", "N", "track 3 batch size (default 16)"},
     {"t3-workers", "N", "track 3 loader workers (default 2)"},
-    {"device", "DEV", "track 3 and 4: cpu (default), cuda, or auto (cuda when usable here)"},
+    {"device", "DEV", "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
     {"dtype", "TYPE", "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
     {"no-peer", NULL, "skip the torch DataLoader peer in track 2"},
     {"seed", "S", "seed (default 42)"},

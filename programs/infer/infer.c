@@ -23,6 +23,7 @@
 
 #include "common/fs.h"
 #include "infer/infer_internal.h"
+#include "tracks/device.h"
 #include "tracks/ranks.h"
 
 void pb_infer_params_init(pb_infer_params *params) {
@@ -101,7 +102,7 @@ static int resolve_device(const pb_infer_params *p, pb__infer_ctx *c, struct pb_
                         want, here);
   if ((c->mask & PB__FW_ONEDNN) && strcmp(want, "auto") == 0) want = "cpu";
   if ((c->mask & PB__FW_CUDA) && strcmp(want, "auto") == 0) want = "cuda";
-  c->device = pb_engine_resolve_device(want);
+  c->device = pb__device_resolve(want, c->device_why, sizeof c->device_why);
   if (c->device == NULL)
     return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s; this machine has: %s)",
                         want, pb_engine_device_list(), here);
@@ -300,7 +301,8 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
 
 /* ---- pipebench's engine -------------------------------------------------------------------- */
 
-/* Host wall time per forward (launch to synchronised), and on a device also the forward's own
+/* Host wall time per forward (launch to synchronised: each interval, and so each rate made from
+ * them, starts and ends on an idle device), and on a device also the forward's own
  * device time from CUDA events (*n_dev of them; 0 on the CPU, whose clock is the host's). Across
  * ranks the timed passes start together after every rank's warm-up, and *window_s is this rank's
  * time from that start to the moment the last rank has finished; a failure here is prefixed with
@@ -424,8 +426,9 @@ static int run_engine_batch(const pb_infer_params *p, pb__infer_ctx *c, int i, d
   if (rc == PB_OK) {
     pb_engine_get_info(e, &in);
     if (i == 0)
-      pb__infer_note(p, 0, "device: %s (%s, %s, %d threads, %s%s%s)", in.device, in.device_name,
-                     in.isa, in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
+      pb__infer_note(p, 0, "device: %s (%s%s%s, %s, %d threads, %s%s%s)", in.device,
+                     c->device_why, c->device_why[0] ? "; " : "", in.device_name, in.isa,
+                     in.threads, in.backend, in.versions[0] ? "; " : "", in.versions);
     c->flops = in.flops_per_image;
     c->engine_threads = in.threads;
     rc = time_engine(p, e, c->bss[i], x, y, lat, dev_lat, &n_dev, &rss_mb, &window_s, err);

@@ -29,6 +29,7 @@ typedef struct pb__infer_ctx {
   const char *model, *dtype, *source, *device; /**< device: resolved ("cpu", "cuda") */
   const char *source_format;                    /**< format of source, NULL: detected */
   char device_buf[32];                          /**< across ranks: this rank's "cuda:N" */
+  char device_why[640];                         /**< why auto took the cpu ("" otherwise) */
   int bss[PB_INFER_MAX_BATCH_SIZES], nbs;
   int c, h, w;                                  /**< the model's input */
   float *inputs[PB_INFER_MAX_BATCH_SIZES];      /**< one float32 NCHW batch per batch size */

@@ -15,6 +15,7 @@
 #include "pipebench/loader.h"
 
 #include "infer/infer_internal.h"
+#include "tracks/device.h"
 #include "tracks/ranks.h"
 
 void pb_train_params_init(pb_train_params *params) {
@@ -44,6 +45,7 @@ typedef struct train_run {
   unsigned char *ts;      /**< allocated staging, freed at the end */
   double *epoch_s, *epoch_loss;
   pb_train_result r;
+  char device_why[640];   /**< why auto took the cpu ("" otherwise) */
 } train_run;
 
 static void tnote(const pb_train_params *p, const char *fmt, ...)
@@ -85,7 +87,7 @@ static int check_params(const pb_train_params *p, train_run *tr, struct pb_error
   if (strcmp(dtype, "float32") && strcmp(dtype, "bfloat16") && strcmp(dtype, "float16"))
     return pb_error_set(err, PB_EINVAL, "unknown dtype '%s' (available: %s)", dtype,
                         pb_engine_dtype_list());
-  if (pb_engine_resolve_device(p->device ? p->device : "auto") == NULL)
+  if (pb__device_resolve(p->device, NULL, 0) == NULL)
     return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", p->device,
                         pb_engine_device_list());
   if (p->epochs < 1 || p->batch_size < 1 || p->num_images < 1 || p->threads < 0 ||
@@ -171,10 +173,23 @@ static int load_batch(train_run *tr, train_src *s, int64_t st, struct pb_error *
 static int build_engine(train_run *tr, const train_src *s, struct pb_error *err) {
   const pb_train_params *p = tr->p;
   pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
-  ep.model = tr->model, ep.device = p->device, ep.dtype = p->dtype, ep.batch_size = p->batch_size;
-  ep.channels = s->c, ep.height = s->h, ep.width = s->w;
+  /* auto: the GPU where an engine can run there and train, else the CPU, saying why */
+  const char *d = pb__device_resolve(p->device, tr->device_why, sizeof tr->device_why);
+  int left = pb__device_is_auto(p->device);
+  ep.model = tr->model, ep.device = left ? d : p->device, ep.dtype = p->dtype;
+  ep.batch_size = p->batch_size, ep.channels = s->c, ep.height = s->h, ep.width = s->w;
   ep.seed = p->seed, ep.threads = p->threads, ep.training = 1, ep.loss = tr->loss;
-  PB_RETURN_NOT_OK(pb_engine_new(&ep, &tr->e, err));
+  struct pb_error gpu_err = {{0}};
+  int rc = pb_engine_new(&ep, &tr->e, left && strcmp(d, "cpu") != 0 ? &gpu_err : err);
+  if (rc == PB_EUNSUPPORTED && left && strcmp(d, "cpu") != 0) {
+    snprintf(tr->device_why, sizeof tr->device_why, "no usable GPU for training: %s",
+             gpu_err.message);
+    ep.device = "cpu";
+    rc = pb_engine_new(&ep, &tr->e, err);
+  } else if (rc != PB_OK && left && strcmp(d, "cpu") != 0) {
+    pb_error_set(err, rc, "%s", gpu_err.message);
+  }
+  PB_RETURN_NOT_OK(rc);
   PB_RETURN_NOT_OK(pb_engine_tensor_new(tr->e, PB_TENSOR_INPUT, &tr->x, err));
   PB_RETURN_NOT_OK(pb_engine_tensor_new(tr->e, PB_TENSOR_TARGET, &tr->t, err));
   pb_engine_get_info(tr->e, &tr->in);
@@ -228,6 +243,8 @@ static int train_epochs(train_run *tr, train_src *s, struct pb_error *err) {
         p->progress(p->progress_ctx, "train", (long)r->steps, (long)(steps_per_epoch * p->epochs),
                     (double)(pb_now_ns() - t_start) / 1e9);
     }
+    /* times end on an idle device (each step reads its loss, which waits for it, already) */
+    PB_RETURN_NOT_OK(pb_engine_synchronize(tr->e, err));
     tr->epoch_s[ep] = (double)(pb_now_ns() - ep0) / 1e9;
     tr->epoch_loss[ep] = steps_per_epoch ? lsum / (double)steps_per_epoch : NAN;
     if (p->progress != NULL) p->progress(p->progress_ctx, "", 0, 0, 0);
@@ -283,6 +300,7 @@ static int write_metrics(const train_run *tr, const train_ranks *g, const char *
   cJSON_AddStringToObject(j, "backend", tr->in.backend);
   cJSON_AddStringToObject(j, "device", tr->in.device);
   cJSON_AddStringToObject(j, "device_name", tr->in.device_name);
+  if (tr->device_why[0]) cJSON_AddStringToObject(j, "device_note", tr->device_why);
   cJSON_AddStringToObject(j, "versions", tr->in.versions);
   cJSON_AddStringToObject(j, "dtype", tr->in.dtype);
   cJSON_AddStringToObject(j, "data", tr->data);
@@ -364,8 +382,9 @@ int pb_train_run(const pb_train_params *params, pb_train_result *result, struct 
   if (rc == PB_OK) rc = open_source(&tr, &s, err);
   if (rc == PB_OK) rc = build_engine(&tr, &s, err);
   if (rc == PB_OK) {
-    tnote(params, "device: %s (%s, %s, %d threads); model %s, %lld parameters; %lld images of "
-          "%dx%dx%d%s", tr.in.device, tr.in.device_name, tr.in.isa, tr.in.threads, tr.in.model,
+    tnote(params, "device: %s (%s%s%s, %s, %d threads); model %s, %lld parameters; %lld images "
+          "of %dx%dx%d%s", tr.in.device, tr.device_why, tr.device_why[0] ? "; " : "",
+          tr.in.device_name, tr.in.isa, tr.in.threads, tr.in.model,
           (long long)tr.in.parameters, (long long)s.count, s.c, s.h, s.w,
           s.ld != NULL ? " through the loader" : "");
     rc = train_epochs(&tr, &s, err);

@@ -15,9 +15,11 @@
 
 #include "common/fs.h"
 #include "common/proc.h"
+#include "tracks/device.h"
 #include "tracks/ranks.h"
 #include "tracks/tracks.h"
 #include "parquet/pq_cache.h"
+#include "pipebench/engine.h"
 #include "pipebench/gen.h"
 
 #define PB_RUN_DEFAULT_FORMATS "raw,tiff,ome-zarr,oa-dataset,ome-parquet"
@@ -630,6 +632,24 @@ static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
   return PB_OK;
 }
 
+/* Tracks 3 and 4 compute on a device: say which, and why auto took the CPU, in the run's lines
+ * and in the summary. */
+static void report_device(pb_run_ctx *c) {
+  if (!pb__list_has(c->p.tracks, "3") && !pb__list_has(c->p.tracks, "4")) return;
+  char why[640], line[800];
+  const char *d = pb__device_resolve(c->p.device, why, sizeof why);
+  if (d == NULL) return; /* validate() refused it already */
+  pb_gpu_info gi;
+  if (strcmp(d, "cpu") != 0)
+    snprintf(line, sizeof line, "%s (%s)", d,
+             pb_engine_gpu_info(&gi, NULL) == PB_OK ? gi.name : "GPU");
+  else
+    snprintf(line, sizeof line, "cpu (%s)", why[0] ? why : c->env.cpu_model);
+  pb__run_report(c, "device: %s", line);
+  cJSON_AddStringToObject(c->summary, "device", d);
+  if (why[0]) cJSON_AddStringToObject(c->summary, "device_note", why);
+}
+
 /* The report's lines name OUT, not the staging folder they were written in. */
 static void report_line(void *ctx, const char *text) {
   pb_run_ctx *c = ctx;
@@ -690,6 +710,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   rc = pb_env_collect(&c->env, err);
   c->have_env = rc == PB_OK;
   if ((rc = pb__ranks_agree(rc, err)) == PB_OK) rc = prepare_ranks(c, err);
+  if (rc == PB_OK) report_device(c);
   if (rc == PB_OK) {
     c->p.out = c->stage; /* the tracks write into the staging folder */
     rc = measure_tracks(c, err);

@@ -3,12 +3,14 @@
  * (start-up) excluded, as DLIO and MLPerf Storage define it. A compute-emulation mode replaces
  * the model by a fixed busy time per batch, so storage can be judged without a model.
  *
- * On cuda (--device cuda, or auto with a GPU) the loader hands over raw batches (PB_OUT_NATIVE)
- * in pinned memory from the engine's allocator, and pb_engine_forward_native copies them to the
- * GPU and converts them there (pad to the model's input, grey -> RGB, normalise). The loop does
- * not wait for each forward: it runs as far ahead as the engine's two staging buffers allow, so
- * a step's compute time is the time the GPU holds the loop back, and data wait is the time the
- * GPU could have run but the batch was not there. */
+ * On cuda (--device auto, the default, where a GPU is usable, or --device cuda) the loader hands
+ * over raw batches (PB_OUT_NATIVE) in pinned memory from the engine's allocator, and
+ * pb_engine_forward_native copies them to the GPU and converts them there (pad to the model's
+ * input, grey -> RGB, normalise). The loop does not wait for each forward: it runs as far ahead
+ * as the engine's two staging buffers allow. The host's time to queue a step is therefore not
+ * the step: the timed steps run in a window that opens and closes on an idle device, a step ends
+ * when its work ends on the device (CUDA events), images/s is over the window and AU is the
+ * device's busy time over the window (gpu_window.h; docs/measuring.md). */
 #include <math.h>
 #include <plplot.h>
 #include <stdio.h>
@@ -16,6 +18,8 @@
 #include <string.h>
 
 #include "report/plot_kit.h"
+#include "tracks/device.h"
+#include "tracks/gpu_window.h"
 #include "tracks/ranks.h"
 #include "tracks/tracks.h"
 #include "pipebench/engine.h"
@@ -69,9 +73,11 @@ typedef struct t3_state {
   int64_t busy_ns;         /* the GPU's time on the timed steps' forwards (CUDA events) */
   double *h2d_s;           /* each timed step's copy, seconds (h2d_cap entries) */
   int64_t h2d_cap;
+  pb_device_span *spans;   /* the timed steps' device spans (h2d_cap entries) */
 } t3_state;
 
 static void state_free(t3_state *s) {
+  free(s->spans);
   free(s->h2d_s);
   pb_tensor_free(s->target);
   pb_tensor_free(s->out);
@@ -131,7 +137,8 @@ static int state_new_gpu(pb_run_ctx *c, const char *device, int bs, t3_state *s,
   int rc = pb_engine_new(&ep, &s->engine, err);
   if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_OUTPUT, &s->out, err);
   s->h2d_cap = (int64_t)c->p.steps + 1;
-  if (rc == PB_OK && (s->h2d_s = calloc((size_t)s->h2d_cap, sizeof *s->h2d_s)) == NULL)
+  if (rc == PB_OK && ((s->h2d_s = calloc((size_t)s->h2d_cap, sizeof *s->h2d_s)) == NULL ||
+                      (s->spans = calloc((size_t)s->h2d_cap, sizeof *s->spans)) == NULL))
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   if (rc != PB_OK) {
     state_free(s);
@@ -174,11 +181,20 @@ typedef struct t3_steps_out {
   double first_step;            /* the first step, seconds */
   double sum_step, sum_wait;    /* over the timed steps, seconds */
   int64_t samples;              /* images in the timed steps */
+  double own_s;                 /* what the rate is over: the steps' sum on the CPU, where each
+                                   step's compute ends when the host's call returns; the
+                                   synchronised window on the GPU */
+  double au;                    /* accelerator utilisation */
 } t3_steps_out;
 
 /* The loop a training or inference job runs: wait for a batch, compute on it; steps + 1 steps,
  * going on into the next epoch when one ends. step_s and wait_s get each step after the first
- * (room for steps). */
+ * (room for steps). On the CPU a step runs from asking the loader for its batch to the end of
+ * its compute. On the GPU the first step is waited for, the window opens on the idle device (*w0,
+ * just before the engine's mark) and closes once the device is idle again after the last step;
+ * a step ends when its work ends on the device, from the end of the step before it (the mark for
+ * the first), so it holds the wait for its data as well as its compute. wait_s is the host's
+ * time in pb_loader_next either way. */
 static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, double *step_s,
                     double *wait_s, t3_steps_out *o, int64_t *w0, struct pb_error *err) {
   int n = 0, empty = 0, rc = PB_OK, opened = 0;
@@ -217,29 +233,38 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
     }
     pb_batch_free(b);
     if (k == 0 && s->gpu && rc == PB_OK) {
-      /* the first step is excluded: the timed steps start with the GPU idle and its counters
-       * at zero, so every forward they queue, and only those, is counted */
-      int64_t ns = 0;
-      rc = pb_engine_device_time(s->engine, &ns, err);
+      /* the first step (excluded) ends when the device has done it */
+      rc = pb_engine_synchronize(s->engine, err);
       first_step = (double)(pb_now_ns() - t0) / 1e9;
       s->h2d_ns = s->h2d_bytes = s->h2d_n = 0;
     }
     if (k == 0) { /* the ranks' timed steps start together: the common window opens */
       rc = pb__ranks_agree(rc, err);
       opened = 1;
-      *w0 = pb_now_ns();
+      /* on the GPU on the idle device, before the mark the steps' device times count from */
+      if (rc == PB_OK && s->gpu) rc = pb_engine_device_mark(s->engine, w0, err);
+      else *w0 = pb_now_ns();
     }
     k++;
   }
   if (!opened) rc = pb__ranks_agree(rc, err); /* a rank that failed at its first step */
-  if (rc == PB_OK && s->gpu) { /* the forwards still queued belong to the last step */
-    int64_t t0 = pb_now_ns();
-    rc = pb_engine_device_time(s->engine, &s->busy_ns, err);
-    double dt = (double)(pb_now_ns() - t0) / 1e9;
-    if (n > 0) step_s[n - 1] += dt, sum_step += dt;
-    else first_step += dt;
+  double own_s = sum_step, au = sum_step > 0 ? (sum_step - sum_wait) / sum_step : NAN;
+  if (rc == PB_OK && s->gpu) {
+    size_t ns = 0;
+    rc = pb_engine_device_spans(s->engine, s->spans, (size_t)s->h2d_cap, &ns, err);
+    int64_t w1 = pb_now_ns(); /* the device is idle: the window closes */
+    if (rc == PB_OK && ns != (size_t)n)
+      rc = pb_error_set(err, PB_ESTATE, "the device timed %zu forwards for %d steps", ns, n);
+    pb__gpu_window gw;
+    if (rc == PB_OK) rc = pb__gpu_window_stats(*w0, w1, s->spans, ns, samples, &gw, step_s, err);
+    if (rc == PB_OK) {
+      sum_step = 0;
+      for (int i = 0; i < n; i++) sum_step += step_s[i];
+      own_s = gw.window_s, au = gw.au;
+      s->busy_ns = (int64_t)llround(gw.busy_s * 1e9);
+    }
   }
-  *o = (t3_steps_out){n, first_step, sum_step, sum_wait, samples};
+  *o = (t3_steps_out){n, first_step, sum_step, sum_wait, samples, own_s, au};
   return rc;
 }
 
@@ -273,7 +298,7 @@ static int t3_gather(const t3_steps_out *st, const t3_state *sx, double au, doub
                      struct pb_error *err) {
   memset(r, 0, sizeof *r);
   int n = pb__ranks_size();
-  PB_RETURN_NOT_OK(pb__rank_window_gather(st->samples, st->sum_step, window_s, &r->w, err));
+  PB_RETURN_NOT_OK(pb__rank_window_gather(st->samples, st->own_s, window_s, &r->w, err));
   int64_t nh = sx->h2d_n < sx->h2d_cap ? sx->h2d_n : sx->h2d_cap;
   double mine[T3_MINE] = {au, st->sum_step, st->sum_wait, st->first_step,
                           (double)sx->h2d_ns / 1e9, (double)sx->h2d_bytes, (double)sx->h2d_n,
@@ -391,10 +416,9 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     double window_s = (double)(pb_now_ns() - w0) / 1e9;
     if (rc != PB_OK) break;
     /* AU: on the CPU the loop's compute time over step time; on the GPU the device's busy time
-     * (CUDA events around each forward) over step time, since the loop runs ahead of the GPU
-     * and a wait for data need not leave the GPU idle */
-    double au = st.sum_step > 0 ? (st.sum_step - st.sum_wait) / st.sum_step : NAN;
-    if (sx->gpu && st.sum_step > 0) au = (double)sx->busy_ns / 1e9 / st.sum_step;
+     * (CUDA events around each forward) over the synchronised window, since the loop runs ahead
+     * of the GPU and a wait for data need not leave the GPU idle */
+    double au = st.au;
     t3_ranks rk;
     if ((rc = t3_gather(&st, sx, au, window_s, step_s, wait_s, &rk, err)) != PB_OK) break;
     if (pb__ranks_rank() != 0) continue; /* rank 0 writes every rank's row */
@@ -410,7 +434,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     if (pb__ranks_size() > 1) au = rk.au_mean;
     double wait_frac = rk.sum_step > 0 ? rk.sum_wait / rk.sum_step : NAN;
     double ips = pb__ranks_size() > 1 ? rk.w.rate
-                 : st.sum_step > 0 ? (double)st.samples / st.sum_step : NAN;
+                 : st.own_s > 0 ? (double)st.samples / st.own_s : NAN;
     pb__row_common(c, t, c->formats[fi], r);
     pb_table_set_str(t, T3_CACHE, cache_names[cache]);
     pb_table_set_str(t, T3_MODEL, c->p.emulate_ms > 0 ? "emulated" : c->p.model);
@@ -478,32 +502,45 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
   return rc;
 }
 
-/* The device track 3 computes on: "cpu" unless asked; "auto" takes cuda when usable. */
-static int t3_device(const pb_run_params *p, const char **device, struct pb_error *err) {
-  const char *want = p->device ? p->device : "cpu";
-  const char *d = pb_engine_resolve_device(want);
+/* The device track 3 computes on: p->device, where "auto" (NULL, the default) takes cuda when an
+ * engine can run there. A training loop left to auto runs on the cpu, as the cuda engine runs
+ * inference only; why (may be NULL) then says so, or why auto found no usable GPU ("" when it
+ * did, or the device was named). */
+static int t3_device(const pb_run_params *p, const char **device, char *why, size_t why_len,
+                     struct pb_error *err) {
+  char reason[640] = "", st[512] = "";
+  const char *d = pb__device_resolve(p->device, reason, sizeof reason);
   if (d == NULL)
-    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", want,
+    return pb_error_set(err, PB_EINVAL, "unknown device '%s' (available: %s)", p->device,
                         pb_engine_device_list());
-  char why[512] = "";
-  if (strcmp(d, "cpu") != 0 && pb_engine_device_status(d, why, sizeof why) != 0)
-    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: device %s is unavailable here: %s", d, why);
-  if (strcmp(d, "cpu") != 0 && p->train && p->emulate_ms <= 0)
-    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: --train runs on cpu only (the %s engine "
-                        "runs inference)", d);
+  if (strcmp(d, "cpu") != 0 && pb_engine_device_status(d, st, sizeof st) != 0)
+    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: device %s is unavailable here: %s", d, st);
+  if (strcmp(d, "cpu") != 0 && p->train && p->emulate_ms <= 0) {
+    if (!pb__device_is_auto(p->device))
+      return pb_error_set(err, PB_EUNSUPPORTED, "track 3: --train runs on cpu only (the %s engine "
+                          "runs inference)", d);
+    snprintf(reason, sizeof reason, "no usable GPU for training: the %s engine runs inference only",
+             d);
+    d = "cpu";
+  }
+  if (why != NULL && why_len > 0) snprintf(why, why_len, "%s", reason);
   *device = d;
   return PB_OK;
 }
 
 static int t3_validate(const pb_run_params *p, struct pb_error *err) {
   const char *d;
-  return t3_device(p, &d, err);
+  return t3_device(p, &d, NULL, 0, err);
 }
 
 static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
   const char *device = "cpu";
-  PB_RETURN_NOT_OK(t3_device(&c->p, &device, err));
+  char why[640];
+  PB_RETURN_NOT_OK(t3_device(&c->p, &device, why, sizeof why, err));
+  /* the run said which device it found; training is the one case track 3 does not take it */
+  if (c->p.train && c->p.emulate_ms <= 0 && strncmp(why, "no usable GPU for training", 26) == 0)
+    pb__run_report(c, "track 3: device: cpu (%s)", why);
   /* One GPU per rank: the rank's place on its host modulo the GPUs there. */
   char ranked[32];
   int gpu = pb__ranks_size() > 1 ? pb__ranks_local_gpu() : -1;

@@ -11,6 +11,7 @@
 
 #include "tools/peer.h"
 #include "report/plot_kit.h"
+#include "tracks/device.h"
 #include "tracks/tracks.h"
 #include "common/fs.h"
 #include "parquet/pq_cache.h"
@@ -48,7 +49,7 @@ typedef struct stage_samples {
  * buffer (pb_engine_copy_to_device); the raw sample, as a GPU-fed loader ships it
  * (PB_OUT_NATIVE), is copied from pinned memory and timed with CUDA events. */
 static int h2d_open(pb_run_ctx *c, stage_samples *s, struct pb_error *err) {
-  const char *d = pb_engine_resolve_device(c->p.device ? c->p.device : "cpu");
+  const char *d = pb__device_resolve(c->p.device, NULL, 0); /* auto: the GPU where usable */
   if (d == NULL || strcmp(d, "cpu") == 0) return PB_OK;
   pb_engine_params ep = PB_ENGINE_PARAMS_DEFAULTS;
   ep.model = "embed";

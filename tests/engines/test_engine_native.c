@@ -92,6 +92,9 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
   }
   pb_tensor *out[2];
   for (int k = 0; k < 2; k++) CHECK_OK(pb_engine_tensor_new(e, PB_TENSOR_OUTPUT, &out[k], &err), &err);
+  size_t nspan = 99;
+  CHECK_EQ(pb_engine_device_spans(e, NULL, 0, &nspan, &err),
+           strcmp(device, "cpu") == 0 ? PB_EUNSUPPORTED : PB_ESTATE); /* no mark yet */
   for (int round = 0; round < 3; round++) {
     for (int k = 0; k < 2; k++) {
       pb_native_batch nb = {px[k], pd, N, IC, IZ, IH, IW, mean, std};
@@ -115,6 +118,37 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
       CHECK(r <= tol);
     }
     for (int k = 0; k < 2 && pin != NULL; k++) fill(px[k], pd, npx, 7u + (uint64_t)k);
+  }
+
+  /* the device window: more forwards than the engine's ring of events, each a span after the
+   * mark, in order, none overlapping, all inside the host's window around them */
+  if (strcmp(device, "cpu") == 0) {
+    CHECK_EQ(pb_engine_device_mark(e, NULL, &err), PB_EUNSUPPORTED);
+  } else {
+    enum { NF = 13 };
+    int64_t h0 = 0;
+    CHECK_OK(pb_engine_device_mark(e, &h0, &err), &err);
+    for (int i = 0; i < NF; i++) {
+      pb_native_batch nb = {px[i % 2], pd, N, IC, IZ, IH, IW, mean, std};
+      CHECK_OK(pb_engine_forward_native(e, &nb, out[i % 2], NULL, &err), &err);
+    }
+    pb_device_span sp[NF + 1];
+    CHECK_OK(pb_engine_device_spans(e, sp, NF + 1, &nspan, &err), &err);
+    int64_t h1 = pb_now_ns();
+    CHECK_EQ(nspan, NF);
+    int64_t prev = 0;
+    for (int i = 0; i < NF; i++) {
+      CHECK(sp[i].start_ns >= prev && sp[i].end_ns > sp[i].start_ns);
+      prev = sp[i].end_ns;
+    }
+    printf("%s %s %s: %d forwards in %.3f ms on the device, %.3f ms on the host\n", device,
+           dtype, pb_dtype_name(pd), NF, (double)prev / 1e6, (double)(h1 - h0) / 1e6);
+    CHECK(prev <= h1 - h0 + 1000); /* the clocks may drift by parts per million */
+    CHECK_OK(pb_engine_device_spans(e, sp, 2, &nspan, &err), &err); /* count beyond cap */
+    CHECK_EQ(nspan, NF);
+    CHECK_OK(pb_engine_device_mark(e, NULL, &err), &err); /* a new mark starts over */
+    CHECK_OK(pb_engine_device_spans(e, sp, NF, &nspan, &err), &err);
+    CHECK_EQ(nspan, 0);
   }
 
   /* refusals: a batch of another size, a bad std, no pixels */

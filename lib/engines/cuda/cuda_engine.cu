@@ -1100,6 +1100,6 @@ extern "C" const pb__engine_vtable pbc_backend = {
     0,                  /* host_visible */
     cu_forward,         cu_train_step, cu_sync,
     /* the data path (cuda_input.cu) */
-    &pbc_pinned_allocator, pbc_forward_native, pbc_copy_in, pbc_native_release, pbc_device_time,
-    cu_forward_time,
+    &pbc_pinned_allocator, pbc_forward_native, pbc_copy_in, pbc_native_release, pbc_device_mark,
+    pbc_device_spans, cu_forward_time,
 };

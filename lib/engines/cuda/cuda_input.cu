@@ -12,8 +12,12 @@
  * done, so the caller may reuse the host buffer; the forward stays queued.
  *
  * Device time: each forward_native's work on the engine's stream (after its copy has arrived)
- * lies between two events of a small ring; pbc_device_time sums the finished ones, so track 3
- * can set the GPU's busy time against wall time. */
+ * lies between two events of a small ring. pbc_device_mark records a mark on the idle stream;
+ * as ring slots finish, their times after the mark are kept as spans, which pbc_device_spans
+ * hands over once the stream is idle again: a window on the host clock that opens before the
+ * mark and closes after that wait holds all of them (docs/measuring.md). */
+#include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,8 +84,12 @@ struct native_state {
   cudaEvent_t copy_start[2] = {NULL, NULL}, copied[2] = {NULL, NULL}, consumed[2] = {NULL, NULL};
   int next = 0;
   cudaEvent_t busy0[PBC_BUSY_RING] = {}, busy1[PBC_BUSY_RING] = {};
-  int64_t issued = 0, summed = 0; /* forwards timed, and those already added to busy_ns */
-  int64_t busy_ns = 0;
+  int64_t issued = 0, summed = 0; /* forwards timed, and those whose events were read */
+  cudaEvent_t mark = NULL;         /* the window's origin (pbc_device_mark) */
+  int marked = 0;
+  int64_t mark_issued = 0;         /* forwards queued before the mark */
+  pb_device_span *spans = NULL;    /* the forwards since the mark whose events were read */
+  size_t n_spans = 0, spans_cap = 0;
 };
 
 #define CUN(call, what)                                                                        \
@@ -106,6 +114,8 @@ void pbc_native_release(pb_engine *e) {
     if (s->busy0[k]) cudaEventDestroy(s->busy0[k]);
     if (s->busy1[k]) cudaEventDestroy(s->busy1[k]);
   }
+  if (s->mark) cudaEventDestroy(s->mark);
+  free(s->spans);
   cudaFree(s->input);
   if (s->copy) cudaStreamDestroy(s->copy);
   e->info.bytes_scratch -= (int64_t)(2 * s->cap + s->input_bytes);
@@ -130,6 +140,7 @@ static int state_get(pb_engine *e, size_t bytes, native_state **out, struct pb_e
       CUN(cudaEventCreate(&s->busy0[k]), "event");
       CUN(cudaEventCreate(&s->busy1[k]), "event");
     }
+    CUN(cudaEventCreate(&s->mark), "event");
     const pb_engine_info *i = &e->info;
     s->input_bytes =
         (size_t)i->batch_size * (size_t)i->channels * (size_t)i->height * (size_t)i->width * 4;
@@ -188,26 +199,56 @@ static void launch(const void *src, float *dst, const pb_engine_info *i, const p
       scale, in->mean, 1.0f / in->std);
 }
 
-/* Adds the device time of the timed forwards before `upto` (waiting for them) to busy_ns. */
+/* Reads the events of the forwards before `upto` (waiting for them); those queued after the
+ * mark become spans: their start and end after the mark. Times after one mark come from
+ * differences of one clock rounded the same way, so spans keep the stream's order. */
 static int busy_sum(native_state *s, int64_t upto, struct pb_error *err) {
   for (; s->summed < upto; s->summed++) {
     int k = (int)(s->summed % PBC_BUSY_RING);
-    float ms = 0;
     CUN(cudaEventSynchronize(s->busy1[k]), "event");
-    CUN(cudaEventElapsedTime(&ms, s->busy0[k], s->busy1[k]), "event time");
-    s->busy_ns += (int64_t)((double)ms * 1e6);
+    if (!s->marked || s->summed < s->mark_issued) continue;
+    float a = 0, b = 0;
+    CUN(cudaEventElapsedTime(&a, s->mark, s->busy0[k]), "event time");
+    CUN(cudaEventElapsedTime(&b, s->mark, s->busy1[k]), "event time");
+    if (s->n_spans == s->spans_cap) {
+      size_t cap = s->spans_cap ? 2 * s->spans_cap : 256;
+      pb_device_span *p = (pb_device_span *)realloc(s->spans, cap * sizeof *p);
+      if (p == NULL) return pbc_err(err, PB_ENOMEM, "out of memory (%zu device spans)", cap);
+      s->spans = p, s->spans_cap = cap;
+    }
+    s->spans[s->n_spans++] = {(int64_t)llround((double)a * 1e6), (int64_t)llround((double)b * 1e6)};
   }
   return 0;
 }
 
-int pbc_device_time(pb_engine *e, int64_t *ns, struct pb_error *err) {
-  *ns = 0;
-  CUN(cudaStreamSynchronize(pbc_engine_stream(e)), "synchronize");
-  native_state *s = (native_state *)e->native;
-  if (s == NULL) return 0;
+int pbc_device_mark(pb_engine *e, int64_t *host_ns, struct pb_error *err) {
+  native_state *s = NULL;
+  PB_RETURN_NOT_OK(state_get(e, 0, &s, err));
+  cudaStream_t st = pbc_engine_stream(e);
+  CUN(cudaStreamSynchronize(s->copy), "synchronize");
+  CUN(cudaStreamSynchronize(st), "synchronize");
   PB_RETURN_NOT_OK(busy_sum(s, s->issued, err));
-  *ns = s->busy_ns;
-  s->busy_ns = 0;
+  s->n_spans = 0;
+  s->mark_issued = s->issued;
+  /* the clock first: the mark, recorded on the idle stream, then lies after it */
+  *host_ns = pbc_now_ns();
+  CUN(cudaEventRecord(s->mark, st), "event");
+  s->marked = 1;
+  return 0;
+}
+
+int pbc_device_spans(pb_engine *e, pb_device_span *spans, size_t cap, size_t *n,
+                     struct pb_error *err) {
+  *n = 0;
+  native_state *s = (native_state *)e->native;
+  if (s == NULL || !s->marked)
+    return pbc_err(err, PB_ESTATE, "device_spans: no mark (pb_engine_device_mark) yet");
+  CUN(cudaSetDevice(e->device_index), "select device");
+  CUN(cudaStreamSynchronize(s->copy), "synchronize");
+  CUN(cudaStreamSynchronize(pbc_engine_stream(e)), "synchronize");
+  PB_RETURN_NOT_OK(busy_sum(s, s->issued, err));
+  for (size_t i = 0; i < s->n_spans && i < cap; i++) spans[i] = s->spans[i];
+  *n = s->n_spans;
   return 0;
 }
 
@@ -231,8 +272,8 @@ int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, in
   PB_RETURN_NOT_OK(copy_into(s, k, in->pixels, bytes, err));
   cudaStream_t st = pbc_engine_stream(e);
   CUN(cudaStreamWaitEvent(st, s->copied[k], 0), "wait");
-  /* a ring slot is reused only once the forward that had it is summed (long finished, since
-   * the loop runs at most two batches ahead) */
+  /* a ring slot is reused only once the forward that had it has been read (long finished,
+   * since the loop runs at most two batches ahead) */
   PB_RETURN_NOT_OK(busy_sum(s, s->issued - PBC_BUSY_RING + 1, err));
   int bk = (int)(s->issued % PBC_BUSY_RING);
   CUN(cudaEventRecord(s->busy0[bk], st), "event");

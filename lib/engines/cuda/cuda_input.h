@@ -17,6 +17,9 @@ int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, in
                        struct pb_error *err);
 int pbc_copy_in(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct pb_error *err);
 void pbc_native_release(pb_engine *e);
-int pbc_device_time(pb_engine *e, int64_t *ns, struct pb_error *err);
+/* pb__engine_vtable's device_mark and device_spans: the device window of forward_native. */
+int pbc_device_mark(pb_engine *e, int64_t *host_ns, struct pb_error *err);
+int pbc_device_spans(pb_engine *e, pb_device_span *spans, size_t cap, size_t *n,
+                     struct pb_error *err);
 
 #endif
