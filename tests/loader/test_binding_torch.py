@@ -14,6 +14,7 @@ import pipebench as pb
 from pipebench.torch import IMAGENET_MEAN, IMAGENET_STD, Loader
 
 tmp = sys.argv[1]
+os.makedirs(tmp, exist_ok=True)
 device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
 root = os.path.join(tmp, "torch_tree")
 rng = np.random.default_rng(5)
