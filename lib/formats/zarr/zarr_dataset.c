@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/checked.h"
+#include "common/safe_open.h"
 #include "formats/zarr/zarr_internal.h"
 
 typedef struct zimg {
@@ -152,7 +153,8 @@ static int zarr_open(const char *path, void **state, struct pb_error *err) {
       if (snprintf(child, sizeof child, "%s/%s", path, names[i]) >= (int)sizeof child) continue;
       if (!is_dir(child)) continue;
       if (!exists(child, ".zattrs") && !exists(child, "zarr.json")) continue;
-      rc = add_image(st, &cap, names[i], child);
+      rc = pb__entry_inside(path, names[i], "the dataset folder", err);
+      if (rc == PB_OK) rc = add_image(st, &cap, names[i], child);
     }
     pb__free_names(names, count);
   }
@@ -216,6 +218,7 @@ static int load_meta(zimg *im, struct pb_error *err) {
   }
   int rc = pb__zarr_parse_ome(json, n, version, p, ome, err);
   pb_free(json, n);
+  if (rc == PB_OK) rc = pb__entry_inside(im->dir, ome->path, "the image group", err);
   if (rc == PB_OK) {
     char adir[4096];
     snprintf(adir, sizeof adir, "%s/%s", im->dir, ome->path);
