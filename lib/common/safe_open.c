@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,22 @@ int pb__entry_inside(const char *root, const char *rel, const char *what, struct
   if (e != ENOSYS && e != EPERM && e != EINVAL && e != E2BIG) return PB_OK; /* the open tells */
 #endif
   return inside_by_realpath(root, rel, what, err);
+}
+
+int pb__open_beneath(int dirfd, const char *rel, int flags) {
+#ifdef PB_HAVE_OPENAT2
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = (uint64_t)(unsigned)flags;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
+  if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return fd;
+#endif
+  if (rel[0] == '/') {
+    errno = EXDEV;
+    return -1;
+  }
+  return openat(dirfd, rel, flags | O_NOFOLLOW);
 }
 
 int pb__open_output(const char *path, int *fd, struct pb_error *err) {

@@ -12,6 +12,11 @@
  * message when root cannot be opened. what: "the dataset folder", for the message. */
 int pb__entry_inside(const char *root, const char *rel, const char *what, struct pb_error *err);
 
+/** openat(dirfd, rel, flags) where nothing on the way (a symbolic link, "..") may lead out of
+ * the folder dirfd: -1 with errno EXDEV (or ELOOP) when something does. Uses openat2 with
+ * RESOLVE_BENEATH; where the kernel lacks it, rel's last component must not be a link. */
+int pb__open_beneath(int dirfd, const char *rel, int flags);
+
 /** Opens path for writing, created or truncated, never through a symbolic link: a link at path
  * is removed and a new file made in its place (the file it named is left as it was); a link to
  * a character device (/dev/stdout on a terminal) is opened as that device. *fd on success. */

@@ -3,8 +3,8 @@
 # link: the link itself is replaced by the new file and the file it named elsewhere is left as it
 # was (a failed run's summary, calibrate --out). An entry a dataset reads (a manifest's entry, a
 # TIFF of a folder, a file of an oa-dataset, an image of a folder of OME-Zarr images, an image's
-# multiscale array) must stay inside the dataset's folder once its links are resolved: a link out
-# of it is refused with exit 2, naming the entry.
+# multiscale array, a chunk) must stay inside the dataset's folder once its links are resolved:
+# a link out of it is refused with exit 2, naming the entry.
 . "$(dirname "$0")/lib.sh"
 pb=${PB_CLI:?}
 py=${PB_PYTHON:-/usr/bin/python3}
@@ -89,5 +89,13 @@ ln -s "$work/other/$zarr/$img/0" "$work/z2/$img/0"
 run "$pb" inspect "$work/z2"
 expect_rc 2 "inspect an OME-Zarr image whose array links out of it"
 expect_err "$img/0 leads outside the image group" "the array is named"
+# A chunk of an image that is a link to another dataset's chunk.
+cp -a "$work/ds/$zarr" "$work/z3"
+chunk=$(cd "$work/z3" && find "$img/0" -type f ! -name '.*' | sort | head -n 1)
+rm "$work/z3/$chunk"
+ln -s "$work/other/$zarr/$chunk" "$work/z3/$chunk"
+run "$pb" inspect "$work/z3"
+expect_rc 2 "inspect an OME-Zarr image whose chunk links out of it"
+expect_err "leads outside the array folder" "the chunk is named"
 
 finish
