@@ -19,8 +19,8 @@ run "$pb" run --data "$work/missing" --out "$work/m" --tracks 1 "${small[@]}"
 expect_rc 2 "run with a missing dataset"
 [[ $(cat "$work/elsewhere/victim.json") == precious ]] && pass \
   || fail "a failed run wrote through OUT/data/pipebench_summary_failed.json, a link"
-[[ -f $work/m/data/pipebench_summary_failed.json && ! -L $work/m/data/pipebench_summary_failed.json ]] \
-  && grep -q missing "$work/m/data/pipebench_summary_failed.json" && pass \
+sf=$work/m/data/pipebench_summary_failed.json
+[[ -f $sf && ! -L $sf ]] && grep -q missing "$sf" && pass \
   || fail "the failed run's summary replaces the link"
 
 ln -s "$work/elsewhere/victim.json" "$work/cal.json"
@@ -34,9 +34,13 @@ expect_rc 0 "calibrate"
 # ---- entries of datasets ----------------------------------------------------------------------
 run "$pb" gen --out "$work/ds" --rows 3 --size 8x8 --formats raw,tiff,ome-zarr,oa-dataset
 expect_rc 0 "gen"
-run "$pb" gen --out "$work/other" --rows 3 --size 8x8 --formats raw,tiff,ome-zarr,oa-dataset --seed 9
+run "$pb" gen --out "$work/other" --rows 3 --size 8x8 --formats raw,tiff,ome-zarr,oa-dataset \
+  --seed 9
 expect_rc 0 "gen of another dataset"
-entry() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["formats"][sys.argv[2]])' "$work/ds/manifest.json" "$1"; }
+entry() {
+  "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["formats"][sys.argv[2]])' \
+    "$work/ds/manifest.json" "$1"
+}
 raw=$(entry raw) tiff=$(entry tiff) zarr=$(entry ome-zarr) oad=$(entry oa-dataset)
 # The datasets as written read (so each refusal below is the link's).
 for f in "$raw" "$tiff" "$zarr" "$oad"; do

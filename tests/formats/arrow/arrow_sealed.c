@@ -36,7 +36,8 @@ static void sql_on(const char *path, const char *q) {
   CHECK(duckdb_open(path, &db) == DuckDBSuccess);
   CHECK(duckdb_connect(db, &c) == DuckDBSuccess);
   duckdb_result r;
-  if (duckdb_query(c, q, &r) != DuckDBSuccess) FAIL("SQL failed: %s: %s", q, duckdb_result_error(&r));
+  if (duckdb_query(c, q, &r) != DuckDBSuccess)
+    FAIL("SQL failed: %s: %s", q, duckdb_result_error(&r));
   duckdb_destroy_result(&r);
   duckdb_disconnect(&c);
   duckdb_close(&db);
