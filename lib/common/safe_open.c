@@ -12,7 +12,9 @@
 #include <unistd.h>
 #if defined(__linux__) && __has_include(<linux/openat2.h>)
 #include <linux/openat2.h>
+#ifdef SYS_openat2
 #define PB_HAVE_OPENAT2 1
+#endif
 #endif
 
 #include "common/safe_open.h"
