@@ -14,9 +14,28 @@ int pb__json_read_file(const char *path, cJSON **out, struct pb_error *err) {
   void *data = NULL;
   size_t size = 0;
   PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
-  *out = cJSON_ParseWithLength(data, size);
+  int rc = pb__json_parse(data, size, path, out, err);
   pb_free(data, size);
-  if (*out == NULL) return pb_error_set(err, PB_EFORMAT, "%s: not valid JSON", path);
+  return rc;
+}
+
+int pb__json_parse(const char *text, size_t n, const char *label, cJSON **out,
+                   struct pb_error *err) {
+  *out = NULL;
+  const char *end = NULL;
+  /* Not require_null_terminated: cJSON 1.7 then also refuses a buffer that ends right after
+   * the value, and counts any byte up to 32 (NUL included) as white space. */
+  cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
+  if (root == NULL) return pb_error_set(err, PB_EFORMAT, "%s: not valid JSON", label);
+  size_t at = end != NULL && end >= text && end <= text + n ? (size_t)(end - text) : n;
+  while (at < n && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r'))
+    at++;
+  if (at < n) {
+    cJSON_Delete(root);
+    return pb_error_set(err, PB_EFORMAT, "%s: trailing data after the JSON value at byte %zu",
+                        label, at);
+  }
+  *out = root;
   return PB_OK;
 }
 

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/safe_open.h"
+
 extern char **environ;
 
 enum {
@@ -145,10 +147,9 @@ static void fds_close(fds *f) {
   }
 }
 
+/* A link at path is replaced, never written through (safe_open.h). */
 static int open_out(const char *path, int *fd, struct pb_error *err) {
-  *fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (*fd < 0) return pb_error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-  return PB_OK;
+  return pb__open_output(path, fd, err);
 }
 
 static int fds_open(const pb__proc *p, fds *f, struct pb_error *err) {

@@ -1,6 +1,7 @@
 /* The engine handle: parameter checks, the table of backends, tensors, weight export (.npy). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -716,8 +717,17 @@ int pb_npy_write_f32(const char *path, const float *data, const int64_t *shape, 
   size_t pad = (64 - total % 64) % 64;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (f == NULL) return pb_error_set(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
+  /* O_EXCL | O_NOFOLLOW: the temporary is a new file, never one a link at its name leads to. */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (f == NULL) {
+    int e = errno;
+    if (fd >= 0) {
+      close(fd);
+      unlink(tmp);
+    }
+    return pb_error_set(err, -e, "cannot create %s: %s", tmp, strerror(e));
+  }
   uint16_t hlen = (uint16_t)((size_t)n + pad + 1);
   unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
                            (unsigned char)(hlen >> 8)};

@@ -11,10 +11,12 @@
 #include "common/fs.h"
 #include "table/results_internal.h"
 
-/* Where the bytes finally go. A symbolic link is followed (the file it names is replaced and
- * the link stays); a character device (/dev/null, a terminal) is written in place, because a
- * rename would replace the device node with a regular file; anything else that is not a regular
- * file is refused. *device: 1 when final is a character device. */
+/* Where the bytes finally go. A symbolic link is never written through: a link to a regular
+ * file, or to nothing, is itself replaced by the new file (the file it named stays as it was);
+ * a link to a character device counts as that device. A character device (/dev/null, a
+ * terminal) is written in place, because a rename would replace the device node with a regular
+ * file; anything else that is not a regular file is refused. *device: 1 when final is a
+ * character device. */
 static int resolve_target(const char *path, char *final, size_t final_size, int *device,
                           struct pb_error *err) {
   *device = 0;
@@ -22,29 +24,30 @@ static int resolve_target(const char *path, char *final, size_t final_size, int 
   const char *slash = strrchr(path, '/');
   if (slash != NULL && slash[1] == '\0')
     return pb_error_set(err, PB_EINVAL, "%s: names a folder, not a file", path);
+  if (snprintf(final, final_size, "%s", path) >= (int)final_size)
+    return pb_error_set(err, PB_EINVAL, "%s: path too long", path);
   struct stat st;
   if (lstat(path, &st) != 0) {
     if (errno != ENOENT)
       return pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
-    if (snprintf(final, final_size, "%s", path) >= (int)final_size)
-      return pb_error_set(err, PB_EINVAL, "%s: path too long", path);
     return PB_OK;
   }
   if (S_ISLNK(st.st_mode)) {
-    char *real = realpath(path, NULL);
-    if (real == NULL) {
-      int e = errno;
-      return pb_error_set(err, PB_EIO, "%s: a symbolic link that leads nowhere usable (%s)",
-                          path, strerror(e));
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return PB_OK; /* the link is replaced */
+    if (S_ISCHR(st.st_mode)) {
+      char *real = realpath(path, NULL);
+      if (real == NULL)
+        return pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
+      int n = snprintf(final, final_size, "%s", real);
+      free(real);
+      if (n < 0 || (size_t)n >= final_size)
+        return pb_error_set(err, PB_EINVAL, "%s: resolved path too long", path);
+      *device = 1;
+      return PB_OK;
     }
-    int n = snprintf(final, final_size, "%s", real);
-    free(real);
-    if (n < 0 || (size_t)n >= final_size)
-      return pb_error_set(err, PB_EINVAL, "%s: resolved path too long", path);
-    if (stat(final, &st) != 0)
-      return pb_error_set(err, -errno, "%s: %s", final, strerror(errno));
-  } else if (snprintf(final, final_size, "%s", path) >= (int)final_size) {
-    return pb_error_set(err, PB_EINVAL, "%s: path too long", path);
+    return pb_error_set(err, PB_EIO,
+                        "%s is a symbolic link to %s; pipebench writes only regular files there",
+                        path, pb__file_kind(st.st_mode));
   }
   if (S_ISREG(st.st_mode)) return PB_OK;
   if (S_ISCHR(st.st_mode)) {

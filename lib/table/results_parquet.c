@@ -264,12 +264,19 @@ int pb__parquet_read(const char *path, pb_table **out, struct pb_error *err) {
   PB_RETURN_NOT_OK(db_open(&d, path, err));
   pb__strbuf lit = {0}, sql = {0};
   pb__strbuf_quoted(&lit, path, '\'');
+  /* The file named is all this session's SQL may open (external access off, locked). */
+  pb__strbuf_puts(&sql, "SET allowed_paths = [");
+  pb__strbuf_puts(&sql, lit.p ? lit.p : "''");
+  pb__strbuf_puts(&sql, "]; SET enable_external_access = false; SET lock_configuration = true");
+  int rc = lit.oom || sql.oom ? pb_error_set(err, PB_ENOMEM, "%s: out of memory", path) : 0;
+  if (rc == 0) rc = db_exec(&d, sql.p, NULL, PB_EDUCKDB, path, "DuckDB setup", err);
+  sql.n = 0;
   pb__strbuf_puts(&sql, "SELECT * FROM read_parquet(");
   pb__strbuf_puts(&sql, lit.p ? lit.p : "''");
   pb__strbuf_puts(&sql, ") LIMIT 0");
   duckdb_result res;
   pb_table *t = NULL;
-  int rc = lit.oom || sql.oom ? pb_error_set(err, PB_ENOMEM, "%s: out of memory", path) : 0;
+  if (rc == 0 && (lit.oom || sql.oom)) rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
   if (rc == 0) rc = db_exec(&d, sql.p, &res, PB_EFORMAT, path, "not a readable Parquet file", err);
   if (rc == 0) {
     rc = pb_table_new(&t);

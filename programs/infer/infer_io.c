@@ -17,6 +17,8 @@
 #include "pipebench/infer.h"
 
 #include "common/fs.h"
+#include "common/json.h"
+#include "common/safe_open.h"
 #include "infer/infer_internal.h"
 
 /* The first of dir and its parents that does not exist yet, into made ("" when dir exists). */
@@ -146,7 +148,9 @@ int pb__infer_resolve_source(const char *src, const char *format, char *out, siz
   void *data = NULL;
   size_t size = 0;
   PB_RETURN_NOT_OK(pb__read_file(manifest, &data, &size, err));
-  cJSON *j = cJSON_ParseWithLength(data, size);
+  cJSON *j = NULL;
+  struct pb_error pe;
+  pb__json_parse(data, size, manifest, &j, &pe); /* not JSON: not gen's manifest */
   pb_free(data, size);
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
   const cJSON *formats = cJSON_GetObjectItemCaseSensitive(j, "formats");
@@ -163,6 +167,12 @@ int pb__infer_resolve_source(const char *src, const char *format, char *out, siz
     size_t l = strlen(listed);
     snprintf(listed + l, sizeof listed - l, "%s%s", l ? ", " : "", f->string);
     if (format != NULL && strcmp(format, f->string) != 0) continue;
+    /* An entry is a path inside the folder: no '..', no absolute path, no link out of it. */
+    int irc = pb__entry_inside(src, f->valuestring, "the dataset folder", err);
+    if (irc != PB_OK) {
+      cJSON_Delete(j);
+      return irc;
+    }
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", src, f->valuestring);
     pb_dataset *ds = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/json.h"
 #include "common/strbuf.h"
 #include "report/report_internal.h"
 #include "table/results_internal.h"
@@ -181,7 +182,8 @@ static cJSON *load_summary(const char *dir) {
   size_t n = 0;
   struct pb_error e;
   if (pb__read_file(path, &text, &n, &e) != PB_OK) return NULL;
-  cJSON *root = cJSON_ParseWithLength(text, n);
+  cJSON *root = NULL;
+  pb__json_parse(text, n, path, &root, &e); /* trailing data: no summary, as for a bad one */
   pb_free(text, n);
   return root;
 }

@@ -21,6 +21,7 @@
 #include "pipebench/results.h"
 
 #include "common/fs.h"
+#include "common/json.h"
 
 #define GB 1e9
 
@@ -487,10 +488,12 @@ int pb_calibration_load(const char *path, pb_calibration *out, struct pb_error *
   }
   fclose(f);
   text[len] = '\0';
-  cJSON *root = cJSON_Parse(text);
+  cJSON *root = NULL;
+  int prc = pb__json_parse(text, len, path, &root, err);
   free(text);
+  if (prc != PB_OK) return prc;
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");
-  if (root == NULL || !cJSON_IsString(kind) || strcmp(kind->valuestring, "pipebench.calibration") != 0) {
+  if ( !cJSON_IsString(kind) || strcmp(kind->valuestring, "pipebench.calibration") != 0) {
     cJSON_Delete(root);
     return pb_error_set(err, PB_EFORMAT, "%s: not a pipebench calibration file", path);
   }

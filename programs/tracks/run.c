@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "common/json.h"
+#include "common/safe_open.h"
 #include "common/proc.h"
 #include "tracks/device.h"
 #include "tracks/ranks.h"
@@ -118,16 +120,10 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
   void *data = NULL;
   size_t size = 0;
   PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
-  char *text = malloc(size + 1);
-  if (text == NULL) {
-    pb_free(data, size);
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
-  }
-  memcpy(text, data, size);
-  text[size] = '\0';
+  cJSON *root = NULL;
+  int prc = pb__json_parse(data, size, path, &root, err);
   pb_free(data, size);
-  cJSON *root = cJSON_Parse(text);
-  free(text);
+  if (prc != PB_OK) return prc;
   const cJSON *formats = cJSON_GetObjectItemCaseSensitive(root, "formats");
   if (root == NULL || !cJSON_IsObject(formats)) {
     cJSON_Delete(root);
@@ -141,6 +137,14 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
                             "inside the dataset folder", path, f->string, f->valuestring);
       cJSON_Delete(root);
       return rc;
+    }
+    /* ... nor through a symbolic link that points out of it. */
+    int irc = cJSON_IsString(f) && f->string != NULL
+                  ? pb__entry_inside(dir, f->valuestring, "the dataset folder", err)
+                  : PB_OK;
+    if (irc != PB_OK) {
+      cJSON_Delete(root);
+      return irc;
     }
     if (!cJSON_IsString(f) || f->string == NULL || c->nf == PB_RUN_MAX_FORMATS) continue;
     if (c->p.formats != NULL && !pb__list_has(c->p.formats, f->string)) continue;

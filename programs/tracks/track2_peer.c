@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "pipebench/results.h"
 #include "common/json.h"
 #include "tools/peer.h"
 #include "tracks/track2.h"
@@ -51,7 +52,8 @@ static int run_peer(pb_run_ctx *c, pb_table *t, int fi, const char *cache, const
   cJSON_AddNumberToObject(cfg, "repeats", c->p.repeats);
   char *text = cJSON_Print(cfg);
   cJSON_Delete(cfg);
-  int rc = text ? pb__write_file(cfg_path, text, strlen(text), err) : PB_ENOMEM;
+  /* atomic: a link planted at the name is replaced, never written through */
+  int rc = text ? pb_write_file_atomic(cfg_path, text, strlen(text), err) : PB_ENOMEM;
   free(text);
   if (rc != PB_OK) return rc;
   unlink(res_path);

@@ -14,6 +14,7 @@
 #include "tracks/device.h"
 #include "tracks/tracks.h"
 #include "common/fs.h"
+#include "pipebench/results.h"
 #include "parquet/pq_cache.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
@@ -183,7 +184,8 @@ static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
   cJSON_AddNumberToObject(cfg, "oa_cache_mb", (double)(pb__pq_cache_budget(0) >> 20));
   char *text = cJSON_Print(cfg);
   cJSON_Delete(cfg);
-  int rc = text ? pb__write_file(cfg_path, text, strlen(text), err) : PB_ENOMEM;
+  /* atomic: a link planted at the name is replaced, never written through */
+  int rc = text ? pb_write_file_atomic(cfg_path, text, strlen(text), err) : PB_ENOMEM;
   free(text);
   if (rc != PB_OK) return rc;
   unlink(res_path);

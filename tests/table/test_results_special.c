@@ -130,30 +130,53 @@ static void refused(const char *dir) {
   EXPECT_EQ(kind(p), S_IFDIR);
   pb_table_free(t);
   rmdir(p);
-  /* A link that leads nowhere: refused, nothing created. */
+  /* A link that leads nowhere: the link is replaced, nothing is made where it pointed. */
   char target[1100];
   snprintf(p, sizeof p, "%s/dangling.json", dir);
   snprintf(target, sizeof target, "%s/missing.json", dir);
   CHECK(symlink(target, p) == 0);
-  EXPECT_EQ(pb_write_file_atomic(p, "x", 1, &err), PB_EIO);
-  EXPECT_CONTAINS(err.message, "symbolic link");
-  EXPECT_EQ(kind(p), S_IFLNK);
+  EXPECT_OK(pb_write_file_atomic(p, "x", 1, &err), &err);
+  EXPECT_EQ(kind(p), S_IFREG);
   EXPECT_EQ(kind(target), 0);
   unlink(p);
-  /* A link to a file: the file is replaced, the link stays. */
+  /* A link to a file (here one in another folder): the link is replaced by the new file and
+   * the file it named is left as it was, never written through. */
+  char other[1100];
+  snprintf(other, sizeof other, "%s/elsewhere", dir);
+  CHECK(mkdir(other, 0777) == 0);
   snprintf(p, sizeof p, "%s/link.json", dir);
-  snprintf(target, sizeof target, "%s/real.json", dir);
+  snprintf(target, sizeof target, "%s/real.json", other);
   rt_spit(target, "old", 3);
-  CHECK(symlink("real.json", p) == 0);
+  CHECK(symlink(target, p) == 0);
   EXPECT_OK(pb_write_file_atomic(p, "new!", 4, &err), &err);
-  EXPECT_EQ(kind(p), S_IFLNK);
+  EXPECT_EQ(kind(p), S_IFREG);
   void *data;
   size_t n;
   CHECK_OK(pb__read_file(target, &data, &n, &err), &err);
+  EXPECT(n == 3 && memcmp(data, "old", 3) == 0);
+  pb_free(data, n);
+  CHECK_OK(pb__read_file(p, &data, &n, &err), &err);
   EXPECT(n == 4 && memcmp(data, "new!", 4) == 0);
   pb_free(data, n);
   unlink(p);
+  /* The same through the table writer. */
+  CHECK(symlink(target, p) == 0);
+  pb_table *t2 = small_table(3);
+  EXPECT_OK(pb_table_write(t2, p, PB_SINK_JSON, &err), &err);
+  pb_table_free(t2);
+  EXPECT_EQ(kind(p), S_IFREG);
+  CHECK_OK(pb__read_file(target, &data, &n, &err), &err);
+  EXPECT(n == 3 && memcmp(data, "old", 3) == 0);
+  pb_free(data, n);
+  unlink(p);
   unlink(target);
+  /* A link to a folder: refused, the link left. */
+  CHECK(symlink(other, p) == 0);
+  EXPECT_EQ(pb_write_file_atomic(p, "x", 1, &err), PB_EIO);
+  EXPECT_CONTAINS(err.message, "symbolic link to a folder");
+  EXPECT_EQ(kind(p), S_IFLNK);
+  unlink(p);
+  rmdir(other);
   /* A name-based writer that failed, or wrote nothing, leaves no temporary and no file. */
   char tmp[4096];
   snprintf(p, sizeof p, "%s/plot.png", dir);

@@ -45,6 +45,118 @@ int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_erro
   return pb__oa_exec(d, "SET parquet_metadata_cache = true", "DuckDB setup", err);
 }
 
+int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *files,
+                          size_t nfiles, struct pb_error *err) {
+  memset(d, 0, sizeof *d);
+  const char *shown = db_path != NULL ? db_path : nfiles > 0 ? files[0] : "(memory)";
+  duckdb_config cfg = NULL;
+  if (duckdb_create_config(&cfg) != DuckDBSuccess)
+    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot create a configuration");
+  duckdb_set_config(cfg, "threads", "1");
+  duckdb_set_config(cfg, "autoload_known_extensions", "false");
+  duckdb_set_config(cfg, "autoinstall_known_extensions", "false");
+  if (db_path != NULL) {
+    /* Sealed before the file is opened: nothing stored in it runs with access to the host. */
+    duckdb_set_config(cfg, "access_mode", "READ_ONLY");
+    duckdb_set_config(cfg, "enable_external_access", "false");
+    duckdb_set_config(cfg, "lock_configuration", "true");
+  }
+  char *msg = NULL;
+  duckdb_state st = duckdb_open_ext(db_path, &d->db, cfg, &msg);
+  duckdb_destroy_config(&cfg);
+  if (st != DuckDBSuccess) {
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: DuckDB cannot open it: %s", shown,
+                          msg ? msg : "unknown error");
+    duckdb_free(msg);
+    d->db = NULL;
+    return rc;
+  }
+  if (duckdb_connect(d->db, &d->con) != DuckDBSuccess) {
+    duckdb_close(&d->db);
+    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot connect");
+  }
+  if (db_path != NULL) return PB_OK;
+  /* In memory: the Parquet files pipebench chose are the only paths its SQL may open
+   * (allowed_paths holds while external access is off; both are set by SQL, which the
+   * configuration object refuses for them, then locked). */
+  pb__strbuf sql = {0};
+  pb__strbuf_puts(&sql, "SET parquet_metadata_cache = true; SET allowed_paths = [");
+  char q[8400];
+  int rc = PB_OK;
+  for (size_t i = 0; i < nfiles && rc == PB_OK; i++) {
+    if (pb__sql_quote(q, sizeof q, files[i]) != PB_OK)
+      rc = pb_error_set(err, PB_EINVAL, "%s: path too long", files[i]);
+    pb__strbuf_printf(&sql, "%s%s", i ? ", " : "", q);
+  }
+  pb__strbuf_puts(&sql, "]; SET enable_external_access = false; SET lock_configuration = true");
+  if (rc == PB_OK && pb__strbuf_status(&sql) != PB_OK)
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  if (rc == PB_OK) rc = pb__oa_exec(d, pb__strbuf_str(&sql), "DuckDB setup", err);
+  pb__strbuf_destroy(&sql);
+  if (rc != PB_OK) pb__oa_db_close(d);
+  return rc;
+}
+
+int pb__oa_db_check_stored(pb__oa_db *d, const char *path, struct pb_error *err) {
+  /* Qualified and calling no function: a macro stored in the file cannot stand in for
+   * these. */
+  duckdb_result res;
+  if (duckdb_query(d->con,
+                   "SELECT function_name, function_type FROM system.main.duckdb_functions() "
+                   "WHERE NOT internal",
+                   &res) != DuckDBSuccess) {
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: cannot list its functions: %.*s", path,
+                          PB__DUCK_MSG(duckdb_result_error(&res)));
+    duckdb_destroy_result(&res);
+    return rc;
+  }
+  int rc = PB_OK;
+  if (duckdb_row_count(&res) > 0) {
+    char *name = duckdb_value_varchar(&res, 0, 0), *type = duckdb_value_varchar(&res, 1, 0);
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: '%s' is a stored %s; pipebench reads only base tables, and opens no "
+                      "database that defines functions or macros",
+                      path, name ? name : "?",
+                      type != NULL && strcmp(type, "table_macro") == 0 ? "table macro"
+                      : type != NULL && strcmp(type, "macro") == 0   ? "macro"
+                                                                     : "function");
+    duckdb_free(name);
+    duckdb_free(type);
+  }
+  duckdb_destroy_result(&res);
+  return rc;
+}
+
+int pb__oa_db_check_table(pb__oa_db *d, const char *path, const char *table,
+                          struct pb_error *err) {
+  static const char *const kinds[][2] = {
+      {"SELECT 1 FROM system.main.duckdb_tables() WHERE NOT temporary AND table_name = $1",
+       NULL},
+      {"SELECT 1 FROM system.main.duckdb_views() WHERE NOT internal AND view_name = $1",
+       "a VIEW"}};
+  for (size_t k = 0; k < 2; k++) {
+    duckdb_prepared_statement st = NULL;
+    duckdb_result res;
+    int found = -1;
+    if (duckdb_prepare(d->con, kinds[k][0], &st) == DuckDBSuccess &&
+        duckdb_bind_varchar(st, 1, table) == DuckDBSuccess &&
+        duckdb_execute_prepared(st, &res) == DuckDBSuccess) {
+      found = duckdb_row_count(&res) > 0;
+      duckdb_destroy_result(&res);
+    }
+    duckdb_destroy_prepare(&st);
+    if (found < 0) return pb_error_set(err, PB_EDUCKDB, "%s: cannot list its tables", path);
+    if (k == 0 && found) return PB_OK;
+    if (k == 1 && found)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: '%s' is %s, not a table; pipebench reads only base tables", path,
+                          table, kinds[k][1]);
+  }
+  return pb_error_set(err, PB_EFORMAT,
+                      "%s: '%s' is not a base table; pipebench reads only base tables", path,
+                      table);
+}
+
 void pb__oa_db_close(pb__oa_db *d) {
   if (d->con != NULL) duckdb_disconnect(&d->con);
   if (d->db != NULL) duckdb_close(&d->db);
@@ -299,7 +411,7 @@ int pb__oa_spool_open(pb__oa_spool *s, const char *near_path, struct pb_error *e
   pb__temp_sibling(near_path, tmp, sizeof tmp);
   snprintf(s->path, sizeof s->path, "%s.spool", tmp);
   s->size = 0;
-  s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  s->fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600); /* a new file */
   if (s->fd < 0)
     return pb_error_set(err, -errno, "%s: cannot create: %s", s->path, strerror(errno));
   return PB_OK;

@@ -17,6 +17,19 @@ typedef struct pb__oa_db {
 
 /** Opens path (NULL: in memory) with one thread; read_only for existing database files. */
 int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err);
+/** Opens a session for reading whose SQL reaches nothing on the host but what is named: the
+ * DuckDB database file db_path (NULL: in memory, then files are the only paths read_parquet may
+ * open). External access (file functions, ATTACH, COPY, extensions) is off and the setting
+ * locked before any of the file's contents is read. */
+int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *files,
+                          size_t nfiles, struct pb_error *err);
+/** Refuses a database (path, for messages) that stores functions or macros: one could stand in
+ * for a function pipebench's SQL calls. PB_EFORMAT naming it. */
+int pb__oa_db_check_stored(pb__oa_db *d, const char *path, struct pb_error *err);
+/** PB_OK when table is a base table of the database; PB_EFORMAT ("'images' is a VIEW, not a
+ * table; pipebench reads only base tables") otherwise. */
+int pb__oa_db_check_table(pb__oa_db *d, const char *path, const char *table,
+                          struct pb_error *err);
 void pb__oa_db_close(pb__oa_db *d);
 /** Runs sql, discarding any result; errors carry DuckDB's message prefixed by what. */
 int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error *err);

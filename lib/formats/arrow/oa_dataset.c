@@ -12,6 +12,7 @@
 #include "common/checked.h"
 #include "common/duck_msg.h"
 #include "common/json.h"
+#include "common/safe_open.h"
 #include "common/vec.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
@@ -725,12 +726,13 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     if (rc == PB_ENOTFOUND)
       rc = pb_error_set(err, PB_EFORMAT, "%s: missing (an oa-dataset folder holds %s, "
                         "images.parquet, index.parquet and chunks.parquet)", f, OD_MANIFEST);
+    if (rc == PB_OK) rc = pb__entry_inside(path, members[k], "the dataset folder", err);
     if (rc != PB_OK) goto fail;
   }
   join(f, sizeof f, path, OD_MANIFEST);
   cJSON *man = NULL;
   rc = pb__json_read_file(f, &man, err);
-  if (rc != PB_OK && rc != PB_EFORMAT) goto fail; /* unreadable; bad JSON is told below */
+  if (rc != PB_OK) goto fail; /* unreadable, not JSON, or more than one value */
   cJSON *ty = man ? cJSON_GetObjectItem(man, "type") : NULL;
   cJSON *lay = man ? cJSON_GetObjectItem(man, "layout") : NULL;
   int ok = man != NULL && cJSON_IsString(ty) && strcmp(ty->valuestring, "ome.arrow") == 0 &&
@@ -743,7 +745,10 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
                       f);
     goto fail;
   }
-  if ((rc = pb__oa_db_open(&r->db, NULL, 1, err)) != PB_OK) goto fail;
+  char pq[3][4400];
+  const char *pqs[3] = {pq[0], pq[1], pq[2]};
+  for (size_t k = 0; k < 3; k++) join(pq[k], sizeof pq[k], path, members[k + 1]);
+  if ((rc = pb__oa_db_open_reader(&r->db, NULL, pqs, 3, err)) != PB_OK) goto fail;
   if ((rc = load_images(r, err)) != PB_OK) goto fail;
   if ((rc = load_index(r, err)) != PB_OK) goto fail;
   join(r->chunks_path, sizeof r->chunks_path, path, "chunks.parquet");

@@ -1045,14 +1045,20 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   r->kind = kind;
   snprintf(r->path, sizeof r->path, "%s", path);
-  int rc = pb__oa_db_open(&r->db, kind == OT_DUCKDB ? path : NULL, 1, err);
+  const char *files[1] = {path};
+  int rc = kind == OT_DUCKDB ? pb__oa_db_open_reader(&r->db, path, NULL, 0, err)
+                             : pb__oa_db_open_reader(&r->db, NULL, files, 1, err);
   if (rc != PB_OK) {
     free(r);
     return rc;
   }
   char table[256], col[256], src[8600], q[8400], sql[9800], key[32];
   int has_chunks = 0, has_planes = 0;
+  /* A database file: no stored macro may stand in for a function the queries below call, and
+   * only a base table is read (a view runs whatever SQL it holds). */
+  if (kind == OT_DUCKDB && (rc = pb__oa_db_check_stored(&r->db, path, err)) != PB_OK) goto fail;
   rc = find_column(r, table, sizeof table, col, sizeof col, &has_chunks, &has_planes, err);
+  if (rc == PB_OK && kind == OT_DUCKDB) rc = pb__oa_db_check_table(&r->db, path, table, err);
   if (rc != PB_OK) goto fail;
   if (strchr(col, '"') != NULL || strchr(table, '"') != NULL) {
     rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: column or table name with '\"'", path);

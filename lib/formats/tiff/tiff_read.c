@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/checked.h"
+#include "common/safe_open.h"
 #include "formats/tiff/tiff_backend.h"
 
 /* Planes per image above this are treated as corrupt metadata. */
@@ -586,6 +587,9 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   char path[4096];
   if (file_path(st, i, path, sizeof path) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", st->root);
+  /* A file of a folder that is a link out of it is not the folder's. */
+  if (!st->single)
+    PB_RETURN_NOT_OK(pb__entry_inside(st->root, st->names[i], "the dataset folder", err));
   pb__tiff_io io;
   PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, 0, err));
   tiff_file *f = calloc(1, sizeof *f);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/checked.h"
+#include "common/safe_open.h"
 #include "formats/zarr/zarr_internal.h"
 
 typedef struct zimg {
@@ -30,6 +31,8 @@ typedef struct zstate {
   int64_t n;
   pb__zarr_scratch s;
   char path[4096];
+  int adir_fd;     /* the array folder of image adir_img, open, or -1: chunks open beneath it */
+  int64_t adir_img;
 } zstate;
 
 static int exists(const char *dir, const char *name) {
@@ -104,6 +107,7 @@ static void zarr_close(void *state) {
   }
   free(st->imgs);
   free(st->root);
+  if (st->adir_fd >= 0) close(st->adir_fd);
   pb__zarr_scratch_destroy(&st->s);
   free(st);
 }
@@ -132,6 +136,7 @@ static int zarr_open(const char *path, void **state, struct pb_error *err) {
   zstate *st = calloc(1, sizeof *st);
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->root = strdup(path);
+  st->adir_fd = -1;
   size_t cap = 0;
   int rc = PB_OK;
   if (is_image_group(path)) {
@@ -152,7 +157,8 @@ static int zarr_open(const char *path, void **state, struct pb_error *err) {
       if (snprintf(child, sizeof child, "%s/%s", path, names[i]) >= (int)sizeof child) continue;
       if (!is_dir(child)) continue;
       if (!exists(child, ".zattrs") && !exists(child, "zarr.json")) continue;
-      rc = add_image(st, &cap, names[i], child);
+      rc = pb__entry_inside(path, names[i], "the dataset folder", err);
+      if (rc == PB_OK) rc = add_image(st, &cap, names[i], child);
     }
     pb__free_names(names, count);
   }
@@ -216,6 +222,7 @@ static int load_meta(zimg *im, struct pb_error *err) {
   }
   int rc = pb__zarr_parse_ome(json, n, version, p, ome, err);
   pb_free(json, n);
+  if (rc == PB_OK) rc = pb__entry_inside(im->dir, ome->path, "the image group", err);
   if (rc == PB_OK) {
     char adir[4096];
     snprintf(adir, sizeof adir, "%s/%s", im->dir, ome->path);
@@ -337,8 +344,22 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
     if (chunk_path(st, im, g, &key) != PB_OK)
       return pb_error_set(err, PB_EINVAL, "image %lld: chunk path too long", (long long)i);
     int64_t t0 = pb_now_ns();
-    int fd = open(st->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* never waits on a FIFO */
+    if (st->adir_fd < 0 || st->adir_img != i) {
+      if (st->adir_fd >= 0) close(st->adir_fd);
+      st->adir_img = i;
+      st->adir_fd = open(im->adir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (st->adir_fd < 0)
+        return pb_error_set(err, PB_EIO, "%s (image %lld): cannot open: %s", im->adir,
+                            (long long)i, strerror(errno));
+    }
+    /* Beneath the array's folder: a chunk that is a link out of it is not the dataset's. */
+    int fd = pb__open_beneath(st->adir_fd, key, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     int rc = PB_OK;
+    if (fd < 0 && (errno == EXDEV || errno == ELOOP))
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s (image %lld): leads outside the array folder %s (a symbolic link "
+                          "points elsewhere); pipebench reads only what lies inside the dataset",
+                          st->path, (long long)i, im->adir);
     if (fd < 0) {
       if (errno != ENOENT)
         return pb_error_set(err, PB_EIO, "%s (image %lld): cannot open: %s", st->path,

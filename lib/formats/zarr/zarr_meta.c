@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "formats/zarr/zarr_internal.h"
 
 /* ---- small JSON helpers -------------------------------------------------------------------- */
@@ -574,8 +575,8 @@ int pb__zarr_parse_array(const char *json, size_t n, int version, const char *la
                          pb__zarr_array *out, struct pb_error *err) {
   memset(out, 0, sizeof *out);
   out->version = version;
-  cJSON *root = cJSON_ParseWithLength(json, n);
-  if (root == NULL) return pb_error_set(err, PB_EFORMAT, "%s: not valid JSON", label);
+  cJSON *root = NULL;
+  PB_RETURN_NOT_OK(pb__json_parse(json, n, label, &root, err));
   int rc;
   if (!cJSON_IsObject(root)) rc = bad(err, PB_EFORMAT, label, "%s", "not a JSON object");
   else if (version == 2) rc = parse_v2_array(root, out, label, err);
@@ -686,8 +687,8 @@ int pb__zarr_parse_ome(const char *json, size_t n, int version, const char *labe
                        pb__zarr_ome *out, struct pb_error *err) {
   memset(out, 0, sizeof *out);
   for (int d = 0; d < PB_NDIM; d++) out->scale[d] = 1.0;
-  cJSON *root = cJSON_ParseWithLength(json, n);
-  if (root == NULL) return pb_error_set(err, PB_EFORMAT, "%s: not valid JSON", label);
+  cJSON *root = NULL;
+  PB_RETURN_NOT_OK(pb__json_parse(json, n, label, &root, err));
   int rc = PB_OK;
   const cJSON *attrs = root, *ome = NULL;
   if (!cJSON_IsObject(root)) {

@@ -122,6 +122,14 @@ int main(void) {
   void *keep = slurp(q, &n);
   CHECK_OK(pb__write_file(q, "{\"type\": \"ome.arrow\", [", 23, &err), &err);
   expect_error(p, NULL, "_ome_arrow_dataset.json", "not valid JSON");
+  /* A valid manifest with more after it: refused, not read up to its first value. */
+  char *more = malloc(n + 32);
+  CHECK(more != NULL);
+  memcpy(more, keep, n);
+  memcpy(more + n, "\n{\"files\": []}\n", 15);
+  CHECK_OK(pb__write_file(q, more, n + 15, &err), &err);
+  expect_error(p, NULL, "_ome_arrow_dataset.json", "trailing data after the JSON value at byte");
+  free(more);
   CHECK_OK(pb__write_file(q, keep, n, &err), &err);
   free(keep);
 

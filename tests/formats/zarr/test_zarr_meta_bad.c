@@ -70,6 +70,16 @@ static void edit(const char *ds, const char *rel, const char *path, const char *
   cJSON_Delete(root);
 }
 
+/* Appends text to ds/rel (after the JSON value and its white space). */
+static void append(const char *ds, const char *rel, const char *text) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/%s", ds, rel);
+  FILE *f = fopen(p, "a");
+  CHECK(f != NULL);
+  CHECK(fputs(text, f) >= 0);
+  CHECK(fclose(f) == 0);
+}
+
 /* Opens ds, reads image 0's metadata and (when it claims at most 64 MiB) the image; expects
  * code and a message naming file and needle. */
 static void expect(const char *what, const char *ds, const char *file, int code,
@@ -201,6 +211,20 @@ int main(void) {
        "[\"a\", 1, 1, 1, 1]", PB_EFORMAT, "scale"},
   };
   run_cases(ds, NULL, "zarr=3", "img.zarr/zarr.json", ngff05, sizeof ngff05 / sizeof ngff05[0]);
+
+  /* one JSON value per file: anything but white space after it is refused, naming the file
+   * and where the extra data starts (cJSON stopped at the value and ignored the rest) */
+  static const char *const trailing[][2] = {
+      {"", "img.zarr/0/.zarray"}, {"", "img.zarr/.zattrs"},
+      {"zarr=3", "img.zarr/0/zarr.json"}, {"zarr=3", "img.zarr/zarr.json"}};
+  for (size_t k = 0; k < sizeof trailing / sizeof trailing[0]; k++) {
+    make_ds(ds, NULL, trailing[k][0][0] ? trailing[k][0] : NULL);
+    append(ds, trailing[k][1], " \n\t");
+    expect("white space after the value", ds, "", PB_OK, NULL);
+    append(ds, trailing[k][1], "{\"zarr_format\": 9}");
+    const char *base = strrchr(trailing[k][1], '/') + 1;
+    expect(trailing[k][1], ds, base, PB_EFORMAT, "trailing data after the JSON value at byte");
+  }
 
   /* the limit is the documented one: lowered below a 16 MiB shape, the shape is refused;
    * raised above it, the image reads (missing chunks as fill value) */
