@@ -45,18 +45,18 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* A group whose attributes hold multiscales: one image rather than a folder of them. */
-static int is_image_group(const char *dir) {
+/* A group whose attributes hold multiscales: one image rather than a folder of them. 1 yes, 0
+ * no, or an error naming attributes that cannot be read (not a regular file, too large). */
+static int is_image_group(const char *dir, struct pb_error *err) {
   const char *files[] = {".zattrs", "zarr.json"};
   for (int i = 0; i < 2; i++) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) >= (int)sizeof p) return 0;
     void *data;
     size_t n;
-    /* stat first: a FIFO in place of the attributes would block the read */
-    if (pb__check_file_kind(p, 0, "Zarr metadata", NULL) != PB_OK ||
-        pb__read_file(p, &data, &n, NULL) != PB_OK)
-      continue;
+    int rc = pb__read_file_max(p, PB__META_MAX_BYTES, &data, &n, err);
+    if (rc == PB_ENOTFOUND) continue;
+    if (rc != PB_OK) return rc;
     int found = memmem(data, n, "\"multiscales\"", 13) != NULL;
     pb_free(data, n);
     if (found) return 1;
@@ -136,8 +136,13 @@ static int zarr_open(const char *path, void **state, struct pb_error *err) {
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->root = strdup(path);
   size_t cap = 0;
-  int rc = PB_OK;
-  if (is_image_group(path)) {
+  int rc = is_image_group(path, err);
+  if (rc < 0) {
+    zarr_close(st);
+    return rc;
+  }
+  if (rc == 1) {
+    rc = PB_OK;
     const char *slash = strrchr(path, '/');
     const char *base = slash != NULL && slash[1] != '\0' ? slash + 1 : path;
     rc = add_image(st, &cap, base, path);
@@ -178,7 +183,7 @@ static int64_t zarr_count(void *state) { return ((zstate *)state)->n; }
 static int read_json(const char *path, char **data, size_t *n, struct pb_error *err) {
   void *p = NULL;
   *data = NULL;
-  int rc = pb__read_file(path, &p, n, err);
+  int rc = pb__read_file_max(path, PB__META_MAX_BYTES, &p, n, err);
   if (rc == PB_ENOTFOUND) return pb_error_set(err, PB_EFORMAT, "%s: missing", path);
   *data = p;
   return rc;
