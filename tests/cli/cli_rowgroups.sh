@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Parquet file of 1000 one-row row groups: `inspect` stays within a memory bound (its peak
-# resident size, from /usr/bin/time). It took 240 MB (DuckDB's external file cache kept a copy
-# of every byte range its metadata scan read), 146 MB now; DuckDB parsing the footer alone
+# resident size, from /usr/bin/time). It took 240-250 MB (DuckDB's external file cache kept a copy
+# of every byte range its metadata scan read), ~140 MB now; DuckDB parsing the footer alone
 # takes ~75 MB of that. Not under sanitizers (their shadow memory is not the program's).
 . "$(dirname "$0")/lib.sh"
 pb=${PB_CLI:?}
