@@ -367,3 +367,47 @@ int pb__temp_sweep(const char *path) {
   pb__path_split(path, dir, sizeof dir, &base);
   return pb__temp_sweep_in(dir, path);
 }
+
+int pb__read_file_max(const char *path, size_t max, void **data, size_t *size,
+                      struct pb_error *err) {
+  *data = NULL;
+  *size = 0;
+  int fd;
+  PB_RETURN_NOT_OK(pb__open_regular(path, "a regular file", &fd, err));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return pb_error_set(err, -e, "%s: %s", path, strerror(e));
+  }
+  if ((uint64_t)st.st_size > (uint64_t)max) {
+    close(fd);
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %lld bytes, more than the %zu pipebench reads "
+                        "from such a file", path, (long long)st.st_size, max);
+  }
+  size_t n = (size_t)st.st_size;
+  unsigned char *buf = pb_alloc(n);
+  if (buf == NULL) {
+    close(fd);
+    return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+  }
+  size_t got = 0;
+  while (got < n) { /* only the size fstat gave: a file that grows meanwhile is not followed */
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      int e = errno;
+      close(fd);
+      pb_free(buf, n);
+      if (r == 0)
+        return pb_error_set(err, PB_EIO, "%s: the file shrank while it was read (%zu of %zu bytes)",
+                            path, got, n);
+      return pb_error_set(err, PB_EIO, "%s: read failed: %s", path, strerror(e));
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  *data = buf;
+  *size = n;
+  return PB_OK;
+}

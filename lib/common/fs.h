@@ -68,4 +68,13 @@ int pb__temp_sweep_in(const char *dir, const char *path);
 /** Splits path into its folder ("." when it has none) and its last component. */
 void pb__path_split(const char *path, char *dir, size_t dir_size, const char **base);
 
+/** Most bytes of a metadata file (Zarr .zattrs/.zarray/zarr.json, an oa-dataset's
+ * _ome_arrow_dataset.json) that pipebench reads: such files hold a few KiB. */
+#define PB__META_MAX_BYTES ((size_t)64 << 20)
+/** pb__read_file for a file of at most max bytes (fstat'ed once it is open, as a regular file,
+ * without blocking on a FIFO): a larger one is PB_EUNSUPPORTED, "PATH: N bytes, more than the
+ * MAX pipebench reads from such a file", and nothing is read. */
+int pb__read_file_max(const char *path, size_t max, void **data, size_t *size,
+                      struct pb_error *err);
+
 #endif

@@ -13,7 +13,8 @@ int pb__json_read_file(const char *path, cJSON **out, struct pb_error *err) {
   *out = NULL;
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
+  /* Manifests of 10^7 images take about 120 MB; past this a file is not one of pipebench's. */
+  PB_RETURN_NOT_OK(pb__read_file_max(path, (size_t)256 << 20, &data, &size, err));
   int rc = pb__json_parse(data, size, path, out, err);
   pb_free(data, size);
   return rc;

@@ -536,6 +536,14 @@ int pb__pq_physical(const pb__pq_col *c) { return c->physical; }
 const char *pb__pq_converted(const pb__pq_col *c) { return c->converted; }
 int64_t pb__pq_row_count(const pb__pq_col *c) { return c->n_rows; }
 
+size_t pb__pq_row_groups(const pb__pq_col *c, int64_t *first) {
+  if (first != NULL) {
+    for (size_t g = 0; g < c->n_rgs; g++) first[g] = c->rgs[g].first_row;
+    first[c->n_rgs] = c->n_rows;
+  }
+  return c->n_rgs;
+}
+
 static int perr(struct pb_error *err, size_t g, int64_t off, const char *what) {
   return pb_error_set(err, PB_EFORMAT, "row group %zu, page at byte %lld: %s", g, (long long)off,
                       what);

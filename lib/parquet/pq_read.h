@@ -69,6 +69,9 @@ int pb__pq_physical(const pb__pq_col *c);
 /** The converted type parquet_schema() reports ("UINT_16", ... ; "" when none). */
 const char *pb__pq_converted(const pb__pq_col *c);
 int64_t pb__pq_row_count(const pb__pq_col *c);
+/** The column's row groups (the file's): their count; with first, also the first file row of
+ * each into first[0..count) and the file's row count into first[count]. */
+size_t pb__pq_row_groups(const pb__pq_col *c, int64_t *first);
 
 /** Appends rows [first, first + n) (file row numbers, all in one row group) to out. Errors name
  * the row group and the page offset; the caller prefixes the file and the image. */

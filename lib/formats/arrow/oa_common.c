@@ -41,8 +41,12 @@ int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_erro
     duckdb_close(&d->db);
     return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot connect");
   }
-  /* Parquet footers are parsed once per file, not once per query. */
-  return pb__oa_exec(d, "SET parquet_metadata_cache = true", "DuckDB setup", err);
+  /* Parquet footers are parsed once per file, not once per query. DuckDB's external file cache
+   * would keep a copy of every byte range read in memory: pipebench keeps what it needs itself
+   * (its block cache), the page cache keeps the file, and with the cache on, the metadata scan
+   * of a file of thousands of row groups held hundreds of MB. */
+  PB_RETURN_NOT_OK(pb__oa_exec(d, "SET parquet_metadata_cache = true", "DuckDB setup", err));
+  return pb__oa_exec(d, "SET enable_external_file_cache = false", "DuckDB setup", err);
 }
 
 int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *files,

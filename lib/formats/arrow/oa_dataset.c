@@ -731,8 +731,13 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
   }
   join(f, sizeof f, path, OD_MANIFEST);
   cJSON *man = NULL;
-  rc = pb__json_read_file(f, &man, err);
-  if (rc != PB_OK) goto fail; /* unreadable, not JSON, or more than one value */
+  void *text = NULL;
+  size_t text_n = 0;
+  rc = pb__read_file_max(f, PB__META_MAX_BYTES, &text, &text_n, err);
+  if (rc != PB_OK) goto fail; /* unreadable or too large */
+  rc = pb__json_parse(text, text_n, f, &man, err);
+  pb_free(text, text_n);
+  if (rc != PB_OK) goto fail; /* not JSON, or more than one value */
   cJSON *ty = man ? cJSON_GetObjectItem(man, "type") : NULL;
   cJSON *lay = man ? cJSON_GetObjectItem(man, "layout") : NULL;
   int ok = man != NULL && cJSON_IsString(ty) && strcmp(ty->valuestring, "ome.arrow") == 0 &&

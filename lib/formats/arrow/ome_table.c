@@ -1012,8 +1012,7 @@ static int direct_chunks(ot_reader *r, pb__pq_col **cols, const int *in_file) {
 
 /* Sets up direct page reads for a Parquet file, or leaves them off (DuckDB reads everything). */
 static void direct_open(ot_reader *r, const char *col) {
-  if (r->kind != OT_PARQUET || !pb__oa_direct_enabled() || r->n_rg == 0) return;
-  r->n_file = r->rg_first[r->n_rg];
+  if (r->kind != OT_PARQUET || !pb__oa_direct_enabled()) return;
   static const char *const tails[L_COUNT] = {
       "planes, list, element, pixels, list, element", "planes, list, element, t",
       "planes, list, element, c", "planes, list, element, z", "chunks, list, element, pixel_bytes",
@@ -1033,6 +1032,20 @@ static void direct_open(ot_reader *r, const char *col) {
   struct pb_error e;
   if (pb__pq_open_many(r->db.con, r->path, leaves, L_COUNT, pb__oa_mmap_enabled(), cols,
                        in_file, &e) != PB_OK) return;
+  /* The row groups come with the pixel leaf (every leaf has the file's), which spares a second
+   * parquet_metadata() query over every column of every row group. */
+  const pb__pq_col *px = cols[L_PL_PIX] != NULL   ? cols[L_PL_PIX]
+                         : cols[L_CK_BYTES] != NULL ? cols[L_CK_BYTES]
+                                                    : cols[L_CK_PIX];
+  size_t ng = px != NULL ? pb__pq_row_groups(px, NULL) : 0;
+  if (ng > 0 && (r->rg_first = malloc((ng + 1) * sizeof *r->rg_first)) != NULL) {
+    r->n_rg = pb__pq_row_groups(px, r->rg_first);
+    r->n_file = r->rg_first[r->n_rg];
+  }
+  if (r->rg_first == NULL) {
+    for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
+    return;
+  }
   int ok = direct_planes(r, cols, in_file) == PB_OK && direct_chunks(r, cols, in_file) == PB_OK &&
            (r->px_planes != NULL || r->px_chunks != NULL);
   for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
@@ -1107,9 +1120,8 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(cache_limit / 4) / avg;
   r->table_block = rows < 1.0 ? 1 : (rows > 65536.0 ? 65536 : (int64_t)rows);
   if (kind == OT_PARQUET) {
-    rc = load_row_groups(r, q, err);
-    if (rc != PB_OK) goto fail;
-    direct_open(r, col);
+    direct_open(r, col); /* sets the row groups when it can read the pixel leaf */
+    if (r->rg_first == NULL && (rc = load_row_groups(r, q, err)) != PB_OK) goto fail;
   }
   snprintf(sql, sizeof sql, "SELECT %s, %s%s%s, %s%s%s FROM %s WHERE %s BETWEEN $1 AND $2", key,
            has_chunks ? "struct_extract(\"" : "NULL", has_chunks ? col : "",

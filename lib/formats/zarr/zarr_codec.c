@@ -756,52 +756,13 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
   return place_chunk(a, s, p, src->size, o, region, dst, times, err);
 }
 
-int pb__zarr_place_fd(const pb__zarr_array *a, pb__zarr_scratch *s, int fd,
-                      const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
-                      pb_stage_times *times, struct pb_error *err) {
-  int64_t o[PB_NDIM];
-  for (int k = 0; k < PB_NDIM; k++) o[k] = g[k] * a->chunk[k];
-  size_t bytes = a->esize;
-  for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
-  int64_t t0 = pb_now_ns();
-  if (a->pipe.n == 0 && inside(region, o, a->inner) && region_bytes(a, region) < STREAM_MIN_BYTES)
-    return read_rows(a, fd, 0, 1, o, region, dst, times, err); /* its rows straight into dst */
-  if (a->pipe.n == 0 && !inside(region, o, a->inner)) {
-    /* a crop needs part of it: the size from fstat, then only the bytes the crop needs */
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-      return pb_error_set(err, PB_EIO, "not a regular file");
-    if ((uint64_t)sb.st_size != bytes)
-      return pb_error_set(err, PB_EFORMAT, "chunk holds %llu bytes, expected %zu",
-                          (unsigned long long)sb.st_size, bytes);
-    if (times != NULL) times->read_ns += pb_now_ns() - t0;
-    return read_part(a, s, fd, 0, o, region, dst, times, err);
+void pb__zarr_fill_units(const pb__zarr_array *a, const int64_t g[PB_NDIM], int64_t nx,
+                         const pb_region *region, unsigned char *dst) {
+  int64_t o[PB_NDIM], n[PB_NDIM];
+  for (int k = 0; k < PB_NDIM; k++) {
+    o[k] = g[k] * a->chunk[k];
+    n[k] = a->chunk[k];
   }
-  /* Otherwise the whole file into the scratch buffer (a cache-sized one reused for every chunk;
-   * a large region's rows leave it with streaming stores), growing it as needed. */
-  size_t n = 0;
-  for (;;) {
-    if (s->file == NULL || n == s->file_cap) { /* grow, keeping what was read */
-      if ((int64_t)n > PB__ZARR_MAX_CHUNK_BYTES)
-        return pb_error_set(err, PB_EFORMAT, "chunk file larger than 4 GiB");
-      size_t ncap = s->file == NULL ? bytes + 4096 : s->file_cap * 2;
-      unsigned char *nb = pb_alloc(ncap);
-      if (nb == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for a chunk file");
-      if (n > 0) memcpy(nb, s->file, n);
-      pb_free(s->file, s->file_cap);
-      s->file = nb;
-      s->file_cap = ncap;
-    }
-    size_t ask = s->file_cap - n;
-    ssize_t r = pread(fd, s->file + n, ask, (off_t)n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
-    n += (size_t)r;
-    if ((size_t)r < ask) break; /* a regular file reads short only at its end */
-  }
-  if (times != NULL) {
-    times->read_ns += pb_now_ns() - t0;
-    times->bytes_read += (int64_t)n;
-  }
-  return place_chunk(a, s, s->file, n, o, region, dst, times, err);
+  n[PB_X] *= nx;
+  fill_box(a, region, o, n, dst);
 }

@@ -30,6 +30,8 @@ typedef struct zstate {
   zimg *imgs;
   int64_t n;
   pb__zarr_scratch s;
+  unsigned char *bits; /* list_chunks: which chunk files of a region exist */
+  size_t bits_cap;
   char path[4096];
   int adir_fd;     /* the array folder of image adir_img, open, or -1: chunks open beneath it */
   int64_t adir_img;
@@ -46,18 +48,18 @@ static int is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* A group whose attributes hold multiscales: one image rather than a folder of them. */
-static int is_image_group(const char *dir) {
+/* A group whose attributes hold multiscales: one image rather than a folder of them. 1 yes, 0
+ * no, or an error naming attributes that cannot be read (not a regular file, too large). */
+static int is_image_group(const char *dir, struct pb_error *err) {
   const char *files[] = {".zattrs", "zarr.json"};
   for (int i = 0; i < 2; i++) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) >= (int)sizeof p) return 0;
     void *data;
     size_t n;
-    /* stat first: a FIFO in place of the attributes would block the read */
-    if (pb__check_file_kind(p, 0, "Zarr metadata", NULL) != PB_OK ||
-        pb__read_file(p, &data, &n, NULL) != PB_OK)
-      continue;
+    int rc = pb__read_file_max(p, PB__META_MAX_BYTES, &data, &n, err);
+    if (rc == PB_ENOTFOUND) continue;
+    if (rc != PB_OK) return rc;
     int found = memmem(data, n, "\"multiscales\"", 13) != NULL;
     pb_free(data, n);
     if (found) return 1;
@@ -108,6 +110,7 @@ static void zarr_close(void *state) {
   free(st->imgs);
   free(st->root);
   if (st->adir_fd >= 0) close(st->adir_fd);
+  pb_free(st->bits, st->bits_cap);
   pb__zarr_scratch_destroy(&st->s);
   free(st);
 }
@@ -138,8 +141,13 @@ static int zarr_open(const char *path, void **state, struct pb_error *err) {
   st->root = strdup(path);
   st->adir_fd = -1;
   size_t cap = 0;
-  int rc = PB_OK;
-  if (is_image_group(path)) {
+  int rc = is_image_group(path, err);
+  if (rc < 0) {
+    zarr_close(st);
+    return rc;
+  }
+  if (rc == 1) {
+    rc = PB_OK;
     const char *slash = strrchr(path, '/');
     const char *base = slash != NULL && slash[1] != '\0' ? slash + 1 : path;
     rc = add_image(st, &cap, base, path);
@@ -181,7 +189,7 @@ static int64_t zarr_count(void *state) { return ((zstate *)state)->n; }
 static int read_json(const char *path, char **data, size_t *n, struct pb_error *err) {
   void *p = NULL;
   *data = NULL;
-  int rc = pb__read_file(path, &p, n, err);
+  int rc = pb__read_file_max(path, PB__META_MAX_BYTES, &p, n, err);
   if (rc == PB_ENOTFOUND) return pb_error_set(err, PB_EFORMAT, "%s: missing", path);
   *data = p;
   return rc;
@@ -234,6 +242,7 @@ static int load_meta(zimg *im, struct pb_error *err) {
     }
     if (rc == PB_OK) rc = pb__zarr_map_axes(&im->arr, ome, p, err);
     if (rc == PB_OK) rc = check_claimed_size(&im->arr, p, err);
+    if (rc == PB_OK) rc = pb__zarr_check_grid(&im->arr, p, err);
     if (rc == PB_OK) {
       free(im->adir);
       im->adir = strdup(adir);
@@ -315,6 +324,149 @@ static int chunk_path(zstate *st, const zimg *im, const int64_t g[PB_NDIM], cons
   return PB_OK;
 }
 
+/* ---- which chunk files exist ---------------------------------------------------------------- */
+
+/* After this many missing chunk files in one read, the array folder is listed once and the rest
+ * of the region's missing chunks cost no system call (a sparse grid of millions of missing
+ * chunks once cost one failed open() each). */
+#define LIST_AFTER_MISSES 32
+
+/* The chunk files a region may read: one bit per grid cell of its box, set where a file (or
+ * anything the open of its key would not call missing) is there. */
+typedef struct zlist {
+  const pb__zarr_array *a;
+  int64_t lo[PB_NDIM], hi[PB_NDIM], stride[PB_NDIM]; /* per file dim */
+  unsigned char *bits;
+  char path[4096];
+} zlist;
+
+static void set_bit(unsigned char *bits, int64_t i) {
+  bits[i >> 3] = (unsigned char)(bits[i >> 3] | (1u << (i & 7)));
+}
+
+/* Marks every cell whose file dims before d are those of idx: something there that is not what
+ * a listing can judge (a file where a folder belongs, a folder it may not list), left to the
+ * chunk's own open to report as before. */
+static void mark_all(zlist *L, int d, int64_t idx) {
+  if (d == L->a->ndim) {
+    set_bit(L->bits, idx);
+    return;
+  }
+  for (int64_t v = L->lo[d]; v <= L->hi[d]; v++) mark_all(L, d + 1, idx + (v - L->lo[d]) * L->stride[d]);
+}
+
+/* A key's index as chunk_path writes it (canonical decimal), inside the box on file dim d. */
+static int key_index(const zlist *L, int d, const char *s, size_t n, int64_t *v) {
+  if (n == 0 || n > 18 || (s[0] == '0' && n > 1)) return 0;
+  int64_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return 0;
+    x = x * 10 + (s[i] - '0');
+  }
+  if (x < L->lo[d] || x > L->hi[d]) return 0;
+  *v = x;
+  return 1;
+}
+
+/* Keys with '/' separators: folder L->path (len bytes) holds token t on (t counts the "c" of
+ * v3 keys); idx has the bits of the dims before it. Only names inside the box are followed, so
+ * the walk visits at most the box's cells plus what the folders hold. */
+static void walk_nested(zlist *L, size_t len, int t, int64_t idx) {
+  const pb__zarr_array *a = L->a;
+  int pre = a->key_prefix_c, last = a->ndim + pre - 1, d = t - pre;
+  DIR *dir = opendir(L->path);
+  if (dir == NULL) {
+    if (errno != ENOENT) mark_all(L, d < 0 ? 0 : d, idx);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    size_t n = strlen(e->d_name);
+    int64_t v = 0, next = idx;
+    if (d < 0) {
+      if (strcmp(e->d_name, "c") != 0) continue;
+    } else {
+      if (!key_index(L, d, e->d_name, n, &v)) continue;
+      next += (v - L->lo[d]) * L->stride[d];
+    }
+    if (t == last) {
+      set_bit(L->bits, next);
+      continue;
+    }
+    if (len + 1 + n >= sizeof L->path) {
+      mark_all(L, d + 1, next);
+      continue;
+    }
+    L->path[len] = '/';
+    memcpy(L->path + len + 1, e->d_name, n + 1);
+    int folder = e->d_type == DT_DIR;
+    if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
+      struct stat st;
+      if (stat(L->path, &st) == 0) folder = S_ISDIR(st.st_mode);
+      else if (errno == ENOENT) folder = -1; /* a dangling link: its chunks are missing */
+    }
+    if (folder == 1) walk_nested(L, len + 1 + n, t + 1, next);
+    else if (folder == 0) mark_all(L, d + 1, next);
+    L->path[len] = '\0';
+  }
+  closedir(dir);
+}
+
+/* Keys with '.' separators: one folder of names "[c.]i.j.k". */
+static void walk_flat(zlist *L) {
+  const pb__zarr_array *a = L->a;
+  DIR *dir = opendir(L->path);
+  if (dir == NULL) {
+    if (errno != ENOENT) mark_all(L, 0, 0);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    const char *p = e->d_name;
+    if (a->key_prefix_c) {
+      if (p[0] != 'c' || p[1] != a->sep) continue;
+      p += 2;
+    }
+    int64_t idx = 0;
+    int d = 0;
+    for (; d < a->ndim; d++) {
+      const char *q = strchr(p, a->sep);
+      size_t n = q != NULL ? (size_t)(q - p) : strlen(p);
+      int64_t v;
+      if ((q != NULL) != (d < a->ndim - 1) || !key_index(L, d, p, n, &v)) break;
+      idx += (v - L->lo[d]) * L->stride[d];
+      p += n + (q != NULL);
+    }
+    if (d == a->ndim) set_bit(L->bits, idx);
+  }
+  closedir(dir);
+}
+
+/* Lists the chunk files of the box g0..g1 (TCZYX) into st->bits, with the TCZYX strides. */
+static int list_chunks(zstate *st, const zimg *im, const int64_t g0[PB_NDIM],
+                       const int64_t g1[PB_NDIM], const int64_t stride[PB_NDIM], int64_t cells,
+                       struct pb_error *err) {
+  size_t bytes = (size_t)(cells + 7) / 8;
+  if (pb__zarr_reserve(&st->bits, &st->bits_cap, bytes) != PB_OK)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  memset(st->bits, 0, bytes);
+  zlist *L = malloc(sizeof *L);
+  if (L == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  L->a = &im->arr;
+  L->bits = st->bits;
+  for (int d = 0; d < im->arr.ndim; d++) {
+    int k = im->arr.axis[d];
+    L->lo[d] = g0[k];
+    L->hi[d] = g1[k];
+    L->stride[d] = stride[k];
+  }
+  snprintf(L->path, sizeof L->path, "%s", im->adir);
+  if (im->arr.sep == '/') walk_nested(L, strlen(L->path), 0, 0);
+  else walk_flat(L);
+  free(L);
+  return PB_OK;
+}
+
 static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                      pb_stage_times *times, struct pb_error *err) {
   zstate *st = state;
@@ -333,13 +485,30 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
   if (dst_size < need)
     return pb_error_set(err, PB_EINVAL, "image %lld: destination holds %zu bytes, needs %zu",
                         (long long)i, dst_size, need);
-  int64_t g0[PB_NDIM], g1[PB_NDIM], g[PB_NDIM];
+  int64_t g0[PB_NDIM], g1[PB_NDIM], g[PB_NDIM], stride[PB_NDIM];
   for (int k = 0; k < PB_NDIM; k++) {
     g0[k] = region->start[k] / a->chunk[k];
     g1[k] = (region->start[k] + region->count[k] - 1) / a->chunk[k];
     g[k] = g0[k];
   }
+  stride[PB_X] = 1;
+  for (int k = PB_X - 1; k >= 0; k--) stride[k] = stride[k + 1] * (g1[k + 1] - g0[k + 1] + 1);
+  int64_t cells = stride[0] * (g1[0] - g0[0] + 1), misses = 0;
+  int listed = 0;
   for (;;) {
+    if (listed) { /* a run of missing chunks along x: one fill, no system call */
+      int64_t bit = 0, run = 0;
+      for (int k = 0; k < PB_NDIM; k++) bit += (g[k] - g0[k]) * stride[k];
+      while (g[PB_X] + run <= g1[PB_X] && !(st->bits[(bit + run) >> 3] & (1u << ((bit + run) & 7))))
+        run++;
+      if (run > 0) {
+        int64_t t0 = pb_now_ns();
+        pb__zarr_fill_units(a, g, run, region, dst);
+        if (times != NULL) times->decode_ns += pb_now_ns() - t0;
+        g[PB_X] += run - 1;
+        goto next;
+      }
+    }
     const char *key;
     if (chunk_path(st, im, g, &key) != PB_OK)
       return pb_error_set(err, PB_EINVAL, "image %lld: chunk path too long", (long long)i);
@@ -365,16 +534,33 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
         return pb_error_set(err, PB_EIO, "%s (image %lld): cannot open: %s", st->path,
                             (long long)i, strerror(errno));
       rc = pb__zarr_place_unit(a, &st->s, NULL, g, region, dst, times, err);
-    } else if (!a->sharded) { /* read to its end: no fstat needed */
-      if (times != NULL) times->read_ns += pb_now_ns() - t0;
-      rc = pb__zarr_place_fd(a, &st->s, fd, g, region, dst, times, err);
-      close(fd);
+      if (!listed && ++misses >= LIST_AFTER_MISSES) {
+        PB_RETURN_NOT_OK(list_chunks(st, im, g0, g1, stride, cells, err));
+        listed = 1;
+      }
     } else {
+      /* a chunk is a regular file of at most what its decoded size can need once encoded: a
+       * link to /dev/zero or a FIFO is refused, not read without end */
       struct stat sb;
-      if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+      if (fstat(fd, &sb) != 0) {
+        int e = errno;
         close(fd);
-        return pb_error_set(err, PB_EIO, "%s (image %lld): not a regular file", st->path,
-                            (long long)i);
+        return pb_error_set(err, PB_EIO, "%s (image %lld): cannot stat: %s", st->path,
+                            (long long)i, strerror(e));
+      }
+      if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pb_error_set(err, PB_EIO, "%s (image %lld, chunk %s) is %s, not a %s file",
+                            st->path, (long long)i, key, pb__file_kind(sb.st_mode),
+                            a->sharded ? "shard" : "chunk");
+      }
+      if ((int64_t)sb.st_size > a->max_stored) {
+        close(fd);
+        return pb_error_set(err, PB_EFORMAT,
+                            "%s (image %lld, chunk %s): %s file of %lld bytes, more than the "
+                            "%lld its decoded size can take encoded",
+                            st->path, (long long)i, key, a->sharded ? "shard" : "chunk",
+                            (long long)sb.st_size, (long long)a->max_stored);
       }
       if (times != NULL) times->read_ns += pb_now_ns() - t0;
       pb__zarr_src src = {fd, NULL, (size_t)sb.st_size};
@@ -385,6 +571,7 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
       pb_error_prefix(err, "%s (image %lld, chunk %s): ", st->path, (long long)i, key);
       return rc;
     }
+  next:;
     int k = PB_NDIM - 1;
     while (k >= 0 && ++g[k] > g1[k]) {
       g[k] = g0[k];

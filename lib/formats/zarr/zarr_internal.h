@@ -14,6 +14,10 @@
 #define PB__ZARR_MAX_CHUNK_BYTES ((int64_t)1 << 32)
 /* Largest image accepted: keeps every size product far from overflow. */
 #define PB__ZARR_MAX_IMAGE_BYTES ((int64_t)1 << 48)
+/* Most chunk (or shard) files an array's grid may have. A missing chunk is legitimate (it reads
+ * as the fill value), so the grid is held to this before anything is read; a 64 GiB image (the
+ * default PB_MAX_IMAGE_BYTES) in this many chunks has 4 KiB chunks. docs/format-ome-zarr.md. */
+#define PB__ZARR_MAX_GRID_CHUNKS ((int64_t)1 << 24)
 
 enum { PB__ZC_NONE = 0, PB__ZC_BLOSC, PB__ZC_ZSTD, PB__ZC_GZIP, PB__ZC_ZLIB, PB__ZC_CRC32C };
 
@@ -55,6 +59,8 @@ typedef struct pb__zarr_array {
   pb__zarr_pipe pipe;        /**< chunk codecs (the inner chunks' when sharded) */
   int sharded;
   int index_at_end, index_crc, index_big_endian;
+  int64_t grid_chunks;       /**< chunk (or shard) files in the grid, at most the bound above */
+  int64_t max_stored;        /**< largest chunk (or shard) file its decoded size can need */
 } pb__zarr_array;
 
 /** What the OME attributes of an image group say (transient; big because of channels). */
@@ -93,6 +99,9 @@ int pb__zarr_reserve(unsigned char **buf, size_t *cap, size_t need);
  * messages. Leaves axis/shape/chunk TCZYX fields for pb__zarr_map_axes. */
 int pb__zarr_parse_array(const char *json, size_t n, int version, const char *label,
                          pb__zarr_array *out, struct pb_error *err);
+/** Refuses (PB_EUNSUPPORTED, naming label, the count and the bound) an array whose grid has
+ * more than PB__ZARR_MAX_GRID_CHUNKS chunk or shard files. */
+int pb__zarr_check_grid(const pb__zarr_array *a, const char *label, struct pb_error *err);
 /** Parses a v2 .zattrs or a v3 group zarr.json for OME multiscales and omero channels. */
 int pb__zarr_parse_ome(const char *json, size_t n, int version, const char *label,
                        pb__zarr_ome *out, struct pb_error *err);
@@ -128,11 +137,10 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
                         const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
                         pb_stage_times *times, struct pb_error *err);
 
-/** The same for an unsharded chunk open as fd, size unknown: the file is read to its end with
- * no fstat (an uncompressed chunk that lands whole in dst is read straight into it). */
-int pb__zarr_place_fd(const pb__zarr_array *a, pb__zarr_scratch *s, int fd,
-                      const int64_t g[PB_NDIM], const pb_region *region, unsigned char *dst,
-                      pb_stage_times *times, struct pb_error *err);
+/** Fills with the fill value the part of the region that nx missing units in a row along X,
+ * from grid position g (TCZYX), cover. */
+void pb__zarr_fill_units(const pb__zarr_array *a, const int64_t g[PB_NDIM], int64_t nx,
+                         const pb_region *region, unsigned char *dst);
 
 /* The writer (zarr_writer.c); the vtable lives in zarr_dataset.c. */
 int pb__zarr_writer_open(const char *path, const pb_write_params *params, void **wstate,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked.h"
 #include "common/json.h"
 #include "formats/zarr/zarr_internal.h"
 
@@ -571,6 +572,50 @@ static int parse_v3_array(const cJSON *root, pb__zarr_array *a, const char *labe
   return check_sizes(a, label, err);
 }
 
+/* n + n/16 + 4 KiB, saturating: more than any codec here (blosc, zstd, deflate, crc32c) adds
+ * to n bytes in its worst case. */
+static int64_t codec_bound(int64_t n) {
+  int64_t m = n / 16 + 4096;
+  return n > INT64_MAX - m ? INT64_MAX : n + m;
+}
+
+/* The grid's file count (INT64_MAX when past 2^63), and the largest stored unit a chunk (or
+ * shard) of this array can need: its decoded bytes through each codec's worst case, plus 64 KiB
+ * for headers other writers add (a shard: that for each inner chunk, plus its index). */
+static void grid_bounds(pb__zarr_array *a) {
+  int64_t count = 1, per_shard = 1, inner = (int64_t)a->esize;
+  for (int d = 0; d < a->ndim; d++) {
+    int64_t g = a->fshape[d] / a->fchunk[d] + (a->fshape[d] % a->fchunk[d] != 0);
+    if (count != INT64_MAX && !pb__mul_i64_ok(count, g, &count)) count = INT64_MAX;
+    per_shard *= a->fchunk[d] / a->finner[d]; /* at most 2^24, checked with the sharding */
+    inner *= a->finner[d];                    /* at most 4 GiB, checked above */
+  }
+  a->grid_chunks = count;
+  int64_t unit = inner;
+  for (int k = 0; k < a->pipe.n; k++) unit = codec_bound(unit);
+  unit = unit > INT64_MAX - 65536 ? INT64_MAX : unit + 65536;
+  int64_t shard = unit;
+  if (a->sharded && (!pb__mul_i64_ok(unit, per_shard, &shard) ||
+                     !pb__add_i64_ok(shard, 16 * per_shard + 4, &shard)))
+    shard = INT64_MAX;
+  a->max_stored = shard;
+}
+
+int pb__zarr_check_grid(const pb__zarr_array *a, const char *label, struct pb_error *err) {
+  if (a->grid_chunks <= PB__ZARR_MAX_GRID_CHUNKS) return PB_OK;
+  char shape[160], grid[48];
+  size_t len = 0;
+  for (int d = 0; d < a->ndim && len < sizeof shape; d++)
+    len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld/%lld", d ? ", " : "",
+                            (long long)a->fshape[d], (long long)a->fchunk[d]);
+  if (a->grid_chunks == INT64_MAX) snprintf(grid, sizeof grid, "more than 2^63");
+  else snprintf(grid, sizeof grid, "%lld", (long long)a->grid_chunks);
+  return bad(err, PB_EUNSUPPORTED, label,
+             "%s %s in the grid (shape/chunk [%s]), more than the %lld pipebench reads "
+             "(docs/format-ome-zarr.md)",
+             grid, a->sharded ? "shards" : "chunks", shape, (long long)PB__ZARR_MAX_GRID_CHUNKS);
+}
+
 int pb__zarr_parse_array(const char *json, size_t n, int version, const char *label,
                          pb__zarr_array *out, struct pb_error *err) {
   memset(out, 0, sizeof *out);
@@ -584,6 +629,7 @@ int pb__zarr_parse_array(const char *json, size_t n, int version, const char *la
   cJSON_Delete(root);
   if (rc == PB_OK && !out->sharded)
     for (int d = 0; d < out->ndim; d++) out->finner[d] = out->fchunk[d];
+  if (rc == PB_OK) grid_bounds(out);
   return rc;
 }
 

@@ -17,6 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int ok_arr = pb__zarr_parse_array(json, size, version, "fuzz", &a, &err) == PB_OK;
     int ok_ome = pb__zarr_parse_ome(json, size, version, "fuzz", ome, &err) == PB_OK;
     if (ok_arr) {
+      (void)pb__zarr_check_grid(&a, "fuzz", &err);
       (void)pb__zarr_map_axes(&a, NULL, "fuzz", &err);
       if (ok_ome) (void)pb__zarr_map_axes(&a, ome, "fuzz", &err);
     }

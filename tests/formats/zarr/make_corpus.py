@@ -56,6 +56,11 @@ def meta():
     put("meta", "group_ngff05.json", json.dumps(
         {"zarr_format": 3, "node_type": "group",
          "attributes": {"ome": {"version": "0.5", "multiscales": [ms5]}}}))
+    # a grid of 4e8 missing 1x1 chunks: refused by its count (pb__zarr_check_grid)
+    put("meta", "bad_grid_4e8.json", json.dumps(
+        {"zarr_format": 2, "shape": [1, 1, 1, 20000, 20000], "chunks": [1, 1, 1, 1, 1],
+         "dtype": "<u2", "compressor": None, "fill_value": 0, "order": "C", "filters": None,
+         "dimension_separator": "/"}, separators=(",", ":")))
     put("meta", "bad_truncated.json", json.dumps(zarray)[:57])
     put("meta", "bad_types.json", '{"zarr_format":"2","shape":{"a":1},"chunks":[0],"dtype":7}')
     put("meta", "bad_nesting.json", "[" * 300 + "]" * 300)
