@@ -540,6 +540,7 @@ class _InferParams(ctypes.Structure):
         ("progress", _PROGRESS_FN),
         ("progress_ctx", ctypes.c_void_p),
         ("data_format", ctypes.c_char_p),
+        ("cancel", ctypes.c_void_p),  # volatile sig_atomic_t *; NULL here
     ]
 
 
