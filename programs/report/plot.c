@@ -18,6 +18,7 @@
 
 #include "pipebench/revs.h"
 #include "report/plot_kit.h"
+#include "revs/revs_internal.h"
 #include "report/report_internal.h"
 #include "table/results_internal.h"
 
@@ -258,12 +259,16 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
 
 #define REVS_MAX_ROWS 150 /* more rows would not be readable on one page */
 
+#define REVS_LABEL 64 /* a branch's label in the group headings, with its NUL */
+
 typedef struct revs_ctx {
   const pb_revs_comparison *c;
   const size_t *order; /* rows top to bottom */
   size_t n, n_all;
   double factor;
   const char *source;
+  const char *label;   /* REVS_LABEL bytes per comparison: its branch, shortened */
+  const char *base_label;
 } revs_ctx;
 
 /* Significantly worse: a longer time, a lower throughput, more memory. */
@@ -364,7 +369,8 @@ static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, doub
     uint32_t rgb = revs_rgb(c);
     if (revs_group_start(R, k)) {
       /* the group's heading, inside the panel at its left edge */
-      snprintf(text, sizeof text, "%s: %s against %s", c->experiment, c->branch, c->baseline);
+      snprintf(text, sizeof text, "%s: %s against %s", c->experiment,
+               R->label + (size_t)(c - R->c) * REVS_LABEL, R->base_label);
       revs_fit(&L, text, sizeof text, 0.96 * panel_mm, PB__PL_TXT, 1);
       /* on white, so the reference lines do not run through the words */
       double tw = (pb__pl_text_mm(&L, text, PB__PL_TXT) + 2.0) / panel_mm * (L.wx1 - L.wx0);
@@ -526,6 +532,35 @@ static size_t revs_rank(const pb_revs_comparison *c, size_t n, size_t i, int f) 
 
 static int mkdir_one(const char *dir, struct pb_error *err);
 
+void pb_report_revs_plot_path(const char *revs_json, const char *baseline, char *out,
+                              size_t size) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", revs_json != NULL ? revs_json : "");
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  size_t u = strlen(dir);
+  snprintf(dir + u, sizeof dir - u, "%simages", dir[u - 1] == '/' ? "" : "/");
+  /* one file per comparison: the results file's name, and the baseline when one is named, so
+   * that a second --compare into the same folder does not replace the first's plot */
+  const char *b = revs_json != NULL ? strrchr(revs_json, '/') : NULL;
+  b = b ? b + 1 : revs_json != NULL ? revs_json : "";
+  size_t bl = strlen(b);
+  if (bl > 5 && strcmp(b + bl - 5, ".json") == 0) bl -= 5;
+  char stem[300];
+  snprintf(stem, sizeof stem, "%.*s", (int)(bl < 200 ? bl : 200), b);
+  if (baseline != NULL) {
+    size_t v = strlen(stem);
+    snprintf(stem + v, sizeof stem - v, "_vs_%.80s", baseline);
+  }
+  for (char *q = stem; *q; q++)
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+          *q == '-' || *q == '_' || *q == '.'))
+      *q = '-';
+  snprintf(out, size, "%s/pipebench_revs_%s.png", dir, stem);
+}
+
 int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const char *baseline,
                            double factor, struct pb_error *err) {
   if (revs_json == NULL) return pb_error_set(err, PB_EINVAL, "pb_report_plot_revs: NULL path");
@@ -546,21 +581,16 @@ int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const ch
   if (png_path != NULL) {
     snprintf(png, sizeof png, "%s", png_path);
   } else {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", revs_json);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    size_t u = strlen(dir);
-    snprintf(dir + u, sizeof dir - u, "%simages", dir[u - 1] == '/' ? "" : "/");
+    pb_report_revs_plot_path(revs_json, baseline, png, sizeof png);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s", png);
+    *strrchr(dir, '/') = '\0';
     if ((rc = mkdir_one(dir, err)) != PB_OK) {
       free(c);
       return rc;
     }
-    snprintf(png, sizeof png, "%s/pipebench_revs.png", dir);
   }
-  /* rows grouped by experiment, then metric, then branch, each in order of first appearance */
+  /* rows grouped by experiment, then branch, then metric, each in order of first appearance */
   size_t *order = malloc(n * sizeof *order), *key = malloc(3 * n * sizeof *key);
   if (order == NULL || key == NULL) {
     free(order);
@@ -575,16 +605,50 @@ int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const ch
   for (size_t i = 1; i < n; i++) /* stable insertion sort: at most a few hundred rows */
     for (size_t j = i; j > 0; j--) {
       const size_t *ka = &key[3 * order[j - 1]], *kb = &key[3 * order[j]];
-      int gt = ka[0] != kb[0] ? ka[0] > kb[0] : ka[1] != kb[1] ? ka[1] > kb[1] : ka[2] > kb[2];
+      /* experiment, then branch, then metric: each branch's rows stay under one heading */
+      int gt = ka[0] != kb[0] ? ka[0] > kb[0] : ka[2] != kb[2] ? ka[2] > kb[2] : ka[1] > kb[1];
       if (!gt) break;
       size_t t = order[j];
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
+  /* Branch names of one guide often share a long part ("claude/...-014viXtwt7gNsiG4xedaMKNA"):
+   * the labels drop what they share first, so that they stay distinct. */
+  const char **names = malloc(n * sizeof *names);
+  char *label = malloc(n * REVS_LABEL), base_label[REVS_LABEL];
+  size_t nn = 0;
+  if (names == NULL || label == NULL) {
+    free(names);
+    free(label);
+    free(order);
+    free(key);
+    free(c);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < nn && strcmp(names[j], c[i].branch) != 0) j++;
+    if (j == nn) names[nn++] = c[i].branch;
+  }
+  char *short_names = malloc((nn ? nn : 1) * REVS_LABEL);
+  if (short_names != NULL) pb__revs_short_labels(names, nn, 40, short_names, REVS_LABEL);
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < nn && strcmp(names[j], c[i].branch) != 0) j++;
+    snprintf(label + i * REVS_LABEL, REVS_LABEL, "%s",
+             short_names != NULL ? short_names + j * REVS_LABEL : c[i].branch);
+  }
+  const char *bn = c[0].baseline;
+  pb__revs_short_labels(&bn, 1, 40, base_label, sizeof base_label);
+  free(short_names);
   const char *base = strrchr(revs_json, '/');
-  revs_ctx R = {c, order, n < REVS_MAX_ROWS ? n : REVS_MAX_ROWS, n, factor, base ? base + 1 : revs_json};
-  int h = 360 + 44 * (int)R.n;
+  revs_ctx R = {c, order, n < REVS_MAX_ROWS ? n : REVS_MAX_ROWS, n, factor, base ? base + 1 : revs_json,
+                label, base_label};
+  /* a slot per row and per group heading: a heading never squeezes into a row's height */
+  int h = 360 + 44 * (int)revs_slots(&R);
   rc = plot_png(png, 1800, h < 640 ? 640 : h, draw_revs, &R, err);
+  free(names);
+  free(label);
   free(order);
   free(key);
   free(c);
