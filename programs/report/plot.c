@@ -267,9 +267,24 @@ typedef struct revs_ctx {
   size_t n, n_all;
   double factor;
   const char *source;
-  const char *label;   /* REVS_LABEL bytes per comparison: its branch, shortened */
-  const char *base_label;
+  const char **names;  /* the distinct branches */
+  size_t nn;
+  const size_t *bidx;  /* per comparison: its branch in names */
+  char *short_names;   /* REVS_LABEL bytes per branch: its label, shortened */
+  char *base_label;    /* REVS_LABEL bytes */
 } revs_ctx;
+
+/* The labels of the branches and of the baseline, at most budget characters each, distinct. */
+static void revs_labels(const revs_ctx *R, size_t budget) {
+  pb__revs_short_labels(R->names, R->nn, budget, R->short_names, REVS_LABEL);
+  const char *bn = R->n_all > 0 ? R->c[0].baseline : "";
+  pb__revs_short_labels(&bn, 1, budget, R->base_label, REVS_LABEL);
+}
+
+static void revs_heading(const revs_ctx *R, const pb_revs_comparison *c, char *text, size_t size) {
+  snprintf(text, size, "%s: %s against %s", c->experiment,
+           R->short_names + R->bidx[c - R->c] * REVS_LABEL, R->base_label);
+}
 
 /* Significantly worse: a longer time, a lower throughput, more memory. */
 static int revs_worse(const pb_revs_comparison *c) {
@@ -369,8 +384,7 @@ static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, doub
     uint32_t rgb = revs_rgb(c);
     if (revs_group_start(R, k)) {
       /* the group's heading, inside the panel at its left edge */
-      snprintf(text, sizeof text, "%s: %s against %s", c->experiment,
-               R->label + (size_t)(c - R->c) * REVS_LABEL, R->base_label);
+      revs_heading(R, c, text, sizeof text);
       revs_fit(&L, text, sizeof text, 0.96 * panel_mm, PB__PL_TXT, 1);
       /* on white, so the reference lines do not run through the words */
       double tw = (pb__pl_text_mm(&L, text, PB__PL_TXT) + 2.0) / panel_mm * (L.wx1 - L.wx0);
@@ -508,6 +522,19 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
   plmtex("b", 3.0, 0.5, 0.5,
          xlog ? "ratio to baseline (log scale; times and memory: below 1 is better, throughput: above 1)"
               : "ratio to baseline (times and memory: below 1 is better, throughput: above 1)");
+  /* the branch labels as long as every group heading fits the panel (40 characters at most):
+   * shortening them keeps them distinct, a cut in the heading's middle would not */
+  double panel_mm = (L.vx1 - L.vx0) * pg->page_w_mm;
+  for (size_t budget = 40;; budget -= 2) {
+    revs_labels(R, budget);
+    int fits = 1;
+    for (size_t k = 0; k < R->n && fits; k++)
+      if (revs_group_start(R, k)) {
+        revs_heading(R, &R->c[R->order[k]], text, sizeof text);
+        fits = pb__pl_text_mm(&L, text, PB__PL_TXT) <= 0.9 * 0.96 * panel_mm;
+      }
+    if (fits || budget <= 12) break;
+  }
   double row_mm = (L.vy1 - L.vy0) * pg->page_h_mm / (L.wy1 - L.wy0);
   double ms = row_mm * 0.25 < 3.2 ? row_mm * 0.25 : 3.2; /* marker radius, mm */
   revs_rows(R, &L, xlog, ls, ms);
@@ -613,13 +640,15 @@ int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const ch
       order[j - 1] = t;
     }
   /* Branch names of one guide often share a long part ("claude/...-014viXtwt7gNsiG4xedaMKNA"):
-   * the labels drop what they share first, so that they stay distinct. */
+   * the labels drop what they share first, so that they stay distinct (revs_labels). */
   const char **names = malloc(n * sizeof *names);
-  char *label = malloc(n * REVS_LABEL), base_label[REVS_LABEL];
+  size_t *bidx = malloc(n * sizeof *bidx);
+  char *short_names = malloc(n * REVS_LABEL), base_label[REVS_LABEL] = "";
   size_t nn = 0;
-  if (names == NULL || label == NULL) {
+  if (names == NULL || bidx == NULL || short_names == NULL) {
     free(names);
-    free(label);
+    free(bidx);
+    free(short_names);
     free(order);
     free(key);
     free(c);
@@ -629,26 +658,18 @@ int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const ch
     size_t j = 0;
     while (j < nn && strcmp(names[j], c[i].branch) != 0) j++;
     if (j == nn) names[nn++] = c[i].branch;
+    bidx[i] = j;
   }
-  char *short_names = malloc((nn ? nn : 1) * REVS_LABEL);
-  if (short_names != NULL) pb__revs_short_labels(names, nn, 40, short_names, REVS_LABEL);
-  for (size_t i = 0; i < n; i++) {
-    size_t j = 0;
-    while (j < nn && strcmp(names[j], c[i].branch) != 0) j++;
-    snprintf(label + i * REVS_LABEL, REVS_LABEL, "%s",
-             short_names != NULL ? short_names + j * REVS_LABEL : c[i].branch);
-  }
-  const char *bn = c[0].baseline;
-  pb__revs_short_labels(&bn, 1, 40, base_label, sizeof base_label);
-  free(short_names);
   const char *base = strrchr(revs_json, '/');
   revs_ctx R = {c, order, n < REVS_MAX_ROWS ? n : REVS_MAX_ROWS, n, factor, base ? base + 1 : revs_json,
-                label, base_label};
+                names, nn, bidx, short_names, base_label};
+  revs_labels(&R, 40);
   /* a slot per row and per group heading: a heading never squeezes into a row's height */
   int h = 360 + 44 * (int)revs_slots(&R);
   rc = plot_png(png, 1800, h < 640 ? 640 : h, draw_revs, &R, err);
   free(names);
-  free(label);
+  free(bidx);
+  free(short_names);
   free(order);
   free(key);
   free(c);
