@@ -150,7 +150,17 @@ def measure(a, out):
     key = jax.random.PRNGKey(a.seed)
     results = []
     variables = None
+    total, done, last = len(a.batch_sizes) * (a.warmup + a.iterations), 0, 0.0
+
+    def progress(text, force=True):  # pipebench shows these while the peer runs
+        nonlocal last
+        if force or time.monotonic() - last >= 5.0:
+            sys.stderr.write(f"pipebench-progress: {done} {total} {text}\n")
+            sys.stderr.flush()
+            last = time.monotonic()
+
     for bs in a.batch_sizes:
+        progress(f"jit {a.model} batch {bs}: compiling")
         x = np.load(os.path.join(a.input_dir, f"input_{bs}.npy")).transpose(0, 2, 3, 1)
         x = jax.device_put(jnp.asarray(x, dtype=dtype), dev)
         if variables is None:  # random weights, built once, cast like the input
@@ -168,6 +178,9 @@ def measure(a, out):
             t = time.perf_counter_ns()
             fn(variables, x).block_until_ready()
             dt = time.perf_counter_ns() - t
+            done += 1
+            progress(f"jit {a.model} batch {bs}: pass {i + 1} of {a.warmup + a.iterations}",
+                     force=False)
             if i >= a.warmup:
                 lat.append(dt)
         mem, kind = peak_memory(dev, mark)

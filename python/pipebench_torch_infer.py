@@ -96,11 +96,27 @@ def peak_memory(torch, cuda, mark_kib):
     return rss_growth_bytes(mark_kib), "cpu_peak_rss_growth"
 
 
-def run_mode(torch, np, a, model, mode, dtype, device, memory_format):
+class Progress:
+    """Lines for pipebench while this peer runs (it shows them: a slow model on a CPU takes
+    minutes): 'pipebench-progress: DONE TOTAL what', at each stage and every few seconds."""
+
+    def __init__(self, total):
+        self.done, self.total, self.last = 0, total, 0.0
+
+    def say(self, text, force=True):
+        now = time.monotonic()
+        if force or now - self.last >= 5.0:
+            sys.stderr.write(f"pipebench-progress: {self.done} {self.total} {text}\n")
+            sys.stderr.flush()
+            self.last = now
+
+
+def run_mode(torch, np, a, model, mode, dtype, device, memory_format, prog):
     cuda = device.type == "cuda"
     clock = Clock(torch, cuda)
     results = []
     for bs in a.batch_sizes:
+        prog.say(f"{mode} {a.model} batch {bs}: {'compiling' if mode == 'compile' else 'starting'}")
         x = torch.from_numpy(np.load(os.path.join(a.input_dir, f"input_{bs}.npy")))
         x = x.to(device=device, dtype=dtype).contiguous(memory_format=memory_format)
         if cuda:
@@ -123,6 +139,9 @@ def run_mode(torch, np, a, model, mode, dtype, device, memory_format):
                         torch.cuda.reset_peak_memory_stats()
                     mark = rss_mark()
                 y, wall, dev = clock.time(lambda: fn(x))
+                prog.done += 1
+                prog.say(f"{mode} {a.model} batch {bs}: pass {i + 1} of {a.warmup + a.iterations}",
+                         force=False)
                 if i >= a.warmup:
                     lat.append(wall)
                     if dev is not None:
@@ -173,8 +192,9 @@ def measure(a, out):
     model = build_model(torch, a.model, first.shape[1]).eval()
     model = model.to(device=device, dtype=dtype, memory_format=memory_format)
     out["runs"] = []
+    prog = Progress(len(modes) * len(a.batch_sizes) * (a.warmup + a.iterations))
     for m in modes:
-        res = run_mode(torch, np, a, model, m, dtype, device, memory_format)
+        res = run_mode(torch, np, a, model, m, dtype, device, memory_format, prog)
         out["runs"].append({"framework": "torch" if m == "eager" else "torch-compile",
                             "memory_format": "channels_last" if a.model == "resnet50"
                             else "contiguous", "results": res})

@@ -5,6 +5,7 @@
 #ifndef PIPEBENCH_INFER_H
 #define PIPEBENCH_INFER_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,7 +53,8 @@ typedef struct pb_infer_params {
    * wrote (its data_format, or the first of its formats that opens) */
   const char *data_source;
   const char *output_dir;  /**< where benchmark_results_YYYYMMDD_HHMMSS.csv goes (made when
-                                missing); NULL: no file */
+                                missing; the stamp is the call's start, and a name another
+                                call already took gets _2, _3, ...); NULL: no file */
   int plot;                /**< 1: also draw output_dir/../images/pipebench_infer.png */
   const char *python;      /**< Python for the peers; NULL: $PB_PYTHON, else the configured one */
   double peer_timeout_s;   /**< a peer that runs longer is stopped with its process group;
@@ -62,13 +64,19 @@ typedef struct pb_infer_params {
   pb_infer_progress_fn progress; /**< NULL: none */
   void *progress_ctx;
   const char *data_format; /**< format of data_source (NULL: detected, or a gen folder's first) */
+  /** Set by a signal handler to stop the call (the signal's number, by convention): the pass
+   * under way and any peer (with its process group) stop within a second, the peers' temporary
+   * folder is removed, the rows finished so far stay in the CSV, and the call returns
+   * PB_ECANCELED. NULL: not stoppable this way. */
+  volatile sig_atomic_t *cancel;
 } pb_infer_params;
 
 #define PB_INFER_PARAMS_DEFAULTS                                                               \
   {.frameworks = NULL, .model = NULL, .dtype = NULL, .device = NULL, .batch_sizes = NULL,      \
    .n_batch_sizes = 0, .iterations = 20, .warmup = 3, .threads = 0, .seed = 42,                \
    .data_source = NULL, .output_dir = NULL, .plot = 0, .python = NULL, .peer_timeout_s = 0,    \
-   .note = NULL, .note_ctx = NULL, .progress = NULL, .progress_ctx = NULL, .data_format = NULL}
+   .note = NULL, .note_ctx = NULL, .progress = NULL, .progress_ctx = NULL, .data_format = NULL, \
+   .cancel = NULL}
 
 /** Fills params with PB_INFER_PARAMS_DEFAULTS (for bindings that cannot use the macro). */
 PB_API void pb_infer_params_init(pb_infer_params *params);
@@ -81,7 +89,10 @@ PB_API void pb_infer_params_init(pb_infer_params *params);
  * framework is missing (or cannot reach the device) gives no rows and one warning note.
  * When output_dir is set it is checked first (made, and a file created and removed in it), and
  * the rows are written there as a plain CSV with the environment in a JSON file of the same stem
- * (both atomically); the CSV's path goes into csv_path (may be NULL). Returns 0; PB_EINVAL for a
+ * (both atomically), each time rows finish (a batch size of the engine, a peer), so that a later
+ * failure, a peer's timeout or a stop keeps them (the error message then names the file); the
+ * CSV's path goes into csv_path (may be NULL). Returns 0; PB_ECANCELED when stopped through
+ * params->cancel; PB_EINVAL for a
  * bad parameter (the message names it and lists what is available; a device this machine lacks,
  * such as "mps" or "tpu", is one); PB_EUNSUPPORTED when the device cannot run the engine, or when
  * every framework asked for was skipped (the message says why); PB_ECHILD when a peer failed;

@@ -55,12 +55,18 @@ PB_API int pb_report_plot_infer(const char *csv_dir, const char *png_path, struc
  * to the baseline as a marker and its 99% bootstrap interval as a bar, a line at 1 and dashed
  * lines at the change threshold, significant changes coloured and marked (worse: vermillion
  * triangle; better: blue inverted triangle). The ratio axis is logarithmic when the ratios
- * span more than a factor 4. Writes png_path atomically (NULL:
- * dirname(revs_json)/images/pipebench_revs.png, the folder created). The baseline is the
+ * span more than a factor 4. Writes png_path atomically (NULL: pb_report_revs_plot_path's
+ * name, the folder created). The baseline is the
  * branch of the first run and the factor 1.1, as in pb_revs_compare(path, NULL, 0, ...).
  * Returns 0; PB_EFORMAT for a file that is not a revs list; PB_ENOTFOUND when nothing can be
  * compared; PB_EUNSUPPORTED without the pngcairo driver; or an I/O error. */
 PB_API int pb_report_plot_revs(const char *revs_json, const char *png_path, struct pb_error *err);
+/** The default name of a revs plot: dirname(revs_json)/images/pipebench_revs_<stem>.png, stem
+ * the results file's name without .json, followed by _vs_<baseline> when a baseline is named
+ * (characters other than letters, digits, '-', '_' and '.' become '-'), so that each
+ * comparison has a file of its own. */
+PB_API void pb_report_revs_plot_path(const char *revs_json, const char *baseline, char *out,
+                                     size_t size);
 /** pb_report_plot_revs with the baseline branch (NULL: the first run's) and the factor of
  * pb_revs_compare (<= 0: 1.1), so that the plot matches a `--compare --baseline --factor` table. */
 PB_API int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const char *baseline,

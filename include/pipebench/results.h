@@ -52,7 +52,8 @@ PB_API double pb_table_get_f64(const pb_table *t, size_t row, size_t col);
 PB_API int pb_table_get_bool(const pb_table *t, size_t row, size_t col);
 
 /** Key/value metadata (string -> string) carried with the table: Parquet key/value metadata,
- * a CSV comment header ("# key: value"), a JSON "metadata" object. */
+ * a CSV's sidecar (NAME.csv-metadata.json, which also holds the column types: the CSV itself
+ * is a header and rows only), a JSON "metadata" object. */
 PB_API int pb_table_set_meta(pb_table *t, const char *key, const char *value);
 PB_API const char *pb_table_get_meta(const pb_table *t, const char *key); /* NULL if absent */
 PB_API size_t pb_table_meta_count(const pb_table *t);

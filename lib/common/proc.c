@@ -299,7 +299,12 @@ static int interrupted(const pb__proc *p) {
 
 static void wait_child(const pb__proc *p, waiter *w, int64_t t0, pb__proc_result *res) {
   int64_t deadline = p->timeout_s > 0 ? t0 + (int64_t)(p->timeout_s * 1e9) : INT64_MAX;
+  int64_t next_tick = t0 + 1000000000;
   while (!w->reaped) {
+    if (p->tick != NULL && pb_now_ns() >= next_tick) {
+      p->tick(p->tick_ctx, (double)(pb_now_ns() - t0) / 1e9);
+      next_tick = pb_now_ns() + 1000000000;
+    }
     if (interrupted(p)) {
       res->canceled = 1;
       break;

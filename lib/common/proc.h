@@ -26,6 +26,9 @@ typedef struct pb__proc {
                                       a SIGINT, SIGTERM or SIGHUP that would end us stops it
                                       (see below); the registered stop flag
                                       (pb__stop_flag_set) stops it either way */
+  void (*tick)(void *ctx, double elapsed_s); /**< called about once a second while the child
+                                                  runs (progress lines); NULL: none */
+  void *tick_ctx;
 } pb__proc;
 
 /** What the child did. */

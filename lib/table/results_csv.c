@@ -1,12 +1,28 @@
-/* CSV sink: "# key: value" metadata lines, a "# types:" line, a header, RFC 4180 quoting.
- * Layout and escaping rules: docs/results.md. */
+/* CSV sink: a header and RFC 4180 rows only, so that any CSV reader (pandas.read_csv as it
+ * is) takes the file; the metadata and column types go to a sidecar, NAME.csv-metadata.json,
+ * tied to the CSV's bytes by a hash. Files of the older layout ("# key: value" lines and a
+ * "# types:" line before the header) are still read. Layout: docs/results.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
 
 #include "table/results_internal.h"
+
+/* FNV-1a over the CSV's bytes: a sidecar describes the file whose hash it holds, and no other
+ * (not a CSV rewritten by another tool, nor a newer one beside a sidecar not yet replaced). */
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+#define FNV_START 14695981039346656037ULL
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
@@ -17,6 +33,7 @@ struct out {
   char buf[1 << 16];
   size_t n;
   int rc;
+  uint64_t hash;
   struct pb_error *err;
 };
 
@@ -31,6 +48,7 @@ static void out_putn(struct out *o, const char *s, size_t n) {
     size_t k = sizeof o->buf - o->n;
     if (k > n) k = n;
     memcpy(o->buf + o->n, s, k);
+    o->hash = fnv1a(o->hash, s, k);
     o->n += k;
     s += k;
     n -= k;
@@ -38,24 +56,6 @@ static void out_putn(struct out *o, const char *s, size_t n) {
 }
 
 static void out_puts(struct out *o, const char *s) { out_putn(o, s, strlen(s)); }
-
-/* Metadata text: backslash escapes for \ CR LF, and for ':' inside keys. */
-static void out_escaped(struct out *o, const char *s, int is_key) {
-  for (const char *p = s; *p; p++) {
-    switch (*p) {
-      case '\\': out_puts(o, "\\\\"); break;
-      case '\n': out_puts(o, "\\n"); break;
-      case '\r': out_puts(o, "\\r"); break;
-      case ':':
-        if (is_key) {
-          out_puts(o, "\\:");
-          break;
-        }
-        /* fall through */
-      default: out_putn(o, p, 1); break;
-    }
-  }
-}
 
 /* A field in RFC 4180 form. The empty string is quoted, so an empty unquoted field means NULL;
  * a field starting with '#' is quoted so that no line of the file reads as a comment to
@@ -79,28 +79,16 @@ static void out_field(struct out *o, const char *s) {
   out_puts(o, "\"");
 }
 
-int pb__csv_write(const pb_table *t, int fd, const char *path, struct pb_error *err) {
+int pb__csv_write(const pb_table *t, int fd, const char *path, uint64_t *hash,
+                  struct pb_error *err) {
   struct out *o = malloc(sizeof *o);
   if (o == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
   o->fd = fd;
   o->name = path;
   o->n = 0;
   o->rc = 0;
+  o->hash = FNV_START;
   o->err = err;
-  for (size_t i = 0; i < t->nmeta; i++) {
-    out_puts(o, "# ");
-    out_escaped(o, t->meta[i].key, 1);
-    out_puts(o, ": ");
-    out_escaped(o, t->meta[i].value, 0);
-    out_puts(o, "\n");
-  }
-  /* Always last among the comments: the reader takes the last "types" line as the types. */
-  out_puts(o, "# types:");
-  for (size_t c = 0; c < t->ncols; c++) {
-    out_puts(o, c ? "," : " ");
-    out_puts(o, pb__col_type_name(t->cols[c].type));
-  }
-  out_puts(o, "\n");
   for (size_t c = 0; c < t->ncols; c++) {
     if (c) out_puts(o, ",");
     out_field(o, t->cols[c].name);
@@ -129,8 +117,115 @@ int pb__csv_write(const pb_table *t, int fd, const char *path, struct pb_error *
   }
   out_flush(o);
   int rc = o->rc;
+  if (hash != NULL) *hash = o->hash;
   free(o);
   return rc;
+}
+
+/* ---- the sidecar ------------------------------------------------------------------------- */
+
+/* The names of the CSV on the Web (W3C CSVW) datatypes for ours. */
+static const char *csvw_type(pb_col_type t) {
+  switch (t) {
+    case PB_COL_INT64: return "long";
+    case PB_COL_DOUBLE: return "double";
+    case PB_COL_BOOL: return "boolean";
+    default: return "string";
+  }
+}
+
+static int csvw_type_parse(const char *s) {
+  if (strcmp(s, "long") == 0 || strcmp(s, "integer") == 0) return PB_COL_INT64;
+  if (strcmp(s, "double") == 0 || strcmp(s, "number") == 0) return PB_COL_DOUBLE;
+  if (strcmp(s, "boolean") == 0) return PB_COL_BOOL;
+  if (strcmp(s, "string") == 0) return PB_COL_STRING;
+  return -1;
+}
+
+void pb__csv_sidecar_path(const char *path, char *out, size_t size) {
+  snprintf(out, size, "%s-metadata.json", path);
+}
+
+int pb__csv_write_sidecar(const pb_table *t, const char *path, uint64_t hash,
+                          struct pb_error *err) {
+  /* Only beside a file: /dev/stdout or a terminal gets the CSV alone. */
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return PB_OK;
+  char side[4200], hex[24];
+  pb__csv_sidecar_path(path, side, sizeof side);
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash);
+  const char *slash = strrchr(path, '/');
+  cJSON *root = cJSON_CreateObject();
+  int ok = root != NULL;
+  ok = ok && cJSON_AddStringToObject(root, "@context", "http://www.w3.org/ns/csvw") != NULL;
+  ok = ok && cJSON_AddStringToObject(root, "url", slash ? slash + 1 : path) != NULL;
+  ok = ok && cJSON_AddStringToObject(root, "pipebench:csv_fnv1a64", hex) != NULL;
+  cJSON *schema = ok ? cJSON_AddObjectToObject(root, "tableSchema") : NULL;
+  cJSON *cols = schema ? cJSON_AddArrayToObject(schema, "columns") : NULL;
+  ok = ok && cols != NULL;
+  for (size_t c = 0; ok && c < t->ncols; c++) {
+    cJSON *o = cJSON_CreateObject();
+    ok = o != NULL && cJSON_AddItemToArray(cols, o);
+    ok = ok && cJSON_AddStringToObject(o, "name", t->cols[c].name) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "datatype", csvw_type(t->cols[c].type)) != NULL;
+  }
+  cJSON *meta = ok ? cJSON_AddObjectToObject(root, "pipebench:metadata") : NULL;
+  ok = ok && meta != NULL;
+  for (size_t i = 0; ok && i < t->nmeta; i++)
+    ok = cJSON_AddStringToObject(meta, t->meta[i].key, t->meta[i].value) != NULL;
+  char *text = ok ? cJSON_Print(root) : NULL;
+  cJSON_Delete(root);
+  if (text == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", side);
+  size_t n = strlen(text);
+  text[n] = '\n'; /* cJSON's buffer ends in the NUL replaced here: one line end, no NUL */
+  int rc = pb_write_file_atomic(side, text, n + 1, err);
+  free(text);
+  return rc;
+}
+
+/* What a sidecar says about the CSV of `len` bytes at data: the types (in *types, n of them)
+ * and the metadata (into t). Returns 1 when it describes this very file, 0 otherwise (no
+ * sidecar, another file's, unreadable: the CSV is then read as one from elsewhere). */
+static int read_sidecar(const char *path, const char *data, size_t len, pb_table *t,
+                        pb_col_type **types, long *ntypes) {
+  char side[4200];
+  pb__csv_sidecar_path(path, side, sizeof side);
+  struct stat st;
+  if (stat(side, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  void *raw = NULL;
+  size_t n = 0;
+  if (pb__read_file(side, &raw, &n, NULL) != PB_OK) return 0;
+  cJSON *root = cJSON_ParseWithLength(raw, n);
+  pb_free(raw, n);
+  char hex[24];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a(FNV_START, data, len));
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "pipebench:csv_fnv1a64");
+  const cJSON *cols = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(root, "tableSchema"), "columns");
+  int ok = cJSON_IsString(h) && strcmp(h->valuestring, hex) == 0 && cJSON_IsArray(cols);
+  size_t nc = ok ? (size_t)cJSON_GetArraySize(cols) : 0;
+  pb_col_type *ty = ok ? malloc((nc ? nc : 1) * sizeof *ty) : NULL;
+  ok = ok && ty != NULL;
+  size_t k = 0;
+  const cJSON *c, *none = NULL;
+  cJSON_ArrayForEach(c, (ok ? cols : none)) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(c, "datatype");
+    int v = cJSON_IsString(dt) ? csvw_type_parse(dt->valuestring) : -1;
+    if (v < 0) ok = 0;
+    else ty[k++] = (pb_col_type)v;
+  }
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "pipebench:metadata"), *m;
+  cJSON_ArrayForEach(m, (ok ? meta : none)) {
+    if (cJSON_IsString(m) && pb_table_set_meta(t, m->string, m->valuestring) != PB_OK) ok = 0;
+  }
+  cJSON_Delete(root);
+  if (!ok) {
+    free(ty);
+    return 0;
+  }
+  *types = ty;
+  *ntypes = (long)nc;
+  return 1;
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */
@@ -234,7 +329,7 @@ static int parse_record(struct parser *p) {
   return PB_OK;
 }
 
-/* Undoes out_escaped on s[0..n) into dst (NUL-terminated); stops at an unescaped ':' when
+/* Undoes the escapes of the older layout's comment lines on s[0..n) into dst (NUL-terminated); stops at an unescaped ':' when
  * is_key. Returns how many input bytes were consumed. */
 static size_t unescape(const char *s, size_t n, char *dst, int is_key) {
   size_t i = 0, o = 0;
@@ -449,6 +544,10 @@ int pb__csv_read(const char *path, pb_table **out, struct pb_error *err) {
     rc = pb_error_set(err, PB_EFORMAT, "%s: no header line (empty CSV file)", path);
   pb_col_type *types = NULL;
   long ntypes = -1;
+  /* no comment lines (pipebench's layout since they went): the sidecar, when it is this
+   * file's */
+  if (rc == 0 && types_text == NULL && pb_table_meta_count(t) == 0)
+    (void)read_sidecar(path, data, len, t, &types, &ntypes);
   if (rc == 0 && types_text != NULL) {
     ntypes = parse_types(types_text, &types);
     if (ntypes < 0) { /* not ours: keep it as metadata and infer */

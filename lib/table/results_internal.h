@@ -70,7 +70,14 @@ int pb__atomic_finish(const char *tmp, const char *path, int rc, struct pb_error
  * JSON); path is the final name, for messages. Readers build a new table. */
 int pb__parquet_write(const pb_table *t, const char *tmp, const char *path, struct pb_error *err);
 int pb__parquet_read(const char *path, pb_table **out, struct pb_error *err);
-int pb__csv_write(const pb_table *t, int fd, const char *path, struct pb_error *err);
+/* The CSV: header and rows only; *hash (may be NULL) gets the FNV-1a hash of its bytes. */
+int pb__csv_write(const pb_table *t, int fd, const char *path, uint64_t *hash,
+                  struct pb_error *err);
+/* path's sidecar, path + "-metadata.json": the column types and metadata of the CSV whose
+ * bytes hash to `hash` (W3C CSVW layout), written atomically beside a regular file only. */
+void pb__csv_sidecar_path(const char *path, char *out, size_t size);
+int pb__csv_write_sidecar(const pb_table *t, const char *path, uint64_t hash,
+                          struct pb_error *err);
 int pb__csv_read(const char *path, pb_table **out, struct pb_error *err);
 int pb__json_write(const pb_table *t, int fd, const char *path, struct pb_error *err);
 int pb__json_read(const char *path, pb_table **out, struct pb_error *err);

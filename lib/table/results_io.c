@@ -30,8 +30,9 @@ int pb_table_write(const pb_table *t, const char *path, pb_sink sink, struct pb_
   int fd;
   PB_RETURN_NOT_OK(pb__atomic_open(path, tmp, sizeof tmp, &fd, err));
   int rc;
+  uint64_t hash = 0;
   switch (sink) {
-    case PB_SINK_CSV: rc = pb__csv_write(t, fd, path, err); break;
+    case PB_SINK_CSV: rc = pb__csv_write(t, fd, path, &hash, err); break;
     case PB_SINK_JSON: rc = pb__json_write(t, fd, path, err); break;
     case PB_SINK_PARQUET:
       /* DuckDB writes the file by name; the descriptor only reserved the name. */
@@ -47,7 +48,10 @@ int pb_table_write(const pb_table *t, const char *path, pb_sink sink, struct pb_
     pb__atomic_abort(tmp);
     return rc;
   }
-  return pb__atomic_commit(tmp, path, err);
+  PB_RETURN_NOT_OK(pb__atomic_commit(tmp, path, err));
+  /* after the CSV: until it is replaced the old sidecar's hash names the old file, so a
+   * reader never takes it for the new one */
+  return sink == PB_SINK_CSV ? pb__csv_write_sidecar(t, path, hash, err) : PB_OK;
 }
 
 /* For names without a known extension: Parquet by its magic, JSON by its first character. */

@@ -364,11 +364,50 @@ int pb__col_type_parse(const char *name, size_t len) {
 }
 
 void pb__format_double(double v, char *buf, size_t size) {
-  /* Shortest of 15..17 significant digits that reads back to the same double. */
-  for (int prec = 15; prec <= 17; prec++) {
-    snprintf(buf, size, "%.*g", prec, v);
-    if (strtod(buf, NULL) == v) break;
+  /* The fewest significant digits (1 to 17) that read back to the same double, laid out as
+   * Python's repr() does: plain notation for exponents -4 to 15 ("0.0001", "68.948149",
+   * "100.0"), else "d.ddde+XX" ("1e+16", "5e-324"). */
+  char e[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(e, sizeof e, "%.*e", prec - 1, v);
+    if (strtod(e, NULL) == v) break;
   }
-  /* Keep a double looking like one ("3.0", not "3"), so readers that infer types agree. */
-  if (strpbrk(buf, ".eEnN") == NULL && strlen(buf) + 3 <= size) strcat(buf, ".0");
+  if (!isfinite(v)) { /* not stored by the table (NULL), but keep the text readable */
+    snprintf(buf, size, "%s", e);
+    return;
+  }
+  const char *p = e;
+  int neg = *p == '-';
+  if (neg) p++;
+  char digits[24];
+  size_t nd = 0;
+  for (; *p != 'e' && *p != '\0'; p++)
+    if (*p >= '0' && *p <= '9' && nd + 1 < sizeof digits) digits[nd++] = *p;
+  while (nd > 1 && digits[nd - 1] == '0') nd--;
+  digits[nd] = '\0';
+  int exp = *p == 'e' ? atoi(p + 1) : 0;
+  char out[64];
+  size_t o = 0;
+  if (neg) out[o++] = '-';
+  if (exp < -4 || exp >= 16) {
+    out[o++] = digits[0];
+    if (nd > 1) {
+      out[o++] = '.';
+      for (size_t i = 1; i < nd; i++) out[o++] = digits[i];
+    }
+    snprintf(out + o, sizeof out - o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+  } else if (exp < 0) {
+    out[o++] = '0';
+    out[o++] = '.';
+    for (int i = -1; i > exp; i--) out[o++] = '0';
+    for (size_t i = 0; i < nd; i++) out[o++] = digits[i];
+    out[o] = '\0';
+  } else {
+    for (int i = 0; i <= exp; i++) out[o++] = (size_t)i < nd ? digits[i] : '0';
+    out[o++] = '.';
+    if ((size_t)exp + 1 >= nd) out[o++] = '0';
+    for (size_t i = (size_t)exp + 1; i < nd; i++) out[o++] = digits[i];
+    out[o] = '\0';
+  }
+  snprintf(buf, size, "%s", out);
 }

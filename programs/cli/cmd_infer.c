@@ -2,6 +2,7 @@
  * (programs/infer), which the Python binding calls too. */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,14 @@ static const cli_opt infer_opts[] = {
     {"peer-timeout", "S", "stop a peer (and all it started) after S seconds (default 3600)"},
     {NULL, NULL, NULL}};
 
+/* The signal that asked infer to stop (0: none); the handler only stores it. */
+static volatile sig_atomic_t stop_signal = 0;
+
+static void on_signal(int sig) { stop_signal = sig; }
+
 static void on_note(void *ctx, int level, const char *line) {
   (void)ctx;
+  cli_progress("", 0, 0, 0); /* a line of its own, not over the progress line */
   if (level == 0) {
     printf("%s\n", line);
     fflush(stdout);
@@ -123,15 +130,32 @@ static int run_infer(const cli_args *a) {
   p.note = on_note, p.progress = on_progress;
   pb_table *rows = NULL;
   struct pb_error err = {{0}};
+  /* SIGINT/SIGTERM stop it within a second: the peer and its temporary folder go, the rows that
+   * finished stay in the CSV. SA_RESETHAND: a second Ctrl-C ends the program at once. */
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = (int)(SA_RESETHAND | SA_RESTART);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  p.cancel = &stop_signal;
   int rc = pb_infer_run(&p, &rows, NULL, 0, &err);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
   cli_progress("", 0, 0, 0);
+  int sig = stop_signal;
   /* Under mpirun every rank ends with the same (agreed) status and message, and rank 0 alone
    * holds the rows: it says what happened. */
   const char *rank = getenv("OMPI_COMM_WORLD_RANK");
   if (rank == NULL) rank = getenv("PMIX_RANK");
   if (rank != NULL && atoi(rank) != 0) {
     pb_table_free(rows);
-    return rc == PB_OK ? CLI_OK : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
+    return rc == PB_OK ? CLI_OK : rc == PB_ECANCELED && sig ? 128 + sig : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
+  }
+  if (rc == PB_ECANCELED && sig != 0) {
+    fprintf(stderr, "pipebench infer: stopped by signal %d (%s)\n", sig, err.message);
+    return 128 + sig;
   }
   if (rc == PB_EINVAL) return cli_usage_error(CMD, "%s", err.message);
   if (rc != PB_OK) return cli_fail(CMD, "%s", err.message);
@@ -149,8 +173,10 @@ const cli_command cli_cmd_infer = {
                "of --iterations passes from the call to the finished output (on a GPU after a\n"
                "synchronise). The peers run as Python child processes over the same inputs; a\n"
                "peer whose framework is missing is skipped with one line (exit 2 only when\n"
-               "nothing could run). Writes OUTDIR/benchmark_results_YYYYMMDD_HHMMSS.csv (UTC; a\n"
-               "plain CSV), the environment in the .json of the same stem, and the plot in\n"
+               "nothing could run). Writes OUTDIR/benchmark_results_YYYYMMDD_HHMMSS.csv (UTC, the\n"
+               "start; _2, _3, ... when taken; a plain CSV, rewritten as each batch size or peer\n"
+               "finishes, so a failure, --peer-timeout or Ctrl-C keeps the finished rows), the\n"
+               "environment in the .json of the same stem, and the plot in\n"
                "OUTDIR/../images/pipebench_infer.png. A dataset is read image by\n"
                "image (cycling when the batch is larger), its middle z plane at t=0 centre-\n"
                "cropped or zero-padded to the model's input; embed takes the data's own shape.\n"

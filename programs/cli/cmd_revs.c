@@ -92,16 +92,23 @@ static int print_comparison(const char *output, const char *baseline, double fac
     int is_time = !x->higher_is_better && strstr(x->metric, "memory") == NULL &&
                   strstr(x->metric, "rss") == NULL;
     double sp = x->higher_is_better ? r : 1.0 / r;
+    /* a ratio that rounds to 1.00 names no direction ("1.00× faster" for +0.0 % would) */
+    char times[16];
+    snprintf(times, sizeof times, "%.2f", !(r > 0) || !isfinite(r) ? 0.0 : r >= 1 ? r : 1.0 / r);
     if (!(r > 0) || !isfinite(r))
       snprintf(speed, sizeof speed, "-");
+    else if (strcmp(times, "1.00") == 0)
+      snprintf(speed, sizeof speed, "1.00\u00d7");
     else if (is_time || x->higher_is_better)
       snprintf(speed, sizeof speed, "%.2f\u00d7 %s", sp >= 1 ? sp : 1.0 / sp,
                sp >= 1 ? "faster" : "slower");
     else
       snprintf(speed, sizeof speed, "%.2f\u00d7 %s", r >= 1 ? r : 1.0 / r,
                r >= 1 ? "more" : "less");
-    /* a ratio of two zero medians (no GPU memory on either side, say) has no change to show */
-    if (isfinite(r)) snprintf(change, sizeof change, "%+.1f %%", 100.0 * (r - 1.0));
+    /* a ratio of two zero medians (no GPU memory on either side, say) has no change to show;
+     * one that rounds to 0.0 % is "no change", never "+0.0 %" beside a direction */
+    if (isfinite(r) && fabs(100.0 * (r - 1.0)) < 0.05) snprintf(change, sizeof change, "no change");
+    else if (isfinite(r)) snprintf(change, sizeof change, "%+.1f %%", 100.0 * (r - 1.0));
     else snprintf(change, sizeof change, "-");
     if (isfinite(lo) && isfinite(hi))
       snprintf(ci, sizeof ci, "[%+.1f %%, %+.1f %%]", 100.0 * (lo - 1.0), 100.0 * (hi - 1.0));
@@ -189,8 +196,13 @@ static int run_revs(const cli_args *a) {
   if (rc != CLI_OK) return rc;
   fflush(stdout);
   struct pb_error perr = {{0}};
+  char png[4400];
+  pb_report_revs_plot_path(output, cli_get(a, "baseline"), png, sizeof png);
   if (pb_report_plot_revs_ex(output, NULL, cli_get(a, "baseline"), factor, &perr) != 0)
     fprintf(stderr, "pipebench revs: note: no plot: %s\n", perr.message);
+  else
+    printf("plot: %s\n", png);
+  fflush(stdout);
   if (regressed && cli_has(a, "fail-on-regression")) {
     fprintf(stderr, "pipebench revs: a significant slowdown against the baseline (exit 3)\n");
     return CLI_REGRESSION;

@@ -22,6 +22,7 @@
 #include "pipebench/stats.h"
 
 #include "common/fs.h"
+#include "common/proc.h"
 #include "infer/infer_internal.h"
 #include "tracks/device.h"
 #include "tracks/ranks.h"
@@ -321,6 +322,10 @@ static int time_engine(const pb_infer_params *p, pb_engine *e, int batch, pb_ten
   int rc = PB_OK;
   int64_t w0 = 0;
   for (long it = 0; it < total && rc == PB_OK; it++) {
+    if (pb__stop_requested() != 0) { /* the flag of params->cancel: within one pass */
+      rc = pb_error_set(err, PB_ECANCELED, "interrupted");
+      break;
+    }
     if (it == p->warmup) {
       /* the ranks' timed passes start together: the common window opens */
       if (pb__ranks_size() > 1) {
@@ -466,8 +471,11 @@ static int run_engine(const pb_infer_params *p, pb__infer_ctx *c, struct pb_erro
   double *dev_lat = calloc((size_t)p->iterations, sizeof *dev_lat);
   int rc = PB_OK;
   if (lat == NULL || dev_lat == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-  for (int i = 0; i < c->nbs && rc == PB_OK; i++)
+  for (int i = 0; i < c->nbs && rc == PB_OK; i++) {
     rc = run_engine_batch(p, c, i, lat, dev_lat, err);
+    /* each batch size's row on disk as it finishes (one process; across ranks at the end) */
+    if (rc == PB_OK && pb__ranks_size() == 1) rc = pb__infer_save(p, c, err);
+  }
   free(lat);
   free(dev_lat);
   return rc;
@@ -500,21 +508,10 @@ static int new_rows(pb__infer_ctx *c, struct pb_error *err) {
   return PB_OK;
 }
 
-static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, char *csv_path,
-                         size_t csv_path_size, struct pb_error *err) {
-  time_t now = time(NULL);
-  struct tm tmv;
-  gmtime_r(&now, &tmv);
-  char stamp[32], path[4400], env_path[4400];
-  strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", &tmv);
-  snprintf(path, sizeof path, "%s/benchmark_results_%s.csv", p->output_dir, stamp);
-  snprintf(env_path, sizeof env_path, "%s/benchmark_results_%s.json", p->output_dir, stamp);
-  PB_RETURN_NOT_OK(pb__mkdirs(p->output_dir, err));
-  PB_RETURN_NOT_OK(pb__infer_write_env(c->rows, env_path, err));
-  PB_RETURN_NOT_OK(pb__infer_write_csv(c->rows, path, err));
-  if (csv_path != NULL) snprintf(csv_path, csv_path_size, "%s", path);
-  pb__infer_note(p, 0, "results: %s", path); /* a line of its own: scripts take the path */
-  pb__infer_note(p, 0, "environment: %s", env_path);
+static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__infer_save(p, c, err));
+  pb__infer_note(p, 0, "results: %s", c->csv_path); /* a line of its own: scripts take the path */
+  pb__infer_note(p, 0, "environment: %s", c->env_path);
   if (!p->plot) return PB_OK;
   if (pb__ranks_size() > 1) { /* the plot folds a configuration's rows into one point */
     pb__infer_note(p, 1, "no plot across ranks: the CSV holds a row per rank and one for all "
@@ -592,10 +589,17 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
     pb_env_collect(&c->env, NULL);
     rc = new_rows(c, err);
   }
+  /* the CSV is named after the start, so that its name is known while rows come in */
+  time_t now = time(NULL);
+  struct tm tmv;
+  gmtime_r(&now, &tmv);
+  strftime(c->stamp, sizeof c->stamp, "%Y%m%d_%H%M%S", &tmv);
+  if (p->cancel != NULL) pb__stop_flag_set(p->cancel);
   c->nmodels = models->n;
   for (int m = 0; m < models->n && rc == PB_OK; m++) {
     c->model = models->names[m];
-    rc = run_model(p, c, err);
+    rc = pb__stop_requested() != 0 ? pb_error_set(err, PB_ECANCELED, "interrupted")
+                                    : run_model(p, c, err);
   }
   int writer = pb__ranks_rank() == 0; /* across ranks the others hold no rows */
   if (rc == PB_OK && writer && pb_table_rows(c->rows) == 0)
@@ -603,9 +607,24 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
                       "nothing could run: every framework asked for was skipped (see above); "
                       "nothing written");
   else if (rc == PB_OK && writer && p->output_dir != NULL)
-    rc = write_outputs(p, c, csv_path, csv_path_size, err);
+    rc = write_outputs(p, c, err);
+  /* a failure or a stop after some rows finished: they are in the CSV already (rewritten
+   * here with every row so far), and the message says where */
+  if (rc != PB_OK && writer && pb_table_rows(c->rows) > 0 && c->csv_path[0] != '\0') {
+    struct pb_error e2 = {{0}};
+    if (pb__infer_save(p, c, &e2) == PB_OK && err != NULL) {
+      size_t u = strlen(err->message);
+      snprintf(err->message + u, sizeof err->message - u,
+               "; the %zu row%s that finished %s in %s", pb_table_rows(c->rows),
+               pb_table_rows(c->rows) == 1 ? "" : "s", pb_table_rows(c->rows) == 1 ? "is" : "are",
+               c->csv_path);
+    }
+  }
+  if (p->cancel != NULL) pb__stop_flag_set(NULL);
+  if (csv_path != NULL && csv_path_size > 0) snprintf(csv_path, csv_path_size, "%s", c->csv_path);
   rc = pb__ranks_agree(rc, err); /* every rank ends with rank 0's writing */
-  if (rc != PB_OK) pb__infer_unmake_output(p->output_dir, made); /* empty folders only */
+  if (rc != PB_OK && c->csv_path[0] == '\0')
+    pb__infer_unmake_output(p->output_dir, made); /* empty folders only */
   if (rc == PB_OK && rows != NULL) *rows = c->rows;
   else pb_table_free(c->rows);
   free(c);

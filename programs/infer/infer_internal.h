@@ -40,6 +40,9 @@ typedef struct pb__infer_ctx {
   double flops;                                 /**< per image, forward */
   pb_env env;
   pb_table *rows;
+  char stamp[32];          /**< the call's start, UTC, YYYYMMDD_HHMMSS: the CSV's name */
+  char csv_path[4400];     /**< the CSV this call claimed ("" before its first rows) */
+  char env_path[4400];     /**< the environment JSON beside it */
 } pb__infer_ctx;
 
 /** What a row says besides its latencies. Strings are borrowed. */
@@ -67,6 +70,11 @@ void pb__infer_unmake_output(const char *dir, const char *made);
 /** The rows as a plain CSV (a header line, then the rows; NULL cells empty, booleans True/False)
  * written atomically. */
 int pb__infer_write_csv(const pb_table *t, const char *path, struct pb_error *err);
+/** Writes the rows so far (when params->output_dir is set and there are rows): the first time
+ * it claims a name of its own, output_dir/benchmark_results_<stamp>[_N].csv (into
+ * c->csv_path, with the environment in the .json of the same stem), later it replaces that
+ * file atomically. */
+int pb__infer_save(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err);
 /** The table's metadata (the environment, "env.*") as one JSON object, written atomically. */
 int pb__infer_write_env(const pb_table *t, const char *path, struct pb_error *err);
 /** A `pipebench gen` folder (manifest.json of kind pipebench.dataset) gives the path of

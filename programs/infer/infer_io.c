@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "common/safe_open.h"
 #include "infer/infer_internal.h"
+#include "table/results_internal.h"
 
 /* The first of dir and its parents that does not exist yet, into made ("" when dir exists). */
 static void first_missing(const char *dir, char *made, size_t size) {
@@ -88,14 +89,20 @@ static void put_cell(FILE *f, const pb_table *t, size_t r, size_t c) {
   case PB_COL_STRING: put_field(f, pb_table_get_str(t, r, c)); break;
   case PB_COL_INT64: fprintf(f, "%lld", (long long)pb_table_get_i64(t, r, c)); break;
   case PB_COL_BOOL: fputs(pb_table_get_bool(t, r, c) ? "True" : "False", f); break;
-  case PB_COL_DOUBLE: fprintf(f, "%.17g", pb_table_get_f64(t, r, c)); break;
+  case PB_COL_DOUBLE: { /* the shortest text that reads back to the same double */
+    char num[64];
+    pb__format_double(pb_table_get_f64(t, r, c), num, sizeof num);
+    fputs(num, f);
+    break;
+  }
   }
 }
 
-int pb__infer_write_csv(const pb_table *t, const char *path, struct pb_error *err) {
-  char *text = NULL;
-  size_t size = 0;
-  FILE *f = open_memstream(&text, &size);
+/* The rows as CSV text, into a new buffer *text (the caller frees it). */
+static int csv_text(const pb_table *t, char **text, size_t *size, struct pb_error *err) {
+  *text = NULL;
+  *size = 0;
+  FILE *f = open_memstream(text, size);
   if (f == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   for (size_t c = 0; c < pb_table_cols(t); c++) {
     if (c) fputc(',', f);
@@ -111,8 +118,82 @@ int pb__infer_write_csv(const pb_table *t, const char *path, struct pb_error *er
   }
   int bad = ferror(f);
   fclose(f);
-  int rc = bad ? pb_error_set(err, PB_ENOMEM, "out of memory for %s", path)
-               : pb_write_file_atomic(path, text, size, err);
+  if (bad) {
+    free(*text);
+    *text = NULL;
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  return PB_OK;
+}
+
+int pb__infer_write_csv(const pb_table *t, const char *path, struct pb_error *err) {
+  char *text = NULL;
+  size_t size = 0;
+  PB_RETURN_NOT_OK(csv_text(t, &text, &size, err));
+  int rc = pb_write_file_atomic(path, text, size, err);
+  free(text);
+  return rc;
+}
+
+/* Gives the CSV text the first free name of dir/benchmark_results_<stamp>[_N].csv, into path:
+ * written whole to a hidden temporary first, then linked to the name (link(2) never replaces
+ * a file, so two calls in the same second never share one, and no reader sees a partial
+ * file). Where the file system has no hard links, the name is reserved with O_EXCL and the
+ * temporary renamed over it. */
+static int claim(const char *dir, const char *stamp, const char *text, size_t size, char *path,
+                 size_t path_size, struct pb_error *err) {
+  char tmp[4400];
+  snprintf(tmp, sizeof tmp, "%s/.benchmark_results_%s.csv.claim-%ld", dir, stamp, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return pb_error_set(err, PB_EIO, "%s: cannot write results there: %s", dir, strerror(errno));
+  int rc = pb__write_all(fd, text, size, tmp, err);
+  if (rc == PB_OK && fsync(fd) != 0)
+    rc = pb_error_set(err, PB_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+  if (close(fd) != 0 && rc == PB_OK)
+    rc = pb_error_set(err, PB_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+  for (int k = 1; rc == PB_OK; k++) {
+    if (k == 1) snprintf(path, path_size, "%s/benchmark_results_%s.csv", dir, stamp);
+    else snprintf(path, path_size, "%s/benchmark_results_%s_%d.csv", dir, stamp, k);
+    if (link(tmp, path) == 0) break;
+    int e = errno;
+    if (e == EEXIST && k < 10000) continue;
+    if (e == EPERM || e == ENOTSUP || e == EOPNOTSUPP || e == ENOSYS) {
+      int r = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (r < 0 && errno == EEXIST && k < 10000) continue;
+      if (r >= 0) {
+        close(r);
+        if (rename(tmp, path) == 0) break;
+        e = errno;
+        unlink(path);
+      } else {
+        e = errno;
+      }
+    }
+    rc = pb_error_set(err, PB_EIO, "%s: cannot create: %s", path, strerror(e));
+  }
+  unlink(tmp);
+  if (rc != PB_OK) path[0] = '\0';
+  return rc;
+}
+
+int pb__infer_save(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
+  if (p->output_dir == NULL || c->rows == NULL || pb_table_rows(c->rows) == 0) return PB_OK;
+  char *text = NULL;
+  size_t size = 0;
+  PB_RETURN_NOT_OK(csv_text(c->rows, &text, &size, err));
+  int rc = PB_OK;
+  if (c->csv_path[0] == '\0') {
+    rc = pb__mkdirs(p->output_dir, err);
+    if (rc == PB_OK)
+      rc = claim(p->output_dir, c->stamp, text, size, c->csv_path, sizeof c->csv_path, err);
+    if (rc == PB_OK) { /* the environment beside it, under the same stem */
+      snprintf(c->env_path, sizeof c->env_path, "%.*s.json",
+               (int)(strlen(c->csv_path) - strlen(".csv")), c->csv_path);
+      rc = pb__infer_write_env(c->rows, c->env_path, err);
+    }
+  } else {
+    rc = pb_write_file_atomic(c->csv_path, text, size, err);
+  }
   free(text);
   return rc;
 }

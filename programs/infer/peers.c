@@ -133,6 +133,51 @@ static int take_result(const pb_infer_params *p, pb__infer_ctx *c, const char *p
   return rc;
 }
 
+/* What the user sees while a peer runs (a ViT on a CPU takes minutes): the peer's own
+ * progress lines ("pipebench-progress: DONE TOTAL what", in its log) as the progress line,
+ * and as a note when they change (at most every 10 s) or, without news, every 30 s. */
+typedef struct peer_watch {
+  const pb_infer_params *p;
+  const char *label, *log;
+  char last[256];
+  double last_note_s;
+  int noted;
+} peer_watch;
+
+static void peer_tick(void *ctx, double elapsed_s) {
+  peer_watch *w = ctx;
+  char tail[4096], text[256] = "";
+  long done = 0, total = 0;
+  pb__proc_tail(w->log, 40, tail, sizeof tail);
+  for (char *line = tail; line != NULL && *line != '\0';) {
+    char *nl = strchr(line, '\n');
+    if (nl != NULL) *nl = '\0';
+    int off = 0;
+    long d, t;
+    if (sscanf(line, "pipebench-progress: %ld %ld %n", &d, &t, &off) == 2 && off > 0) {
+      done = d, total = t;
+      snprintf(text, sizeof text, "%s", line + off);
+    }
+    line = nl != NULL ? nl + 1 : NULL;
+  }
+  if (w->p->progress != NULL && total > 0) {
+    char what[320];
+    snprintf(what, sizeof what, "%s: %s", w->label, text);
+    w->p->progress(w->p->progress_ctx, what, done, total, elapsed_s);
+  }
+  int news = text[0] != '\0' && strcmp(text, w->last) != 0;
+  if ((news && (!w->noted || elapsed_s - w->last_note_s >= 10.0)) ||
+      elapsed_s - w->last_note_s >= 30.0) {
+    if (text[0] != '\0')
+      pb__infer_note(w->p, 0, "%s: %s (%.0f s)", w->label, text, elapsed_s);
+    else
+      pb__infer_note(w->p, 0, "%s: still starting (%.0f s)", w->label, elapsed_s);
+    snprintf(w->last, sizeof w->last, "%s", text);
+    w->last_note_s = elapsed_s;
+    w->noted = 1;
+  }
+}
+
 static void add_arg(const char **argv, int *n, char (*store)[32], int *ns, long v) {
   snprintf(store[*ns], 32, "%ld", v);
   argv[(*n)++] = store[(*ns)++];
@@ -169,6 +214,10 @@ static int run_peer(const pb_infer_params *p, pb__infer_ctx *c, const char *dir,
   pr.argv = argv;
   pr.stdout_path = log, pr.stderr_path = log;
   pr.timeout_s = p->peer_timeout_s > 0 ? p->peer_timeout_s : 3600.0;
+  char label[96];
+  snprintf(label, sizeof label, "peer %s", modes != NULL ? "torch" : "jax");
+  peer_watch watch = {p, label, log, "", 0, 0};
+  pr.tick = peer_tick, pr.tick_ctx = &watch;
   int rc = pb__proc_run(&pr, NULL, err);
   if (rc != PB_OK) {
     pb_error_prefix(err, "%s: ", script);
@@ -195,10 +244,12 @@ int pb__infer_peers(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error 
   if (rc == PB_OK && (c->mask & (PB__FW_TORCH | PB__FW_TORCH_COMPILE))) {
     pb__infer_note(p, 0, "peer: torch (%s) on %s", modes, c->device);
     rc = run_peer(p, c, dir, "pipebench_torch_infer.py", modes, err);
+    if (rc == PB_OK) rc = pb__infer_save(p, c, err); /* kept whatever the next peer does */
   }
   if (rc == PB_OK && (c->mask & PB__FW_JAX)) {
     pb__infer_note(p, 0, "peer: jax on %s", c->device);
     rc = run_peer(p, c, dir, "pipebench_jax_infer.py", NULL, err);
+    if (rc == PB_OK) rc = pb__infer_save(p, c, err);
   }
   if (pb__remove_tree(dir) != 0) pb__infer_note(p, 1, "could not remove %s", dir);
   return rc;

@@ -18,6 +18,7 @@
 
 #include "pipebench/revs.h"
 #include "report/plot_kit.h"
+#include "revs/revs_internal.h"
 #include "report/report_internal.h"
 #include "table/results_internal.h"
 
@@ -258,13 +259,32 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
 
 #define REVS_MAX_ROWS 150 /* more rows would not be readable on one page */
 
+#define REVS_LABEL 64 /* a branch's label in the group headings, with its NUL */
+
 typedef struct revs_ctx {
   const pb_revs_comparison *c;
   const size_t *order; /* rows top to bottom */
   size_t n, n_all;
   double factor;
   const char *source;
+  const char **names;  /* the distinct branches */
+  size_t nn;
+  const size_t *bidx;  /* per comparison: its branch in names */
+  char *short_names;   /* REVS_LABEL bytes per branch: its label, shortened */
+  char *base_label;    /* REVS_LABEL bytes */
 } revs_ctx;
+
+/* The labels of the branches and of the baseline, at most budget characters each, distinct. */
+static void revs_labels(const revs_ctx *R, size_t budget) {
+  pb__revs_short_labels(R->names, R->nn, budget, R->short_names, REVS_LABEL);
+  const char *bn = R->n_all > 0 ? R->c[0].baseline : "";
+  pb__revs_short_labels(&bn, 1, budget, R->base_label, REVS_LABEL);
+}
+
+static void revs_heading(const revs_ctx *R, const pb_revs_comparison *c, char *text, size_t size) {
+  snprintf(text, size, "%s: %s against %s", c->experiment,
+           R->short_names + R->bidx[c - R->c] * REVS_LABEL, R->base_label);
+}
 
 /* Significantly worse: a longer time, a lower throughput, more memory. */
 static int revs_worse(const pb_revs_comparison *c) {
@@ -364,7 +384,7 @@ static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, doub
     uint32_t rgb = revs_rgb(c);
     if (revs_group_start(R, k)) {
       /* the group's heading, inside the panel at its left edge */
-      snprintf(text, sizeof text, "%s: %s against %s", c->experiment, c->branch, c->baseline);
+      revs_heading(R, c, text, sizeof text);
       revs_fit(&L, text, sizeof text, 0.96 * panel_mm, PB__PL_TXT, 1);
       /* on white, so the reference lines do not run through the words */
       double tw = (pb__pl_text_mm(&L, text, PB__PL_TXT) + 2.0) / panel_mm * (L.wx1 - L.wx0);
@@ -502,6 +522,19 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
   plmtex("b", 3.0, 0.5, 0.5,
          xlog ? "ratio to baseline (log scale; times and memory: below 1 is better, throughput: above 1)"
               : "ratio to baseline (times and memory: below 1 is better, throughput: above 1)");
+  /* the branch labels as long as every group heading fits the panel (40 characters at most):
+   * shortening them keeps them distinct, a cut in the heading's middle would not */
+  double panel_mm = (L.vx1 - L.vx0) * pg->page_w_mm;
+  for (size_t budget = 40;; budget -= 2) {
+    revs_labels(R, budget);
+    int fits = 1;
+    for (size_t k = 0; k < R->n && fits; k++)
+      if (revs_group_start(R, k)) {
+        revs_heading(R, &R->c[R->order[k]], text, sizeof text);
+        fits = pb__pl_text_mm(&L, text, PB__PL_TXT) <= 0.9 * 0.96 * panel_mm;
+      }
+    if (fits || budget <= 12) break;
+  }
   double row_mm = (L.vy1 - L.vy0) * pg->page_h_mm / (L.wy1 - L.wy0);
   double ms = row_mm * 0.25 < 3.2 ? row_mm * 0.25 : 3.2; /* marker radius, mm */
   revs_rows(R, &L, xlog, ls, ms);
@@ -526,6 +559,35 @@ static size_t revs_rank(const pb_revs_comparison *c, size_t n, size_t i, int f) 
 
 static int mkdir_one(const char *dir, struct pb_error *err);
 
+void pb_report_revs_plot_path(const char *revs_json, const char *baseline, char *out,
+                              size_t size) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s", revs_json != NULL ? revs_json : "");
+  char *slash = strrchr(dir, '/');
+  if (slash == NULL) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  size_t u = strlen(dir);
+  snprintf(dir + u, sizeof dir - u, "%simages", dir[u - 1] == '/' ? "" : "/");
+  /* one file per comparison: the results file's name, and the baseline when one is named, so
+   * that a second --compare into the same folder does not replace the first's plot */
+  const char *b = revs_json != NULL ? strrchr(revs_json, '/') : NULL;
+  b = b ? b + 1 : revs_json != NULL ? revs_json : "";
+  size_t bl = strlen(b);
+  if (bl > 5 && strcmp(b + bl - 5, ".json") == 0) bl -= 5;
+  char stem[300];
+  snprintf(stem, sizeof stem, "%.*s", (int)(bl < 200 ? bl : 200), b);
+  if (baseline != NULL) {
+    size_t v = strlen(stem);
+    snprintf(stem + v, sizeof stem - v, "_vs_%.80s", baseline);
+  }
+  for (char *q = stem; *q; q++)
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+          *q == '-' || *q == '_' || *q == '.'))
+      *q = '-';
+  snprintf(out, size, "%s/pipebench_revs_%s.png", dir, stem);
+}
+
 int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const char *baseline,
                            double factor, struct pb_error *err) {
   if (revs_json == NULL) return pb_error_set(err, PB_EINVAL, "pb_report_plot_revs: NULL path");
@@ -546,21 +608,16 @@ int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const ch
   if (png_path != NULL) {
     snprintf(png, sizeof png, "%s", png_path);
   } else {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", revs_json);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    size_t u = strlen(dir);
-    snprintf(dir + u, sizeof dir - u, "%simages", dir[u - 1] == '/' ? "" : "/");
+    pb_report_revs_plot_path(revs_json, baseline, png, sizeof png);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s", png);
+    *strrchr(dir, '/') = '\0';
     if ((rc = mkdir_one(dir, err)) != PB_OK) {
       free(c);
       return rc;
     }
-    snprintf(png, sizeof png, "%s/pipebench_revs.png", dir);
   }
-  /* rows grouped by experiment, then metric, then branch, each in order of first appearance */
+  /* rows grouped by experiment, then branch, then metric, each in order of first appearance */
   size_t *order = malloc(n * sizeof *order), *key = malloc(3 * n * sizeof *key);
   if (order == NULL || key == NULL) {
     free(order);
@@ -575,16 +632,44 @@ int pb_report_plot_revs_ex(const char *revs_json, const char *png_path, const ch
   for (size_t i = 1; i < n; i++) /* stable insertion sort: at most a few hundred rows */
     for (size_t j = i; j > 0; j--) {
       const size_t *ka = &key[3 * order[j - 1]], *kb = &key[3 * order[j]];
-      int gt = ka[0] != kb[0] ? ka[0] > kb[0] : ka[1] != kb[1] ? ka[1] > kb[1] : ka[2] > kb[2];
+      /* experiment, then branch, then metric: each branch's rows stay under one heading */
+      int gt = ka[0] != kb[0] ? ka[0] > kb[0] : ka[2] != kb[2] ? ka[2] > kb[2] : ka[1] > kb[1];
       if (!gt) break;
       size_t t = order[j];
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
+  /* Branch names of one guide often share a long part ("claude/...-014viXtwt7gNsiG4xedaMKNA"):
+   * the labels drop what they share first, so that they stay distinct (revs_labels). */
+  const char **names = malloc(n * sizeof *names);
+  size_t *bidx = malloc(n * sizeof *bidx);
+  char *short_names = malloc(n * REVS_LABEL), base_label[REVS_LABEL] = "";
+  size_t nn = 0;
+  if (names == NULL || bidx == NULL || short_names == NULL) {
+    free(names);
+    free(bidx);
+    free(short_names);
+    free(order);
+    free(key);
+    free(c);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < nn && strcmp(names[j], c[i].branch) != 0) j++;
+    if (j == nn) names[nn++] = c[i].branch;
+    bidx[i] = j;
+  }
   const char *base = strrchr(revs_json, '/');
-  revs_ctx R = {c, order, n < REVS_MAX_ROWS ? n : REVS_MAX_ROWS, n, factor, base ? base + 1 : revs_json};
-  int h = 360 + 44 * (int)R.n;
+  revs_ctx R = {c, order, n < REVS_MAX_ROWS ? n : REVS_MAX_ROWS, n, factor, base ? base + 1 : revs_json,
+                names, nn, bidx, short_names, base_label};
+  revs_labels(&R, 40);
+  /* a slot per row and per group heading: a heading never squeezes into a row's height */
+  int h = 360 + 44 * (int)revs_slots(&R);
   rc = plot_png(png, 1800, h < 640 ? 640 : h, draw_revs, &R, err);
+  free(names);
+  free(bidx);
+  free(short_names);
   free(order);
   free(key);
   free(c);

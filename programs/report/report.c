@@ -20,10 +20,34 @@ typedef pb__strbuf sbuf;
 #define sb_puts pb__strbuf_puts
 #define sb_printf pb__strbuf_printf
 
-/* HTML text with **bold** and `code` spans. */
+static void sb_html_text(sbuf *b, const char *s);
+
+/* A Markdown link [text](url) at s, as an HTML anchor; returns the characters taken, 0 when s
+ * starts no link. */
+static size_t sb_html_link(sbuf *b, const char *s) {
+  const char *mid = strstr(s, "](");
+  const char *end = mid ? strchr(mid + 2, ')') : NULL;
+  if (mid == NULL || end == NULL || memchr(s + 1, ']', (size_t)(mid - s - 1)) != NULL) return 0;
+  char text[512], url[1024];
+  snprintf(text, sizeof text, "%.*s", (int)(mid - s - 1), s + 1);
+  snprintf(url, sizeof url, "%.*s", (int)(end - mid - 2), mid + 2);
+  sb_puts(b, "<a href=\"");
+  sb_html_text(b, url);
+  sb_puts(b, "\">");
+  sb_html_text(b, text);
+  sb_puts(b, "</a>");
+  return (size_t)(end - s) + 1;
+}
+
+/* HTML text with **bold** and `code` spans and [text](url) links. */
 static void sb_html_text(sbuf *b, const char *s) {
   int bold = 0, code = 0;
   for (const char *p = s; *p; p++) {
+    size_t link = *p == '[' && !code ? sb_html_link(b, p) : 0;
+    if (link > 0) {
+      p += link - 1;
+      continue;
+    }
     if (p[0] == '*' && p[1] == '*') {
       sb_puts(b, bold ? "</strong>" : "<strong>");
       bold = !bold;
@@ -360,9 +384,20 @@ static void write_answers(pb__rp_doc *d, const pb__rp_data *data, const cJSON *s
   if (lim[0]) pb__rp_p(d, "This machine's limits, measured in the same run%s.", lim);
 }
 
+/* path as the report names it: relative to the report's folder when it lies inside dir (the
+ * folder the run's set ends up in), so that the report never names a staging folder and still
+ * works when the folder is moved. */
+static const char *rel_to(const char *path, const char *dir) {
+  size_t n = dir ? strlen(dir) : 0;
+  while (n > 1 && dir[n - 1] == '/') n--;
+  if (n > 0 && strncmp(path, dir, n) == 0 && path[n] == '/') return path + n + 1;
+  if (n > 0 && strcmp(path, dir) == 0) return ".";
+  return path;
+}
+
 /* One section per track with a table (its plot, its own text and table), then inference. */
 static void write_sections(pb__rp_doc *d, const pb__rp_data *data, const char *out_dir,
-                           char (*cells)[64]) {
+                           const char *infer_root, char (*cells)[64]) {
   for (size_t k = 0; k < data->n; k++) {
     const pb__rp_view *v = data->views[k];
     if (data->t[k] == NULL) continue;
@@ -371,13 +406,15 @@ static void write_sections(pb__rp_doc *d, const pb__rp_data *data, const char *o
     doc_h(d, 2, v->title);
     doc_img(d, out_dir, name, v->title);
     if (v->section != NULL) v->section(d, data->t[k], cells);
-    pb__rp_p(d, "Table: `%s`.", data->path[k]);
+    const char *rel = rel_to(data->path[k], out_dir);
+    pb__rp_p(d, "Table: [`%s`](%s).", rel, rel);
   }
   if (data->infer != NULL) {
     doc_h(d, 2, "Inference");
     doc_img(d, out_dir, "pipebench_infer.png", "inference");
     section_infer(d, data->infer, cells);
-    pb__rp_p(d, "From %d `benchmark_results_*.csv` file(s) in `%s`.", data->infer_files, data->infer_dir);
+    const char *rel = rel_to(data->infer_dir, infer_root ? infer_root : out_dir);
+    pb__rp_p(d, "From %d `benchmark_results_*.csv` file(s) in [`%s`](%s).", data->infer_files, rel, rel);
   }
 }
 
@@ -415,7 +452,7 @@ int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const cha
   doc_h(d, 1, "pipebench report");
   write_intro(d, sum);
   write_answers(d, data, sum);
-  write_sections(d, data, out_dir, cells);
+  write_sections(d, data, out_dir, infer_root, cells);
   doc_end_list(d);
   sb_puts(&d->html, "</body></html>\n");
   if (d->md.oom || d->html.oom) {

@@ -1,5 +1,6 @@
 /* pipebench revs --compare: each branch against the baseline, per experiment and metric. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,4 +227,68 @@ int pb_revs_compare(const char *results_path, const char *baseline, double facto
   *out = l.v;
   *n = l.n;
   return PB_OK;
+}
+
+/* ---- short labels ------------------------------------------------------------------------ */
+
+static int labels_distinct(const char *out, size_t out_size, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (strcmp(names[i], names[j]) != 0 && strcmp(out + i * out_size, out + j * out_size) == 0)
+        return 0;
+  return 1;
+}
+
+void pb__revs_short_labels(const char *const *names, size_t n, size_t max_chars, char *out,
+                           size_t out_size) {
+  if (n == 0 || out_size == 0) return;
+  if (max_chars < 8) max_chars = 8;
+  /* what every name shares at its start and at its end (distinct names only: a name given
+   * twice shares everything with itself) */
+  size_t pre = SIZE_MAX, suf = SIZE_MAX, shortest = SIZE_MAX;
+  int distinct = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t li = strlen(names[i]);
+    if (li < shortest) shortest = li;
+    for (size_t j = 0; j < n; j++) {
+      if (strcmp(names[i], names[j]) == 0) continue;
+      distinct = 1;
+      size_t lj = strlen(names[j]), k = 0;
+      while (names[i][k] != '\0' && names[i][k] == names[j][k]) k++;
+      if (k < pre) pre = k;
+      k = 0;
+      while (k < li && k < lj && names[i][li - 1 - k] == names[j][lj - 1 - k]) k++;
+      if (k < suf) suf = k;
+    }
+  }
+  if (!distinct) pre = suf = 0;
+  if (pre + suf > shortest) suf = shortest > pre ? shortest - pre : 0;
+  /* whole words: the shared start ends after a separator, the shared end starts with one */
+  static const char seps[] = "/-_.:";
+  while (pre > 0 && strchr(seps, names[0][pre - 1]) == NULL) pre--;
+  size_t l0 = strlen(names[0]);
+  while (suf > 0 && strchr(seps, names[0][l0 - suf]) == NULL) suf--;
+  /* Step 0: the names whole; 1: without the shared end; 2: without the shared start too;
+   * 3 on: what differs, cut one more character at its end each step. A name that fits stays
+   * whole. */
+  for (size_t step = 0;; step++) {
+    size_t keep = SIZE_MAX;
+    if (step >= 3) keep = max_chars - 6 > step - 3 ? max_chars - 6 - (step - 3) : 1;
+    int fits = 1;
+    for (size_t i = 0; i < n; i++) {
+      const char *s = names[i];
+      size_t len = strlen(s);
+      char *o = out + i * out_size;
+      size_t p = step >= 2 ? pre : 0, q = step >= 1 ? suf : 0;
+      size_t core = len - p - q;
+      int cut = core > keep;
+      if (cut) core = keep;
+      if (step == 0 || len <= max_chars)
+        snprintf(o, out_size, "%s", s);
+      else
+        snprintf(o, out_size, "%s%.*s%s", p ? "..." : "", (int)core, s + p, q || cut ? "..." : "");
+      if (strlen(o) > max_chars) fits = 0;
+    }
+    if ((fits && labels_distinct(out, out_size, names, n)) || keep == 1) return;
+  }
 }

@@ -49,4 +49,12 @@ typedef struct pb__revs_sampler {
 void pb__revs_sampler_start(pb__revs_sampler *s);
 void pb__revs_sampler_stop(pb__revs_sampler *s);
 
+/** Short labels for n names (branch names) of at most max_chars characters each, distinct
+ * when the names are: the parts all names share (a common prefix, a common suffix such as a
+ * "-014viXtwt7gNsiG4xedaMKNA" id) go first, written "...", so that a label keeps the part that
+ * tells the names apart; only then is that part cut at its end. out[i] gets the label of
+ * names[i] (out_size bytes each). */
+void pb__revs_short_labels(const char *const *names, size_t n, size_t max_chars, char *out,
+                           size_t out_size);
+
 #endif

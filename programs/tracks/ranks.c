@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "table/results_internal.h"
 #include "tracks/ranks.h"
 
 #ifdef PB_HAVE_MPI
@@ -304,7 +305,9 @@ void pb__rank_list(const double *v, int n, char *buf, size_t size) {
   size_t u = 0;
   buf[0] = '\0';
   for (int r = 0; r < n && u < size; r++) {
-    int k = snprintf(buf + u, size - u, "%s%.6g", r ? "," : "", v[r]);
+    char num[64]; /* each value as the tables write doubles: the shortest exact text */
+    pb__format_double(v[r], num, sizeof num);
+    int k = snprintf(buf + u, size - u, "%s%s", r ? "," : "", num);
     if (k < 0) break;
     u += (size_t)k;
   }

@@ -90,7 +90,7 @@ int pb__rank_window_gather(int64_t samples, double own_s, double window_s, pb__r
                            struct pb_error *err);
 /** Sets the PB__RANK_COLUMNS of t's current row from w. */
 void pb__rank_window_columns(pb_table *t, const pb__rank_window *w);
-/** Formats n values as "a,b,c" (%.6g) into buf. */
+/** Formats n values as "a,b,c" into buf, each the shortest text that reads back exactly. */
 void pb__rank_list(const double *v, int n, char *buf, size_t size);
 
 #endif

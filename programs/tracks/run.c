@@ -366,7 +366,7 @@ typedef struct set_item {
   int copied;      /* from is a temporary copy beside the destination */
 } set_item;
 
-enum { SET_MAX = 3 * 8 + 4 };
+enum { SET_MAX = 4 * 8 + 4 };
 
 static void sync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -405,10 +405,11 @@ static int copy_beside(const char *from, const char *to, char *tmp, size_t tmp_s
  * full disk fails the run before anything of the earlier set is touched. */
 static int prepare_set(pb_run_ctx *c, set_item *items, size_t *n, struct pb_error *err) {
   *n = 0;
-  for (size_t k = 0; k < pb__track_count() && *n + 3 <= SET_MAX; k++) {
+  for (size_t k = 0; k < pb__track_count() && *n + 4 <= SET_MAX; k++) {
     const char *table = pb__track_at(k)->view.table;
     snprintf(items[(*n)++].rel, sizeof items[0].rel, "data/%s.parquet", table);
     snprintf(items[(*n)++].rel, sizeof items[0].rel, "data/%s.csv", table);
+    snprintf(items[(*n)++].rel, sizeof items[0].rel, "data/%s.csv-metadata.json", table);
     snprintf(items[(*n)++].rel, sizeof items[0].rel, "images/%s.png", table);
   }
   /* the plot of infer's CSVs in OUT, drawn with the report */
@@ -466,7 +467,8 @@ static int move_in(pb_run_ctx *c, set_item *it, struct pb_error *err) {
  *      here leaves the earlier set untouched);
  *   1. the files that name a run go: report.md, report.html, data/pipebench_summary.json and
  *      data/pipebench_summary_failed.json;
- *   2. per track of the table: data/<table>.parquet, data/<table>.csv, images/<table>.png are
+ *   2. per track of the table: data/<table>.parquet, data/<table>.csv and its sidecar
+ *      data/<table>.csv-metadata.json, images/<table>.png are
  *      renamed over the old ones (or the old ones removed, for a track this run did not make),
  *      then images/pipebench_infer.png the same way;
  *   3. data/pipebench_summary.json comes in;

@@ -34,11 +34,9 @@ static const char *const t2_schema[] = {
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
-typedef struct t2_best {
-  double sps;
-  char format[32];
-  int bs, workers;
-} t2_best;
+/* The best configuration of cache none from the table (see t2_fastest). */
+static int t2_headline(const pb_table *t, char *format, size_t size, double *sps, int64_t *bs,
+                       int64_t *workers);
 
 /* One configuration of track 2. */
 typedef struct t2_config {
@@ -233,7 +231,7 @@ static int t2_pool(t2_round *m, double window_s, double **pooled, struct pb_erro
 
 /* One round (repeat cf->r) of one configuration: a fresh loader, its first batch, a pilot, the
  * steady window. Rounds of all configurations are interleaved by the caller. */
-static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t room, t2_best *best,
+static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t room,
                       struct pb_error *err) {
   pb_loader_params lp;
   char cache_path[4200];
@@ -277,14 +275,8 @@ static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t ro
   pb_summary s;
   if (rc == PB_OK && pb__ranks_rank() == 0) rc = pb__window_summarize(&m.w, &s);
   if (rc == PB_OK && pb__ranks_rank() == 0) {
-    double sps = t2_row(c, t, cf, &lp, &m, &s);
+    (void)t2_row(c, t, cf, &lp, &m, &s);
     pb__rank_window_columns(t, &rw);
-    if (cf->cache == PB_CACHE_NONE && isfinite(sps) && (best->format[0] == '\0' || sps > best->sps)) {
-      best->sps = sps;
-      best->bs = cf->bs;
-      best->workers = cf->workers;
-      snprintf(best->format, sizeof best->format, "%s", c->formats[cf->fi]);
-    }
   }
   pb__window_destroy(&m.w);
   pb_loader_free(ld);
@@ -322,7 +314,6 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
   size_t room = (size_t)c->p.batches > (size_t)16 * (size_t)maxw ? (size_t)c->p.batches : (size_t)16 * (size_t)maxw;
   room += 1;
   c->step = 0;
-  t2_best best = {0};
   int rc = PB_OK;
   /* With a preload or shared cache the timed loop reads decoded pixels from RAM or a memory
    * map, whatever the source format was: the full grid is measured for the first format only,
@@ -357,7 +348,7 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
                      c->formats[fi], cache_names[caches[k]], bss[b], ws[w], r + 1, c->p.repeats);
             pb__run_progress(c, what);
             t2_config cf = {fi, caches[k], bss[b], ws[w], r};
-            rc = t2_measure(c, t, &cf, room, &best, err);
+            rc = t2_measure(c, t, &cf, room, err);
           }
   if (rc == PB_OK && c->p.peer && pb__ranks_size() > 1)
     pb__run_report(c, "track 2: the torch DataLoader peer runs in one process (without mpirun)");
@@ -371,13 +362,16 @@ static int t2_run(pb_run_ctx *c, struct pb_error *err) {
   if (rc == PB_OK) {
     cJSON *s = pb__run_summary(c, "2");
     cJSON_AddNumberToObject(s, "rows", (double)pb_table_rows(t));
-    if (best.format[0]) {
-      cJSON_AddStringToObject(s, "fastest_bulk_format", best.format);
-      cJSON_AddNumberToObject(s, "fastest_bulk_samples_per_sec", best.sps);
-      cJSON_AddNumberToObject(s, "fastest_bulk_batch_size", best.bs);
-      cJSON_AddNumberToObject(s, "fastest_bulk_workers", best.workers);
-      pb__run_report(c, "track 2: fastest bulk loading from storage: %s, %.0f samples/s (batch %d, %d workers)",
-                     best.format, best.sps, best.bs, best.workers);
+    char format[64];
+    double sps;
+    int64_t bs, workers;
+    if (t2_headline(t, format, sizeof format, &sps, &bs, &workers)) {
+      cJSON_AddStringToObject(s, "fastest_bulk_format", format);
+      cJSON_AddNumberToObject(s, "fastest_bulk_samples_per_sec", sps);
+      cJSON_AddNumberToObject(s, "fastest_bulk_batch_size", (double)bs);
+      cJSON_AddNumberToObject(s, "fastest_bulk_workers", (double)workers);
+      pb__run_report(c, "track 2: fastest bulk loading from storage: %s, %.0f samples/s at batch size %lld with %lld workers (cache none, median over rounds)",
+                     format, sps, (long long)bs, (long long)workers);
     }
   }
   pb_table_free(t);
@@ -589,21 +583,19 @@ static int own_filter(const pb_table *t, pb__rp_filter *f) {
   return 1;
 }
 
-static void t2_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
-  if (t == NULL) {
-    pb__rp_li(d, "Bulk loading: not measured here (no track 2 table).");
-    return;
-  }
+/* The headline of track 2, from the table alone: per format of pipebench's own rows, the
+ * configuration (batch size, workers) of cache none whose median samples/s over rounds is
+ * highest, and the best of those in *bi (-1: none). The run's console line,
+ * pipebench_summary.json and the report all take it from here, so the three say the same. */
+static void t2_fastest(const pb_table *t, const char **formats, int *nf, best *per, int *bi) {
   pb__rp_filter own;
   int no = own_filter(t, &own);
-  const char *formats[PB__RP_MAX_DISTINCT];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, &own, no, formats, PB__RP_MAX_DISTINCT);
+  *nf = pb__rp_distinct_str(t, PB__COL_FORMAT, &own, no, formats, PB__RP_MAX_DISTINCT);
   int64_t bss[32], ws[32];
   int nb = pb__rp_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, bss, 32);
   int nw = pb__rp_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, ws, 32);
-  best per[PB__RP_MAX_DISTINCT];
-  int bi = -1;
-  for (int f = 0; f < nf; f++) {
+  *bi = -1;
+  for (int f = 0; f < *nf; f++) {
     per[f].found = 0;
     for (int b = 0; b < nb; b++)
       for (int w = 0; w < nw; w++) {
@@ -615,8 +607,33 @@ static void t2_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
           snprintf(per[f].format, sizeof per[f].format, "%s", formats[f]);
         }
       }
-    if (per[f].found && (bi < 0 || per[f].value > per[bi].value)) bi = f;
+    if (per[f].found && (*bi < 0 || per[f].value > per[*bi].value)) *bi = f;
   }
+}
+
+static int t2_headline(const pb_table *t, char *format, size_t size, double *sps, int64_t *bs,
+                        int64_t *workers) {
+  const char *formats[PB__RP_MAX_DISTINCT];
+  best per[PB__RP_MAX_DISTINCT];
+  int nf, bi;
+  t2_fastest(t, formats, &nf, per, &bi);
+  if (bi < 0) return 0;
+  snprintf(format, size, "%s", formats[bi]);
+  *sps = per[bi].value, *bs = per[bi].bs, *workers = per[bi].workers;
+  return 1;
+}
+
+static void t2_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
+  if (t == NULL) {
+    pb__rp_li(d, "Bulk loading: not measured here (no track 2 table).");
+    return;
+  }
+  pb__rp_filter own;
+  int no = own_filter(t, &own);
+  const char *formats[PB__RP_MAX_DISTINCT];
+  best per[PB__RP_MAX_DISTINCT];
+  int nf, bi;
+  t2_fastest(t, formats, &nf, per, &bi);
   if (bi < 0) {
     pb__rp_li(d, "Bulk loading: track 2 has no row with cache none.");
     return;

@@ -13,7 +13,8 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _project():
     with open(os.path.join(_HERE, "pyproject.toml"), "rb") as f:
         p = tomllib.load(f)["project"]
-    return p["name"], p["version"], p.get("description", ""), p.get("requires-python", "")
+    return (p["name"], p["version"], p.get("description", ""), p.get("requires-python", ""),
+            p.get("dependencies", []))
 
 
 def _digest(data):
@@ -30,7 +31,7 @@ def get_requires_for_build_sdist(config_settings=None):
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    name, version, summary, requires = _project()
+    name, version, summary, requires, deps = _project()
     info = f"{name}-{version}.dist-info"
     files = []
     pkg = os.path.join(_HERE, name)
@@ -41,6 +42,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {summary}\n"
     if requires:
         meta += f"Requires-Python: {requires}\n"
+    for d in deps:  # pip installs these with the package (numpy: needed at import)
+        meta += f"Requires-Dist: {d}\n"
     files.append((f"{info}/METADATA", meta.encode()))
     files.append((f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: pipebench_build\n"
                   b"Root-Is-Purelib: true\nTag: py3-none-any\n"))

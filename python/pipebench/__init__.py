@@ -15,8 +15,16 @@ import ctypes
 import ctypes.util
 import os
 import shutil
+import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as _e:  # pip installs it (a declared dependency); a bare Python may lack it
+    raise ImportError(
+        f"pipebench needs numpy, which {sys.executable} cannot import ({_e}): "
+        f"{sys.executable} -m pip install numpy, or on Debian/Ubuntu apt install python3-numpy "
+        "(in a venv made with --system-site-packages it is seen there too); see docs/python.md"
+    ) from _e
 
 __all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path", "infer",
            "train", "Engine", "BenchmarkConfig", "run_inference_benchmark",
@@ -51,7 +59,27 @@ def library_path():
     return ctypes.util.find_library("pipebench") or _LIB
 
 
-_lib = ctypes.CDLL(library_path())
+def _load():
+    path = library_path()
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        env = [f"{v}={os.environ[v]}" for v in ("PIPEBENCH_LIBRARY", "PIPEBENCH_LIB")
+               if os.environ.get(v)]
+        if env:  # the variable alone decides
+            tried = env
+        else:
+            tried = ["PIPEBENCH_LIBRARY (not set)"] + [os.path.normpath(c) for c in _candidates()]
+            tried.append(f"{_LIB} through the dynamic loader (LD_LIBRARY_PATH, ldconfig)")
+        raise OSError(
+            f"pipebench cannot load its library {path}: {e}. Places tried, in order: "
+            + "; ".join(tried)
+            + ". Set PIPEBENCH_LIBRARY to the file, e.g. PIPEBENCH_LIBRARY=PREFIX/lib/"
+            f"{_LIB} (PREFIX where `cmake --install` put pipebench), or build/{_LIB} of a "
+            "source tree; see docs/python.md") from e
+
+
+_lib = _load()
 
 
 class PipebenchError(RuntimeError):
@@ -549,6 +577,7 @@ class _InferParams(ctypes.Structure):
         ("progress", _PROGRESS_FN),
         ("progress_ctx", ctypes.c_void_p),
         ("data_format", ctypes.c_char_p),
+        ("cancel", ctypes.c_void_p),  # volatile sig_atomic_t *; NULL here
     ]
 
 

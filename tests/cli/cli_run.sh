@@ -34,7 +34,7 @@ for t in 1 2 3 4; do
 done
 [[ -s $work/r/report.md && -s $work/r/report.html ]] && pass || fail "report written"
 grep -q '^## Inference' "$work/r/report.md" && pass || fail "run's report has infer's section"
-grep -qF "1 \`benchmark_results_*.csv\` file(s) in \`$work/r/data\`" "$work/r/report.md" \
+grep -qF "1 \`benchmark_results_*.csv\` file(s) in [\`data\`](data)" "$work/r/report.md" \
   && pass || fail "run's report names OUT/data, not its staging folder"
 [[ -s $work/r/images/pipebench_infer.png ]] && pass || fail "run draws infer's plot"
 [[ -s $work/r/data/benchmark_results_20260101_000000.csv ]] && pass || fail "infer's CSV left alone"
@@ -44,21 +44,21 @@ d = sys.argv[1]
 s = json.load(open(d + "/pipebench_summary.json"))
 assert s["kind"] == "pipebench.run" and "error" not in s, s.get("error")
 assert s["calibration"]["memcpy_gbps"] > 0
-rows = list(csv.DictReader(l for l in open(d + "/pipebench_track2.csv") if not l.startswith("#")))
+rows = list(csv.DictReader(open(d + "/pipebench_track2.csv")))
 assert {r["format"] for r in rows} == {"raw", "tiff", "ome-zarr"}
 for r in rows:
     assert int(r["num_batches"]) >= 8 * 2 * max(1, int(r["num_workers"])), r   # window rule
     g = int(r["timer_group"])                       # batches per timed interval
     assert g >= 1 and int(r["num_batches"]) == g * int(r["num_intervals"]), r
     assert float(r["samples_per_sec"]) > 0 and float(r["first_batch_time"]) > 0
-rows = list(csv.DictReader(l for l in open(d + "/pipebench_track1.csv") if not l.startswith("#")))
+rows = list(csv.DictReader(open(d + "/pipebench_track1.csv")))
 assert all(int(r["num_intervals"]) == 10 for r in rows)
 assert all(int(r["num_samples"]) == 10 * int(r["timer_group"]) for r in rows)
 assert all(int(r["warmup"]) >= 8 for r in rows)   # the warm-up doubles as the timer's pilot
 # A preloaded 32x32 sample takes well under a microsecond: such samples are timed in groups.
 assert all(int(r["timer_group"]) > 1 for r in rows if r["cache"] == "preload"), rows
 assert {r["cache"] for r in rows} == {"none", "preload"}
-rows = list(csv.DictReader(l for l in open(d + "/pipebench_track3.csv") if not l.startswith("#")))
+rows = list(csv.DictReader(open(d + "/pipebench_track3.csv")))
 assert all(0 <= float(r["data_wait_fraction"]) <= 1 for r in rows)
 PY
 then pass; else fail "run outputs hold what they should"; fi

@@ -128,7 +128,7 @@ grep -qx 'custom_override=value' "$ARGS_DIR/train-phase-branch-name.txt" && pass
 grep -qx 'trainer=gpu' "$ARGS_DIR/train-main.txt" && pass || fail "trainer passed through"
 grep -qx 'experiment=im2im/segmentation' "$ARGS_DIR/train-main.txt" && pass || fail "experiment placeholder"
 grep -qx 'trainer.max_epochs=5' "$ARGS_DIR/train-main.txt" && pass || fail "max_epochs placeholder"
-[[ -f $work/results/images/pipebench_revs.png ]] && pass || fail "plot drawn"
+[[ -f $work/results/images/pipebench_revs_train_benchmark.png ]] && pass || fail "plot drawn"
 
 # ---- the guide's inference task file, verbatim; the template from .pipebench/revs.json
 cat >"$work/inference_tasks.csv" <<'CSV'

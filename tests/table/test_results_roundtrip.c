@@ -178,12 +178,12 @@ static void check_duckdb_sql(const char *path) {
     duckdb_free(v);
   }
   duckdb_destroy_result(&res);
-  /* DuckDB's CSV reader takes the CSV sink's layout too (comments skipped, header used). */
+  /* DuckDB's CSV reader takes the CSV sink's layout as it is (a header, then rows). */
   char csv[1024];
   snprintf(csv, sizeof csv, "%.*s.csv", (int)(strlen(path) - strlen(".parquet")), path);
   snprintf(sql, sizeof sql,
            "SELECT count(*), count(s), max(i), min(s) FILTER (WHERE s LIKE 'quote%%') FROM "
-           "read_csv('%s', comment = '#', header = true, types = {'i': 'BIGINT'})",
+           "read_csv('%s', header = true, types = {'i': 'BIGINT'})",
            csv);
   if (duckdb_query(con, sql, &res) != DuckDBSuccess) {
     EXPECT_FAIL("read_csv failed: %s", duckdb_result_error(&res));
@@ -206,7 +206,7 @@ static void check_python(const char *dir) {
            "%s -c 'import csv, json, sys\n"
            "d = sys.argv[1]\n"
            "with open(d + \"/r.csv\", newline=\"\") as f:\n"
-           "    rows = list(csv.reader(l for l in f if not l.startswith(\"#\")))\n"
+           "    rows = list(csv.reader(f))\n"
            "j = json.load(open(d + \"/r.json\"))\n"
            "assert rows[0] == [c[\"name\"] for c in j[\"columns\"]], rows[0]\n"
            "assert len(rows) - 1 == len(j[\"rows\"]) == 11\n"
@@ -248,6 +248,15 @@ int main(void) {
     EXPECT(bytes != NULL);
     if (bytes) rt_spit(other, bytes, n);
     free(bytes);
+    if (k == 1) { /* a CSV's types and metadata travel in its sidecar, which goes along */
+      char side[1100], other_side[1100];
+      snprintf(side, sizeof side, "%s-metadata.json", path);
+      snprintf(other_side, sizeof other_side, "%s-metadata.json", other);
+      bytes = rt_slurp(side, &n);
+      EXPECT(bytes != NULL);
+      if (bytes) rt_spit(other_side, bytes, n);
+      free(bytes);
+    }
     CHECK_OK(pb_table_read(other, PB_SINK_AUTO, &back, &err), &err);
     compare(t, back, other);
     pb_table_free(back);
@@ -259,13 +268,32 @@ int main(void) {
   check_duckdb_sql(path);
   check_python(dir);
 
-  /* Show the CSV layout in the log, for the reader of a failure. */
+  /* The CSV layout: the header first, no comment line; types and metadata in the sidecar. */
   snprintf(path, sizeof path, "%s/r.csv", dir);
   char *csv = rt_slurp(path, NULL);
-  EXPECT(csv != NULL && strncmp(csv, "# env.pipebench_version: ", 25) == 0);
-  EXPECT(csv != NULL && strstr(csv, "\n# types: string,int64,double,bool,string\n") != NULL);
-  EXPECT(csv != NULL && strstr(csv, "\n# key\\: with colon: value: with colon\n") != NULL);
+  EXPECT(csv != NULL && strncmp(csv, "s,i,d,b,\"late col, \"\"quoted\"\"\"\n", 30) == 0);
+  EXPECT(csv != NULL && strstr(csv, "\n#") == NULL);
   free(csv);
+  snprintf(path, sizeof path, "%s/r.csv-metadata.json", dir);
+  csv = rt_slurp(path, NULL);
+  EXPECT(csv != NULL && strstr(csv, "\"datatype\":\t\"long\"") != NULL);
+  EXPECT(csv != NULL && strstr(csv, "\"key: with colon\":\t\"value: with colon\"") != NULL);
+  free(csv);
+  /* A CSV changed by another tool no longer matches its sidecar: it is read as a plain CSV,
+   * its types inferred, no metadata. */
+  snprintf(path, sizeof path, "%s/r.csv", dir);
+  CHECK_OK(pb_table_write(t, path, PB_SINK_AUTO, &err), &err);
+  FILE *af = fopen(path, "a");
+  EXPECT(af != NULL);
+  if (af) {
+    fputs("x,1,2.5,true,y\n", af);
+    fclose(af);
+  }
+  pb_table *edited = NULL;
+  CHECK_OK(pb_table_read(path, PB_SINK_AUTO, &edited, &err), &err);
+  EXPECT_EQ(pb_table_rows(edited), NROWS + 1);
+  EXPECT_EQ(pb_table_meta_count(edited), 0);
+  pb_table_free(edited);
 
   /* pb_write_file_atomic, also over an existing file. */
   snprintf(path, sizeof path, "%s/blob.bin", dir);
