@@ -19,6 +19,7 @@ struct pb__dirlock {
   ino_t dir_ino;
   dev_t dev; /* the lock file locked */
   ino_t ino;
+  pid_t owner; /* a forked copy of the holder holds nothing (its flock is the holder's) */
   int fd;
   int count;
   char path[4200];
@@ -92,7 +93,7 @@ int pb__dirlock_take(const char *dir, const char *what, pb__dirlock **out, struc
   if (!S_ISDIR(ds.st_mode)) return pb_error_set(err, PB_EIO, "%s is not a folder", dir);
   pthread_mutex_lock(&held_mu);
   for (struct pb__dirlock *h = held; h != NULL; h = h->next) {
-    if (h->dir_dev == ds.st_dev && h->dir_ino == ds.st_ino) {
+    if (h->owner == getpid() && h->dir_dev == ds.st_dev && h->dir_ino == ds.st_ino) {
       h->count++;
       *out = h;
       pthread_mutex_unlock(&held_mu);
@@ -115,6 +116,7 @@ int pb__dirlock_take(const char *dir, const char *what, pb__dirlock **out, struc
     l->dir_dev = ds.st_dev;
     l->dir_ino = ds.st_ino;
     l->count = 1;
+    l->owner = getpid();
     l->next = held;
     held = l;
     *out = l;
@@ -126,7 +128,7 @@ int pb__dirlock_take(const char *dir, const char *what, pb__dirlock **out, struc
 }
 
 void pb__dirlock_release(pb__dirlock *l) {
-  if (l == NULL) return;
+  if (l == NULL || l->owner != getpid()) return; /* a forked copy lets its parent's alone */
   pthread_mutex_lock(&held_mu);
   if (--l->count > 0) {
     pthread_mutex_unlock(&held_mu);

@@ -6,7 +6,9 @@
  * it goes away with the process however the process ends, so the file a killed run leaves
  * behind blocks nobody. The holder removes the file when it lets go; a taker that finds the
  * file it locked no longer at that name takes the new one instead. Within one process the lock
- * nests (a count per folder), so a caller that holds it may call functions that take it too. */
+ * nests (a count per folder), so a caller that holds it may call functions that take it too;
+ * a forked copy of the holder does not hold it (a take there is refused as any other process's
+ * is), and its releases are no-ops. */
 #ifndef PB_COMMON_DIRLOCK_H
 #define PB_COMMON_DIRLOCK_H
 
