@@ -66,8 +66,8 @@ static int lock_once(struct pb__dirlock *l, const char *dir, const char *what, s
     char who[48] = "";
     if (pid > 0) snprintf(who, sizeof who, " (pid %ld)", pid);
     return pb_error_set(err, -EWOULDBLOCK, "%s is in use by another pipebench%s that writes "
-                        "there; a %s into the same folder would mix the two runs' results: wait "
-                        "for it to end, or choose another folder", dir, who, what);
+                        "there: wait for it to end, or choose another folder (this %s would mix "
+                        "its files with that one's)", dir, who, what);
   }
   struct stat now;
   if (lstat(l->path, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino) {
