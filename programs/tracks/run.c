@@ -508,8 +508,8 @@ static int move_in(pb_run_ctx *c, set_item *it, struct pb_error *err) {
  * SIGKILL) between them leaves the earlier tables, or some of the new ones, without a summary
  * or report that could name them: never a report over tables of another run; `pipebench
  * report OUT` redraws one from them when they are of one run, and names them when they are of
- * two (their run ids). The folder's lock keeps other runs out meanwhile. SIGINT, SIGTERM and SIGHUP are held back during
- * the swap, so a signal never splits it. */
+ * two (their run ids). The folder's lock keeps other runs out meanwhile. SIGINT, SIGTERM and
+ * SIGHUP are held back during the swap, so a signal never splits it. */
 static int commit(pb_run_ctx *c, struct pb_error *err) {
   set_item *items = calloc(SET_MAX, sizeof *items);
   if (items == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
