@@ -43,6 +43,15 @@ PB_API int pb_report_write(const char *out_dir, struct pb_error *err);
 PB_API int pb_report_write_ex(const char *out_dir, pb_report_note_fn note, void *note_ctx,
                               struct pb_error *err);
 
+/** Checks that out_dir can be redrawn now, without writing anything: no `pipebench run` or
+ * report holds its lock (the folder's .pipebench.lock; -EWOULDBLOCK naming the holder's pid),
+ * and its result tables and pipebench_summary.json come from one run (their run ids agree;
+ * PB_EFORMAT naming the files of each run otherwise). pb_report_plots and pb_report_write
+ * check the same, and hold the lock while they write; they also never replace a report.md or
+ * report.html that pipebench did not write (-EEXIST naming it). Returns 0 when the folder is
+ * fine; PB_ENOTFOUND when it does not exist. */
+PB_API int pb_report_check(const char *out_dir, struct pb_error *err);
+
 /** Draws `pipebench infer` results: every benchmark_results_*.csv in csv_dir (for a
  * framework/model/device/batch size found in several files, the newest file wins) as latency
  * p50 and throughput against batch size, one line per model and framework, into png_path

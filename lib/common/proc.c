@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -181,8 +182,17 @@ static int fds_open(const pb__proc *p, fds *f, struct pb_error *err) {
   return rc;
 }
 
+/* In a child right after fork: it dies with us, so that a SIGKILL of this process (which no
+ * handler sees) leaves nothing running in a process group of its own. Our pid is taken before
+ * the fork: had we died before the prctl, the child has another parent by now and ends here.
+ * Async-signal-safe. */
+static void die_with_parent(pid_t parent) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+}
+
 /* In the child: only async-signal-safe calls until exec. */
-static void child_main(const pb__proc *p, const fds *f, char **env) {
+static void child_main(const pb__proc *p, const fds *f, char **env, pid_t parent) {
+  die_with_parent(parent);
   setpgid(0, 0);
   sigset_t none;
   sigemptyset(&none);
@@ -372,8 +382,9 @@ int pb__proc_run(const pb__proc *p, pb__proc_result *res, struct pb_error *err) 
   }
   if (p->cancel == NULL) guard_enter();
   int64_t t0 = pb_now_ns();
+  pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid == 0) child_main(p, &f, env);
+  if (pid == 0) child_main(p, &f, env, parent);
   int fork_errno = errno;
   free(env);
   if (pid < 0) {
@@ -429,8 +440,10 @@ int pb__proc_fork(int (*fn)(void *ctx), void *ctx, const pb__proc *p, pb__proc_r
   if (p->cancel == NULL) guard_enter();
   fflush(NULL); /* buffered output must not be written twice */
   int64_t t0 = pb_now_ns();
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
+    die_with_parent(parent);
     setpgid(0, 0);
     sigset_t all;
     sigemptyset(&all);

@@ -48,7 +48,9 @@ typedef struct pb__proc_result {
 /** Runs p->argv and waits for it. stdin is /dev/null. The child leads a new process group
  * (setpgid); when timeout_s passes or it is canceled, the whole group gets SIGTERM, then
  * SIGKILL two seconds later (half a second when canceled: a stop asked for by a signal must be
- * quick), and is reaped, so grandchildren never outlive the call. With p->cancel NULL, the
+ * quick), and is reaped, so grandchildren never outlive the call. The child is killed when the
+ * thread that started it ends (PR_SET_PDEATHSIG: this call waits, so that is when the process
+ * dies, by SIGKILL too); what it started in its group sees no such signal. With p->cancel NULL, the
  * call catches those of SIGINT, SIGTERM and SIGHUP that are at their default action (they would
  * end us, and the child, in a group of its own, no longer sees a terminal's Ctrl-C): on one, it
  * stops the group, puts the default back and raises the signal again, so the process ends as it
@@ -73,7 +75,8 @@ int pb__stop_requested(void);
  * for it as pb__proc_run waits for a program (p->cancel, p->timeout_s and the stop flag; p->argv
  * and the redirections are not used, p may be NULL). For work that cannot stop half-way by
  * itself (a library call with no cancel of its own): a stop ends the copy at once. The copy's
- * signals are back at their defaults, it exits with status 0 when fn returned 0, and it shares
+ * signals are back at their defaults, it is killed when the caller dies (SIGKILL included, as
+ * in pb__proc_run), it exits with status 0 when fn returned 0, and it shares
  * with the caller only what the caller mapped MAP_SHARED before the call (where fn puts its
  * results). Returns 0, PB_ECANCELED when stopped, PB_ECHILD when the copy failed or died. */
 int pb__proc_fork(int (*fn)(void *ctx), void *ctx, const pb__proc *p, pb__proc_result *res,

@@ -23,6 +23,8 @@ static int run(const cli_args *a) {
   const char *dir = a->pos[0];
   int bad = 0, n = 0, plots_rc = PB_OK;
   struct pb_error err = {{0}};
+  /* A run writing there now, or tables and summary of different runs: nothing is drawn. */
+  if (pb_report_check(dir, &err) != PB_OK) return cli_fail("report", "%s", err.message);
   if (!cli_has(a, "no-plots")) {
     int rc = plots_rc = pb_report_plots_ex(dir, on_note, &bad, &n, &err);
     if (rc != PB_OK) {
@@ -47,7 +49,9 @@ const cli_command cli_cmd_report = {
                "is missing or unreadable), pipebench_summary.json and any benchmark_results_*.csv\n"
                "of 'pipebench infer'; writes DIR/images/*.png, DIR/report.md and DIR/report.html.\n"
                "A missing or corrupt table is named on stderr and skipped; the others are drawn.\n"
-               "Exit 2 only when no plot could be drawn (or the report could not be written).",
+               "Exit 2 only when no plot could be drawn (or the report could not be written),\n"
+               "when a run is writing into DIR, when its tables and summary come from different\n"
+               "runs, or when a report.md/report.html there is not one pipebench wrote.",
     .opts = opts,
     .max_pos = 1,
     .min_pos = 1,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +117,7 @@ static int launch_ranks(const cli_args *a, long n) {
   sigaction(SIGTERM, &fw, &old_term);
   sigaction(SIGHUP, &fw, &old_hup);
   fflush(NULL);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
@@ -125,6 +127,9 @@ static int launch_ranks(const cli_args *a, long n) {
     return cli_fail("run", "--ranks: fork: %s", strerror(e));
   }
   if (pid == 0) {
+    /* A SIGKILL of this launcher (no handler passes it on) reaches mpirun as SIGTERM, which it
+     * passes to the ranks; had we died before the prctl, the parent is another by now. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
     execvp(argv[0], (char *const *)argv);
     fprintf(stderr, "pipebench run: --ranks needs mpirun (Debian: openmpi-bin): %s\n", strerror(errno));
     _exit(127);

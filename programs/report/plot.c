@@ -726,6 +726,12 @@ int pb__rp_plots_from(const pb__rp_view *const *views, size_t n_views, const cha
   pb__rp_data *d = malloc(sizeof *d);
   if (d == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb__rp_load(out_dir, infer_root, views, n_views, d, note, note_ctx);
+  int mixed = pb__rp_check_run(d, err); /* no plot of one run beside another run's */
+  if (mixed != PB_OK) {
+    pb__rp_free(d);
+    free(d);
+    return mixed;
+  }
   char skipped[1024] = "";
   int written = 0, first_rc = PB_OK, any = 0;
   char first_msg[1024] = "";

@@ -1,13 +1,17 @@
 /* The written report: OUT/report.md and a self-contained OUT/report.html, built side by side
  * from the same calls (a heading, a paragraph, a list item, a table, an image). */
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/strbuf.h"
 #include "report/report_internal.h"
@@ -210,6 +214,82 @@ static cJSON *load_summary(const char *dir) {
   pb__json_parse(text, n, path, &root, &e); /* trailing data: no summary, as for a bad one */
   pb_free(text, n);
   return root;
+}
+
+/* ---- whose files these are ------------------------------------------------------------------ */
+
+/* What report.md and report.html carry in their first lines (see pb__rp_report_ours). */
+#define REPORT_MARK "<!-- pipebench report"
+
+int pb__rp_report_ours(const char *path, struct pb_error *err) {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return PB_OK;
+    return pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
+  }
+  static const char *const fix = "move it away or choose another folder; pipebench replaces only "
+                                 "a report it wrote";
+  if (S_ISLNK(st.st_mode))
+    return pb_error_set(err, -EEXIST, "%s is a symbolic link, not a report pipebench wrote: %s",
+                        path, fix);
+  if (!S_ISREG(st.st_mode))
+    return pb_error_set(err, -EEXIST, "%s is %s, not a report pipebench wrote: %s", path,
+                        pb__file_kind((unsigned)st.st_mode), fix);
+  char head[1025];
+  ssize_t got = -1;
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    do {
+      got = read(fd, head, sizeof head - 1);
+    } while (got < 0 && errno == EINTR);
+    close(fd);
+  }
+  if (got < 0) return pb_error_set(err, -errno, "cannot read %s: %s", path, strerror(errno));
+  head[got] = '\0';
+  /* The mark, or the first lines of a report of a pipebench from before the mark. */
+  if (strstr(head, REPORT_MARK) != NULL || strncmp(head, "# pipebench report\n", 19) == 0 ||
+      (strncmp(head, "<!DOCTYPE html>", 15) == 0 && strstr(head, "<title>pipebench report</title>") != NULL))
+    return PB_OK;
+  return pb_error_set(err, -EEXIST, "%s is not a report pipebench wrote (its first lines lack "
+                      "\"" REPORT_MARK "\"): %s", path, fix);
+}
+
+/* The run id a table or the summary carries, for messages ("none": from before run ids). */
+static const char *id_or_none(const char *id) { return id != NULL ? id : "none"; }
+
+static int same_id(const char *a, const char *b) {
+  return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+int pb__rp_check_run(const pb__rp_data *d, struct pb_error *err) {
+  cJSON *sum = load_summary(d->dir);
+  const char *ref = NULL, *ref_file = NULL;
+  if (sum != NULL) {
+    ref = json_str(sum, "run_id", NULL);
+    ref_file = "data/pipebench_summary.json";
+  }
+  char bad[900] = "";
+  for (size_t k = 0; k < d->n; k++) {
+    if (d->t[k] == NULL) continue;
+    const char *id = pb_table_get_meta(d->t[k], "pipebench.run_id");
+    const char *file = d->path[k];
+    size_t dl = strlen(d->dir);
+    if (strncmp(file, d->dir, dl) == 0 && file[dl] == '/') file += dl + 1;
+    if (ref_file == NULL) {
+      ref = id;
+      ref_file = file;
+    } else if (!same_id(ref, id)) {
+      size_t u = strlen(bad);
+      snprintf(bad + u, sizeof bad - u, "; %s is of run %s", file, id_or_none(id));
+    }
+  }
+  int rc = PB_OK;
+  if (bad[0] != '\0')
+    rc = pb_error_set(err, PB_EFORMAT, "%s: its files come from different runs, and a report "
+                      "would mix them: %s is of run %s%s. Run again into this folder, or redraw "
+                      "a folder that holds one run's files", d->dir, ref_file, id_or_none(ref), bad);
+  cJSON_Delete(sum);
+  return rc;
 }
 
 /* ---- the answers ----------------------------------------------------------------------------- */
@@ -443,12 +523,26 @@ int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const cha
   cJSON *sum = load_summary(out_dir);
   int have = sum != NULL || data->infer != NULL;
   for (size_t k = 0; k < data->n; k++) have |= data->t[k] != NULL;
-  int rc = PB_OK;
+  char path[4300];
+  int rc = pb__rp_check_run(data, err);
+  for (int i = 0; i < 2 && rc == PB_OK; i++) {
+    snprintf(path, sizeof path, "%s/%s", out_dir, i == 0 ? "report.md" : "report.html");
+    rc = pb__rp_report_ours(path, err);
+  }
+  if (rc != PB_OK) goto done;
   if (!have) {
     rc = pb_error_set(err, PB_ENOTFOUND, "%s/data: no result tables and no pipebench_summary.json", out_dir);
     goto done;
   }
-  sb_printf(&d->html, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pipebench report</title><style>%s</style></head><body>\n", css);
+  /* the mark that tells pipebench's own report from a user's file of the same name */
+  const char *run_id = json_str(sum, "run_id", NULL);
+  if (run_id != NULL && (run_id[strspn(run_id, "0123456789abcdefABCDEFTZ-")] != '\0' ||
+                         strstr(run_id, "--") != NULL))
+    run_id = NULL; /* not one pipebench made: it stays out of the comment */
+  sb_printf(&d->md, REPORT_MARK "%s%s -->\n", run_id ? "; run " : "", run_id ? run_id : "");
+  sb_printf(&d->html, "<!DOCTYPE html>\n" REPORT_MARK "%s%s -->\n", run_id ? "; run " : "",
+            run_id ? run_id : "");
+  sb_printf(&d->html, "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>pipebench report</title><style>%s</style></head><body>\n", css);
   doc_h(d, 1, "pipebench report");
   write_intro(d, sum);
   write_answers(d, data, sum);
@@ -459,7 +553,6 @@ int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const cha
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto done;
   }
-  char path[4300];
   snprintf(path, sizeof path, "%s/report.md", out_dir);
   rc = pb_write_file_atomic(path, d->md.p, d->md.n, err);
   if (rc == PB_OK && note) note(note_ctx, 0, path, NULL);

@@ -91,6 +91,18 @@ uint32_t pb__rp_format_color(const char *format);
 typedef void (*pb__rp_col_watch_fn)(void *ctx, const pb_table *t, const char *col);
 void pb__rp_watch_columns(pb__rp_col_watch_fn fn, void *ctx);
 
+/* ---- whose files these are ---------------------------------------------------------------- */
+
+/* Checks that path (OUT/report.md or report.html) may be replaced: absent, or a regular file
+ * whose first lines carry the mark pipebench writes ("<!-- pipebench report", or the first
+ * lines of a report from before the mark). Otherwise -EEXIST naming it: a user's own file of
+ * that name (or a link, a folder) is never replaced. */
+int pb__rp_report_ours(const char *path, struct pb_error *err);
+/* Checks that the tables loaded in d and d->dir's summary come from one run: the summary's
+ * "run_id" and each table's "pipebench.run_id" metadata agree (all absent: a folder of a
+ * pipebench from before run ids). PB_EFORMAT naming the files of each run otherwise. */
+int pb__rp_check_run(const pb__rp_data *d, struct pb_error *err);
+
 /* ---- what the public calls do, for the views they are given (the tracks' table) ------------ */
 
 /* pb_report_plots_ex over these views: views[k] draws images/<table>.png. */

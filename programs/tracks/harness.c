@@ -212,6 +212,7 @@ int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_er
   if (rc != PB_OK) return pb_error_set(err, rc, "out of memory");
   pb_table_set_env(*out, &c->env);
   pb_table_set_meta(*out, "pipebench.track", track);
+  if (c->run_id[0]) pb_table_set_meta(*out, "pipebench.run_id", c->run_id);
   pb_table_set_meta(*out, "pipebench.cache_state", c->p.cold ? "cold" : "warm");
   char seed[32];
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->p.seed);

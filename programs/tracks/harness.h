@@ -27,6 +27,9 @@ typedef struct pb_run_ctx {
   char phase[64];   /**< what the run is doing (the failed summary says where it stopped) */
   char track[16];   /**< the track measuring now ("" between tracks) */
   char done_tracks[64]; /**< tracks finished, "1,2" */
+  /** this run's id ("20261127T155908Z-<16 hex digits>"): in every table's metadata
+   * (pipebench.run_id), the summary and the report, so that files of two runs are told apart */
+  char run_id[48];
   int have_env, have_cal;
   /** "wrote ..." lines of files made in the staging folder, said once they are in place
    * (pb__run_written); lines end in '\n' */

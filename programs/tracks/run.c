@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/dirlock.h"
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/safe_open.h"
@@ -341,6 +344,41 @@ static void write_failed(pb_run_ctx *c, int rc, const struct pb_error *e) {
   if (pb__mkdirs(dir, &e2) == PB_OK) write_json(c, root, path, path, &e2);
 }
 
+/* ---- the results folder: its lock, its reports, the run's id ------------------------------- */
+
+/* A run's id: the UTC second it began and 64 random bits, "20261127T155908Z-0123456789abcdef".
+ * Every table, the summary and the report carry it (docs/results.md). */
+static void make_run_id(char *id, size_t size) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+    r = (uint64_t)pb_now_ns() * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)getpid();
+  time_t now = time(NULL);
+  struct tm tm;
+  char ts[32] = "00000000T000000Z";
+  if (gmtime_r(&now, &tm) != NULL) strftime(ts, sizeof ts, "%Y%m%dT%H%M%SZ", &tm);
+  snprintf(id, size, "%s-%016llx", ts, (unsigned long long)r);
+}
+
+/* OUT/report.md and OUT/report.html are replaced only when pipebench wrote them: a user's own
+ * file of either name fails the run, before anything is measured and again before the swap. */
+static int check_reports(const pb_run_ctx *c, struct pb_error *err) {
+  static const char *const names[] = {"report.md", "report.html"};
+  for (size_t i = 0; i < 2; i++) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", c->out, names[i]);
+    PB_RETURN_NOT_OK(pb__rp_report_ours(path, err));
+  }
+  return PB_OK;
+}
+
+/* OUT made and locked for the whole run (common/dirlock.h): a second run, or a report, into
+ * the same folder fails at once instead of mixing its files with this run's. */
+static int take_out(pb_run_ctx *c, pb__dirlock **lock, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__mkdirs(c->out, err));
+  PB_RETURN_NOT_OK(pb__dirlock_take(c->out, "run --out", lock, err));
+  return check_reports(c, err);
+}
+
 /* ---- the staging folder and the swap ------------------------------------------------------- */
 
 /* OUT/.run.pbtmp-...: everything this run writes (tables, CSV twins, summary, plots, report, the
@@ -464,7 +502,8 @@ static int move_in(pb_run_ctx *c, set_item *it, struct pb_error *err) {
 
 /* The run's set replaces the earlier one (docs/results.md, "A run's outputs"). In this order:
  *   0. files bound for another file system are copied beside their destination (a failure
- *      here leaves the earlier set untouched);
+ *      here leaves the earlier set untouched); a report.md or report.html that pipebench did
+ *      not write fails the run here too;
  *   1. the files that name a run go: report.md, report.html, data/pipebench_summary.json and
  *      data/pipebench_summary_failed.json;
  *   2. per track of the table: data/<table>.parquet, data/<table>.csv and its sidecar
@@ -476,8 +515,9 @@ static int move_in(pb_run_ctx *c, set_item *it, struct pb_error *err) {
  * Steps 1 to 4 are renames and unlinks within one file system each. A crash (power loss,
  * SIGKILL) between them leaves the earlier tables, or some of the new ones, without a summary
  * or report that could name them: never a report over tables of another run; `pipebench
- * report OUT` redraws one from what is there. SIGINT, SIGTERM and SIGHUP are held back during
- * the swap, so a signal never splits it. */
+ * report OUT` redraws one from them when they are of one run, and names them when they are of
+ * two (their run ids). The folder's lock keeps other runs out meanwhile. SIGINT, SIGTERM and
+ * SIGHUP are held back during the swap, so a signal never splits it. */
 static int commit(pb_run_ctx *c, struct pb_error *err) {
   set_item *items = calloc(SET_MAX, sizeof *items);
   if (items == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -494,6 +534,7 @@ static int commit(pb_run_ctx *c, struct pb_error *err) {
   snprintf(dir, sizeof dir, "%s/images", c->out);
   if (rc == PB_OK) rc = pb__mkdirs(dir, err);
   if (rc == PB_OK) rc = prepare_set(c, items, &n, err);
+  if (rc == PB_OK) rc = check_reports(c, err); /* one the user put there while the run ran */
   static const char *const namers[] = {"report.md", "report.html", "data/pipebench_summary.json",
                                        "data/pipebench_summary_failed.json"};
   for (size_t i = 0; i < 4 && rc == PB_OK; i++) {
@@ -701,16 +742,27 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
     free(c);
     return rc;
   }
+  snprintf(c->out, sizeof c->out, "%s", c->p.out);
+  make_run_id(c->run_id, sizeof c->run_id);
+  struct stat st;
+  int out_existed = stat(c->out, &st) == 0;
+  pb__dirlock *lock = NULL; /* rank 0 writes OUT, and holds its lock */
+  if (pb__ranks_rank() == 0) rc = take_out(c, &lock, err);
+  rc = pb__ranks_agree(rc, err);
+  if (rc != PB_OK) {
+    pb__dirlock_release(lock);
+    if (!out_existed) rmdir(c->out);
+    free(c);
+    return rc;
+  }
   /* "cache none" rows read every block from storage: the OME-Arrow readers this run opens keep
    * one decoded block at a time (unless PB_OA_CACHE_MB chooses a budget), for the command line
    * and every other caller of pb_run alike. */
   long long budget = pb__pq_cache_budget_set(0);
-  snprintf(c->out, sizeof c->out, "%s", c->p.out);
   if (c->p.cancel != NULL) pb__stop_flag_set(c->p.cancel);
-  struct stat st;
-  int out_existed = stat(c->out, &st) == 0;
   c->summary = cJSON_CreateObject();
   cJSON_AddStringToObject(c->summary, "kind", "pipebench.run");
+  cJSON_AddStringToObject(c->summary, "run_id", c->run_id);
   cJSON_AddItemToObject(c->summary, "tracks", cJSON_CreateObject());
   snprintf(c->phase, sizeof c->phase, "reading the environment");
   rc = pb_env_collect(&c->env, err);
@@ -744,6 +796,7 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   if (rc != PB_OK && pb__run_stopped()) rc = pb__run_stop_error(err);
   if (rc != PB_OK && pb__ranks_rank() == 0) write_failed(c, rc, err);
   if (c->stage[0]) pb__remove_tree(c->stage);
+  pb__dirlock_release(lock); /* removes the lock file, so that an empty OUT can go */
   if (!out_existed) rmdir(c->out); /* a run that left nothing leaves no empty folder */
   if (c->p.cancel != NULL) pb__stop_flag_set(NULL);
   pb__pq_cache_budget_set(budget);
