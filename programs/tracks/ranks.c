@@ -305,8 +305,9 @@ void pb__rank_list(const double *v, int n, char *buf, size_t size) {
   size_t u = 0;
   buf[0] = '\0';
   for (int r = 0; r < n && u < size; r++) {
-    char num[64]; /* each value as the tables write doubles: the shortest exact text */
-    pb__format_double(v[r], num, sizeof num);
+    char num[64]; /* counts as integers, others as the tables write doubles: shortest exact */
+    if (v[r] == floor(v[r]) && fabs(v[r]) < 9007199254740992.0) snprintf(num, sizeof num, "%.0f", v[r]);
+    else pb__format_double(v[r], num, sizeof num);
     int k = snprintf(buf + u, size - u, "%s%s", r ? "," : "", num);
     if (k < 0) break;
     u += (size_t)k;

@@ -56,7 +56,7 @@ EOF
 # only_results OUT: what a run leaves is the results (no temporary or per-rank files)
 only_results() {
   local extra
-  extra=$(cd "$1" && find . -type f | grep -vE '^\./data/pipebench_(track[23]\.(parquet|csv)|summary\.json)$|^\./images/[^/]+\.png$|^\./report\.(md|html)$')
+  extra=$(cd "$1" && find . -type f | grep -vE '^\./data/pipebench_(track[23]\.(parquet|csv|csv-metadata\.json)|summary\.json)$|^\./images/[^/]+\.png$|^\./report\.(md|html)$')
   [[ -z $extra ]] || { echo "unexpected files in $1: $extra"; return 1; }
   [[ -z $(ls -A "$TMPDIR") ]] || { echo "left in TMPDIR: $(ls -A "$TMPDIR")"; return 1; }
 }

@@ -84,7 +84,9 @@ int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *
    * (allowed_paths holds while external access is off; both are set by SQL, which the
    * configuration object refuses for them, then locked). */
   pb__strbuf sql = {0};
-  pb__strbuf_puts(&sql, "SET parquet_metadata_cache = true; SET allowed_paths = [");
+  /* The external file cache off as in pb__oa_db_open (a file of thousands of row groups). */
+  pb__strbuf_puts(&sql, "SET parquet_metadata_cache = true; SET enable_external_file_cache = false; "
+                        "SET allowed_paths = [");
   char q[8400];
   int rc = PB_OK;
   for (size_t i = 0; i < nfiles && rc == PB_OK; i++) {
