@@ -189,7 +189,8 @@ int pb__write_all(int fd, const void *data, size_t size, const char *name, struc
 }
 
 int pb__write_file(const char *path, const void *data, size_t size, struct pb_error *err) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  /* O_NOFOLLOW: its callers write into folders pipebench just made; a link there is not ours. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd < 0) return pb_error_set(err, -errno, "%s: cannot create: %s", path, strerror(errno));
   int rc = pb__write_all(fd, data, size, path, err);
   if (close(fd) != 0 && rc == PB_OK)

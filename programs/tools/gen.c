@@ -11,6 +11,7 @@
 #include "common/commit.h"
 #include "common/fs.h"
 #include "common/inventory.h"
+#include "common/json.h"
 #include "common/proc.h"
 #include "formats/format_internal.h"
 #include "pipebench/gen.h"
@@ -106,8 +107,9 @@ static int load_old_manifest(const char *dir, int force, cJSON **out, struct pb_
   void *data = NULL;
   size_t size = 0;
   cJSON *old = NULL;
+  struct pb_error ignored;
   if ((size_t)st.st_size <= MAX_MANIFEST_BYTES && pb__read_file(path, &data, &size, err) == PB_OK) {
-    old = cJSON_ParseWithLength(data, size);
+    if (pb__json_parse(data, size, path, &old, &ignored) != PB_OK) old = NULL; /* not ours */
     pb_free(data, size);
   }
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(old, "kind");

@@ -10,6 +10,7 @@
 #include "common/commit.h"
 #include "common/fs.h"
 #include "common/inventory.h"
+#include "common/json.h"
 #include "pipebench/format.h"
 #include "pipebench/results.h"
 #include "pipebench/verify.h"
@@ -49,9 +50,11 @@ static int read_json(const char *file, cJSON **out, struct pb_error *err) {
   size_t n = 0;
   int rc = pb__read_file(file, &data, &n, err);
   if (rc != PB_OK) return rc == PB_EIO ? PB_EFORMAT : rc;
-  cJSON *root = cJSON_ParseWithLength(data, n);
+  cJSON *root = NULL;
+  rc = pb__json_parse(data, n, file, &root, err); /* trailing data refused too */
   pb_free(data, n);
-  if (root == NULL || !cJSON_IsObject(root)) {
+  if (rc != PB_OK) return rc;
+  if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
     return pb_error_set(err, PB_EFORMAT, "%s: not a JSON object", file);
   }
@@ -61,10 +64,10 @@ static int read_json(const char *file, cJSON **out, struct pb_error *err) {
 
 /* gen's manifest in path's folder lists path's name among its formats; the format's name goes
  * into fmt. 1 yes, 0 no. */
-static int gen_lists(const char *manifest, const char *base, char *fmt, size_t fmt_size) {
+static int gen_lists(const char *manifest, const char *base, char *fmt, size_t fmt_size,
+                     struct pb_error *e) {
   cJSON *root = NULL;
-  struct pb_error e;
-  if (read_json(manifest, &root, &e) != PB_OK) return 0;
+  if (read_json(manifest, &root, e) != PB_OK) return -1;
   const cJSON *formats = cJSON_GetObjectItem(root, "formats"), *it;
   int found = 0;
   cJSON_ArrayForEach(it, formats) {
@@ -94,7 +97,9 @@ int pb_verify_find_manifest(const char *path, char *buf, size_t size, struct pb_
   else if (slash == t) snprintf(gen, sizeof gen, "/manifest.json");
   else snprintf(gen, sizeof gen, "%.*s/manifest.json", (int)(slash - t), t);
   char fmt[64] = "";
-  if (is_file(gen) && gen_lists(gen, base, fmt, sizeof fmt)) {
+  int listed = is_file(gen) ? gen_lists(gen, base, fmt, sizeof fmt, err) : 0;
+  if (listed < 0) return PB_EFORMAT; /* there, but unreadable: say so, not "no manifest" */
+  if (listed) {
     /* gen's CRC-32s are those of the images it made; imagefolder keeps them only lossily. */
     if (strcmp(fmt, "imagefolder") == 0)
       return pb_error_set(err, PB_EUNSUPPORTED,

@@ -134,6 +134,17 @@ killed_at() {
   rc=$?
 } 2>/dev/null
 
+# ---- manifests are one JSON value: trailing data makes one unreadable, and not gen's own -------
+run timeout $lim "$pb" gen --out "$work/tg" --rows 2 --size 8x8 --formats raw
+expect_rc 0 "gen a dataset whose manifest gets trailing data"
+printf '{"kind": "other"}' >>"$work/tg/manifest.json"
+run timeout $lim "$pb" verify "$work/tg/images.pbraw"
+expect_rc 2 "verify against a manifest with trailing data"
+expect_err "manifest.json: trailing data after the JSON value" "verify names the trailing data"
+run timeout $lim "$pb" gen --out "$work/tg" --rows 2 --size 8x8 --formats raw
+expect_rc 2 "gen over a manifest with trailing data"
+expect_err "manifest.json is not a manifest pipebench wrote" "gen does not take it for its own"
+
 # ---- a SIGKILL at every step of the commit: the old or the new dataset, whole, never neither ----
 run timeout $lim "$pb" gen --out "$work/new" --rows 5 --size 8x8 --formats raw
 expect_rc 0 "gen a second source"
