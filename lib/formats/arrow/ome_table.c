@@ -721,7 +721,8 @@ static int find_column(ot_reader *r, char *table, size_t tsize, char *col, size_
         snprintf(col, csize, "%s", c);
         *has_chunks = strstr(ty, " chunks STRUCT(") != NULL;
         *has_planes = strstr(ty, " planes STRUCT(") != NULL;
-        r->has_channels = strstr(ty, "channels STRUCT(") != NULL;
+        /* any field so named (a list of something else too: DuckDB's path counts its items) */
+        r->has_channels = strstr(ty, " channels ") != NULL || strstr(ty, "(channels ") != NULL;
         found = 1;
       }
       duckdb_free(t);
