@@ -658,8 +658,18 @@ static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
       rg->dict_off = off;
       rg->dict_h = h;
     } else if (h.type == PT_DATA || h.type == PT_DATA_V2) {
-      if (pb__vec_reserve((void **)&rg->pages, &cap, rg->n_pages + 1, sizeof *rg->pages) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
+      /* grown from one page, not pb__vec_reserve's 16: a file of thousands of small row
+       * groups has one page per column chunk, and 16 pages' room in each of them took more
+       * memory than anything else at open */
+      if (rg->n_pages == cap) {
+        size_t ncap = cap ? cap * 2 : 1;
+        void *q = ncap < SIZE_MAX / 2 / sizeof *rg->pages
+                      ? realloc(rg->pages, ncap * sizeof *rg->pages)
+                      : NULL;
+        if (q == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+        rg->pages = q;
+        cap = ncap;
+      }
       pq_page *p = &rg->pages[rg->n_pages++];
       memset(p, 0, sizeof *p);
       p->off = off;

@@ -82,11 +82,11 @@ int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *
   if (db_path != NULL) return PB_OK;
   /* In memory: the Parquet files pipebench chose are the only paths its SQL may open
    * (allowed_paths holds while external access is off; both are set by SQL, which the
-   * configuration object refuses for them, then locked). */
+   * configuration object refuses for them, then locked). The footer cache on and the external
+   * file cache off, as in the writers' sessions above. */
   pb__strbuf sql = {0};
-  /* The external file cache off as in pb__oa_db_open (a file of thousands of row groups). */
-  pb__strbuf_puts(&sql, "SET parquet_metadata_cache = true; SET enable_external_file_cache = false; "
-                        "SET allowed_paths = [");
+  pb__strbuf_puts(&sql, "SET parquet_metadata_cache = true; "
+                        "SET enable_external_file_cache = false; SET allowed_paths = [");
   char q[8400];
   int rc = PB_OK;
   for (size_t i = 0; i < nfiles && rc == PB_OK; i++) {
@@ -461,7 +461,7 @@ void pb__oa_spool_close(pb__oa_spool *s) {
 
 /* ---- the direct path's switch and counters (oa_pq.h) -------------------------------------- */
 
-static _Atomic int_fast64_t g_served, g_fell_back;
+static _Atomic int_fast64_t g_served, g_fell_back, g_meta;
 
 int pb__oa_direct_enabled(void) {
   const char *e = getenv("PB_OA_DIRECT");
@@ -482,7 +482,10 @@ void pb__oa_direct_stats(int64_t *served, int64_t *fell_back) {
   if (served) *served = (int64_t)atomic_load(&g_served);
   if (fell_back) *fell_back = (int64_t)atomic_load(&g_fell_back);
 }
+void pb__oa_direct_meta_note(void) { atomic_fetch_add(&g_meta, 1); }
+int64_t pb__oa_direct_meta_count(void) { return (int64_t)atomic_load(&g_meta); }
 void pb__oa_direct_reset(void) {
   atomic_store(&g_served, 0);
   atomic_store(&g_fell_back, 0);
+  atomic_store(&g_meta, 0);
 }

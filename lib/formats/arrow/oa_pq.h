@@ -20,5 +20,8 @@ int pb__oa_mmap_enabled(void);
 void pb__oa_direct_note(int served);
 void pb__oa_direct_stats(int64_t *served, int64_t *fell_back);
 void pb__oa_direct_reset(void);
+/** Opens whose metadata (id, name, pixels_meta) the page reader read, DuckDB not queried. */
+void pb__oa_direct_meta_note(void);
+int64_t pb__oa_direct_meta_count(void);
 
 #endif

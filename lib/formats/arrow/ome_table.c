@@ -622,6 +622,7 @@ typedef struct ot_reader {
   int32_t *ck_first, *ck_n;
   struct ot_piece *ck;
   int ck_numeric; /* chunks hold pixels lists (numeric), not pixel_bytes */
+  int has_channels; /* pixels_meta has a channels field (find_column) */
   pb__pq_rows rows;
   void *conv;
   size_t conv_n;
@@ -720,6 +721,8 @@ static int find_column(ot_reader *r, char *table, size_t tsize, char *col, size_
         snprintf(col, csize, "%s", c);
         *has_chunks = strstr(ty, " chunks STRUCT(") != NULL;
         *has_planes = strstr(ty, " planes STRUCT(") != NULL;
+        /* any field so named (a list of something else too: DuckDB's path counts its items) */
+        r->has_channels = strstr(ty, " channels ") != NULL || strstr(ty, "(channels ") != NULL;
         found = 1;
       }
       duckdb_free(t);
@@ -798,32 +801,30 @@ static char *dup_str(duckdb_vector v, idx_t row) {
   return s;
 }
 
-static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_error *err) {
-  if (pb__vec_reserve((void **)&r->imgs, &r->cap, (size_t)r->n + 1, sizeof *r->imgs) != PB_OK)
+/* Appends an image: its key, id and name (taken over, freed with the reader), and what
+ * pixels_meta holds (m, the pixel type's name dname). Both metadata paths end here. */
+static int add_image_meta(ot_reader *r, int64_t key, char *id, char *name, pb_image_meta *m,
+                          const char *dname, struct pb_error *err) {
+  if (pb__vec_reserve((void **)&r->imgs, &r->cap, (size_t)r->n + 1, sizeof *r->imgs) != PB_OK) {
+    free(id);
+    free(name);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb_image_meta m;
-  memset(&m, 0, sizeof m);
-  char dname[32];
+  }
   ot_img *im = &r->imgs[r->n];
   memset(im, 0, sizeof *im);
-  im->key = pb__oa_get_int(duckdb_data_chunk_get_vector(ch, 0), row, -1);
-  im->id = dup_str(duckdb_data_chunk_get_vector(ch, 1), row);
-  im->name = dup_str(duckdb_data_chunk_get_vector(ch, 2), row);
+  im->key = key;
+  im->id = id;
+  im->name = name;
   r->n++; /* counted now so close() frees the strings even on the errors below */
   if (im->id == NULL || im->name == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  duckdb_vector pm = duckdb_data_chunk_get_vector(ch, 3);
-  if (!pb__oa_valid(pm, row))
-    return pb_error_set(err, PB_EFORMAT, "%s: image %lld has no pixels_meta", r->path,
-                        (long long)(r->n - 1));
-  read_meta_row(pm, row, &m, dname, sizeof dname);
   if (pb_dtype_parse(dname, &im->dtype) != PB_OK)
     return pb_error_set(err, PB_EFORMAT, "%s: image %lld: unknown pixel type '%s'", r->path,
                         (long long)(r->n - 1), dname);
   for (int k = 0; k < PB_NDIM; k++) {
-    if (m.shape[k] < 1 || m.shape[k] > INT32_MAX)
+    if (m->shape[k] < 1 || m->shape[k] > INT32_MAX)
       return pb_error_set(err, PB_EFORMAT, "%s: image %lld: size_%c is %lld", r->path,
-                          (long long)(r->n - 1), "tczyx"[k], (long long)m.shape[k]);
-    im->shape[k] = m.shape[k];
+                          (long long)(r->n - 1), "tczyx"[k], (long long)m->shape[k]);
+    im->shape[k] = m->shape[k];
   }
   /* the size pixels_meta claims, before anything is allocated for it (docs/formats.md) */
   int64_t px, claim = 0;
@@ -839,15 +840,34 @@ static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_er
                         (long long)im->shape[4], pb_dtype_name(im->dtype),
                         (long long)pb__max_image_bytes());
   /* Physical sizes and channels are kept once per run of identical values. */
-  if (r->n_extras == 0 || memcmp(&r->extras[r->n_extras - 1].physical_size, &m.physical_size,
-                                 sizeof m - offsetof(pb_image_meta, physical_size)) != 0) {
+  if (r->n_extras == 0 || memcmp(&r->extras[r->n_extras - 1].physical_size, &m->physical_size,
+                                 sizeof *m - offsetof(pb_image_meta, physical_size)) != 0) {
     if (pb__vec_reserve((void **)&r->extras, &r->cap_extras,
                         r->n_extras + 1, sizeof *r->extras) != PB_OK)
       return pb_error_set(err, PB_ENOMEM, "out of memory");
-    r->extras[r->n_extras++] = m;
+    r->extras[r->n_extras++] = *m;
   }
   im->extra = r->n_extras - 1;
   return PB_OK;
+}
+
+static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_error *err) {
+  pb_image_meta m;
+  memset(&m, 0, sizeof m);
+  char dname[32];
+  int64_t key = pb__oa_get_int(duckdb_data_chunk_get_vector(ch, 0), row, -1);
+  char *id = dup_str(duckdb_data_chunk_get_vector(ch, 1), row);
+  char *name = dup_str(duckdb_data_chunk_get_vector(ch, 2), row);
+  duckdb_vector pm = duckdb_data_chunk_get_vector(ch, 3);
+  if (!pb__oa_valid(pm, row) && id != NULL && name != NULL) {
+    free(id);
+    free(name);
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld has no pixels_meta", r->path,
+                        (long long)r->n);
+  }
+  dname[0] = '\0';
+  if (id != NULL && name != NULL) read_meta_row(pm, row, &m, dname, sizeof dname);
+  return add_image_meta(r, key, id, name, &m, dname, err);
 }
 
 /* The first file_row_number of every row group, from the footer (parquet_metadata). */
@@ -1010,8 +1030,188 @@ static int direct_chunks(ot_reader *r, pb__pq_col **cols, const int *in_file) {
   return rc;
 }
 
-/* Sets up direct page reads for a Parquet file, or leaves them off (DuckDB reads everything). */
-static void direct_open(ot_reader *r, const char *col) {
+/* ---- direct page reads: the metadata leaves -------------------------------------------------
+ * id, name and the leaves of pixels_meta, read with the page reader instead of DuckDB's scan,
+ * whose cost per row group (~0.7 ms for these ~20 leaves) made files of many small row groups
+ * slow to open. Values are converted as pb__oa_get_int/_real/_str convert DuckDB's, so both
+ * paths give the same images (tests/formats/arrow/test_arrow_direct.c compares them); anything
+ * the page reader or these conversions do not cover (another physical or converted type, a
+ * missing row, a null where a value is needed) leaves the metadata to DuckDB. */
+enum { M_ID, M_NAME, M_TYPE, M_ST, M_SC, M_SZ, M_SY, M_SX, M_PHX, M_PHY, M_PHZ, M_UX, M_UY,
+       M_UZ, M_CH_ID, M_CH_NAME, M_CH_EM, M_CH_EX, M_CH_ILL, M_CH_RGBA, M_COUNT };
+static const char *const meta_tails[M_COUNT] = {
+    "id", "name", "pixels_meta, type", "pixels_meta, size_t", "pixels_meta, size_c",
+    "pixels_meta, size_z", "pixels_meta, size_y", "pixels_meta, size_x",
+    "pixels_meta, physical_size_x", "pixels_meta, physical_size_y",
+    "pixels_meta, physical_size_z", "pixels_meta, physical_size_x_unit",
+    "pixels_meta, physical_size_y_unit", "pixels_meta, physical_size_z_unit",
+    "pixels_meta, channels, list, element, id", "pixels_meta, channels, list, element, name",
+    "pixels_meta, channels, list, element, emission_um",
+    "pixels_meta, channels, list, element, excitation_um",
+    "pixels_meta, channels, list, element, illumination",
+    "pixels_meta, channels, list, element, color_rgba"};
+enum { MK_STR, MK_INT, MK_REAL };
+static const unsigned char meta_kind[M_COUNT] = {
+    MK_STR, MK_STR, MK_STR, MK_INT, MK_INT, MK_INT, MK_INT, MK_INT, MK_REAL, MK_REAL, MK_REAL,
+    MK_STR, MK_STR, MK_STR, MK_STR, MK_STR, MK_REAL, MK_REAL, MK_STR, MK_INT};
+
+/* Whether DuckDB reads the leaf as a type pb__oa_get_* reads (and how, then, is known here). */
+static int meta_type_ok(const pb__pq_col *c, int kind) {
+  const char *cv = pb__pq_converted(c);
+  int ph = pb__pq_physical(c);
+  if (kind == MK_STR) return ph == PB__PQ_BYTE_ARRAY && (cv[0] == '\0' || strcmp(cv, "UTF8") == 0);
+  if (kind == MK_REAL && (ph == PB__PQ_FLOAT || ph == PB__PQ_DOUBLE)) return cv[0] == '\0';
+  if (ph == PB__PQ_INT32) {
+    static const char *const ok[] = {"", "INT_8", "INT_16", "INT_32", "UINT_8", "UINT_16",
+                                     "UINT_32"};
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
+      if (strcmp(cv, ok[k]) == 0) return 1;
+    return 0;
+  }
+  if (ph == PB__PQ_INT64)
+    return cv[0] == '\0' || strcmp(cv, "INT_64") == 0 || strcmp(cv, "UINT_64") == 0;
+  return 0;
+}
+
+static int64_t meta_int(const pb__pq_col *c, const pb__pq_rows *q, size_t e, int64_t def) {
+  size_t len;
+  const unsigned char *v = only_value(q, e, &len);
+  if (v == NULL) return def;
+  if (pb__pq_physical(c) == PB__PQ_INT64) {
+    int64_t x;
+    memcpy(&x, v, 8);
+    return x;
+  }
+  int32_t x;
+  memcpy(&x, v, 4);
+  const char *cv = pb__pq_converted(c);
+  if (strcmp(cv, "INT_8") == 0) return (int8_t)x;
+  if (strcmp(cv, "INT_16") == 0) return (int16_t)x;
+  if (strcmp(cv, "UINT_8") == 0) return (uint8_t)x;
+  if (strcmp(cv, "UINT_16") == 0) return (uint16_t)x;
+  if (strcmp(cv, "UINT_32") == 0) return (uint32_t)x;
+  return x;
+}
+
+static double meta_real(const pb__pq_col *c, const pb__pq_rows *q, size_t e, double def) {
+  size_t len;
+  const unsigned char *v = only_value(q, e, &len);
+  if (v == NULL) return def;
+  if (pb__pq_physical(c) == PB__PQ_FLOAT) {
+    float x;
+    memcpy(&x, v, 4);
+    return x;
+  }
+  if (pb__pq_physical(c) == PB__PQ_DOUBLE) {
+    double x;
+    memcpy(&x, v, 8);
+    return x;
+  }
+  return (double)meta_int(c, q, e, (int64_t)def);
+}
+
+static void meta_str(const pb__pq_rows *q, size_t e, char *buf, size_t size) {
+  size_t n = 0;
+  const unsigned char *v = only_value(q, e, &n);
+  if (v == NULL) n = 0;
+  if (n >= size) n = size - 1;
+  if (n > 0) memcpy(buf, v, n);
+  buf[n] = '\0';
+}
+
+static char *meta_dup(const pb__pq_rows *q, size_t e) {
+  size_t n = 0;
+  const unsigned char *v = only_value(q, e, &n);
+  if (v == NULL) n = 0;
+  char *s = malloc(n + 1);
+  if (s == NULL) return NULL;
+  if (n > 0) memcpy(s, v, n);
+  s[n] = '\0';
+  return s;
+}
+
+static void images_reset(ot_reader *r) {
+  for (int64_t i = 0; i < r->n; i++) {
+    free(r->imgs[i].name);
+    free(r->imgs[i].id);
+  }
+  r->n = 0;
+  r->n_extras = 0;
+}
+
+/* The images from the metadata leaves mc[0..M_COUNT) (NULL: absent or not readable, as in_file
+ * tells). PB_OK with every image added, or an error and none (DuckDB then reads them). */
+static int direct_meta(ot_reader *r, pb__pq_col **mc, const int *in_file) {
+  pb__pq_rows q[M_COUNT];
+  memset(q, 0, sizeof q);
+  int64_t nf = -1;
+  int rc = PB_OK, ch = -1; /* ch: a channel leaf in the file */
+  for (int k = 0; k < M_COUNT && rc == PB_OK; k++) {
+    if (!in_file[k]) continue;
+    if (mc[k] == NULL || !meta_type_ok(mc[k], meta_kind[k])) {
+      rc = PB_EUNSUPPORTED;
+      break;
+    }
+    if (nf < 0) nf = pb__pq_row_count(mc[k]);
+    struct pb_error e;
+    if (pb__pq_row_count(mc[k]) != nf || pb__pq_read_all(mc[k], &q[k], &e) != PB_OK ||
+        q[k].n_rows != (size_t)nf) {
+      rc = PB_EFORMAT;
+      break;
+    }
+    if (k < M_CH_ID) { /* one element a row */
+      if (q[k].n_elems != q[k].n_rows) rc = PB_EUNSUPPORTED;
+    } else if (ch < 0) {
+      ch = k;
+    } else if (memcmp(q[k].row_elem, q[ch].row_elem, (q[k].n_rows + 1) * sizeof *q[k].row_elem)) {
+      rc = PB_EUNSUPPORTED;
+    }
+  }
+  /* DuckDB's query needs id and name; a channels list whose leaves are named otherwise (not
+   * "list, element") is left to DuckDB too */
+  if (rc == PB_OK && (nf < 0 || !in_file[M_ID] || !in_file[M_NAME] || (r->has_channels && ch < 0)))
+    rc = PB_EUNSUPPORTED;
+  struct pb_error e;
+  for (int64_t i = 0; i < nf && rc == PB_OK; i++) {
+    size_t x = (size_t)i;
+    pb_image_meta m;
+    memset(&m, 0, sizeof m);
+    char dname[32] = "";
+    for (int k = 0; k < 5; k++)
+      if (in_file[M_ST + k]) m.shape[k] = meta_int(mc[M_ST + k], &q[M_ST + k], x, 0);
+    if (in_file[M_TYPE]) meta_str(&q[M_TYPE], x, dname, sizeof dname);
+    for (int k = 0; k < 3; k++) {
+      if (in_file[M_PHX + k]) m.physical_size[k] = meta_real(mc[M_PHX + k], &q[M_PHX + k], x, 0);
+      if (in_file[M_UX + k])
+        meta_str(&q[M_UX + k], x, m.physical_unit[k], sizeof m.physical_unit[k]);
+    }
+    if (ch >= 0)
+      for (size_t j = q[ch].row_elem[x]; j < q[ch].row_elem[x + 1] &&
+                                         m.n_channels < PB_MAX_CHANNELS; j++) {
+        pb_channel *c = &m.channels[m.n_channels++];
+        if (in_file[M_CH_ID]) meta_str(&q[M_CH_ID], j, c->id, sizeof c->id);
+        if (in_file[M_CH_NAME]) meta_str(&q[M_CH_NAME], j, c->name, sizeof c->name);
+        if (in_file[M_CH_EM]) c->emission_um = (float)meta_real(mc[M_CH_EM], &q[M_CH_EM], j, 0);
+        if (in_file[M_CH_EX]) c->excitation_um = (float)meta_real(mc[M_CH_EX], &q[M_CH_EX], j, 0);
+        if (in_file[M_CH_ILL])
+          meta_str(&q[M_CH_ILL], j, c->illumination, sizeof c->illumination);
+        if (in_file[M_CH_RGBA])
+          c->color_rgba = (uint32_t)meta_int(mc[M_CH_RGBA], &q[M_CH_RGBA], j, 0);
+      }
+    char *id = in_file[M_ID] ? meta_dup(&q[M_ID], x) : calloc(1, 1);
+    char *name = in_file[M_NAME] ? meta_dup(&q[M_NAME], x) : calloc(1, 1);
+    rc = add_image_meta(r, i, id, name, &m, dname, &e);
+  }
+  for (int k = 0; k < M_COUNT; k++) pb__pq_rows_destroy(&q[k]);
+  if (rc != PB_OK) images_reset(r);
+  return rc;
+}
+
+/* Sets up direct page reads for a Parquet file, or leaves them off (DuckDB reads everything).
+ * The metadata leaves come with the same parquet_metadata() query; *meta_done tells whether
+ * the images were read from them. */
+static void direct_open(ot_reader *r, const char *col, int *meta_done) {
+  *meta_done = 0;
   if (r->kind != OT_PARQUET || !pb__oa_direct_enabled()) return;
   static const char *const tails[L_COUNT] = {
       "planes, list, element, pixels, list, element", "planes, list, element, t",
@@ -1021,17 +1221,22 @@ static void direct_open(ot_reader *r, const char *col) {
       "chunks, list, element, shape_y", "chunks, list, element, shape_x",
       "chunks, list, element, dtype", "chunks, list, element, compression",
       "chunks, list, element, pixels, list, element"};
-  char names[L_COUNT][320];
-  const char *leaves[L_COUNT];
-  for (int k = 0; k < L_COUNT; k++) {
-    snprintf(names[k], sizeof names[k], "%.256s, %s", col, tails[k]);
+  enum { N = L_COUNT + M_COUNT };
+  char names[N][320];
+  const char *leaves[N];
+  for (int k = 0; k < N; k++) {
+    snprintf(names[k], sizeof names[k], "%.256s, %s", col,
+             k < L_COUNT ? tails[k] : meta_tails[k - L_COUNT]);
     leaves[k] = names[k];
   }
-  pb__pq_col *cols[L_COUNT];
-  int in_file[L_COUNT];
+  pb__pq_col *cols[N];
+  int in_file[N];
   struct pb_error e;
-  if (pb__pq_open_many(r->db.con, r->path, leaves, L_COUNT, pb__oa_mmap_enabled(), cols,
-                       in_file, &e) != PB_OK) return;
+  if (pb__pq_open_many(r->db.con, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file,
+                       &e) != PB_OK) return;
+  *meta_done = direct_meta(r, cols + L_COUNT, in_file + L_COUNT) == PB_OK;
+  if (*meta_done) pb__oa_direct_meta_note();
+  for (int k = L_COUNT; k < N; k++) pb__pq_free(cols[k]);
   /* The row groups come with the pixel leaf (every leaf has the file's), which spares a second
    * parquet_metadata() query over every column of every row group. */
   const pb__pq_col *px = cols[L_PL_PIX] != NULL   ? cols[L_PL_PIX]
@@ -1051,6 +1256,33 @@ static void direct_open(ot_reader *r, const char *col) {
   for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
   if (ok) r->direct = 1;
   else direct_free(r);
+}
+
+/* The images through DuckDB: one query over id, name and pixels_meta of every row. */
+static int query_meta(ot_reader *r, const char *key, const char *col, const char *src,
+                      struct pb_error *err) {
+  char sql[9800];
+  snprintf(sql, sizeof sql,
+           "SELECT %s, struct_extract(\"%s\", 'id'), struct_extract(\"%s\", 'name'), "
+           "struct_extract(\"%s\", 'pixels_meta') FROM %s ORDER BY 1",
+           key, col, col, col, src);
+  duckdb_result res;
+  if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess)
+    return query_err(&res, PB_EFORMAT, err, r->path, "cannot read OME-Arrow metadata");
+  int rc = PB_OK;
+  for (;;) {
+    duckdb_data_chunk ch = duckdb_fetch_chunk(res);
+    if (ch == NULL) break;
+    idx_t n = duckdb_data_chunk_get_size(ch);
+    for (idx_t i = 0; i < n && rc == PB_OK; i++) rc = add_image(r, ch, i, err);
+    duckdb_destroy_data_chunk(&ch);
+    if (rc != PB_OK) break;
+  }
+  if (rc == PB_OK && duckdb_result_error(&res) != NULL)
+    rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", r->path,
+                      PB__DUCK_MSG(duckdb_result_error(&res)));
+  duckdb_destroy_result(&res);
+  return rc;
 }
 
 static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
@@ -1085,27 +1317,9 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     snprintf(src, sizeof src, "\"%s\"", table);
     snprintf(key, sizeof key, "rowid");
   }
-  snprintf(sql, sizeof sql,
-           "SELECT %s, struct_extract(\"%s\", 'id'), struct_extract(\"%s\", 'name'), "
-           "struct_extract(\"%s\", 'pixels_meta') FROM %s ORDER BY 1",
-           key, col, col, col, src);
-  duckdb_result res;
-  if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess) {
-    rc = query_err(&res, PB_EFORMAT, err, path, "cannot read OME-Arrow metadata");
-    goto fail;
-  }
-  for (;;) {
-    duckdb_data_chunk ch = duckdb_fetch_chunk(res);
-    if (ch == NULL) break;
-    idx_t n = duckdb_data_chunk_get_size(ch);
-    for (idx_t i = 0; i < n && rc == PB_OK; i++) rc = add_image(r, ch, i, err);
-    duckdb_destroy_data_chunk(&ch);
-    if (rc != PB_OK) break;
-  }
-  if (rc == PB_OK && duckdb_result_error(&res) != NULL)
-    rc = pb_error_set(err, PB_EFORMAT, "%s: %.*s", path, PB__DUCK_MSG(duckdb_result_error(&res)));
-  duckdb_destroy_result(&res);
-  if (rc != PB_OK) goto fail;
+  int meta_done = 0;
+  if (kind == OT_PARQUET) direct_open(r, col, &meta_done); /* sets the row groups when it can */
+  if (!meta_done && (rc = query_meta(r, key, col, src, err)) != PB_OK) goto fail;
   size_t cache_limit = pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -1120,7 +1334,6 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(cache_limit / 4) / avg;
   r->table_block = rows < 1.0 ? 1 : (rows > 65536.0 ? 65536 : (int64_t)rows);
   if (kind == OT_PARQUET) {
-    direct_open(r, col); /* sets the row groups when it can read the pixel leaf */
     if (r->rg_first == NULL && (rc = load_row_groups(r, q, err)) != PB_OK) goto fail;
   }
   snprintf(sql, sizeof sql, "SELECT %s, %s%s%s, %s%s%s FROM %s WHERE %s BETWEEN $1 AND $2", key,
