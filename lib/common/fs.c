@@ -128,22 +128,10 @@ int pb__remove_tree(const char *path) {
   return unlink(path) == 0 ? PB_OK : -errno;
 }
 
-int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *err) {
-  *data = NULL;
-  *size = 0;
-  /* O_NONBLOCK: a FIFO under this name must not stall the open; it is refused below. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    return pb_error_set(err, e == ENOENT ? PB_ENOTFOUND : -e, "%s: cannot open: %s", path,
-                        strerror(e));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return pb_error_set(err, PB_EIO, "%s: not a regular file", path);
-  }
-  size_t n = (size_t)st.st_size;
+/* Reads the n bytes fstat gave of the open regular file fd into a new pb_alloc'd buffer (a file
+ * that grows meanwhile is not followed) and closes fd, whatever happens. */
+static int read_whole(int fd, size_t n, const char *path, void **data, size_t *size,
+                      struct pb_error *err) {
   unsigned char *buf = pb_alloc(n);
   if (buf == NULL) {
     close(fd);
@@ -168,6 +156,24 @@ int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *
   *data = buf;
   *size = n;
   return PB_OK;
+}
+
+int pb__read_file(const char *path, void **data, size_t *size, struct pb_error *err) {
+  *data = NULL;
+  *size = 0;
+  /* O_NONBLOCK: a FIFO under this name must not stall the open; it is refused below. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return pb_error_set(err, e == ENOENT ? PB_ENOTFOUND : -e, "%s: cannot open: %s", path,
+                        strerror(e));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return pb_error_set(err, PB_EIO, "%s: not a regular file", path);
+  }
+  return read_whole(fd, (size_t)st.st_size, path, data, size, err);
 }
 
 int pb__write_all(int fd, const void *data, size_t size, const char *name, struct pb_error *err) {
@@ -386,29 +392,5 @@ int pb__read_file_max(const char *path, size_t max, void **data, size_t *size,
     return pb_error_set(err, PB_EUNSUPPORTED, "%s: %lld bytes, more than the %zu pipebench reads "
                         "from such a file", path, (long long)st.st_size, max);
   }
-  size_t n = (size_t)st.st_size;
-  unsigned char *buf = pb_alloc(n);
-  if (buf == NULL) {
-    close(fd);
-    return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, n);
-  }
-  size_t got = 0;
-  while (got < n) { /* only the size fstat gave: a file that grows meanwhile is not followed */
-    ssize_t r = read(fd, buf + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      int e = errno;
-      close(fd);
-      pb_free(buf, n);
-      if (r == 0)
-        return pb_error_set(err, PB_EIO, "%s: the file shrank while it was read (%zu of %zu bytes)",
-                            path, got, n);
-      return pb_error_set(err, PB_EIO, "%s: read failed: %s", path, strerror(e));
-    }
-    got += (size_t)r;
-  }
-  close(fd);
-  *data = buf;
-  *size = n;
-  return PB_OK;
+  return read_whole(fd, (size_t)st.st_size, path, data, size, err);
 }

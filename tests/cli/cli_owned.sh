@@ -183,28 +183,29 @@ done
 run timeout $lim "$pb" gen --out "$work/sig" --rows 3 --size 8x8 --formats ome-zarr
 expect_rc 0 "gen a dataset to interrupt over"
 cp -a "$work/sig" "$work/sig.before"
-"$pb" gen --out "$work/sig" --rows 100000 --size 64x64 --formats ome-zarr >/dev/null 2>"$work/sig.err" &
-pid=$!
-sleep 1.5
-kill -INT $pid
-timeout 20 tail --pid=$pid -f /dev/null
-wait $pid
-rc=$?
-errout=$(cat "$work/sig.err")
-[[ $rc -eq 130 ]] && pass || fail "gen stopped by SIGINT exits 130"
-expect_err "interrupted by SIGINT" "gen says it was interrupted"
+# stopped SIG RC WHAT GLOB CMD...: runs CMD in the background, sends SIG once GLOB (its staging
+# folder) exists, so the handler is surely in place, and expects exit RC and the message.
+stopped() {
+  local sig=$1 want=$2 what=$3 glob=$4
+  shift 4
+  "$@" >/dev/null 2>"$work/sig.err" &
+  local pid=$! i
+  for i in $(seq 2000); do compgen -G "$glob" >/dev/null && break; sleep 0.01; done
+  kill -"$sig" $pid
+  timeout 20 tail --pid=$pid -f /dev/null
+  wait $pid
+  rc=$?
+  out="" errout=$(cat "$work/sig.err")
+  [[ $rc -eq $want ]] && pass || fail "$what stopped by SIG$sig exits $want"
+  expect_err "interrupted by SIG$sig" "$what says it was interrupted"
+}
+stopped INT 130 gen "$work/sig/.gen-staging*" \
+  "$pb" gen --out "$work/sig" --rows 100000 --size 64x64 --formats ome-zarr
 same_tree "$work/sig.before" "$work/sig" "an interrupted gen leaves the folder as it was"
-"$pb" gen --out "$work/big" --rows 100000 --size 64x64 --formats raw >/dev/null 2>&1
-"$pb" convert "$work/big/images.pbraw" --to ome-zarr --out "$work/sig/ome-zarr.copy" >/dev/null 2>"$work/sig.err" &
-pid=$!
-sleep 1.5
-kill -TERM $pid
-timeout 20 tail --pid=$pid -f /dev/null
-wait $pid
-rc=$?
-errout=$(cat "$work/sig.err")
-[[ $rc -eq 143 ]] && pass || fail "convert stopped by SIGTERM exits 143"
-expect_err "interrupted by SIGTERM" "convert says it was interrupted"
+run timeout $lim "$pb" gen --out "$work/big" --rows 30000 --size 32x32 --formats raw
+expect_rc 0 "gen a source for convert to be stopped in"
+stopped TERM 143 convert "$work/sig/.ome-zarr.copy.pbtmp-*" \
+  "$pb" convert "$work/big/images.pbraw" --to ome-zarr --out "$work/sig/ome-zarr.copy"
 [[ ! -e $work/sig/ome-zarr.copy ]] && pass || fail "an interrupted convert left its output"
 [[ -z $(compgen -G "$work/sig/.ome-zarr.copy*") ]] && pass || fail "an interrupted convert left temporaries"
 

@@ -18,6 +18,26 @@ static void duckdb_version(char *buf, size_t size) {
 }
 PB__ENV_VERSION(register_duckdb, "duckdb_version", duckdb_version)
 
+/* Opens path (NULL: in memory) with cfg, which it destroys, and connects. */
+static int open_with(pb__oa_db *d, const char *path, const char *shown, duckdb_config *cfg,
+                     struct pb_error *err) {
+  char *msg = NULL;
+  duckdb_state st = duckdb_open_ext(path, &d->db, *cfg, &msg);
+  duckdb_destroy_config(cfg);
+  if (st != DuckDBSuccess) {
+    int rc = pb_error_set(err, PB_EDUCKDB, "%s: DuckDB cannot open it: %s", shown,
+                          msg ? msg : "unknown error");
+    duckdb_free(msg);
+    d->db = NULL;
+    return rc;
+  }
+  if (duckdb_connect(d->db, &d->con) != DuckDBSuccess) {
+    duckdb_close(&d->db);
+    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot connect");
+  }
+  return PB_OK;
+}
+
 int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err) {
   memset(d, 0, sizeof *d);
   duckdb_config cfg = NULL;
@@ -27,20 +47,7 @@ int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_erro
    * gains nothing from more threads. */
   duckdb_set_config(cfg, "threads", "1");
   if (read_only && path != NULL) duckdb_set_config(cfg, "access_mode", "READ_ONLY");
-  char *msg = NULL;
-  duckdb_state st = duckdb_open_ext(path, &d->db, cfg, &msg);
-  duckdb_destroy_config(&cfg);
-  if (st != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EDUCKDB, "%s: DuckDB cannot open it: %s",
-                          path ? path : "(memory)", msg ? msg : "unknown error");
-    duckdb_free(msg);
-    d->db = NULL;
-    return rc;
-  }
-  if (duckdb_connect(d->db, &d->con) != DuckDBSuccess) {
-    duckdb_close(&d->db);
-    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot connect");
-  }
+  PB_RETURN_NOT_OK(open_with(d, path, path ? path : "(memory)", &cfg, err));
   /* Parquet footers are parsed once per file, not once per query. DuckDB's external file cache
    * would keep a copy of every byte range read in memory: pipebench keeps what it needs itself
    * (its block cache), the page cache keeps the file, and with the cache on, the metadata scan
@@ -65,20 +72,7 @@ int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *
     duckdb_set_config(cfg, "enable_external_access", "false");
     duckdb_set_config(cfg, "lock_configuration", "true");
   }
-  char *msg = NULL;
-  duckdb_state st = duckdb_open_ext(db_path, &d->db, cfg, &msg);
-  duckdb_destroy_config(&cfg);
-  if (st != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EDUCKDB, "%s: DuckDB cannot open it: %s", shown,
-                          msg ? msg : "unknown error");
-    duckdb_free(msg);
-    d->db = NULL;
-    return rc;
-  }
-  if (duckdb_connect(d->db, &d->con) != DuckDBSuccess) {
-    duckdb_close(&d->db);
-    return pb_error_set(err, PB_EDUCKDB, "DuckDB: cannot connect");
-  }
+  PB_RETURN_NOT_OK(open_with(d, db_path, shown, &cfg, err));
   if (db_path != NULL) return PB_OK;
   /* In memory: the Parquet files pipebench chose are the only paths its SQL may open
    * (allowed_paths holds while external access is off; both are set by SQL, which the
