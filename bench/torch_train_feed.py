@@ -14,7 +14,7 @@ the sum of CUDA-event spans around each step's compute; AU = busy / window (<= 1
 construction of the window). Ratios: each feeder against resident (share of the compute bound)
 and pipebench against dataloader, per round and as the median of rounds.
 
-usage: python3 perf/torch_train_feed.py TREE [--batch 256] [--steps 30] [--warmup 5]
+usage: python3 bench/torch_train_feed.py TREE [--batch 256] [--steps 30] [--warmup 5]
        [--rounds 3] [--workers N] [--model resnet50] [--compile] [--json OUT.json]
 """
 import argparse

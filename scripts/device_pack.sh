@@ -1,22 +1,22 @@
 #!/bin/sh
 # Packs a build for a machine that has a GPU driver and CUDA libraries but not this machine's
-# packages: the CLI, libpipebench.so, the CUDA module, the test and perf programs, and every
+# packages: the CLI, libpipebench.so, the CUDA module, the test and benchmark programs, and every
 # shared library they load that such a machine may lack (from ldd; the C library, the CUDA
 # driver and runtime, cuDNN, cuBLAS and the compiler's runtime are left to the machine). All of
 # it goes into one compressed archive (PACK_DIR/pack.tar.xz), to stay small enough to carry.
 #
-# usage: perf/device_pack.sh BUILD_DIR [PACK_DIR]     (PACK_DIR default .devpack, git-ignored)
+# usage: scripts/device_pack.sh BUILD_DIR [PACK_DIR]     (PACK_DIR default .devpack, git-ignored)
 # env:   TESTS       which test programs (a find -name pattern; default test_*, all of them)
 #        XZ_LEVEL    compression level (default 3)
 #
 # On the other machine, from the repository root:
-#   . perf/device_pack.sh --unpack [PACK_DIR] [DEST]     (DEST default /tmp/pbpack)
-# unpacks into DEST (bin/, lib/, tests/, perf/) and exports PB_PACK=DEST, PATH, LD_LIBRARY_PATH
+#   . scripts/device_pack.sh --unpack [PACK_DIR] [DEST]     (DEST default /tmp/pbpack)
+# unpacks into DEST (bin/, lib/, tests/, bench/) and exports PB_PACK=DEST, PATH, LD_LIBRARY_PATH
 # (DEST/lib first, then the folders holding cuDNN and cuBLASLt if the loader does not find them)
 # and PIPEBENCH_CUDA_MODULE. A build with MPI: Open MPI's libraries (libmpi, libopen-rte,
 # libopen-pal) go to DEST/lib/mpi, used only when the machine has no libmpi.so.40 of its own; an
 # mpirun found there (PATH, or beside its libmpi) is exported as PB_MPIRUN, else PB_MPIRUN stays
-# unset (perf/mpi.sh says so).
+# unset (bench/mpi.sh says so).
 set -u
 
 pb_unpack() {
@@ -73,31 +73,31 @@ if [ "${1:-}" = "--unpack" ]; then
   return $? 2>/dev/null || exit $?
 fi
 
-B=${1:?usage: perf/device_pack.sh BUILD_DIR [PACK_DIR]}
+B=${1:?usage: scripts/device_pack.sh BUILD_DIR [PACK_DIR]}
 P=${2:-.devpack}
 [ -x "$B/pipebench" ] || { echo "device_pack: no $B/pipebench (build first)" >&2; exit 2; }
 [ -f "$B/libpipebench-cuda.so" ] || { echo "device_pack: no $B/libpipebench-cuda.so (a build with CUDA)" >&2; exit 2; }
 stage=$(mktemp -d) || exit 2
 trap 'rm -rf "$stage"' EXIT INT TERM
-mkdir -p "$stage/bin" "$stage/lib" "$stage/tests" "$stage/perf" "$P" || exit 2
+mkdir -p "$stage/bin" "$stage/lib" "$stage/tests" "$stage/bench" "$P" || exit 2
 
 cp "$B/pipebench" "$stage/bin/" || exit 2
 for f in "$B"/libpipebench.so*; do cp -P "$f" "$stage/lib/"; done
 cp "$B/libpipebench-cuda.so" "$stage/lib/" || exit 2
-# every test program (tests/<part>/test_*) and perf program (perf/*, cuda_engine_bench)
+# every test program (tests/<part>/test_*) and benchmark program (bench/*, cuda_engine_bench)
 find "$B/tests" -type f -name "${TESTS:-test_*}" -perm -u+x 2>/dev/null | while read -r f; do
   cp "$f" "$stage/tests/"
 done
-find "$B/perf" "$B" -maxdepth 1 -type f -perm -u+x 2>/dev/null | while read -r f; do
+find "$B/bench" "$B" -maxdepth 1 -type f -perm -u+x 2>/dev/null | while read -r f; do
   case $(basename "$f") in
     pipebench|*.so|*.so.*|*.sh|CMake*) ;;
-    *) file -b "$f" | grep -q ELF && cp "$f" "$stage/perf/" ;;
+    *) file -b "$f" | grep -q ELF && cp "$f" "$stage/bench/" ;;
   esac
 done
 
 # the libraries they load, less those every CUDA machine has (or must bring itself)
 system='^(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|linux-vdso|libcuda|libcudart|libcudnn[a-z_]*|libcublas|libcublasLt|libstdc\+\+|libgcc_s|libnvidia-[a-z-]*)\.so'
-for f in "$stage"/bin/* "$stage"/lib/* "$stage"/tests/* "$stage"/perf/*; do
+for f in "$stage"/bin/* "$stage"/lib/* "$stage"/tests/* "$stage"/bench/*; do
   LD_LIBRARY_PATH="$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$f" 2>/dev/null
 done | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
   echo "$name" | grep -Eq "$system" && continue
@@ -111,7 +111,7 @@ done | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r n
   [ -e "$stage/lib/$name" ] || cp -L "$path" "$stage/lib/$name"
 done
 
-tar -C "$stage" -cf - bin lib tests perf | xz -${XZ_LEVEL:-3} -T2 >"$P/pack.tar.xz.tmp" && mv "$P/pack.tar.xz.tmp" "$P/pack.tar.xz" || exit 2
+tar -C "$stage" -cf - bin lib tests bench | xz -${XZ_LEVEL:-3} -T2 >"$P/pack.tar.xz.tmp" && mv "$P/pack.tar.xz.tmp" "$P/pack.tar.xz" || exit 2
 raw=$(du -sb "$stage" | cut -f1)
 packed=$(stat -c %s "$P/pack.tar.xz")
 echo "device_pack: $P/pack.tar.xz: $((packed / 1048576)) MiB ($((raw / 1048576)) MiB unpacked), $(ls "$stage/lib" | wc -l) libraries"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, "the strongest peers, on large images": pipebench (perf/regions), tensorstore and
+# Issue 16, "the strongest peers, on large images": pipebench (bench/regions), tensorstore and
 # zarr-python read the same OME-Zarr arrays in one run: whole images (images in index order) and
 # random crops of EDGE x EDGE pixels (all channels; the same seeded sequence for every reader),
 # with 1 thread and with all cores. Targets, as ratios printed in one table:
@@ -16,7 +16,7 @@
 #   large-v3     the same as large-zstd in Zarr v3, 2x2 chunks per shard (only where tensorstore
 #                is installed: zarr-python 2 reads v2 only)
 #
-# usage: perf/large_images.sh [BUILD_DIR] [IMAGES] [CROPS] [WHOLE_READS]
+# usage: bench/large_images.sh [BUILD_DIR] [IMAGES] [CROPS] [WHOLE_READS]
 #   defaults: build 64 1000 (WHOLE_READS 0: max(IMAGES, 4 x threads) at each thread count, so
 #   every thread reads several whole images one at a time, as the loader's workers read samples;
 #   with each image read once, 12 images on 16 threads left 4 threads idle)
@@ -32,7 +32,7 @@ threads=${THREADS:-1,$cores}
 edge=${EDGE:-256}
 pb=${PB_CLI:-$build/pipebench}
 [[ -x $pb ]] || pb=$(command -v pipebench || true)
-regions=$build/perf/regions
+regions=$build/bench/regions
 [[ -x $regions ]] || regions=$build/regions
 [[ -x $pb && -x $regions ]] || { echo "large_images: no pipebench or regions under $build" >&2; exit 2; }
 

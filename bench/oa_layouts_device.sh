@@ -5,16 +5,16 @@
 # pyarrow -> pipebench: each shape the ome-arrow package writes, built with pyarrow, read by
 # `pipebench inspect` and its CRC-32s checked. One line per check; exit 0 when all pass.
 #
-# usage, from the repository root, with a pack made by perf/device_pack.sh BUILD .devpack:
-#   sh perf/oa_layouts_device.sh [PACK_DIR]          (PACK_DIR default .devpack)
-# or against a build here:   PIPEBENCH=build/pipebench sh perf/oa_layouts_device.sh
+# usage, from the repository root, with a pack made by scripts/device_pack.sh BUILD .devpack:
+#   sh bench/oa_layouts_device.sh [PACK_DIR]          (PACK_DIR default .devpack)
+# or against a build here:   PIPEBENCH=build/pipebench sh bench/oa_layouts_device.sh
 set -u
 if [ -z "${PIPEBENCH:-}" ] && [ -n "${PB_PACK:-}" ] && [ -x "$PB_PACK/bin/pipebench" ]; then
   PIPEBENCH="$PB_PACK/bin/pipebench" # a pack unpacked already
 elif [ -z "${PIPEBENCH:-}" ]; then
   # a POSIX shell passes no arguments to `.`: the unpacking script reads them from $@
   set -- --unpack "${1:-.devpack}" /tmp/pbpack
-  . perf/device_pack.sh || { echo "oa_layouts: cannot unpack" >&2; exit 2; }
+  . scripts/device_pack.sh || { echo "oa_layouts: cannot unpack" >&2; exit 2; }
   PIPEBENCH="$PB_PACK/bin/pipebench"
 fi
 # /usr/bin/python3 may lack numpy there: the first python3 on PATH that has numpy and pyarrow
@@ -26,4 +26,4 @@ done
 work=$(mktemp -d /tmp/pb-oa-layouts-XXXXXX) || exit 2
 trap 'rm -rf "$work"' EXIT INT TERM
 echo "pipebench: $("$PIPEBENCH" --version 2>&1 | head -n 1); python: $PY"
-"$PY" perf/oa_layouts_pyarrow.py "$work" "$PIPEBENCH"
+"$PY" bench/oa_layouts_pyarrow.py "$work" "$PIPEBENCH"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Track 3's GPU rows, checked on a GPU in one call (issue 30, "honest GPU steps"):
-#   1. the build: an unpacked pack when PB_PACK is set (`. perf/device_pack.sh --unpack .devpack
+#   1. the build: an unpacked pack when PB_PACK is set (`. scripts/device_pack.sh --unpack .devpack
 #      /tmp/pbpack` first; a GPU machine without this project's packages), else cmake into BUILD;
 #   2. the GPU tests: test_gpu_window (the window arithmetic), test_engine_native cuda, and
 #      cli_gpu_track3 (a short Track 3 on the default device: AU <= 1, images/s within the rows'
@@ -10,7 +10,7 @@
 #   4. per row: AU, images/s, device_time_mean and the bound batch / device_time_mean, the step
 #      times, and whether the row is honest (AU <= 1, images/s <= bound + 1%).
 # Exits 1 when a test fails or a row is not honest.
-# usage: perf/gpu_honest.sh [OUT]          (default /tmp/gpu_honest)
+# usage: bench/gpu_honest.sh [OUT]          (default /tmp/gpu_honest)
 # env:   PB_PACK (see 1), BUILD (build-gpu), ROWS (4096), STEPS (40), REPEATS (2), BATCH (256),
 #        PB_PYTHON (python3)
 set -uo pipefail

@@ -13,7 +13,7 @@
 #   3. with a GPU (nvidia-smi answers, or GPU=1): Track 3's accelerator utilisation of ResNet-50
 #      in bfloat16 fed from JPEG (224x224 files of the same content, decoded by the loader and
 #      normalised on the GPU) for each worker count in T3_WORKERS: how many cores keep AU >= 90%.
-# usage: perf/imagefolder.sh PIPEBENCH [OUT]          (OUT default results/imagefolder)
+# usage: bench/imagefolder.sh PIPEBENCH [OUT]          (OUT default results/imagefolder)
 # env:   N (10000 images), DATA (a tree to use instead), WORKERS ("1,<all cores>"),
 #        TRANSFORMS ("train,eval"), PEERS ("pil,io": the torch peers, or "pil" or "none"),
 #        BATCH (64), BATCHES (auto: max(20, 6 x workers) per round), ROUNDS (3), PYTHON (python3 with torch and
@@ -22,7 +22,7 @@
 # The library comes from beside PIPEBENCH (../lib or its own folder) unless PIPEBENCH_LIB is
 # set; the binding from python/ in this checkout.
 set -u
-PB=${1:?usage: perf/imagefolder.sh PIPEBENCH [OUT]}
+PB=${1:?usage: bench/imagefolder.sh PIPEBENCH [OUT]}
 OUT=${2:-results/imagefolder}
 N=${N:-10000}
 CORES=$(nproc)

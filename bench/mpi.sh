@@ -10,9 +10,9 @@
 #      ranks hold AU >= 90%.
 # Rounds alternate between the two sides of each ratio; ratios are of medians over rounds.
 #
-# usage: perf/mpi.sh [N...]            (default: 2; e.g. perf/mpi.sh 8 16)
+# usage: bench/mpi.sh [N...]            (default: 2; e.g. bench/mpi.sh 8 16)
 # env:   PB_CLI      pipebench (default: build-mp/pipebench, build/pipebench, or pipebench on PATH)
-#        PB_MPIRUN   mpirun (default: the one on PATH; perf/device_pack.sh --unpack sets it)
+#        PB_MPIRUN   mpirun (default: the one on PATH; scripts/device_pack.sh --unpack sets it)
 #        ROUNDS      alternating rounds (default 3)     WORKERS  loader threads per rank (default 0)
 #        ROWS        images (default 2000, 128x128 uint16)    OUT  work folder (default $TMPDIR)
 #        GPU_RANKS   ranks for part 3 (default: the GPUs nvidia-smi lists; 0 skips it)
@@ -160,7 +160,7 @@ EOF
   fi
 fi
 
-echo "perf/mpi.sh: $(hostname), $cores cores, $ROWS images 128x128 uint16, $WORKERS loader threads per rank, $ROUNDS rounds (medians)"
+echo "bench/mpi.sh: $(hostname), $cores cores, $ROWS images 128x128 uint16, $WORKERS loader threads per rank, $ROUNDS rounds (medians)"
 echo "  pipebench: $P"
 echo "  mpirun:    ${MPIRUN:-none} $([[ -n $MPIRUN ]] && "$MPIRUN" --version 2>/dev/null | head -1)"
 [[ -n $mpi_note ]] && echo "  NOTE: $mpi_note"

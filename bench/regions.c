@@ -8,7 +8,7 @@
  * One JSON object per line on stdout: the calibration first, then one per (op, threads); with
  * --floor 1, also the file floor of whole reads per thread count (see file_floor).
  *
- * The images and crops are the ones perf/large_images_peers.py reads: whole reads go through the
+ * The images and crops are the ones bench/large_images_peers.py reads: whole reads go through the
  * images in index order (R reads, wrapping; R = 0, the default, means max(images, 4 x threads)
  * for each thread count, so that every thread reads several whole images, one at a time, as
  * the loader's workers do: with fewer reads than threads, some threads would sit idle and the

@@ -1,4 +1,4 @@
-"""Torch peers for perf/cuda_engine.sh: torchvision ResNet-50 (channels-last) and ViT-B/16 with
+"""Torch peers for bench/cuda_engine.sh: torchvision ResNet-50 (channels-last) and ViT-B/16 with
 random weights on the GPU, eager and torch.compile, images/s from CUDA events (median of timed
 batches after warm-up), compile time reported. Prints one line per row; a missing torch or GPU
 prints one line and exits 0."""

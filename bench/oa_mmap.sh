@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Direct page reads of OME-Arrow files, mapped (PB_OA_MMAP=1) against pread (the default), side
-# by side in one process per dataset (perf/oa_mmap.c): every ome-parquet layout (planes, chunks,
+# by side in one process per dataset (bench/oa_mmap.c): every ome-parquet layout (planes, chunks,
 # chunk-bytes) with uncompressed and zstd Parquet pages, and oa-dataset with zstd and
 # uncompressed pages; warm cache, seeded random single-image reads in interleaved rounds.
 # Prints one line per dataset: p50 per read both ways, pread/mapped with its 99% interval, and
 # the verdict (factor 1.1).
 #
-# usage: perf/oa_mmap.sh BUILD_DIR [OUT]          (OUT default $TMPDIR/oa_mmap)
-#        BUILD_DIR may also be an unpacked device pack (perf/device_pack.sh: bin/, perf/).
+# usage: bench/oa_mmap.sh BUILD_DIR [OUT]          (OUT default $TMPDIR/oa_mmap)
+#        BUILD_DIR may also be an unpacked device pack (scripts/device_pack.sh: bin/, bench/).
 # env:   ROWS (3000), SIZE (100x100), READS (1000 per round and mode), ROUNDS (5),
 #        SLOW_READS (100: for numeric layouts with zstd pages, where each read decompresses a
 #        page of many images whichever way the page is read)
 set -euo pipefail
-build=${1:?usage: perf/oa_mmap.sh BUILD_DIR [OUT]}
+build=${1:?usage: bench/oa_mmap.sh BUILD_DIR [OUT]}
 out=${2:-${TMPDIR:-/tmp}/oa_mmap}
 rows=${ROWS:-3000} size=${SIZE:-100x100} reads=${READS:-1000} rounds=${ROUNDS:-5}
 slow=${SLOW_READS:-100}
-pb=$build/pipebench bench=$build/perf/oa_mmap
+pb=$build/pipebench bench=$build/bench/oa_mmap
 [[ -x $build/bin/pipebench ]] && pb=$build/bin/pipebench
 [[ -x $pb && -x $bench ]] || { echo "oa_mmap.sh: $pb or $bench missing (build first)" >&2; exit 1; }
 mkdir -p "$out"

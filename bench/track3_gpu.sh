@@ -10,12 +10,12 @@
 #   4. a summary: per format the fewest workers reaching AU >= 90% (or the best AU), the
 #      preload AU, and the loader's host-to-device copies as a share of the calibrated pinned
 #      bandwidth (target >= 80%).
-# usage: perf/track3_gpu.sh PIPEBENCH [OUT]         (OUT default results/track3_gpu)
+# usage: bench/track3_gpu.sh PIPEBENCH [OUT]         (OUT default results/track3_gpu)
 # env:   MODEL (resnet50), DTYPE (bfloat16), BATCH (256), STEPS (40), ROWS (4096),
 #        SIZE (100x100), WORKERS ("1 2 4 8 16"), FORMATS (tiff,ome-zarr), DATA (a folder from
 #        pipebench gen to use instead of generating)
 set -u
-PB=${1:?usage: perf/track3_gpu.sh PIPEBENCH [OUT]}
+PB=${1:?usage: bench/track3_gpu.sh PIPEBENCH [OUT]}
 OUT=${2:-results/track3_gpu}
 MODEL=${MODEL:-resnet50}
 DTYPE=${DTYPE:-bfloat16}

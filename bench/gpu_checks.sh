@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks on a GPU machine that the CPU-only CI cannot make, in one call from an unpacked build
-# (`. perf/device_pack.sh --unpack .devpack /tmp/pbpack` first, which sets PB_PACK):
+# (`. scripts/device_pack.sh --unpack .devpack /tmp/pbpack` first, which sets PB_PACK):
 #   1. the CUDA module's API on a real GPU: cuda:N naming, a forward's CUDA-event time, the
 #      engine against oneDNN (test_engine_cuda_module, test_engine_cuda);
 #   2. `pipebench infer --device cuda`: host wall and CUDA-event latency side by side for
@@ -8,11 +8,11 @@
 #   3. a batch that cannot fit in device memory: exit 2 with the size and the memory free;
 #   4. the branch runner's GPU memory: nvidia-smi sampling from outside and the Lightning
 #      callback from inside (tests/revs/revs_gpu.sh).
-# usage: perf/gpu_checks.sh [OUT]      (default /tmp/gpu_checks)
+# usage: bench/gpu_checks.sh [OUT]      (default /tmp/gpu_checks)
 # env:   PB_PYTHON   Python with torch (CUDA) and Lightning (default: python3 on PATH)
 #        SKIP_TO     start at step 2, 3 or 4, skipping the steps before it
 set -uo pipefail
-pack=${PB_PACK:?unpack a build first: . perf/device_pack.sh --unpack .devpack /tmp/pbpack}
+pack=${PB_PACK:?unpack a build first: . scripts/device_pack.sh --unpack .devpack /tmp/pbpack}
 out=${1:-/tmp/gpu_checks}
 py=${PB_PYTHON:-$(command -v python3)}
 pb=$pack/bin/pipebench

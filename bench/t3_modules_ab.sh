@@ -4,7 +4,7 @@
 # system, all its threads) for each. For a change inside the module (how the host waits for the
 # GPU, how batches are copied) where everything else, loader included, stays the same.
 #
-# usage: perf/t3_modules_ab.sh PIPEBENCH MODULE_A MODULE_B DATA [OUT]
+# usage: bench/t3_modules_ab.sh PIPEBENCH MODULE_A MODULE_B DATA [OUT]
 #   PIPEBENCH  the pipebench program (its library beside it, as installed or packed)
 #   MODULE_A/B the two libpipebench-cuda.so files (PIPEBENCH_CUDA_MODULE for each run)
 #   DATA       a dataset Track 3 can read (one image size), e.g. a 224x224 JPEG tree from
@@ -13,7 +13,7 @@
 # env:   FORMAT (imagefolder), MODEL (resnet50), DTYPE (bfloat16), WORKERS (all cores),
 #        BATCH (256), STEPS (60), ROUNDS (3)
 set -u
-PB=${1:?usage: perf/t3_modules_ab.sh PIPEBENCH MODULE_A MODULE_B DATA [OUT]}
+PB=${1:?usage: bench/t3_modules_ab.sh PIPEBENCH MODULE_A MODULE_B DATA [OUT]}
 MA=${2:?module A}
 MB=${3:?module B}
 DATA=${4:?dataset}

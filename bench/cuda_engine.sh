@@ -2,13 +2,13 @@
 # GPU engine benchmark: images/s of the cuda engine per model, dtype and batch size, then the
 # GPU's limits (cuBLASLt peaks, copy bandwidths), all in one run on one machine; with TORCH=1 the
 # torch peers (eager and torch.compile, channels-last ResNet-50) run in the same call after it.
-# Builds nothing. Usage: perf/cuda_engine.sh BUILD_DIR [quick|full]
+# Builds nothing. Usage: bench/cuda_engine.sh BUILD_DIR [quick|full]
 #   BUILD_DIR holds cuda_engine_bench, libpipebench.so and libpipebench-cuda.so.
 # Environment: CONFIGS="model:dtype:batch ..." replaces the mode's list; PEAKS=0 skips the GPU's
 # limits; TORCH_ROWS="model:batch,..." picks the torch rows (see cuda_torch_peer.py);
 # PB_CUDA_PROFILE=FILE appends each engine step's time to FILE.
 set -u
-B=${1:?usage: perf/cuda_engine.sh BUILD_DIR [quick|full]}
+B=${1:?usage: bench/cuda_engine.sh BUILD_DIR [quick|full]}
 MODE=${2:-full}
 SECS=${SECS:-2}
 BENCH="$B/cuda_engine_bench"

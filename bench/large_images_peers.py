@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The reads perf/regions.c makes, through tensorstore and zarr-python, for perf/large_images.sh:
+"""The reads bench/regions.c makes, through tensorstore and zarr-python, for bench/large_images.sh:
 whole-image reads (images in index order) and random crops (the same splitmix64 sequence), with
 1 thread and with N threads, on the full-resolution arrays of an OME-Zarr folder. Whole reads:
 R of them, wrapping over the images; R = 0 (the default) means max(images, 4 x threads) for
-each thread count, so every thread reads several images, as perf/regions.c does. Arrays are
+each thread count, so every thread reads several images, as bench/regions.c does. Arrays are
 opened once before timing (the time to open them is reported on its own line), and one
 untimed pass reads every image before the first measurement.
 

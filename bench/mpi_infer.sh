@@ -6,10 +6,10 @@
 # N x one (target >= 0.9 where each rank has a GPU of its own), every rank's own images/s and the
 # imbalance (fastest / slowest rank). Medians over rounds.
 #
-# usage: perf/mpi_infer.sh [N...]     (default: 1 and the GPUs nvidia-smi lists, at least 2;
+# usage: bench/mpi_infer.sh [N...]     (default: 1 and the GPUs nvidia-smi lists, at least 2;
 #                                      N = 1 is one rank under mpirun beside the plain process)
 # env:   PB_CLI    pipebench (default: build-mp/pipebench, build/pipebench, or pipebench on PATH)
-#        PB_MPIRUN mpirun (default: the one on PATH; perf/device_pack.sh --unpack sets it)
+#        PB_MPIRUN mpirun (default: the one on PATH; scripts/device_pack.sh --unpack sets it)
 #        DEVICE    cuda when nvidia-smi lists a GPU, else cpu      MODEL  resnet50
 #        DTYPE     bfloat16     BATCHES  64,256     ITERS  100     WARMUP  10     ROUNDS  3
 #        THREADS   compute threads per process (default: 0, all CPUs; on the CPU give each rank
@@ -69,7 +69,7 @@ for ((r = 0; r < ROUNDS; r++)); do
   done
 done
 
-echo "perf/mpi_infer.sh: $(hostname), $cores cores, $gpus GPUs; $MODEL $DTYPE on $DEVICE, $ITERS passes" \
+echo "bench/mpi_infer.sh: $(hostname), $cores cores, $gpus GPUs; $MODEL $DTYPE on $DEVICE, $ITERS passes" \
      "after $WARMUP, $ROUNDS rounds (medians), data: $SOURCE"
 echo "  pipebench: $P"
 echo "  mpirun:    $MPIRUN $("$MPIRUN" --version 2>/dev/null | head -1)"

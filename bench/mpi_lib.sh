@@ -1,4 +1,4 @@
-# Sourced by perf/mpi.sh and perf/mpi_infer.sh: how they start N ranks on this host.
+# Sourced by bench/mpi.sh and bench/mpi_infer.sh: how they start N ranks on this host.
 # Needs MPIRUN (the mpirun to use) and cores (this machine's CPU count) set by the caller.
 
 mpirun_n() { # mpirun_n N ARGS...: N ranks, unbound, oversubscribed when N exceeds the cores

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The same random single-image reads through tifffile and zarr-python, for perf/formats.sh.
+"""The same random single-image reads through tifffile and zarr-python, for bench/formats.sh.
 usage: formats_vs_peers.py DATASET_DIR reads -> one JSON object per peer on stdout"""
 import json
 import os

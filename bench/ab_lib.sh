@@ -1,4 +1,4 @@
-# Sourced by the two-build comparisons (perf/loader_ab.sh, perf/loader_epochs_ab.sh): their
+# Sourced by the two-build comparisons (bench/loader_ab.sh, bench/loader_epochs_ab.sh): their
 # arguments (ab_setup) and running either build (run_build).
 # Needs A and B (the two pipebench programs) set by the caller; LIB_A / LIB_B, where set, are
 # folders put first on LD_LIBRARY_PATH for that build, so each runs with its own library.
@@ -13,7 +13,7 @@ run_build() { # run_build A|B ARGS...: pipebench ARGS with build A's or B's prog
 ab_setup() { # ab_setup NAME ARGS...: A, B and out (ARGS, OUT default $TMPDIR/NAME), rounds (ROUNDS, 3); out emptied
   local name=$1 usage
   shift
-  usage="usage: perf/$name.sh PIPEBENCH_A PIPEBENCH_B [OUT]"
+  usage="usage: bench/$name.sh PIPEBENCH_A PIPEBENCH_B [OUT]"
   A=${1:?$usage}
   B=${2:?$usage}
   out=${3:-${TMPDIR:-/tmp}/$name}

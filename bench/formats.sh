@@ -9,7 +9,7 @@
 # with zstd (TIFF strips, Zarr chunks, oa-dataset pages, ome-parquet's byte-variant leaves),
 # the like-for-like comparison of compressed layouts. The duckdb format (random reads of tens
 # of milliseconds) is in the default dataset only.
-#   perf/formats.sh [BUILD_DIR] [IMAGES] [READS] [SIZE]
+#   bench/formats.sh [BUILD_DIR] [IMAGES] [READS] [SIZE]
 # BENCH_DIR keeps the datasets between runs (generated when missing).
 set -euo pipefail
 build=${1:-build}; images=${2:-10000}; reads=${3:-2000}; size=${4:-100x100}
@@ -34,7 +34,7 @@ for set in ${BENCH_SETS:-default uncompressed zstd}; do
   d=$base/$set
   out=$(mktemp)
   echo "== $set: $d"
-  "$build/perf/bench_formats" "$d" "$reads" | tee "$out"
+  "$build/bench/bench_formats" "$d" "$reads" | tee "$out"
   "$py" "$here/formats_vs_peers.py" "$d" "$reads" | tee -a "$out"
   "$py" - "$out" "$set" <<'PY'
 import json, sys

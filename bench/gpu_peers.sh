@@ -3,7 +3,7 @@
 # in bfloat16 through `pipebench infer --framework all --device cuda` (pipebench's engine, torch
 # eager, torch.compile, JAX jit), the rows in OUT/raw, one summary table on stdout.
 #
-# usage: perf/gpu_peers.sh [BUILD_DIR] [OUT]      (defaults: build, results/gpu_peers)
+# usage: bench/gpu_peers.sh [BUILD_DIR] [OUT]      (defaults: build, results/gpu_peers)
 # env:   PB_PYTHON    Python with torch (CUDA build) and jax[cuda] + flax (default: python3 on PATH)
 #        ITERATIONS   timed passes per batch size (default 200; p99 needs 662)
 #        WARMUP       dropped passes (default 20)

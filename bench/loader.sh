@@ -3,9 +3,9 @@
 #   preload, batch 16, 2 workers: >= 50% of the memory-copy limit and >= 10x the torch
 #   DataLoader peer on the same cache; on-demand tiff and ome-zarr >= 5x the peer;
 #   1 -> 2 workers >= 1.7x where not memory-bound; timer overhead < 1% of the shortest interval.
-#   perf/loader.sh [BUILD_DIR] [OUT]      (extra `pipebench run` options via PB_RUN_ARGS)
+#   bench/loader.sh [BUILD_DIR] [OUT]      (extra `pipebench run` options via PB_RUN_ARGS)
 # Also prints how opening and reading the TIFF files alone scales from 1 to 2 threads
-# (perf/files_scaling): the limit for formats with one file per image.
+# (bench/files_scaling): the limit for formats with one file per image.
 set -euo pipefail
 build=${1:-build}; out=${2:-results/bench-loader}
 py=${PB_PYTHON:-/usr/bin/python3}
@@ -14,7 +14,7 @@ py=${PB_PYTHON:-/usr/bin/python3}
 # The machine's own limit for one file per image: open + read + close of the same TIFF files
 # with 1 and 2 threads, no parsing. Its 1 -> 2 ratio is what file-per-image loading can reach.
 scaling=$(mktemp)
-tool=$build/perf/files_scaling; [[ -x $tool ]] || tool=$build/files_scaling
+tool=$build/bench/files_scaling; [[ -x $tool ]] || tool=$build/files_scaling
 data=$out/dataset-default/tiff
 if [[ -x $tool && -d $data ]]; then "$tool" "$data" 1,2 | tee "$scaling"; fi
 "$py" - "$out/data/pipebench_track2.csv" "$scaling" <<'PY'

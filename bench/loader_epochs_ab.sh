@@ -5,7 +5,7 @@
 # ratio B/A with each round's. Made to show what running ahead into the next epoch gains over
 # draining the pipeline at every epoch's end.
 #
-# usage: perf/loader_epochs_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]   (OUT default $TMPDIR/loader_epochs_ab)
+# usage: bench/loader_epochs_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]   (OUT default $TMPDIR/loader_epochs_ab)
 # env:   ROUNDS (3), ROWS (512), BATCH (128), WORKERS (2), STEPS (60), EMULATE_MS (1),
 #        LIB_A / LIB_B (folders put first on LD_LIBRARY_PATH per build)
 # The image folder is written by build A's `gen`, so both builds read the same files.

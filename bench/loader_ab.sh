@@ -3,7 +3,7 @@
 # dataset, to show that a change kept the loader's speed: samples/s of every configuration from
 # each build (median over rounds) and the ratio B/A with the rounds' spread.
 #
-# usage: perf/loader_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]       (OUT default $TMPDIR/loader_ab)
+# usage: bench/loader_ab.sh PIPEBENCH_A PIPEBENCH_B [OUT]       (OUT default $TMPDIR/loader_ab)
 # env:   ROUNDS (3), FORMATS (raw,tiff,ome-zarr), WORKERS (0,1,4), CACHES (none,preload),
 #        BATCHES (16,64), LIB_A / LIB_B (folders put first on LD_LIBRARY_PATH for each build)
 # The dataset is written by build A's `gen` (1000 x 100x100 uint16, the default preset), so both
