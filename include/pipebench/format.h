@@ -79,10 +79,31 @@ typedef struct pb_stage_times {
  * thread (the loader does). */
 typedef struct pb_dataset pb_dataset;
 
+/** How a dataset is read. Start from PB_READ_OPTIONS_DEFAULTS; zero fields take the defaults.
+ * The environment variables documented in docs/io.md override them. */
+typedef struct pb_read_options {
+  int map;            /**< local files: -1 map where safe (default), 0 never, 1 prefer */
+  int direct;         /**< 1: O_DIRECT where the file system allows it (no page cache) */
+  size_t block_size;  /**< bytes per read of a large range; 0: the backend's default */
+  int in_flight;      /**< remote: requests in flight per reader; 0: the default */
+  double timeout_s;   /**< remote: limit per request in seconds; 0: the default */
+  int retries;        /**< remote: repeats after a transient failure; -1: the default */
+  int insecure;       /**< https: 1 accepts a certificate that does not verify */
+  int trace_requests; /**< 1: one line per storage request on stderr */
+  const char *cache;  /**< "disk:PATH": a local copy filled on first read; NULL: none */
+} pb_read_options;
+#define PB_READ_OPTIONS_DEFAULTS                                                                \
+  {.map = -1, .direct = 0, .block_size = 0, .in_flight = 0, .timeout_s = 0, .retries = -1,      \
+   .insecure = 0, .trace_requests = 0, .cache = NULL}
+
 /** Opens path. format: a format name, or NULL to detect it from the path. *out is freed with
  * pb_dataset_free. Errors name the file and the problem. */
 PB_API int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
                            struct pb_error *err);
+/** pb_dataset_open with read options (NULL: the defaults). path may be a URL where the build
+ * reads remote storage (docs/remote.md). */
+PB_API int pb_dataset_open_opts(const char *path, const char *format, const pb_read_options *opts,
+                                pb_dataset **out, struct pb_error *err);
 PB_API void pb_dataset_free(pb_dataset *ds);
 /** Name of the format of an open dataset ("ome-zarr", ...). */
 PB_API const char *pb_dataset_format(const pb_dataset *ds);

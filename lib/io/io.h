@@ -1,0 +1,99 @@
+/* The one I/O layer every format reads through. Internal.
+ *
+ * A location is a local path or a URL (http://, https://, s3://bucket/key). pb__io_open picks
+ * the backend from the location's scheme; every backend gives the same reads:
+ *   size, pread (exactly len bytes or an error), preadv (many ranges, all in flight at once
+ *   where the backend can), read_all (bounded), map (local files only, where safe), close;
+ * and on folders: stat and list.
+ * Reads are whole or fail: a range past the end, a short body or a file changed since open
+ * (size, mtime, ETag) is an error naming the location and the cause, never fewer bytes.
+ *
+ * Read tuning comes in a pb_read_options (include/pipebench/format.h), passed from
+ * pb_dataset_open_opts down to every open; environment variables (PIPEBENCH_*) are only
+ * documented overrides applied once, in pb__io_options_resolve. */
+#ifndef PB_IO_IO_H
+#define PB_IO_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipebench/core.h"
+#include "pipebench/format.h"
+
+typedef struct pb__io_file pb__io_file;
+
+/* One range of a scattered read: len bytes at offset off into dst. */
+typedef struct pb__io_range {
+  uint64_t off;
+  size_t len;
+  void *dst;
+} pb__io_range;
+
+/* What stands at a location. */
+typedef enum { PB__IO_MISSING = 0, PB__IO_FILE, PB__IO_DIR, PB__IO_OTHER } pb__io_kind;
+
+/* Counters a reader keeps (for --trace-requests and the rows' requests/bytes per image). */
+typedef struct pb__io_stats {
+  int64_t requests;  /* storage requests made (reads on a local file) */
+  int64_t bytes;     /* bytes fetched */
+  int64_t retries;   /* requests repeated after a transient failure */
+} pb__io_stats;
+
+/* A backend: one scheme. Functions return PB_OK or a negative code with err set. */
+typedef struct pb__io_backend {
+  const char *scheme; /* "file", "http", "https", "s3" */
+  int (*open)(const char *location, const pb_read_options *opts, pb__io_file **out,
+              struct pb_error *err);
+  int (*pread)(pb__io_file *f, void *dst, size_t len, uint64_t off, struct pb_error *err);
+  int (*preadv)(pb__io_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
+  /* NULL where the backend cannot map; PB_EUNSUPPORTED where this file should not be mapped. */
+  int (*map)(pb__io_file *f, const void **data, struct pb_error *err);
+  void (*close)(pb__io_file *f);
+  int (*stat)(const char *location, const pb_read_options *opts, pb__io_kind *kind,
+              uint64_t *size, struct pb_error *err);
+  /* Sorted entry names of a folder (no "." or ".."), freed with pb__io_free_names. */
+  int (*list)(const char *location, const pb_read_options *opts, char ***names, size_t *n,
+              struct pb_error *err);
+} pb__io_backend;
+
+/* Every open file starts with this header; backends put their own state after it. */
+struct pb__io_file {
+  const pb__io_backend *be;
+  char *location;   /* as given, for messages (credentials never appear in it) */
+  uint64_t size;
+  pb__io_stats stats;
+};
+
+/* The backend for a location: "file" for a plain path; NULL with a message for a scheme this
+ * build cannot read. */
+const pb__io_backend *pb__io_backend_for(const char *location, struct pb_error *err);
+/* 1 when location is a URL (has a scheme other than file). */
+int pb__io_is_url(const char *location);
+
+/* opts NULL: the defaults. */
+int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file **out,
+                struct pb_error *err);
+static inline uint64_t pb__io_size(const pb__io_file *f) { return f->size; }
+int pb__io_pread(pb__io_file *f, void *dst, size_t len, uint64_t off, struct pb_error *err);
+int pb__io_preadv(pb__io_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
+/* The whole file into a pb_alloc'd buffer (pb_free(*data, *size)); more than max bytes is
+ * PB_EUNSUPPORTED naming the location, and nothing is read. */
+int pb__io_read_all(pb__io_file *f, size_t max, void **data, size_t *size, struct pb_error *err);
+/* A read-only view of the whole file valid until close; PB_EUNSUPPORTED when mapping is off or
+ * not possible (callers then read). */
+int pb__io_map(pb__io_file *f, const void **data, struct pb_error *err);
+void pb__io_close(pb__io_file *f);
+int pb__io_stat(const char *location, const pb_read_options *opts, pb__io_kind *kind,
+                uint64_t *size, struct pb_error *err);
+int pb__io_list(const char *location, const pb_read_options *opts, char ***names, size_t *n,
+                struct pb_error *err);
+void pb__io_free_names(char **names, size_t n);
+/* location + "/" + name (URLs keep their query-free form); pb_alloc'd, NULL on no memory. */
+char *pb__io_join(const char *location, const char *name);
+
+/* The options after defaults and documented environment overrides; out may alias in. */
+void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
+
+extern const pb__io_backend pb__io_file_backend;
+
+#endif
