@@ -316,6 +316,47 @@ static int gen_options(const char *options, int *photo, int *vary, struct pb_err
   return PB_OK;
 }
 
+/* Image r's metadata: its size (varied for photo-like sizes=vary), name, physical sizes and
+ * channels. */
+static void row_meta(pb_image_meta *meta, const pb_gen_params *p, int64_t r, int64_t longest,
+                     int vary) {
+  int64_t shape[PB_NDIM] = {p->shape[0], p->shape[1], p->shape[2], p->shape[3], p->shape[4]};
+  if (vary) pb__synth_photo_size(p->seed, r, longest, &shape[PB_Y], &shape[PB_X]);
+  pb_image_meta_init(meta, NULL, p->dtype, shape);
+  snprintf(meta->name, sizeof meta->name, "img_%05lld", (long long)r);
+  snprintf(meta->id, sizeof meta->id, "img_%05lld", (long long)r);
+  meta->physical_size[0] = meta->physical_size[1] = 0.65;
+  meta->physical_size[2] = p->shape[PB_Z] > 1 ? 2.0 : 0.0;
+  for (int k = 0; k < 3; k++) snprintf(meta->physical_unit[k], sizeof meta->physical_unit[k], "µm");
+  if (p->shape[PB_Z] <= 1) meta->physical_unit[2][0] = '\0';
+  meta->n_channels = p->shape[PB_C] < PB_MAX_CHANNELS ? (int)p->shape[PB_C] : PB_MAX_CHANNELS;
+  static const uint32_t colors[] = {0x0000FFFF, 0x00FF00FF, 0xFF0000FF, 0xFFFF00FF, 0xFF00FFFF};
+  for (int c = 0; c < meta->n_channels; c++) {
+    snprintf(meta->channels[c].id, sizeof meta->channels[c].id, "Channel:0:%d", c);
+    snprintf(meta->channels[c].name, sizeof meta->channels[c].name, "ch%d", c);
+    meta->channels[c].color_rgba = colors[c % 5];
+  }
+}
+
+/* Writes the manifest text into the staging folder, then puts every format's output and the
+ * manifest into dir in one journaled commit (common/commit.h). */
+static int commit_outputs(const char *dir, const char *stage, const char *const *names, int n,
+                          const char *manifest, struct pb_error *err) {
+  char mpath[4096];
+  snprintf(mpath, sizeof mpath, "%s/manifest.json", stage);
+  PB_RETURN_NOT_OK(pb__write_file(mpath, manifest, strlen(manifest), err));
+  const char *from[MAX_FORMATS + 1], *to[MAX_FORMATS + 1];
+  char entries[MAX_FORMATS][256];
+  for (int i = 0; i < n; i++) {
+    char path[4096];
+    pb_gen_format_path(".", names[i], path, sizeof path);
+    snprintf(entries[i], sizeof entries[i], "%s", path + 2);
+    from[i] = to[i] = entries[i];
+  }
+  from[n] = to[n] = "manifest.json";
+  return pb__commit(dir, "gen", stage, from, to, n + 1, err);
+}
+
 int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
   if (params != NULL) p = *params;
@@ -393,22 +434,7 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
                         sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal");
       break;
     }
-    int64_t shape[PB_NDIM] = {p.shape[0], p.shape[1], p.shape[2], p.shape[3], p.shape[4]};
-    if (vary) pb__synth_photo_size(p.seed, r, longest, &shape[PB_Y], &shape[PB_X]);
-    pb_image_meta_init(&meta, NULL, p.dtype, shape);
-    snprintf(meta.name, sizeof meta.name, "img_%05lld", (long long)r);
-    snprintf(meta.id, sizeof meta.id, "img_%05lld", (long long)r);
-    meta.physical_size[0] = meta.physical_size[1] = 0.65;
-    meta.physical_size[2] = p.shape[PB_Z] > 1 ? 2.0 : 0.0;
-    for (int k = 0; k < 3; k++) snprintf(meta.physical_unit[k], sizeof meta.physical_unit[k], "µm");
-    if (p.shape[PB_Z] <= 1) meta.physical_unit[2][0] = '\0';
-    meta.n_channels = p.shape[PB_C] < PB_MAX_CHANNELS ? (int)p.shape[PB_C] : PB_MAX_CHANNELS;
-    static const uint32_t colors[] = {0x0000FFFF, 0x00FF00FF, 0xFF0000FF, 0xFFFF00FF, 0xFF00FFFF};
-    for (int c = 0; c < meta.n_channels; c++) {
-      snprintf(meta.channels[c].id, sizeof meta.channels[c].id, "Channel:0:%d", c);
-      snprintf(meta.channels[c].name, sizeof meta.channels[c].name, "ch%d", c);
-      meta.channels[c].color_rgba = colors[c % 5];
-    }
+    row_meta(&meta, &p, r, longest, vary);
     if (!photo) pb_synth_image(&meta, p.seed, r, pixels);
     else if (pb__synth_photo(&meta, p.seed, r, pixels) != 0)
       rc = pb_error_set(err, PB_ENOMEM, "out of memory for image %lld", (long long)r);
@@ -434,23 +460,9 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     rc = pb_error_set(err, PB_ECANCELED, "interrupted by %s", *p.cancel == SIGINT ? "SIGINT" : "SIGTERM");
   if (rc == PB_OK) {
     char *text = manifest_json(&p, names, n, crcs, opts, old, same_images(old, &p, crcs), inventories);
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", stage);
-    rc = text ? pb__write_file(mpath, text, strlen(text), err)
+    rc = text ? commit_outputs(dir, stage, names, n, text, err)
               : pb_error_set(err, PB_ENOMEM, "out of memory");
     free(text);
-  }
-  if (rc == PB_OK) {
-    const char *from[MAX_FORMATS + 1], *to[MAX_FORMATS + 1];
-    char entries[MAX_FORMATS][256];
-    for (int i = 0; i < n; i++) {
-      char path[4096];
-      pb_gen_format_path(".", names[i], path, sizeof path);
-      snprintf(entries[i], sizeof entries[i], "%s", path + 2);
-      from[i] = to[i] = entries[i];
-    }
-    from[n] = to[n] = "manifest.json";
-    rc = pb__commit(dir, "gen", stage, from, to, n + 1, err);
   }
 done:
   if (p.cancel != NULL) pb__stop_flag_set(NULL);
