@@ -215,7 +215,12 @@ typedef struct pb_native_batch {
   int64_t n, c, z, h, w;
   float mean, std; /**< normalisation: ((x / max) - mean) / std, x / max as pb_image_to_chw
                         scales (floats unscaled); mean 0 and std 1 leave the values alone */
+  /** Per-channel normalisation instead of mean and std: NULL, or c values each (at most
+   * PB_NATIVE_MAX_CHANNELS), one per channel of the pixels, e.g. ImageNet's (0.485, 0.456,
+   * 0.406) and (0.229, 0.224, 0.225) for RGB. Both or neither. */
+  const float *channel_mean, *channel_std;
 } pb_native_batch;
+#define PB_NATIVE_MAX_CHANNELS 16
 
 /** Forward from raw pixels. Each image becomes the model input exactly as pb_image_to_chw
  * places it (time point 0, middle z plane, channels repeated cyclically, centre crop or zero

@@ -537,6 +537,20 @@ static int check_native(const pb_engine *e, const pb_native_batch *in, struct pb
                         (long long)in->c, (long long)in->z, (long long)in->h, (long long)in->w);
   if (!(in->std > 0.0f) || !isfinite(in->std) || !isfinite(in->mean))
     return pb_error_set(err, PB_EINVAL, "forward_native: std must be > 0 and mean finite");
+  if ((in->channel_mean == NULL) != (in->channel_std == NULL))
+    return pb_error_set(err, PB_EINVAL, "forward_native: channel_mean and channel_std go together");
+  if (in->channel_mean != NULL) {
+    if (in->c > PB_NATIVE_MAX_CHANNELS)
+      return pb_error_set(err, PB_EINVAL,
+                          "forward_native: per-channel normalisation of %lld channels (at most %d)",
+                          (long long)in->c, PB_NATIVE_MAX_CHANNELS);
+    for (int64_t c = 0; c < in->c; c++)
+      if (!(in->channel_std[c] > 0.0f) || !isfinite(in->channel_std[c]) ||
+          !isfinite(in->channel_mean[c]))
+        return pb_error_set(err, PB_EINVAL,
+                            "forward_native: channel %lld: std must be > 0 and mean finite",
+                            (long long)c);
+  }
   return 0;
 }
 
@@ -554,16 +568,19 @@ static int native_to_input(const pb_engine *e, const pb_native_batch *in, float 
   int64_t oy = (in->h - H) / 2, ox = (in->w - W) / 2;
   int64_t y0 = oy < 0 ? -oy : 0, y1 = in->h - oy < H ? in->h - oy : H;
   int64_t x0 = ox < 0 ? -ox : 0, x1 = in->w - ox < W ? in->w - ox : W;
-  float inv = 1.0f / in->std;
   for (int64_t b = 0; b < in->n; b++) {
     float *d = dst + (size_t)b * per_out;
     PB_RETURN_NOT_OK(pb_image_to_chw(&m, (const char *)in->pixels + (size_t)b * per_in, C, H, W,
                                      d, err));
-    for (int c = 0; c < C; c++)
+    for (int c = 0; c < C; c++) {
+      int64_t sc = c % in->c; /* the pixels' channel this input channel repeats */
+      float mean = in->channel_mean != NULL ? in->channel_mean[sc] : in->mean;
+      float inv = 1.0f / (in->channel_std != NULL ? in->channel_std[sc] : in->std);
       for (int64_t y = y0; y < y1; y++) {
         float *row = d + ((size_t)c * (size_t)H + (size_t)y) * (size_t)W;
-        for (int64_t x = x0; x < x1; x++) row[x] = (row[x] - in->mean) * inv;
+        for (int64_t x = x0; x < x1; x++) row[x] = (row[x] - mean) * inv;
       }
+    }
   }
   return 0;
 }

@@ -597,9 +597,46 @@ static int get_region(pb_loader *l, worker *w, int64_t idx, const pb_region *r, 
   return PB_OK;
 }
 
+/* A float plane of pixel values (unscaled) as the image's own type: rounded to the nearest
+ * value and held to the type's range, as a resize of 8-bit images in PIL gives them. */
+static void store_native(const float *src, pb_dtype dt, unsigned char *out, size_t n) {
+  switch (dt) {
+    case PB_UINT8:
+      for (size_t i = 0; i < n; i++) {
+        float v = rintf(src[i]);
+        out[i] = (unsigned char)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
+      }
+      break;
+    case PB_UINT16:
+      for (size_t i = 0; i < n; i++) {
+        float v = rintf(src[i]);
+        ((uint16_t *)(void *)out)[i] = (uint16_t)(v < 0.0f ? 0.0f : v > 65535.0f ? 65535.0f : v);
+      }
+      break;
+    case PB_INT16:
+      for (size_t i = 0; i < n; i++) {
+        float v = rintf(src[i]);
+        ((int16_t *)(void *)out)[i] = (int16_t)(v < -32768.0f ? -32768.0f : v > 32767.0f ? 32767.0f : v);
+      }
+      break;
+    case PB_UINT32:
+      for (size_t i = 0; i < n; i++) {
+        double v = rint((double)src[i]);
+        ((uint32_t *)(void *)out)[i] = (uint32_t)(v < 0.0 ? 0.0 : v > 4294967295.0 ? 4294967295.0 : v);
+      }
+      break;
+    case PB_FLOAT64:
+      for (size_t i = 0; i < n; i++) ((double *)(void *)out)[i] = (double)src[i];
+      break;
+    default: memcpy(out, src, n * sizeof(float)); break;
+  }
+}
+
 /* Writes a float plane into the batch in its output type. */
 static void store_plane(pb_loader *l, const float *src, unsigned char *out, size_t n) {
-  if (l->p.out_dtype == PB_OUT_FLOAT32) {
+  if (l->p.out_dtype == PB_OUT_NATIVE) {
+    store_native(src, l->meta.dtype, out, n);
+  } else if (l->p.out_dtype == PB_OUT_FLOAT32) {
     if ((const void *)src != (void *)out) memcpy(out, src, n * sizeof(float));
   } else if (l->p.out_dtype == PB_OUT_FLOAT16) {
     pb__pack_f16(src, (uint16_t *)(void *)out, n);
@@ -756,6 +793,11 @@ static int load_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsi
   return PB_OK;
 }
 
+/* The stages a sample's own timers report (a native crop times its transform as well). */
+static int64_t stages_ns(const pb_batch_times *t) {
+  return t->read_ns + t->decompress_ns + t->decode_ns + t->transform_ns + t->convert_ns;
+}
+
 static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *order, int64_t b,
                        batch_impl **out, struct pb_error *err) {
   *out = NULL;
@@ -793,7 +835,7 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
    * and what the backend did not report as its own stages counts as collate. */
   const pb_batch_times *bt = &pb->times;
   int native = l->p.out_dtype == PB_OUT_NATIVE;
-  int64_t loop0 = native ? now() : 0, stages0 = bt->read_ns + bt->decompress_ns + bt->decode_ns;
+  int64_t loop0 = native ? now() : 0, stages0 = stages_ns(bt);
   int64_t k = 0;
   for (int64_t j = 0; j < n; j++) {
     int64_t idx = order[first + j];
@@ -811,7 +853,7 @@ static int build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *or
     pb->indices[k++] = idx;
   }
   if (native) {
-    int64_t rest = now() - loop0 - (bt->read_ns + bt->decompress_ns + bt->decode_ns - stages0);
+    int64_t rest = now() - loop0 - (stages_ns(bt) - stages0);
     pb->times.collate_ns += rest > 0 ? rest : 0;
   }
   pb->shape[0] = k;
@@ -958,11 +1000,12 @@ static int check_params(const pb_loader_params *p, struct pb_error *err) {
   if ((unsigned)p->transform > PB_TRANSFORM_CENTER_CROP_RESIZE || (unsigned)p->out_dtype > PB_OUT_NATIVE ||
       (unsigned)p->cache > PB_CACHE_SHARED)
     return pb_error_set(err, PB_EINVAL, "loader: transform, dtype or cache mode out of range");
-  if (p->out_dtype == PB_OUT_NATIVE && p->transform != PB_TRANSFORM_NONE)
+  if (p->out_dtype == PB_OUT_NATIVE && p->transform != PB_TRANSFORM_NONE &&
+      p->transform < PB_TRANSFORM_RANDOM_CROP)
     return pb_error_set(err, PB_EINVAL,
-                        "loader: dtype native copies pixels unchanged, so transform must be none "
-                        "(not %s); normalise and augment on the consumer's side (e.g. the GPU)",
-                        p->transform == PB_TRANSFORM_NORMALIZE ? "normalize" : "a geometric one");
+                        "loader: dtype native keeps the pixels' values, so transform must be none "
+                        "or a crop (not %s); normalise and augment on the consumer's side (e.g. the "
+                        "GPU)", p->transform == PB_TRANSFORM_NORMALIZE ? "normalize" : "augment");
   if (p->transform >= PB_TRANSFORM_RANDOM_CROP) {
     if (p->crop_h < 1 || p->crop_w < 1 || p->crop_h > 65536 || p->crop_w > 65536)
       return pb_error_set(err, PB_EINVAL, "loader: crop %dx%d: each side must be from 1 to 65536",
@@ -1179,7 +1222,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   l->w = l->crop ? l->p.crop_w : l->meta.shape[PB_X];
   l->planes = l->meta.shape[PB_C] * l->meta.shape[PB_Z];
   l->sample_bytes = (size_t)(l->planes * l->h * l->w) * l->out_esize;
-  if (l->p.transform == PB_TRANSFORM_NONE) {
+  if (l->p.transform == PB_TRANSFORM_NONE || l->p.out_dtype == PB_OUT_NATIVE) {
+    /* native crops keep the pixels' own scale: the consumer normalises */
     l->a = 1.0f;
     l->b = 0.0f;
   } else {

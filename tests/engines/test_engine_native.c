@@ -36,7 +36,7 @@ static double at(const void *px, pb_dtype d, size_t i) {
 }
 
 /* The model input by the documented rule, written out independently of the library. */
-static void reference(const void *px, pb_dtype d, float mean, float std, float *x) {
+static void reference(const void *px, pb_dtype d, const float *mean, const float *std, float *x) {
   int oy = (IH - MH) / 2, ox = (IW - MW) / 2;
   for (int b = 0; b < N; b++)
     for (int c = 0; c < MC; c++)
@@ -47,7 +47,7 @@ static void reference(const void *px, pb_dtype d, float mean, float std, float *
           if (sy >= 0 && sy < IH && sx >= 0 && sx < IW) {
             size_t i = ((((size_t)b * IC + (size_t)(c % IC)) * IZ + IZ / 2) * IH + (size_t)sy) * IW +
                        (size_t)sx;
-            v = (float)(((float)(at(px, d, i) / max_of(d)) - mean) / std);
+            v = (float)(((float)(at(px, d, i) / max_of(d)) - mean[c % IC]) / std[c % IC]);
           }
           x[(((size_t)b * MC + (size_t)c) * MH + (size_t)y) * MW + (size_t)xx] = v;
         }
@@ -87,7 +87,8 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
   float *x = malloc(nin * sizeof *x), *want[2], *got = malloc(nout * sizeof *got);
   for (int k = 0; k < 2; k++) {
     want[k] = malloc(nout * sizeof *want[k]);
-    reference(px[k], pd, mean, std, x);
+    const float ms[IC] = {mean, mean}, ss[IC] = {std, std};
+    reference(px[k], pd, ms, ss, x);
     CHECK_OK(pb_engine_forward_host(e, x, nin, want[k], nout, &err), &err);
   }
   pb_tensor *out[2];
@@ -97,7 +98,7 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
            strcmp(device, "cpu") == 0 ? PB_EUNSUPPORTED : PB_ESTATE); /* no mark yet */
   for (int round = 0; round < 3; round++) {
     for (int k = 0; k < 2; k++) {
-      pb_native_batch nb = {px[k], pd, N, IC, IZ, IH, IW, mean, std};
+      pb_native_batch nb = {px[k], pd, N, IC, IZ, IH, IW, mean, std, NULL, NULL};
       int64_t h2d = -1;
       CHECK_OK(pb_engine_forward_native(e, &nb, out[k], &h2d, &err), &err);
       if (strcmp(device, "cpu") == 0) CHECK_EQ(h2d, 0);
@@ -120,6 +121,32 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
     for (int k = 0; k < 2 && pin != NULL; k++) fill(px[k], pd, npx, 7u + (uint64_t)k);
   }
 
+  /* per-channel normalisation (ImageNet-style): each input channel takes its pixels' channel's
+   * mean and std, repeated with the channel */
+  {
+    const float cm[IC] = {0.485f, 0.406f}, cs[IC] = {0.229f, 0.225f};
+    float *pw = malloc(nout * sizeof *pw);
+    CHECK(pw != NULL);
+    reference(px[0], pd, cm, cs, x);
+    CHECK_OK(pb_engine_forward_host(e, x, nin, pw, nout, &err), &err);
+    pb_native_batch nb = {px[0], pd, N, IC, IZ, IH, IW, mean, std, cm, cs};
+    CHECK_OK(pb_engine_forward_native(e, &nb, out[0], NULL, &err), &err);
+    CHECK_OK(pb_engine_synchronize(e, &err), &err);
+    CHECK_OK(pb_tensor_read(out[0], got, nout * sizeof *got, &err), &err);
+    double r = relerr(got, pw, nout);
+    printf("%s %s %s per-channel: relative error %.2e (bound %.0e)\n", device, dtype,
+           pb_dtype_name(pd), r, tol);
+    CHECK(r <= tol);
+    const float zero[IC] = {0.5f, 0.0f};
+    pb_native_batch half = {px[0], pd, N, IC, IZ, IH, IW, mean, std, cm, NULL};
+    CHECK_EQ(pb_engine_forward_native(e, &half, out[0], NULL, &err), PB_EINVAL);
+    CHECK_CONTAINS(err.message, "go together");
+    pb_native_batch zstd = {px[0], pd, N, IC, IZ, IH, IW, mean, std, cm, zero};
+    CHECK_EQ(pb_engine_forward_native(e, &zstd, out[0], NULL, &err), PB_EINVAL);
+    CHECK_CONTAINS(err.message, "channel 1");
+    free(pw);
+  }
+
   /* the device window: more forwards than the engine's ring of events, each a span after the
    * mark, in order, none overlapping, all inside the host's window around them */
   if (strcmp(device, "cpu") == 0) {
@@ -129,7 +156,7 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
     int64_t h0 = 0;
     CHECK_OK(pb_engine_device_mark(e, &h0, &err), &err);
     for (int i = 0; i < NF; i++) {
-      pb_native_batch nb = {px[i % 2], pd, N, IC, IZ, IH, IW, mean, std};
+      pb_native_batch nb = {px[i % 2], pd, N, IC, IZ, IH, IW, mean, std, NULL, NULL};
       CHECK_OK(pb_engine_forward_native(e, &nb, out[i % 2], NULL, &err), &err);
     }
     pb_device_span sp[NF + 1];
@@ -152,7 +179,7 @@ static void check_dtype(const char *device, const char *dtype, pb_dtype pd, doub
   }
 
   /* refusals: a batch of another size, a bad std, no pixels */
-  pb_native_batch bad = {px[0], pd, N - 1, IC, IZ, IH, IW, mean, std};
+  pb_native_batch bad = {px[0], pd, N - 1, IC, IZ, IH, IW, mean, std, NULL, NULL};
   CHECK_EQ(pb_engine_forward_native(e, &bad, out[0], NULL, &err), PB_EINVAL);
   CHECK_CONTAINS(err.message, "batch");
   bad.n = N, bad.std = 0.0f;

@@ -208,7 +208,7 @@ static void run_epoch(const char *path, const pb_loader_params *p, int64_t epoch
     CHECK_EQ(b->shape[1], 3);
     CHECK_EQ(b->shape[2], p->crop_h);
     CHECK_EQ(b->shape[3], p->crop_w);
-    CHECK_EQ(b->nbytes, (size_t)b->shape[0] * sample * pb_out_dtype_size(p->out_dtype));
+    CHECK_EQ(b->nbytes, (size_t)b->shape[0] * sample * pb_batch_element_size(b));
     for (int64_t k = 0; k < b->shape[0]; k++) {
       CHECK(out->n < N);
       out->idx[out->n] = b->indices[k];
@@ -216,7 +216,10 @@ static void run_epoch(const char *path, const pb_loader_params *p, int64_t epoch
       float *dst = out->data + (size_t)out->n * sample;
       for (size_t q = 0; q < sample; q++) {
         size_t at = (size_t)k * sample + q;
-        if (p->out_dtype == PB_OUT_FLOAT32) dst[q] = ((const float *)b->data)[at];
+        if (p->out_dtype == PB_OUT_NATIVE) { /* uint8 crops: normalised here as the GPU does */
+          CHECK_EQ(b->native_dtype, PB_UINT8);
+          dst[q] = ((float)((const uint8_t *)b->data)[at] / 255.0f - p->mean) / p->std;
+        } else if (p->out_dtype == PB_OUT_FLOAT32) dst[q] = ((const float *)b->data)[at];
         else if (p->out_dtype == PB_OUT_FLOAT16) dst[q] = pb__f16_to_f32(((const uint16_t *)b->data)[at]);
         else dst[q] = pb__bf16_to_f32(((const uint16_t *)b->data)[at]);
       }
@@ -262,6 +265,37 @@ static void compare(const char *path, const pb_loader_params *p, int64_t epoch, 
 static const pb_transform transforms[] = {PB_TRANSFORM_RANDOM_CROP, PB_TRANSFORM_RANDOM_RESIZED_CROP,
                                           PB_TRANSFORM_CENTER_CROP_RESIZE};
 static const char *const tnames[] = {"random_crop", "random_resized_crop", "center_crop_resize"};
+
+/* Native crops (dtype native, for a consumer that normalises itself, like the GPU): the
+ * images' uint8 values, so the reference to within half a step of 8 bits after rounding, and
+ * random_crop (no resampling) exactly; a quarter of float32's bytes. */
+static void check_native(const char *png) {
+  for (int t = 0; t < 3; t++) {
+    pb_loader_params p = params(transforms[t], t == 1 ? 2 : 0);
+    if (t == 0) {
+      p.crop_h = 24;
+      p.crop_w = 30;
+    }
+    p.out_dtype = PB_OUT_NATIVE;
+    epoch_out e;
+    run_epoch(png, &p, 1, &e);
+    EXPECT_EQ(e.n, N);
+    double mx, mean;
+    compare(png, &p, 1, &e, &mx, &mean);
+    double bound = t == 0 ? 2e-5 : (0.5 / 255.0) / p.std + 2e-5;
+    printf("native %s: max difference %.3g from the float reference (bound %.3g), mean %.3g\n",
+           tnames[t], mx, bound, mean);
+    if (mx > bound) EXPECT_FAIL("native %s: max difference %g over %g", tnames[t], mx, bound);
+    free(e.data);
+  }
+  /* normalize and augment stay refused with native output */
+  struct pb_error err = {{0}};
+  pb_loader_params p = params(PB_TRANSFORM_AUGMENT, 0);
+  p.out_dtype = PB_OUT_NATIVE;
+  pb_loader *l = NULL;
+  EXPECT_EQ(pb_loader_new(png, &p, &l, &err), PB_EINVAL);
+  EXPECT_CONTAINS(err.message, "none or a crop");
+}
 
 /* PNG (lossless, no reduced decoding): the reference to float rounding, any worker count. */
 static void check_png(const char *png) {
@@ -423,9 +457,6 @@ static void check_refusals(const char *png) {
   EXPECT_EQ(pb_loader_new(png, &p, &l, &err), PB_EINVAL);
   EXPECT_CONTAINS(err.message, "resize 30 is smaller than the crop");
   p = params(PB_TRANSFORM_RANDOM_RESIZED_CROP, 0);
-  p.out_dtype = PB_OUT_NATIVE;
-  EXPECT_EQ(pb_loader_new(png, &p, &l, &err), PB_EINVAL);
-  p = params(PB_TRANSFORM_RANDOM_RESIZED_CROP, 0);
   p.cache = PB_CACHE_PRELOAD;
   EXPECT_EQ(pb_loader_new(png, &p, &l, &err), PB_EUNSUPPORTED);
   EXPECT_CONTAINS(err.message, "cache none");
@@ -464,6 +495,7 @@ int main(void) {
   write_tree(jpg, "quality=95", 0);
   write_tree(same, "png=1", 1);
   check_png(png);
+  check_native(png);
   check_jpeg(jpg);
   check_caches_and_regions(same);
   check_refusals(png);

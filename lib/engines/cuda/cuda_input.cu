@@ -51,10 +51,14 @@ template <typename S> __device__ __forceinline__ float px(const S *p, size_t i, 
 }
 
 /* One thread per element of the n x C x H x W float32 input. Source images are c x z x h x w. */
+struct norm_params { /* per channel of the pixels (sc below); by value, so no copy to make */
+  float mean[PB_NATIVE_MAX_CHANNELS], inv_std[PB_NATIVE_MAX_CHANNELS];
+};
+
 template <typename S>
 __global__ void k_native_to_input(const S *__restrict__ src, float *__restrict__ dst, int64_t n,
                                   int C, int H, int W, int64_t c, int64_t z, int64_t h, int64_t w,
-                                  float scale, float mean, float inv_std) {
+                                  float scale, norm_params nm) {
   int64_t total = n * C * H * W;
   int64_t oy = (h - H) / 2, ox = (w - W) / 2, zp = z / 2;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -65,7 +69,8 @@ __global__ void k_native_to_input(const S *__restrict__ src, float *__restrict__
     if (sy >= 0 && sx >= 0 && sy < h && sx < w) {
       int64_t sc = ch % c;
       size_t at = (size_t)((((b * c + sc) * z + zp) * h + sy) * w + sx);
-      v = (px(src, at, scale) - mean) * inv_std;
+      int k = sc < PB_NATIVE_MAX_CHANNELS ? (int)sc : 0;
+      v = (px(src, at, scale) - nm.mean[k]) * nm.inv_std[k];
     }
     dst[i] = v;
   }
@@ -194,9 +199,15 @@ static void launch(const void *src, float *dst, const pb_engine_info *i, const p
   int64_t total = (int64_t)i->batch_size * i->channels * i->height * i->width;
   int64_t blocks = (total + 255) / 256;
   if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+  norm_params nm;
+  for (int k = 0; k < PB_NATIVE_MAX_CHANNELS; k++) {
+    int per = in->channel_mean != NULL && k < in->c;
+    nm.mean[k] = per ? in->channel_mean[k] : in->mean;
+    nm.inv_std[k] = 1.0f / (per ? in->channel_std[k] : in->std);
+  }
   k_native_to_input<S><<<(unsigned)blocks, 256, 0, st>>>(
       (const S *)src, dst, in->n, i->channels, i->height, i->width, in->c, in->z, in->h, in->w,
-      scale, in->mean, 1.0f / in->std);
+      scale, nm);
 }
 
 /* Reads the events of the forwards before `upto` (waiting for them); those queued after the
