@@ -756,6 +756,8 @@ class _NativeBatch(ctypes.Structure):
         ("w", ctypes.c_int64),
         ("mean", ctypes.c_float),
         ("std", ctypes.c_float),
+        ("channel_mean", ctypes.POINTER(ctypes.c_float)),
+        ("channel_std", ctypes.POINTER(ctypes.c_float)),
     ]
 
 
@@ -795,7 +797,8 @@ class Engine:
 
     def forward_native(self, images, mean=0.0, std=1.0):
         """Queues a forward of one batch of raw images; returns once they are copied. mean and
-        std normalise ((x / max) - mean) / std as the loader's normalize does."""
+        std normalise ((x / max) - mean) / std as the loader's normalize does; each may also be a
+        sequence with one value per channel of the images (ImageNet's for RGB, say)."""
         keep = images
         if isinstance(images, Batch):
             b = images._get()
@@ -812,7 +815,17 @@ class Engine:
             shape = shape[:2] + [1] + shape[2:]
         if len(shape) != 5:
             raise ValueError(f"images of shape {shape}: N,C,H,W or N,C,Z,H,W")
-        nb = _NativeBatch(ptr, dt, *shape, mean, std)
+        per = not (isinstance(mean, (int, float)) and isinstance(std, (int, float)))
+        if per:
+            cm = [float(v) for v in (mean if hasattr(mean, "__len__") else [mean] * shape[1])]
+            cs = [float(v) for v in (std if hasattr(std, "__len__") else [std] * shape[1])]
+            if len(cm) != shape[1] or len(cs) != shape[1]:
+                raise ValueError(f"mean and std: one value each per channel ({shape[1]}), "
+                                 f"not {len(cm)} and {len(cs)}")
+            cm_arr, cs_arr = (ctypes.c_float * len(cm))(*cm), (ctypes.c_float * len(cs))(*cs)
+            nb = _NativeBatch(ptr, dt, *shape, 0.0, 1.0, cm_arr, cs_arr)
+        else:
+            nb = _NativeBatch(ptr, dt, *shape, mean, std, None, None)
         ns = ctypes.c_int64(0)
         err = _Error()
         _check(_forward_native(self._e, ctypes.byref(nb), self._out, ctypes.byref(ns), err), err)

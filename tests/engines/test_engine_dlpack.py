@@ -37,6 +37,19 @@ e.synchronize()
 after = e.output_numpy()
 assert not np.array_equal(after, host), "the second batch gave the same logits"
 np.testing.assert_array_equal(t.cpu().numpy(), after)
+# per-channel normalisation: the same value for every channel is the scalar form; another mean
+# changes the logits; a list of the wrong length is refused before anything runs
+e.forward_native(images, mean=[0.5], std=[0.5])
+e.synchronize()
+np.testing.assert_allclose(e.output_numpy(), host, rtol=1e-6, atol=1e-6)
+e.forward_native(images, mean=[0.3], std=[0.5])
+e.synchronize()
+assert not np.allclose(e.output_numpy(), host), "a per-channel mean changed nothing"
+try:
+    e.forward_native(images, mean=[0.5, 0.5], std=[0.5, 0.5])
+    raise AssertionError("two means for one channel were accepted")
+except ValueError as ex:
+    assert "per channel" in str(ex), ex
 if device == "cuda":
     assert t.is_cuda, t.device
     _, ref = run("cpu")
