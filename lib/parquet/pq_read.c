@@ -18,6 +18,7 @@
 #include "common/duck_msg.h"
 #include "common/strbuf.h"
 #include "common/vec.h"
+#include "parquet/pq_footer.h"
 #include "parquet/pq_read.h"
 
 enum { PT_DATA = 0, PT_INDEX = 1, PT_DICT = 2, PT_DATA_V2 = 3 };
@@ -1352,247 +1353,91 @@ int pb__pq_read_all(pb__pq_col *c, pb__pq_rows *out, struct pb_error *err) {
   return PB_OK;
 }
 
-/* ---- open: layout from DuckDB ------------------------------------------------------------- */
+/* ---- open: layout from the footer --------------------------------------------------------- */
 
-static int codec_id(const char *s) {
-  if (strcmp(s, "UNCOMPRESSED") == 0) return PB__PQ_UNCOMPRESSED;
-  if (strcmp(s, "SNAPPY") == 0) return PB__PQ_SNAPPY;
-  if (strcmp(s, "GZIP") == 0) return PB__PQ_GZIP;
-  if (strcmp(s, "ZSTD") == 0) return PB__PQ_ZSTD;
-  if (strcmp(s, "LZ4_RAW") == 0) return PB__PQ_LZ4_RAW;
-  return -1;
+/* ConvertedType names, as parquet_schema() writes them (the format's numbers). */
+static const char *converted_name(int32_t v) {
+  static const char *const names[] = {
+      "UTF8",   "MAP",   "MAP_KEY_VALUE", "LIST",   "ENUM",    "DECIMAL", "DATE",   "TIME_MILLIS",
+      "TIME_MICROS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS", "UINT_8", "UINT_16", "UINT_32",
+      "UINT_64", "INT_8", "INT_16", "INT_32", "INT_64", "JSON", "BSON", "INTERVAL"};
+  return v >= 0 && (size_t)v < sizeof names / sizeof names[0] ? names[v] : "";
 }
 
-static int physical_id(const char *s, size_t *width) {
-  if (strcmp(s, "INT32") == 0) return *width = 4, PB__PQ_INT32;
-  if (strcmp(s, "INT64") == 0) return *width = 8, PB__PQ_INT64;
-  if (strcmp(s, "FLOAT") == 0) return *width = 4, PB__PQ_FLOAT;
-  if (strcmp(s, "DOUBLE") == 0) return *width = 8, PB__PQ_DOUBLE;
-  if (strcmp(s, "BYTE_ARRAY") == 0) return *width = 0, PB__PQ_BYTE_ARRAY;
-  return -1;
+static size_t physical_width(int32_t t) {
+  return t == PB__PQ_INT32 || t == PB__PQ_FLOAT ? 4 : t == PB__PQ_BYTE_ARRAY ? 0 : 8;
 }
 
-/* Levels of the leaves from parquet_schema(): walks the flattened tree (depth first); cols[k]
- * of a leaf not in the file is freed and set to NULL. */
-static int schema_levels(duckdb_connection con, const char *q, const char *const *leaves, size_t nl,
-                         pb__pq_col **cols, int *found, struct pb_error *err, const char *path) {
-  char sql[8800];
-  snprintf(sql, sizeof sql,
-           "SELECT name, repetition_type, coalesce(num_children, 0), "
-           "coalesce(converted_type, '') FROM parquet_schema(%s)",
-           q);
-  duckdb_result res;
-  if (duckdb_query(con, sql, &res) != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_schema: %.*s", path,
-                          PB__DUCK_MSG(duckdb_result_error(&res)));
-    duckdb_destroy_result(&res);
-    return rc;
-  }
-  idx_t n = duckdb_row_count(&res);
-  enum { MAXD = 64 };
-  int64_t left[MAXD];
-  int defl[MAXD], repl[MAXD], rep1[MAXD];
-  size_t plen[MAXD];
-  char pathbuf[2048];
-  int depth = 0;
-  for (idx_t i = 0; i < n; i++) {
-    char *name = duckdb_value_varchar(&res, 0, i), *rt = duckdb_value_varchar(&res, 1, i),
-         *cv = duckdb_value_varchar(&res, 3, i);
-    int64_t kids = duckdb_value_int64(&res, 2, i);
-    int stop = 0;
-    if (i == 0) { /* the root */
-      left[0] = kids;
-      defl[0] = repl[0] = 0;
-      rep1[0] = -1;
-      plen[0] = 0;
-      pathbuf[0] = '\0';
-      depth = 0;
-    } else {
-      while (depth > 0 && left[depth] == 0) depth--;
-      if (left[depth] <= 0 || depth + 1 >= MAXD) {
-        stop = 1;
-      } else {
-        left[depth]--;
-        int d = defl[depth], r = repl[depth], r1 = rep1[depth];
-        if (rt != NULL && strcmp(rt, "OPTIONAL") == 0) d++;
-        else if (rt != NULL && strcmp(rt, "REPEATED") == 0) {
-          d++;
-          r++;
-          if (r == 1) r1 = d;
-        }
-        size_t at = plen[depth];
-        int w = snprintf(pathbuf + at, sizeof pathbuf - at, "%s%s", at ? ", " : "",
-                         name ? name : "");
-        size_t nlen =
-            w < 0 || (size_t)w >= sizeof pathbuf - at ? sizeof pathbuf - 1 : at + (size_t)w;
-        if (kids > 0) {
-          depth++;
-          left[depth] = kids;
-          defl[depth] = d;
-          repl[depth] = r;
-          rep1[depth] = r1;
-          plen[depth] = nlen;
-        } else {
-          for (size_t k = 0; k < nl; k++)
-            if (!found[k] && strcmp(pathbuf, leaves[k]) == 0) {
-              cols[k]->max_def = d;
-              cols[k]->max_rep = r;
-              cols[k]->def_rep1 = r1;
-              snprintf(cols[k]->converted, sizeof cols[k]->converted, "%s", cv ? cv : "");
-              found[k] = 1;
-            }
-        }
-      }
-    }
-    duckdb_free(name);
-    duckdb_free(rt);
-    duckdb_free(cv);
-    if (stop) break;
-  }
-  duckdb_destroy_result(&res);
-  for (size_t k = 0; k < nl; k++)
-    if (!found[k]) {
-      pb__pq_free(cols[k]);
-      cols[k] = NULL;
-    }
-  return PB_OK;
+/* Levels of leaf li into c: the definition level at its first repeated ancestor too. */
+static void leaf_levels(const pb__pq_meta *m, size_t li, pb__pq_col *c) {
+  size_t node = m->leaf_node[li];
+  const pb__pq_node *e = &m->nodes[node];
+  c->max_def = e->max_def;
+  c->max_rep = e->max_rep;
+  c->def_rep1 = -1;
+  for (int32_t i = (int32_t)node; i > 0; i = m->nodes[i].parent)
+    if (m->nodes[i].repetition == 2 && m->nodes[i].max_rep == 1) c->def_rep1 = m->nodes[i].max_def;
+  snprintf(c->converted, sizeof c->converted, "%s", converted_name(e->converted_type));
 }
 
-/* Fills the row groups of the columns from parquet_metadata(); a column whose layout the
- * direct reader does not handle is freed and set to NULL. */
-static int chunk_layout(duckdb_connection con, const char *q, const char *const *leaves, size_t nl,
-                        pb__pq_col **cols, struct pb_error *err, const char *path) {
-  size_t cap = 256, used = 0;
-  char *in = malloc(cap);
-  if (in == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  for (size_t k = 0; k < nl; k++) {
-    char ql[1200];
-    if (cols[k] == NULL || pb__sql_quote(ql, sizeof ql, leaves[k]) != PB_OK) continue;
-    size_t l = strlen(ql);
-    if (used + l + 4 > cap) {
-      cap = (used + l + 4) * 2;
-      char *t = realloc(in, cap);
-      if (t == NULL) {
-        free(in);
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      }
-      in = t;
-    }
-    used += (size_t)snprintf(in + used, cap - used, "%s%s", used ? ", " : "", ql);
-  }
-  if (used == 0) {
-    free(in);
-    return PB_OK;
-  }
-  size_t sn = strlen(q) + used + 512;
-  char *sql = malloc(sn);
-  if (sql == NULL) {
-    free(in);
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
-  }
-  snprintf(sql, sn,
-           "SELECT path_in_schema, row_group_id, row_group_num_rows, type, compression, "
-           "data_page_offset, coalesce(dictionary_page_offset, -1), total_compressed_size "
-           "FROM parquet_metadata(%s) WHERE path_in_schema IN (%s) "
-           "ORDER BY path_in_schema, row_group_id",
-           q, in);
-  free(in);
-  duckdb_result res;
-  duckdb_state st = duckdb_query(con, sql, &res);
-  free(sql);
-  if (st != DuckDBSuccess) {
-    int rc = pb_error_set(err, PB_EFORMAT, "%s: parquet_metadata: %.*s", path,
-                          PB__DUCK_MSG(duckdb_result_error(&res)));
-    duckdb_destroy_result(&res);
-    return rc;
-  }
-  idx_t n = duckdb_row_count(&res);
-  const char **bad = calloc(nl ? nl : 1, sizeof *bad);
-  size_t *caps = calloc(nl ? nl : 1, sizeof *caps);
-  int rc = bad != NULL && caps != NULL ? PB_OK : PB_ENOMEM;
-  size_t k = nl;
-  char *prev = NULL;
-  for (idx_t i = 0; i < n && rc == PB_OK; i++) {
-    char *leaf = duckdb_value_varchar(&res, 0, i);
-    if (leaf == NULL) continue;
-    if (prev == NULL || strcmp(prev, leaf) != 0) {
-      for (k = 0; k < nl; k++)
-        if (cols[k] != NULL && strcmp(leaves[k], leaf) == 0) break;
-    }
-    duckdb_free(prev);
-    prev = leaf;
-    if (k >= nl || bad[k] != NULL) continue;
-    pb__pq_col *c = cols[k];
-    if (pb__vec_reserve((void **)&c->rgs, &caps[k], c->n_rgs + 1, sizeof *c->rgs) != 0) {
-      rc = PB_ENOMEM;
-      break;
-    }
-    char *ty = duckdb_value_varchar(&res, 3, i), *co = duckdb_value_varchar(&res, 4, i);
-    size_t w = 0;
-    int ph = ty ? physical_id(ty, &w) : -1, cd = co ? codec_id(co) : -1;
-    duckdb_free(ty);
-    duckdb_free(co);
-    if (ph < 0) bad[k] = "physical type not handled";
-    else if (cd < 0) bad[k] = "codec not handled";
-    else if (c->n_rgs > 0 && (ph != c->physical || cd != c->codec))
-      bad[k] = "type or codec differs between row groups";
+/* The row groups of leaf li into c; 0, or 1 when its layout is one the reader does not handle
+ * (a physical type or codec it does not read, one that changes between row groups, or offsets
+ * and sizes that do not add up). */
+static int leaf_chunks(const pb__pq_meta *m, size_t li, pb__pq_col *c) {
+  c->rgs = calloc(m->n_rgs ? m->n_rgs : 1, sizeof *c->rgs);
+  if (c->rgs == NULL) return -1;
+  for (size_t g = 0; g < m->n_rgs; g++) {
+    const pb__pq_chunk *k = &m->chunks[g * m->n_leaves + li];
+    int ph = k->type, cd = k->codec;
+    if (ph != PB__PQ_INT32 && ph != PB__PQ_INT64 && ph != PB__PQ_FLOAT && ph != PB__PQ_DOUBLE &&
+        ph != PB__PQ_BYTE_ARRAY)
+      return 1;
+    if (cd != PB__PQ_UNCOMPRESSED && cd != PB__PQ_SNAPPY && cd != PB__PQ_GZIP &&
+        cd != PB__PQ_ZSTD && cd != PB__PQ_LZ4_RAW)
+      return 1;
+    if (g > 0 && (ph != c->physical || cd != c->codec)) return 1;
     c->physical = ph;
-    c->width = w;
+    c->width = physical_width(ph);
     c->codec = cd;
-    pq_rg *rg = &c->rgs[c->n_rgs];
-    memset(rg, 0, sizeof *rg);
-    rg->first_row = c->n_rows;
-    rg->n_rows = duckdb_value_int64(&res, 2, i);
-    int64_t data = duckdb_value_int64(&res, 5, i), dict = duckdb_value_int64(&res, 6, i);
+    pq_rg *rg = &c->rgs[g];
+    rg->first_row = m->rgs[g].first_row;
+    rg->n_rows = m->rgs[g].num_rows;
+    int64_t data = k->data_page_offset, dict = k->dictionary_page_offset, rg_end;
     rg->start = dict > 0 && dict < data ? dict : data;
-    rg->size = duckdb_value_int64(&res, 7, i);
-    int64_t rg_end;
-    if (duckdb_value_int64(&res, 1, i) != (int64_t)c->n_rgs || rg->n_rows < 0 ||
-        rg->start < 4 || rg->size < 0 || rg->n_rows > INT64_MAX / 2 - c->n_rows ||
-        !pb__add_i64_ok(rg->start, rg->size, &rg_end))
-      bad[k] = "unexpected row group layout";
-    c->n_rows += rg->n_rows;
-    c->n_rgs++;
+    rg->size = k->total_compressed_size;
+    c->n_rgs = g + 1;
+    c->n_rows = rg->first_row + rg->n_rows; /* the footer parser checked the sum */
+    if (rg->start < 4 || rg->size < 0 || !pb__add_i64_ok(rg->start, rg->size, &rg_end)) return 1;
   }
-  duckdb_free(prev);
-  duckdb_destroy_result(&res);
-  for (size_t j = 0; j < nl && rc == PB_OK; j++)
-    if (cols[j] != NULL && (bad[j] != NULL || cols[j]->n_rgs == 0)) {
-      pb__pq_free(cols[j]);
-      cols[j] = NULL;
-    }
-  free(bad);
-  free(caps);
-  return rc == PB_OK ? PB_OK : pb_error_set(err, rc, "out of memory");
+  return 0;
 }
 
-int pb__pq_open_many(duckdb_connection con, const char *path, const char *const *leaves,
+int pb__pq_open_meta(const pb__pq_meta *meta, const char *path, const char *const *leaves,
                      size_t n, int map, pb__pq_col **out, int *in_file, struct pb_error *err) {
+  int rc = PB_OK;
   for (size_t k = 0; k < n; k++) {
     out[k] = NULL;
-    in_file[k] = 0;
-  }
-  char q[8400];
-  if (pb__sql_quote(q, sizeof q, path) != PB_OK) return PB_OK;
-  int rc = PB_OK;
-  for (size_t k = 0; k < n && rc == PB_OK; k++) {
-    out[k] = calloc(1, sizeof *out[k]);
-    if (out[k] == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-    else {
-      out[k]->src.fd = -1;
-      out[k]->pc_off = -1;
-      out[k]->dict_rg = -1;
+    int64_t li = pb__pq_find_leaf(meta, leaves[k]);
+    in_file[k] = li >= 0;
+    if (li < 0 || rc != PB_OK) continue;
+    pb__pq_col *c = out[k] = calloc(1, sizeof *out[k]);
+    if (c == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+      continue;
     }
-  }
-  if (rc == PB_OK) rc = schema_levels(con, q, leaves, n, out, in_file, err, path);
-  for (size_t k = 0; k < n && rc == PB_OK; k++) /* nesting the reader does not handle */
-    if (out[k] != NULL &&
-        (out[k]->max_rep > 2 || out[k]->max_def > 16 ||
-         (out[k]->max_rep > 0 && out[k]->def_rep1 < 1))) {
-      pb__pq_free(out[k]);
+    c->src.fd = -1;
+    c->pc_off = -1;
+    c->dict_rg = -1;
+    leaf_levels(meta, (size_t)li, c);
+    int skip = c->max_rep > 2 || c->max_def > 16 || (c->max_rep > 0 && c->def_rep1 < 1) ||
+               meta->n_rgs == 0; /* nesting the reader does not handle, or no rows */
+    int lay = skip ? 1 : leaf_chunks(meta, (size_t)li, c);
+    if (lay < 0) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (lay != 0) {
+      pb__pq_free(c);
       out[k] = NULL;
     }
-  if (rc == PB_OK) rc = chunk_layout(con, q, leaves, n, out, err, path);
+  }
   for (size_t k = 0; k < n && rc == PB_OK; k++) {
     if (out[k] == NULL) continue;
     out[k]->src.fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1604,10 +1449,10 @@ int pb__pq_open_many(duckdb_connection con, const char *path, const char *const 
     }
     out[k]->src.size = (int64_t)st.st_size;
     if (map && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
-      void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, out[k]->src.fd, 0);
-      if (m != MAP_FAILED) {
-        out[k]->src.map = m;
-        out[k]->src.mem = m;
+      void *mp = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, out[k]->src.fd, 0);
+      if (mp != MAP_FAILED) {
+        out[k]->src.map = mp;
+        out[k]->src.mem = mp;
       }
     }
   }
@@ -1616,6 +1461,19 @@ int pb__pq_open_many(duckdb_connection con, const char *path, const char *const 
       pb__pq_free(out[k]);
       out[k] = NULL;
     }
+  return rc;
+}
+
+int pb__pq_open_many(const char *path, const char *const *leaves, size_t n, int map,
+                     pb__pq_col **out, int *in_file, struct pb_error *err) {
+  pb__pq_meta m;
+  for (size_t k = 0; k < n; k++) {
+    out[k] = NULL;
+    in_file[k] = 0;
+  }
+  PB_RETURN_NOT_OK(pb__pq_meta_read(path, &m, err));
+  int rc = pb__pq_open_meta(&m, path, leaves, n, map, out, in_file, err);
+  pb__pq_meta_destroy(&m);
   return rc;
 }
 

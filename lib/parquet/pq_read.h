@@ -1,7 +1,7 @@
 /* The narrow direct reader of one leaf column of a Parquet file: the OME-Arrow backends read
  * pixel columns (planes.pixels, chunks.pixel_bytes, pixel_bytes) and the small columns that
- * place a row's pieces with it. Column-chunk locations come from DuckDB's parquet_metadata()
- * and parquet_schema(); this code parses only page headers (Thrift compact) and pages:
+ * place a row's pieces with it. Column-chunk locations come from the footer (pq_footer.h);
+ * this code parses page headers (Thrift compact) and pages:
  * RLE/bit-packed levels, PLAIN and dictionary values, codecs none, snappy, gzip, lz4_raw and
  * zstd (through lib/codecs). Anything else is refused at open (the caller keeps DuckDB).
  * Internal; see docs/format-ome-arrow.md, "Direct page reads". */
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parquet/pq_footer.h"
 #include "pipebench/core.h"
 
 /* Parquet physical types and codecs (the format's own numbers). */
@@ -55,14 +56,18 @@ static inline const unsigned char *pb__pq_rows_data(const pb__pq_rows *r) {
 void pb__pq_rows_clear(pb__pq_rows *r);
 void pb__pq_rows_destroy(pb__pq_rows *r);
 
-/** Opens leaf columns leaves[0..n) (path_in_schema as parquet_metadata() writes it,
- * "a, b, c") of the Parquet file at path, with one parquet_schema() and one parquet_metadata()
- * query through con. map: read pages where they lie in a mapping of the file (else each page
- * with pread). out[k] is the column, or NULL when the file has no such leaf or its layout is
- * one the direct reader does not handle; in_file[k] tells whether the leaf exists. Returns a
- * PB_E code only for errors (then every out[k] is NULL). Free each with pb__pq_free. */
-int pb__pq_open_many(duckdb_connection con, const char *path, const char *const *leaves,
-                     size_t n, int map, pb__pq_col **out, int *in_file, struct pb_error *err);
+/** Opens leaf columns leaves[0..n) (their paths in the schema as parquet_metadata() writes
+ * them, "a, b, c") of the Parquet file at path, whose footer meta holds (pq_footer.h). map:
+ * read pages where they lie in a mapping of the file (else each page with pread). out[k] is
+ * the column, or NULL when the file has no such leaf or its layout is one the direct reader
+ * does not handle; in_file[k] tells whether the leaf exists. Returns a PB_E code only for
+ * errors (then every out[k] is NULL). Free each with pb__pq_free. */
+int pb__pq_open_meta(const pb__pq_meta *meta, const char *path,
+                     const char *const *leaves, size_t n, int map, pb__pq_col **out,
+                     int *in_file, struct pb_error *err);
+/** pb__pq_open_meta with the footer read from the file (errors in it are PB_EFORMAT). */
+int pb__pq_open_many(const char *path, const char *const *leaves, size_t n, int map,
+                     pb__pq_col **out, int *in_file, struct pb_error *err);
 void pb__pq_free(pb__pq_col *c);
 
 int pb__pq_physical(const pb__pq_col *c);

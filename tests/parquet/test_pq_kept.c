@@ -8,7 +8,6 @@
  *    error that says so, not other bytes;
  *  - after the file is cut short, a row whose value lay past the cut is an error ("file
  *    truncated?"), and a row wholly before it still reads as written. */
-#include <duckdb.h>
 #include <fcntl.h>
 #include <stdint.h>
 
@@ -19,12 +18,12 @@
 static const int64_t SHAPE[PB_NDIM] = {1, 1, 1, 30, 40};
 enum { N_IMAGES = 40 };
 
-static pb__pq_col *open_col(duckdb_connection con, const char *file, int map) {
+static pb__pq_col *open_col(const char *file, int map) {
   const char *leaf[1] = {"pixel_bytes"};
   pb__pq_col *c = NULL;
   int in_file = 0;
   struct pb_error err = {{0}};
-  CHECK_OK(pb__pq_open_many(con, file, leaf, 1, map, &c, &in_file, &err), &err);
+  CHECK_OK(pb__pq_open_many(file, leaf, 1, map, &c, &in_file, &err), &err);
   CHECK(c != NULL && in_file);
   return c;
 }
@@ -50,11 +49,7 @@ int main(void) {
   write_images(ds, "oa-dataset", "none", "chunks_per_row_group=16", SHAPE, N_IMAGES, 3);
   snprintf(file, sizeof file, "%s/chunks.parquet", ds);
 
-  duckdb_database db;
-  duckdb_connection con;
-  CHECK(duckdb_open(NULL, &db) == DuckDBSuccess);
-  CHECK(duckdb_connect(db, &con) == DuckDBSuccess);
-  pb__pq_col *pr = open_col(con, file, 0), *mp = open_col(con, file, 1);
+  pb__pq_col *pr = open_col(file, 0), *mp = open_col(file, 1);
   int64_t n = pb__pq_row_count(pr);
   CHECK_EQ(n, pb__pq_row_count(mp));
   CHECK(n >= N_IMAGES);
@@ -126,8 +121,6 @@ int main(void) {
   free(want);
   free(want_n);
   free(whole);
-  duckdb_disconnect(&con);
-  duckdb_close(&db);
   pb__remove_tree(dir);
   return 0;
 }

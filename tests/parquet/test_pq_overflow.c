@@ -103,14 +103,10 @@ static void set_compressed_size(const char *file, const char *leaf, int64_t v) {
 
 /* The direct reader opens leaf of file (unmutated: expect_open 1) or refuses it (0). */
 static void check_open(const char *file, const char *leaf, int expect_open) {
-  duckdb_database db;
-  duckdb_connection c;
-  CHECK(duckdb_open(NULL, &db) == DuckDBSuccess);
-  CHECK(duckdb_connect(db, &c) == DuckDBSuccess);
   pb__pq_col *col = NULL;
   int in_file = 0;
   struct pb_error err = {{0}};
-  CHECK_OK(pb__pq_open_many(c, file, &leaf, 1, 1, &col, &in_file, &err), &err);
+  CHECK_OK(pb__pq_open_many(file, &leaf, 1, 1, &col, &in_file, &err), &err);
   CHECK_EQ(in_file, 1);
   if (expect_open != (col != NULL))
     FAIL("%s: leaf '%s' %s by the direct reader", file, leaf,
@@ -124,8 +120,6 @@ static void check_open(const char *file, const char *leaf, int expect_open) {
     pb__pq_rows_destroy(&rows);
     pb__pq_free(col);
   }
-  duckdb_disconnect(&c);
-  duckdb_close(&db);
 }
 
 /* Every image of the dataset reads as written, or fails with a message naming file. */

@@ -674,7 +674,7 @@ static void direct_open(od_reader *r) {
   pb__pq_col *cols[2];
   int in_file[2];
   struct pb_error e;
-  if (pb__pq_open_many(r->db.con, r->chunks_path, leaves, 2, pb__oa_mmap_enabled(), cols,
+  if (pb__pq_open_many(r->chunks_path, leaves, 2, pb__oa_mmap_enabled(), cols,
                        in_file, &e) != PB_OK) return;
   pb__pq_rows q;
   memset(&q, 0, sizeof q);

@@ -599,6 +599,7 @@ typedef struct ot_reader {
   pb__codec_ctx codec_ctx; /* leaf zstd of the byte variant, its context kept between reads */
   pb__oa_db db;
   duckdb_prepared_statement st;
+  char *pixel_sql; /* the pixel query, prepared at its first use (direct reads need none) */
   ot_img *imgs;
   int64_t n;
   size_t cap;
@@ -669,6 +670,7 @@ static void ot_close(void *state) {
   free(r->pcs);
   free(r->cells);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
+  free(r->pixel_sql);
   pb__oa_db_close(&r->db);
   for (int64_t i = 0; i < r->n; i++) {
     free(r->imgs[i].name);
@@ -739,6 +741,128 @@ static int find_column(ot_reader *r, char *table, size_t tsize, char *col, size_
   if (!*has_chunks && !*has_planes)
     return pb_error_set(err, PB_EFORMAT, "%s: column %s has neither planes nor chunks", r->path,
                         col);
+  return PB_OK;
+}
+
+/* ---- the column from the footer (Parquet) ---------------------------------------------- */
+
+static int is_list(const pb__pq_node *e) { return e->converted_type == 3 || e->logical == 3; }
+static int is_map(const pb__pq_node *e) {
+  return e->converted_type == 1 || e->converted_type == 2 || e->logical == 2;
+}
+
+/* The element of a LIST-annotated group as DuckDB reads it: the repeated child's only child,
+ * or the repeated child itself when it holds several fields or carries a legacy name. */
+static size_t list_element(const pb__pq_meta *m, size_t i) {
+  size_t c = i + 1;
+  const pb__pq_node *rep = &m->nodes[c];
+  char tuple[300];
+  snprintf(tuple, sizeof tuple, "%s_tuple", m->nodes[i].name);
+  if (rep->num_children == 1 && strcmp(rep->name, "array") != 0 && strcmp(rep->name, tuple) != 0)
+    return c + 1;
+  return c;
+}
+
+/* Whether DuckDB's type of node i starts with STRUCT( (a struct, or a list of structs). */
+static int struct_like(const pb__pq_meta *m, size_t i, int depth) {
+  const pb__pq_node *e = &m->nodes[i];
+  if (e->num_children <= 0 || is_map(e) || depth > 64) return 0;
+  if (is_list(e) && e->num_children == 1) {
+    size_t el = list_element(m, i);
+    return el == i + 1 ? 1 : struct_like(m, el, depth + 1);
+  }
+  return 1;
+}
+
+/* The node after node i and all its descendants. */
+static size_t node_end(const pb__pq_meta *m, size_t i) {
+  size_t left = 1;
+  while (left > 0 && i < m->n_nodes) {
+    left--;
+    if (m->nodes[i].num_children > 0) left += (size_t)m->nodes[i].num_children;
+    i++;
+  }
+  return i;
+}
+
+typedef struct col_find {
+  int pixels_meta, chunks, planes, channels;
+} col_find;
+
+static void scan_type(const pb__pq_meta *m, size_t i, col_find *f, int depth);
+
+/* The fields of the struct at group node g, as DuckDB's type string names them. */
+static void scan_fields(const pb__pq_meta *m, size_t g, col_find *f, int depth) {
+  size_t c = g + 1;
+  for (int32_t k = 0; k < m->nodes[g].num_children && c < m->n_nodes; k++) {
+    const pb__pq_node *e = &m->nodes[c];
+    int st = struct_like(m, c, 0);
+    /* the checks of the DuckDB path: "pixels_meta STRUCT(", " chunks STRUCT(" (not a first
+     * field), " channels " or "(channels " */
+    if (strcmp(e->name, "pixels_meta") == 0 && st) f->pixels_meta = 1;
+    if (strcmp(e->name, "chunks") == 0 && st && k > 0) f->chunks = 1;
+    if (strcmp(e->name, "planes") == 0 && st && k > 0) f->planes = 1;
+    if (strcmp(e->name, "channels") == 0) f->channels = 1;
+    scan_type(m, c, f, depth + 1);
+    c = node_end(m, c);
+  }
+}
+
+static void scan_type(const pb__pq_meta *m, size_t i, col_find *f, int depth) {
+  const pb__pq_node *e = &m->nodes[i];
+  if (e->num_children <= 0 || is_map(e) || depth > 64) return;
+  if (is_list(e) && e->num_children == 1) {
+    size_t el = list_element(m, i);
+    if (el == i + 1) scan_fields(m, el, f, depth + 1);
+    else scan_type(m, el, f, depth + 1);
+    return;
+  }
+  scan_fields(m, i, f, depth);
+}
+
+/* find_column for a Parquet file, from its footer instead of DuckDB's DESCRIBE (which parses
+ * the footer into far more than this needs). */
+static int find_column_meta(ot_reader *r, const pb__pq_meta *m, char *col, size_t csize,
+                            int *has_chunks, int *has_planes, struct pb_error *err) {
+  int found = 0;
+  for (int pass = 0; pass < 2 && !found; pass++) {
+    size_t c = 1;
+    for (int32_t k = 0; k < m->nodes[0].num_children && c < m->n_nodes && !found; k++) {
+      const pb__pq_node *e = &m->nodes[c];
+      col_find f = {0, 0, 0, 0};
+      if (struct_like(m, c, 0) && (pass == 1 || strcmp(e->name, "ome_arrow") == 0)) {
+        scan_type(m, c, &f, 0);
+        if (f.pixels_meta) {
+          snprintf(col, csize, "%s", e->name);
+          *has_chunks = f.chunks;
+          *has_planes = f.planes;
+          r->has_channels = f.channels;
+          found = 1;
+        }
+      }
+      c = node_end(m, c);
+    }
+  }
+  if (!found)
+    return pb_error_set(err, PB_EFORMAT,
+                        "%s: no OME-Arrow column (a STRUCT column with pixels_meta, normally "
+                        "named ome_arrow)",
+                        r->path);
+  if (!*has_chunks && !*has_planes)
+    return pb_error_set(err, PB_EFORMAT, "%s: column %s has neither planes nor chunks", r->path,
+                        col);
+  return PB_OK;
+}
+
+/* The first file row of every row group, from the footer. */
+static int meta_row_groups(ot_reader *r, const pb__pq_meta *m, struct pb_error *err) {
+  r->rg_first = malloc((m->n_rgs + 1) * sizeof *r->rg_first);
+  if (r->rg_first == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (size_t g = 0; g < m->n_rgs; g++) r->rg_first[g] = m->rgs[g].first_row;
+  r->rg_first[m->n_rgs] = m->n_rgs > 0 ? m->rgs[m->n_rgs - 1].first_row +
+                                             m->rgs[m->n_rgs - 1].num_rows
+                                       : 0;
+  r->n_rg = m->n_rgs;
   return PB_OK;
 }
 
@@ -868,35 +992,6 @@ static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_er
   dname[0] = '\0';
   if (id != NULL && name != NULL) read_meta_row(pm, row, &m, dname, sizeof dname);
   return add_image_meta(r, key, id, name, &m, dname, err);
-}
-
-/* The first file_row_number of every row group, from the footer (parquet_metadata). */
-static int load_row_groups(ot_reader *r, const char *qpath, struct pb_error *err) {
-  char sql[8600];
-  snprintf(sql, sizeof sql,
-           "SELECT row_group_id, any_value(row_group_num_rows) FROM parquet_metadata(%s) "
-           "GROUP BY 1 ORDER BY 1",
-           qpath);
-  duckdb_result res;
-  if (duckdb_query(r->db.con, sql, &res) != DuckDBSuccess)
-    return query_err(&res, PB_EFORMAT, err, r->path, "cannot read the Parquet row groups");
-  idx_t n = duckdb_row_count(&res);
-  r->rg_first = malloc((size_t)(n + 1) * sizeof *r->rg_first);
-  if (r->rg_first == NULL) {
-    duckdb_destroy_result(&res);
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
-  }
-  int64_t at = 0;
-  for (idx_t k = 0; k < n; k++) {
-    int64_t rows = duckdb_value_int64(&res, 1, k);
-    if (rows < 0) rows = 0;
-    r->rg_first[k] = at;
-    at += rows;
-  }
-  r->rg_first[n] = at;
-  r->n_rg = (size_t)n;
-  duckdb_destroy_result(&res);
-  return PB_OK;
 }
 
 /* ---- direct page reads: what is loaded at open ------------------------------------------ */
@@ -1210,7 +1305,8 @@ static int direct_meta(ot_reader *r, pb__pq_col **mc, const int *in_file) {
 /* Sets up direct page reads for a Parquet file, or leaves them off (DuckDB reads everything).
  * The metadata leaves come with the same parquet_metadata() query; *meta_done tells whether
  * the images were read from them. */
-static void direct_open(ot_reader *r, const char *col, int *meta_done) {
+static void direct_open(ot_reader *r, const pb__pq_meta *meta, const char *col,
+                        int *meta_done) {
   *meta_done = 0;
   if (r->kind != OT_PARQUET || !pb__oa_direct_enabled()) return;
   static const char *const tails[L_COUNT] = {
@@ -1232,13 +1328,13 @@ static void direct_open(ot_reader *r, const char *col, int *meta_done) {
   pb__pq_col *cols[N];
   int in_file[N];
   struct pb_error e;
-  if (pb__pq_open_many(r->db.con, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file,
-                       &e) != PB_OK) return;
+  if (pb__pq_open_meta(meta, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file, &e) !=
+      PB_OK)
+    return;
   *meta_done = direct_meta(r, cols + L_COUNT, in_file + L_COUNT) == PB_OK;
   if (*meta_done) pb__oa_direct_meta_note();
   for (int k = L_COUNT; k < N; k++) pb__pq_free(cols[k]);
-  /* The row groups come with the pixel leaf (every leaf has the file's), which spares a second
-   * parquet_metadata() query over every column of every row group. */
+  /* The row groups come with the pixel leaf (every leaf has the file's). */
   const pb__pq_col *px = cols[L_PL_PIX] != NULL   ? cols[L_PL_PIX]
                          : cols[L_CK_BYTES] != NULL ? cols[L_CK_BYTES]
                                                     : cols[L_CK_PIX];
@@ -1285,6 +1381,17 @@ static int query_meta(ot_reader *r, const char *key, const char *col, const char
   return rc;
 }
 
+static int prepare_pixels(ot_reader *r, const char *sql, struct pb_error *err) {
+  if (duckdb_prepare(r->db.con, sql, &r->st) != DuckDBSuccess) {
+    int rc = pb_error_set(err, PB_EFORMAT, "%s: cannot prepare the pixel query: %.*s", r->path,
+                          PB__DUCK_MSG(duckdb_prepare_error(r->st)));
+    duckdb_destroy_prepare(&r->st);
+    r->st = NULL;
+    return rc;
+  }
+  return PB_OK;
+}
+
 static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
   ot_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -1299,10 +1406,21 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   }
   char table[256], col[256], src[8600], q[8400], sql[9800], key[32];
   int has_chunks = 0, has_planes = 0;
+  /* A Parquet file's footer, read by pipebench: DuckDB's parse of it cost ~50 KB and ~0.2 ms
+   * per row group. Kept only while the file is opened. */
+  pb__pq_meta meta;
+  memset(&meta, 0, sizeof meta);
+  table[0] = '\0';
   /* A database file: no stored macro may stand in for a function the queries below call, and
    * only a base table is read (a view runs whatever SQL it holds). */
   if (kind == OT_DUCKDB && (rc = pb__oa_db_check_stored(&r->db, path, err)) != PB_OK) goto fail;
-  rc = find_column(r, table, sizeof table, col, sizeof col, &has_chunks, &has_planes, err);
+  if (kind == OT_PARQUET) {
+    rc = pb__pq_meta_read(path, &meta, err);
+    if (rc == PB_OK)
+      rc = find_column_meta(r, &meta, col, sizeof col, &has_chunks, &has_planes, err);
+  } else {
+    rc = find_column(r, table, sizeof table, col, sizeof col, &has_chunks, &has_planes, err);
+  }
   if (rc == PB_OK && kind == OT_DUCKDB) rc = pb__oa_db_check_table(&r->db, path, table, err);
   if (rc != PB_OK) goto fail;
   if (strchr(col, '"') != NULL || strchr(table, '"') != NULL) {
@@ -1318,7 +1436,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     snprintf(key, sizeof key, "rowid");
   }
   int meta_done = 0;
-  if (kind == OT_PARQUET) direct_open(r, col, &meta_done); /* sets the row groups when it can */
+  if (kind == OT_PARQUET) direct_open(r, &meta, col, &meta_done); /* sets the row groups */
   if (!meta_done && (rc = query_meta(r, key, col, src, err)) != PB_OK) goto fail;
   size_t cache_limit = pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
@@ -1334,20 +1452,27 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(cache_limit / 4) / avg;
   r->table_block = rows < 1.0 ? 1 : (rows > 65536.0 ? 65536 : (int64_t)rows);
   if (kind == OT_PARQUET) {
-    if (r->rg_first == NULL && (rc = load_row_groups(r, q, err)) != PB_OK) goto fail;
+    if (r->rg_first == NULL && (rc = meta_row_groups(r, &meta, err)) != PB_OK) goto fail;
+    pb__pq_meta_destroy(&meta);
   }
   snprintf(sql, sizeof sql, "SELECT %s, %s%s%s, %s%s%s FROM %s WHERE %s BETWEEN $1 AND $2", key,
            has_chunks ? "struct_extract(\"" : "NULL", has_chunks ? col : "",
            has_chunks ? "\", 'chunks')" : "", has_planes ? "struct_extract(\"" : "NULL",
            has_planes ? col : "", has_planes ? "\", 'planes')" : "", src, key);
-  if (duckdb_prepare(r->db.con, sql, &r->st) != DuckDBSuccess) {
-    rc = pb_error_set(err, PB_EFORMAT, "%s: cannot prepare the pixel query: %.*s", path,
-                      PB__DUCK_MSG(duckdb_prepare_error(r->st)));
+  /* With direct reads, DuckDB's pixel query serves only rows they do not take: prepared then
+   * (binding it parses the footer, the cost of files of many row groups). */
+  if (r->direct) {
+    if ((r->pixel_sql = strdup(sql)) == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+      goto fail;
+    }
+  } else if ((rc = prepare_pixels(r, sql, err)) != PB_OK) {
     goto fail;
   }
   *state = r;
   return PB_OK;
 fail:
+  pb__pq_meta_destroy(&meta);
   ot_close(r);
   return rc;
 }
@@ -1764,6 +1889,7 @@ static void block_range(const ot_reader *r, int64_t key, int64_t *first, int64_t
 /* Runs the pixel query for one block and keeps its data chunks. */
 static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, pb__pq_block *b,
                       struct pb_error *err) {
+  if (r->st == NULL && r->pixel_sql != NULL) PB_RETURN_NOT_OK(prepare_pixels(r, r->pixel_sql, err));
   if (pb__pq_block_init(b, first, last) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   duckdb_bind_int64(r->st, 1, first);
