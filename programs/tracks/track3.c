@@ -21,6 +21,7 @@
 #include "tracks/device.h"
 #include "tracks/gpu_window.h"
 #include "tracks/ranks.h"
+#include "tracks/track3_torch.h"
 #include "tracks/tracks.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
@@ -52,7 +53,8 @@ static const char *const t3_schema[] = {
     T3_BATCH_SIZE, T3_NUM_WORKERS,
     "num_steps", "first_step_time", PB__SUMMARY_COLUMNS(T3_STEP_PREFIX), T3_DATA_WAIT_MEAN,
     "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC,
-    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90, NULL};
+    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90,
+    PB__T3_TORCH_COLUMNS, NULL};
 
 /* ---- the model loop -------------------------------------------------------------------------- */
 
@@ -529,6 +531,8 @@ static int t3_device(const pb_run_params *p, const char **device, char *why, siz
 }
 
 static int t3_validate(const pb_run_params *p, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__t3_torch_validate(p, err));
+  if (pb__t3_torch_wanted(p)) return PB_OK; /* the framework picks its device */
   const char *d;
   return t3_device(p, &d, NULL, 0, err);
 }
@@ -537,6 +541,7 @@ static void t3_summary_medians(const pb_table *t, cJSON *per, cJSON *s);
 static void t3_headline(const pb_table *t, char *text, size_t size);
 
 static int t3_run(pb_run_ctx *c, struct pb_error *err) {
+  if (pb__t3_torch_wanted(&c->p)) return pb__t3_torch_run(c, err);
   if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
   const char *device = "cpu";
   char why[640];
@@ -698,6 +703,10 @@ static void t3_bound(const pb_table *t, char *bound, size_t bsize, double *lo, c
 
 /* The headline in words, for the report and the console alike. */
 static void t3_headline(const pb_table *t, char *text, size_t size) {
+  if (pb__t3_torch_table(t)) {
+    pb__t3_torch_headline(t, text, size);
+    return;
+  }
   char bound[768], lo_at[96];
   double lo;
   t3_bound(t, bound, sizeof bound, &lo, lo_at, sizeof lo_at);
@@ -753,6 +762,10 @@ static void t3_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
 }
 
 static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
+  if (pb__t3_torch_table(t)) {
+    pb__t3_torch_section(d, t, cells);
+    return;
+  }
   pb__rp_p(d, "The loader feeding a model: step time (wait for the batch + compute), data-wait fraction = 1 - AU, first step excluded. AU below 90%% means data-bound.");
   static const char *const head[] = {PB__COL_FORMAT, T3_CACHE, "step p50", "data wait", "AU", "data-bound", "images/s"};
   int nc = 7, n = 0;
@@ -779,11 +792,11 @@ static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
 
 /* ---- the descriptor -------------------------------------------------------------------------- */
 
-static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, T3_MODE, T3_BATCH_SIZE, T3_NUM_WORKERS, PB__COL_CACHE_STATE, NULL};
+static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, T3_MODE, T3_BATCH_SIZE, T3_NUM_WORKERS, PB__COL_CACHE_STATE, PB__T3_FEEDER, NULL};
 
 static const char *const t3_options[] = {"repeats", "model",      "steps", "t3_batch", "t3_workers",
                                          "emulate_ms", "train", "cold",  "seed", "device",
-                                         "dtype", NULL};
+                                         "dtype", "framework", "torch_model", NULL};
 
 const pb__track pb__track3 = {
     .name = "model loop",
