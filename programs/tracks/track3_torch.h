@@ -8,12 +8,13 @@
 
 #include "tracks/tracks.h"
 
-/* The columns only these rows carry (track 3's schema lists them). */
+/* The columns only these rows carry (track 3's schema lists them); they also fill window_s,
+ * the synchronised window images/s is over (a column of the ranks). */
 #define PB__T3_FRAMEWORK "framework"
 #define PB__T3_FEEDER "feeder"
 #define PB__T3_SHARE "compute_bound_share"
 #define PB__T3_TORCH_COLUMNS                                                                   \
-  PB__T3_FRAMEWORK, PB__T3_FEEDER, "loader", "device_name", "window_s", "device_busy_s",       \
+  PB__T3_FRAMEWORK, PB__T3_FEEDER, "loader", "device_name", "device_busy_s",                   \
       PB__T3_SHARE, "over_dataloader", "drained_batches"
 
 /** Whether the run asks for a framework's model (params->framework set). */
