@@ -609,9 +609,12 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
 
 static void t3_draw(const void *ctx, pb__pl_page *pg) {
   const pb_table *t = ctx;
+  /* rows of a torch model: one bar per feeder instead of per cache mode */
+  const char *cat = pb__t3_torch_table(t) ? PB__T3_FEEDER : T3_CACHE;
+  const char *cat_label = pb__t3_torch_table(t) ? "feeder" : "cache mode";
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
   int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int nc = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  int nc = pb__rp_distinct_str(t, cat, NULL, 0, caches, 4);
   double hi = 0, whi = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
     double v = pb__rp_f64(t, r, T3_STEP_MEAN), w = pb__rp_f64(t, r, T3_DATA_WAIT_FRACTION);
@@ -632,10 +635,10 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
   snprintf(ylab, sizeof ylab, "mean step time (%s)", unit);
   double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
   pb__pl_panel(&L, 0, -0.5, nc - 0.5, 0, hi * us * 1.15, 0, "step time: compute (solid) + data wait (hatched)",
-        "cache mode", ylab, caches, nc, NULL);
+        cat_label, ylab, caches, nc, NULL);
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
       double step = pb__rp_median(t, T3_STEP_MEAN, fl, 2, NULL) * us;
       double wait = pb__rp_median(t, T3_DATA_WAIT_MEAN, fl, 2, NULL) * us;
       if (!(step > 0)) continue;
@@ -647,7 +650,7 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
     }
   double ymax = whi * 100 * 1.25;
   if (ymax < 15) ymax = 15;
-  pb__pl_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", "cache mode",
+  pb__pl_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", cat_label,
         "data wait (% of step time)", caches, nc, NULL);
   pb__pl_color(0xB00000);
   plwidth(3);
@@ -659,7 +662,7 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
   plptex(nc - 0.55, 10 + ymax * 0.03, 1, 0, 1, "data-bound above 10% (AU < 90%)");
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
       double v = pb__rp_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL) * 100;
       if (!isfinite(v)) continue;
       if (v < 0) v = 0;
