@@ -215,6 +215,7 @@ class Run:
         # formats without labels: seeded class labels (the loop measures time, not learning)
         self.seeded = torch.randint(0, classes, (spec["batch"],), generator=g).to(dev)
         self.image_size = getattr(model, "image_size", None) if builtin else None
+        self.labelled = spec["format"] == "imagefolder"  # the others' labels are -1
 
     def ctx(self):
         if self.autocast_dtype is None:
@@ -224,7 +225,8 @@ class Run:
     def adapt(self, x, y):
         """The built-in models take 3 channels (grey repeated) and, for ViT, their image size."""
         torch = self.torch
-        if y is None or y.numel() != x.shape[0] or bool((y < 0).any()):
+        # no look at the labels' values here: that would wait for the device every step
+        if not self.labelled or y is None or y.numel() != x.shape[0]:
             y = self.seeded[:x.shape[0]]
         if self.builtin:
             if x.ndim == 4 and x.shape[1] == 1:
