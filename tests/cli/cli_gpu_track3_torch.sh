@@ -8,6 +8,8 @@
 pb=${PB_CLI:?}
 py=${PB_PYTHON:-/usr/bin/python3}
 lim=600
+# the driver of this tree (a packed build on the GPU machine does not sit beside its sources)
+export PIPEBENCH_PYTHON_DIR=${PIPEBENCH_PYTHON_DIR:-$(cd "$(dirname "$0")/../../python" && pwd)}
 "$py" -c "import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)" || {
   echo "FAIL: $py: torch sees no GPU, or torchvision is missing"
   exit 1
