@@ -43,6 +43,16 @@ int pb__t3_torch_validate(const pb_run_params *p, struct pb_error *err) {
   if (p->emulate_ms > 0)
     return pb_error_set(err, PB_EINVAL, "--emulate-ms replaces the model; --framework torch "
                         "runs one: give one of them");
+  const char *d = p->device;
+  if (d != NULL && strcmp(d, "auto") != 0 && strcmp(d, "cpu") != 0 && strcmp(d, "cuda") != 0 &&
+      strncmp(d, "cuda:", 5) != 0)
+    return pb_error_set(err, PB_EINVAL, "--framework torch runs on --device auto, cpu or "
+                        "cuda[:N], not '%s'", d);
+  const char *t = p->dtype;
+  if (t != NULL && strcmp(t, "bfloat16") != 0 && strcmp(t, "float16") != 0 &&
+      strcmp(t, "float32") != 0)
+    return pb_error_set(err, PB_EINVAL, "--framework torch computes in bfloat16, float16 or "
+                        "float32 (--dtype), not '%s'", t);
   if (p->torch_model != NULL) {
     char path[4096];
     model_file(p->torch_model, path, sizeof path);

@@ -108,5 +108,10 @@ expect_err "unknown --framework 'tensorflow' \(torch" "names the frameworks"
 run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --torch-model "$models/good.py"
 expect_rc 1 "--torch-model without --framework torch"
 expect_err "needs --framework torch" "says what it needs"
+run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --framework torch --device tpu
+expect_rc 1 "a device torch does not run on is a usage error"
+expect_err "runs on --device auto, cpu or cuda\[:N\], not 'tpu'" "names the devices"
+run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --framework torch --dtype int4
+expect_rc 1 "a compute type torch's loop does not take is a usage error"
 [[ ! -e $work/r5 ]] && pass || fail "usage errors write nothing"
 finish
