@@ -36,8 +36,9 @@ mode=--train
 echo "== run --tracks 3 --framework torch $mode --model $MODEL, batch $BATCH, $WORKERS workers, $STEPS steps x $REPEATS rounds"
 "$PB" run --tracks 3 --framework torch $mode --model "$MODEL" --data "$DATA" --formats imagefolder \
   --t3-batch "$BATCH" --t3-workers "$WORKERS" --steps "$STEPS" --repeats "$REPEATS" \
-  --python "$PY" --out "$OUT/run" 2>&1 | grep -v '^\r' | tee "$OUT/run.log"
+  --python "$PY" --out "$OUT/run" >"$OUT/run.log" 2>&1
 rc=$?
+cat "$OUT/run.log"
 [ -f "$OUT/run/data/pipebench_track3.csv" ] || { echo "no track 3 table (see $OUT/run.log)"; exit 2; }
 
 echo "== rows (one per feeder and round)"
