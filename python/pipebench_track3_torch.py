@@ -439,6 +439,8 @@ def measure(spec):
     dl, no_dl = torch_dataloader(torch, spec, dev, cuda, mean, std)
     if dl is None:
         notes.append("no torch DataLoader row: %s" % no_dl)
+    else:
+        next(dl[0])  # its workers start (fork) here, untimed
     try:
         pbf, native = pipebench_loader(torch, spec, dev, mean, std)
     except BadInput:
