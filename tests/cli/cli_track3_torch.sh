@@ -114,4 +114,24 @@ expect_err "runs on --device auto, cpu or cuda\[:N\], not 'tpu'" "names the devi
 run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --framework torch --dtype int4
 expect_rc 1 "a compute type torch's loop does not take is a usage error"
 [[ ! -e $work/r5 ]] && pass || fail "usage errors write nothing"
+# SIGINT while the driver and its DataLoader workers run: exit 130, none of them left running
+# (they run in the process runner's own group), nothing written but the failed summary.
+"$pb" run --data "$work/ds" --formats imagefolder --out "$work/r6" --tracks 3 --framework torch \
+  --model embed --t3-batch 4 --t3-workers 2 --steps 100000 --repeats 1 --device cpu \
+  --python "$py" >"$work/r6.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 120); do pgrep -f "$work/r6/.*t3torch" >/dev/null && break; sleep 1; done
+sleep 5 # into the rounds: the workers have started
+n=$(pgrep -f "$work/r6/.*t3torch" | wc -l)
+kill -INT $pid
+wait $pid
+rc=$?
+out=$(cat "$work/r6.log")
+errout=$out
+expect_rc 130 "SIGINT during the torch rounds"
+[[ $n -ge 2 ]] && pass || fail "the driver and its DataLoader workers were running ($n processes)"
+sleep 1
+left=$(pgrep -f "$work/r6/.*t3torch" | wc -l)
+[[ $left -eq 0 ]] && pass || fail "$left driver processes left running after SIGINT"
+[[ ! -e $work/r6/data/pipebench_track3.csv ]] && pass || fail "a stopped run wrote a table"
 finish
