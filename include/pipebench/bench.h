@@ -55,6 +55,12 @@ typedef struct pb_run_params {
    * and pb_run returns PB_ECANCELED after writing OUT/data/pipebench_summary_failed.json. NULL:
    * the run cannot be stopped this way. */
   volatile sig_atomic_t *cancel;
+  const char *framework;   /**< track 3: NULL: pipebench's own engine; "torch": a torch model fed
+                                by pipebench's loader, torch's DataLoader and device-resident
+                                input in interleaved rounds (docs/track3-torch.md) */
+  const char *torch_model; /**< track 3 with framework "torch": "FILE.py[:FUNCTION]" whose
+                                FUNCTION (default build) returns a torch.nn.Module; NULL: model
+                                names a torchvision model (or embed) */
 } pb_run_params;
 
 #define PB_RUN_PARAMS_DEFAULTS                                                                  \
@@ -66,7 +72,7 @@ typedef struct pb_run_params {
     .transforms = "none,normalize,augment", .seed = 42, .python = "/usr/bin/python3",           \
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
     .t3_workers = 2, .emulate_ms = 0, .train = 0, .device = NULL, .dtype = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
-    .report_ctx = NULL, .cancel = NULL                                                          \
+    .report_ctx = NULL, .cancel = NULL, .framework = NULL, .torch_model = NULL                  \
   }
 
 /** Track i of pb_run, counting from 0 in the order it runs them: returns its id (what tracks

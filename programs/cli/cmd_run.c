@@ -37,6 +37,8 @@ static const cli_opt opts[] = {
     {"t3-workers", "N", "track 3 loader workers (default 2)"},
     {"device", "DEV", "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
     {"dtype", "TYPE", "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
+    {"framework", "NAME", "track 3: torch: a torch model fed by pipebench, torch's DataLoader and device-resident input"},
+    {"torch-model", "FILE.py:FN", "track 3 --framework torch: FN() returns your nn.Module (default: --model from torchvision)"},
     {"no-peer", NULL, "skip the torch DataLoader peer in track 2"},
     {"seed", "S", "seed (default 42)"},
     {"python", "PATH", "Python with numpy and torch (default /usr/bin/python3)"},
@@ -204,6 +206,8 @@ static int run(const cli_args *a) {
   if (cli_get(a, "python")) p.python = cli_get(a, "python");
   if (cli_get(a, "device")) p.device = cli_get(a, "device");
   if (cli_get(a, "dtype")) p.dtype = cli_get(a, "dtype");
+  if (cli_get(a, "framework")) p.framework = cli_get(a, "framework");
+  if (cli_get(a, "torch-model")) p.torch_model = cli_get(a, "torch-model");
   const char *cache = cli_get(a, "cache");
   if (cache != NULL) {
     if (strcmp(cache, "cold") == 0) p.cold = 1;

@@ -21,6 +21,7 @@
 #include "tracks/device.h"
 #include "tracks/gpu_window.h"
 #include "tracks/ranks.h"
+#include "tracks/track3_torch.h"
 #include "tracks/tracks.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
@@ -52,7 +53,8 @@ static const char *const t3_schema[] = {
     T3_BATCH_SIZE, T3_NUM_WORKERS,
     "num_steps", "first_step_time", PB__SUMMARY_COLUMNS(T3_STEP_PREFIX), T3_DATA_WAIT_MEAN,
     "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC,
-    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90, NULL};
+    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90,
+    PB__T3_TORCH_COLUMNS, NULL};
 
 /* ---- the model loop -------------------------------------------------------------------------- */
 
@@ -528,6 +530,8 @@ static int t3_device(const pb_run_params *p, const char **device, char *why, siz
 }
 
 static int t3_validate(const pb_run_params *p, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__t3_torch_validate(p, err));
+  if (pb__t3_torch_wanted(p)) return PB_OK; /* the framework picks its device */
   const char *d;
   return t3_device(p, &d, NULL, 0, err);
 }
@@ -536,6 +540,7 @@ static void t3_summary_medians(const pb_table *t, cJSON *per, cJSON *s);
 static void t3_headline(const pb_table *t, char *text, size_t size);
 
 static int t3_run(pb_run_ctx *c, struct pb_error *err) {
+  if (pb__t3_torch_wanted(&c->p)) return pb__t3_torch_run(c, err);
   if (c->p.steps < 1) return pb_error_set(err, PB_EINVAL, "track 3 needs at least one step");
   const char *device = "cpu";
   char why[640];
@@ -603,9 +608,12 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
 
 static void t3_draw(const void *ctx, pb__pl_page *pg) {
   const pb_table *t = ctx;
+  /* rows of a torch model: one bar per feeder instead of per cache mode */
+  const char *cat = pb__t3_torch_table(t) ? PB__T3_FEEDER : T3_CACHE;
+  const char *cat_label = pb__t3_torch_table(t) ? "feeder" : "cache mode";
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
   int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int nc = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  int nc = pb__rp_distinct_str(t, cat, NULL, 0, caches, 4);
   double hi = 0, whi = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
     double v = pb__rp_f64(t, r, T3_STEP_MEAN), w = pb__rp_f64(t, r, T3_DATA_WAIT_FRACTION);
@@ -626,10 +634,10 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
   snprintf(ylab, sizeof ylab, "mean step time (%s)", unit);
   double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
   pb__pl_panel(&L, 0, -0.5, nc - 0.5, 0, hi * us * 1.15, 0, "step time: compute (solid) + data wait (hatched)",
-        "cache mode", ylab, caches, nc, NULL);
+        cat_label, ylab, caches, nc, NULL);
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
       double step = pb__rp_median(t, T3_STEP_MEAN, fl, 2, NULL) * us;
       double wait = pb__rp_median(t, T3_DATA_WAIT_MEAN, fl, 2, NULL) * us;
       if (!(step > 0)) continue;
@@ -641,7 +649,7 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
     }
   double ymax = whi * 100 * 1.25;
   if (ymax < 15) ymax = 15;
-  pb__pl_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", "cache mode",
+  pb__pl_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", cat_label,
         "data wait (% of step time)", caches, nc, NULL);
   pb__pl_color(0xB00000);
   plwidth(3);
@@ -653,7 +661,7 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
   plptex(nc - 0.55, 10 + ymax * 0.03, 1, 0, 1, "data-bound above 10% (AU < 90%)");
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
       double v = pb__rp_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL) * 100;
       if (!isfinite(v)) continue;
       if (v < 0) v = 0;
@@ -697,6 +705,10 @@ static void t3_bound(const pb_table *t, char *bound, size_t bsize, double *lo, c
 
 /* The headline in words, for the report and the console alike. */
 static void t3_headline(const pb_table *t, char *text, size_t size) {
+  if (pb__t3_torch_table(t)) {
+    pb__t3_torch_headline(t, text, size);
+    return;
+  }
   char bound[768], lo_at[96];
   double lo;
   t3_bound(t, bound, sizeof bound, &lo, lo_at, sizeof lo_at);
@@ -752,6 +764,10 @@ static void t3_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
 }
 
 static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
+  if (pb__t3_torch_table(t)) {
+    pb__t3_torch_section(d, t, cells);
+    return;
+  }
   pb__rp_p(d, "The loader feeding a model: step time (wait for the batch + compute), data-wait fraction = 1 - AU, first step excluded. AU below 90%% means data-bound.");
   static const char *const head[] = {PB__COL_FORMAT, T3_CACHE, "step p50", "data wait", "AU", "data-bound", "images/s"};
   int nc = 7, n = 0;
@@ -778,11 +794,11 @@ static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
 
 /* ---- the descriptor -------------------------------------------------------------------------- */
 
-static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, T3_MODE, T3_BATCH_SIZE, T3_NUM_WORKERS, PB__COL_CACHE_STATE, NULL};
+static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, T3_MODE, T3_BATCH_SIZE, T3_NUM_WORKERS, PB__COL_CACHE_STATE, PB__T3_FEEDER, NULL};
 
 static const char *const t3_options[] = {"repeats", "model",      "steps", "t3_batch", "t3_workers",
                                          "emulate_ms", "train", "cold",  "seed", "device",
-                                         "dtype", NULL};
+                                         "dtype", "framework", "torch_model", NULL};
 
 const pb__track pb__track3 = {
     .name = "model loop",
