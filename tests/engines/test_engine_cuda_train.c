@@ -1,8 +1,9 @@
 /* The CUDA training step (label gpu: runs on a machine with a GPU).
  *   grads MODEL DTYPE: one step with lr 0 on a small seeded batch; every parameter, its gradient
  *     and the running statistics after the step go to a folder, and train_grads_torch.py
- *     compares them with torch in float64 (same weights, train mode): the max relative (L2)
- *     error over all parameters must stay under the dtype's bound. A second step (the CUDA
+ *     compares them with torch in float64 (same weights, train mode): the largest relative (L2)
+ *     error of a parameter, and that of all gradients together, must stay under the dtype's
+ *     bound or within twice what torch's own step at that precision gets. A second step (the CUDA
  *     graph's replay) must give the same gradients as the first (run eagerly).
  *   falls MODEL DTYPE: 50 steps of SGD with momentum on one fixed batch: the loss must fall
  *     to under half its first value, and the running statistics must have moved. */
@@ -140,12 +141,13 @@ static int grads(const char *model, const char *dtype) {
          dtype, loss2, worst);
   CHECK(fabs(loss2 - loss) <= 1e-3 * fabs(loss) + 1e-5);
   CHECK(worst < 1e-2);
-  double tol = strcmp(dtype, "float32") == 0 ? 1e-3 : 0.1;
+  /* the bound, or twice what torch's own step at this precision gets (train_grads_torch.py) */
+  double tol = strcmp(dtype, "float32") == 0 ? 1e-3 : 3e-2;
   char cmd[8192];
   const char *py = getenv("PB_PYTHON"), *src = getenv("PB_SOURCE_DIR");
-  snprintf(cmd, sizeof cmd, "%s %s/tests/engines/train_grads_torch.py %s %s %g %d",
+  snprintf(cmd, sizeof cmd, "%s %s/tests/engines/train_grads_torch.py %s %s %g %d %s",
            py && *py ? py : PB_PYTHON, src && *src ? src : PB_SOURCE_DIR, dir, model, tol,
-           s.nx == (size_t)s.batch * 400 ? 1 : 3);
+           s.nx == (size_t)s.batch * 400 ? 1 : 3, dtype);
   int rc = system(cmd);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
@@ -174,7 +176,7 @@ static int falls(const char *model, const char *dtype) {
   int rises = 0;
   for (int k = 0; k < 50; k++) {
     float l = 0;
-    CHECK_OK(pb_engine_train_step(s.e, s.x, s.t, strcmp(model, "embed") == 0 ? 0.05f : 0.02f, &l,
+    CHECK_OK(pb_engine_train_step(s.e, s.x, s.t, strcmp(model, "embed") == 0 ? 0.01f : 0.02f, &l,
                                   &err), &err);
     CHECK(isfinite(l));
     if (k == 0) first = l;

@@ -118,6 +118,7 @@ struct ct_engine {
   std::vector<int> cur; /* graph tensor id -> current value */
   std::vector<ct_buf> pool;
   std::vector<ct_step> fwd, bwd;
+  std::vector<std::string> fwd_labels, bwd_labels; /* per step (PB_CUDA_PROFILE) */
   std::vector<std::function<int(struct pb_error *)>> bwd_plan; /* built in forward order */
   std::vector<cudnnTensorDescriptor_t> tds;
   std::vector<cudnnFilterDescriptor_t> fds;
@@ -303,7 +304,7 @@ template <typename T>
 static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_first,
                    struct pb_error *err) {
   int vin = o->cur[(size_t)op->in];
-  const ct_val &xi = o->vals[(size_t)vin];
+  const ct_val xi = o->vals[(size_t)vin];
   int Cs = xi.c, H = xi.h, W = xi.w, K = (int)op->cout, k = op->k;
   const pb__tshape &so = g->tensors[op->out];
   int Ho = (int)so.h, Wo = (int)so.w;
@@ -418,7 +419,10 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   o->fwd.push_back([=](struct pb_error *e2) -> int {
     float one = 1.f, zero = 0.f;
     cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, ws, wss, &zero, yd, z);
-    if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(e2, r, "convolution");
+    return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution");
+  });
+  o->fwd_labels.push_back("conv_fwd");
+  o->fwd.push_back([=](struct pb_error *e2) -> int {
     if (bn) {
       k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
           0, (const T *)z, NULL, NULL, 0, NULL, NULL, M, K, rpc, p0, p1);
@@ -426,10 +430,11 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
                                                         oo->bn_momentum, mean, invstd, rm, rv,
                                                         NULL, NULL);
     }
-    k_bn_apply<T><<<grid_of(total), 256, 0, st>>>((const T *)z, (T *)a, (const T *)res, mean,
+    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>((const T *)z, (T *)a, (const T *)res, mean,
                                                    invstd, gam, bet, total, K, relu);
     return kcheck(e2, "batch norm forward");
   });
+  o->fwd_labels.push_back(bn ? "bn_relu_fwd" : "bias_relu_fwd");
   (void)N;
   /* The backward, planned later in reverse order. */
   o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
@@ -523,20 +528,28 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
         k_colsum_finish<<<(K + 127) / 128, 128, 0, st>>>(mode, p0, p1, chunks, K, M, eps, 0.f,
                                                           NULL, NULL, NULL, NULL, dbet, dgam);
       }
-      k_bn_backward<T><<<grid_of(total), 256, 0, st>>>(
+      k_bn_backward<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
           (const T *)da, (const T *)a, (const T *)z, (T *)dz, (T *)dres, res_add, bn ? mean : NULL,
           invstd, gam, dbet, dgam, total, K, M, relu);
-      PB_RETURN_NOT_OK(kcheck(e2, "batch norm backward"));
-      float one = 1.f, zero = 0.f, bd = beta_dx;
+      return kcheck(e2, "batch norm backward");
+    });
+    oo->bwd_labels.push_back("bn_relu_bwd");
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      float one = 1.f, zero = 0.f;
       cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, ws, wss,
                                                        &zero, fd, P.grad);
-      if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(e2, r, "convolution backward filter");
-      if (dx != NULL) {
-        r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, ws, wss, &bd, xd, dx);
-        if (r != CUDNN_STATUS_SUCCESS) return dnn_fail(e2, r, "convolution backward data");
-      }
-      return 0;
+      return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward filter");
     });
+    oo->bwd_labels.push_back("conv_bwd_filter");
+    if (dx != NULL) {
+      oo->bwd.push_back([=](struct pb_error *e2) -> int {
+        float one = 1.f, bd = beta_dx;
+        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, ws, wss,
+                                                       &bd, xd, dx);
+        return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward data");
+      });
+      oo->bwd_labels.push_back("conv_bwd_data");
+    }
     oo->pool[(size_t)bz].busy = 0;
     grad_done(oo, va);
     return 0;
@@ -549,7 +562,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
 template <typename T>
 static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
   int vin = o->cur[(size_t)op->in];
-  const ct_val &xi = o->vals[(size_t)vin];
+  const ct_val xi = o->vals[(size_t)vin];
   int C = xi.c, H = xi.h, W = xi.w;
   const pb__tshape &so = g->tensors[op->out];
   int Ho = (int)so.h, Wo = (int)so.w;
@@ -561,15 +574,18 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
   void *x = xi.y, *y = o->vals[(size_t)vo].y;
   int64_t N = o->N;
   int k = op->k, s = op->stride, pad = op->pad;
+  uint8_t *arg = NULL;
+  if (!gap) TALLOC(arg, uint8_t *, (size_t)(N * Ho * Wo * C), &o->bytes_act);
   cudaStream_t st = o->st;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
     if (gap)
       pbk::k_gap<T><<<grid_of(N * C), 256, 0, st>>>((const T *)x, (T *)y, N, C, H * W);
     else
-      pbk::k_maxpool<T><<<grid_of(N * Ho * Wo * C), 256, 0, st>>>((const T *)x, (T *)y, N, C, H,
-                                                                  W, Ho, Wo, k, s, pad);
+      k_maxpool_arg<T><<<grid_of(N * Ho * Wo * C), 256, 0, st>>>((const T *)x, (T *)y, arg, N, C,
+                                                                 H, W, Ho, Wo, k, s, pad);
     return kcheck(e2, "pooling");
   });
+  o->fwd_labels.push_back(gap ? "gap" : "maxpool");
   ct_engine *oo = o;
   o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
     struct pb_error *err = e3;
@@ -584,9 +600,10 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
                                                                   C, H * W);
       else
         k_maxpool_backward<T><<<grid_of(N * H * W * C), 256, 0, st>>>(
-            (const T *)x, (const T *)dy, (T *)dx, add, N, C, H, W, Ho, Wo, k, s, pad);
+            arg, (const T *)dy, (T *)dx, add, N, C, H, W, Ho, Wo, k, s, pad);
       return kcheck(e2, "pooling backward");
     });
+    oo->bwd_labels.push_back(gap ? "gap_bwd" : "maxpool_bwd");
     grad_done(oo, vo);
     return 0;
   });
@@ -645,7 +662,7 @@ static int lt_run(ct_engine *o, ct_lt *mm, const void *A, const void *B, void *D
 template <typename T>
 static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
   int vin = o->cur[(size_t)op->in];
-  const ct_val &xi = o->vals[(size_t)vin];
+  const ct_val xi = o->vals[(size_t)vin];
   if (op->out != g->output || xi.h * xi.w != 1 || op->act != PB__ACT_NONE || op->res >= 0)
     return pbc_err(err, PB_EUNSUPPORTED, "training: a linear layer is supported as the last "
                    "layer, after global pooling (%s)", g->params[op->w].name);
@@ -672,6 +689,7 @@ static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct 
   ct_engine *oo = o;
   float *logits = o->logits;
   o->fwd.push_back([=](struct pb_error *e2) -> int { return lt_run(oo, f, wt, x, logits, e2); });
+  o->fwd_labels.push_back("linear_fwd");
   cudaStream_t st = o->st;
   o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
     struct pb_error *err = e3;
@@ -686,6 +704,7 @@ static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct 
       k_rowsum<<<(unsigned)((K + 127) / 128), 128, 0, st>>>(dl32, N, (int)K, (float *)gb);
       return kcheck(e2, "bias gradient");
     });
+    oo->bwd_labels.push_back("linear_bwd");
     return 0;
   });
   return 0;
@@ -718,6 +737,44 @@ template <typename T> static int step_body(ct_engine *o, struct pb_error *err) {
   PB_RETURN_NOT_OK(loss_launch<T>(o, err));
   for (auto &s : o->bwd) PB_RETURN_NOT_OK(s(err));
   return sgd_launch<T>(o, err);
+}
+
+/* Diagnostics (PB_CUDA_PROFILE=FILE): each step's device time, summed by kind, appended to FILE
+ * after the first training step. The steps run one by one, three times each, outside the
+ * graph: weights and statistics are not touched (the SGD update is left out). */
+template <typename T> static void profile(ct_engine *o, const char *path) {
+  std::map<std::string, double> ms;
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) return;
+  float keep = o->bn_momentum;
+  o->bn_momentum = 0.f;
+  double total = 0;
+  auto one = [&](ct_step &s, const std::string &l) {
+    s(NULL);
+    cudaEventRecord(e0, o->st);
+    for (int r = 0; r < 3; r++) s(NULL);
+    cudaEventRecord(e1, o->st);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms[l] += t / 3.0;
+    total += t / 3.0;
+  };
+  for (size_t i = 0; i < o->fwd.size(); i++) one(o->fwd[i], o->fwd_labels[i]);
+  ct_step loss = [o](struct pb_error *e2) { return loss_launch<T>(o, e2); };
+  one(loss, "loss");
+  for (size_t i = 0; i < o->bwd.size(); i++) one(o->bwd[i], o->bwd_labels[i]);
+  o->bn_momentum = keep;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  FILE *f = fopen(path, "a");
+  if (f == NULL) return;
+  for (auto &kv : ms)
+    fprintf(f, "train b%lld %-18s %8.3f ms %5.1f%%\n", (long long)o->N, kv.first.c_str(),
+            kv.second, 100.0 * kv.second / total);
+  fprintf(f, "train b%lld %-18s %8.3f ms (steps one by one, no update)\n", (long long)o->N,
+          "TOTAL", total);
+  fclose(f);
 }
 
 template <typename T>
@@ -879,6 +936,8 @@ static int step_t(ct_engine *o, const void *input, const void *target, float lr,
   } else {
     PB_RETURN_NOT_OK(step_body<T>(o, err));
     o->steps_done++;
+    const char *prof = getenv("PB_CUDA_PROFILE");
+    if (o->steps_done == 1 && prof != NULL && *prof) profile<T>(o, prof);
     if (o->use_graph && o->steps_done == 1) {
       /* the first step ran eagerly (and checked every launch); capture the same work */
       cudaGraph_t gr = NULL;

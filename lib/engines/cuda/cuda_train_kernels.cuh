@@ -16,6 +16,17 @@ using pbk::tof;
 #define PBT_VEC 8      /* channels a thread handles (C must be a multiple) */
 #define PBT_THREADS 256
 
+/* Eight values moved together: one 16-byte access in bfloat16, two in float. */
+template <typename T> struct alignas(16) v8 {
+  T x[PBT_VEC];
+};
+template <typename T> __device__ __forceinline__ v8<T> ld8(const T *p) {
+  return *reinterpret_cast<const v8<T> *>(p);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const v8<T> &v) {
+  *reinterpret_cast<v8<T> *>(p) = v;
+}
+
 /* Column sums over M rows of C channels (NHWC: rows are n*h*w), per chunk of rows, into
  * p0[chunk * C + c] and p1[...]. mode 0: z and z^2 (batch statistics). mode 1 (backward of
  * batch norm): du = da * (relu ? a > 0 : 1) and du * xhat, xhat = (z - mean) * invstd. mode 2
@@ -45,16 +56,23 @@ __global__ void __launch_bounds__(PBT_THREADS)
   if (live)
     for (int64_t r = r0 + ty; r < r1; r += R) {
       const int64_t at = r * C + c0;
+      if (mode == 0) {
+        v8<T> zv = ld8(z + at);
 #pragma unroll
-      for (int j = 0; j < PBT_VEC; j++) {
-        if (mode == 0) {
-          float v = tof(z[at + j]);
+        for (int j = 0; j < PBT_VEC; j++) {
+          float v = tof(zv.x[j]);
           a0[j] += v, a1[j] += v * v;
-        } else {
-          float d = tof(da[at + j]);
-          if (relu && !(tof(a[at + j]) > 0.f)) d = 0.f;
+        }
+      } else {
+        v8<T> dv = ld8(da + at), av, zv;
+        if (relu) av = ld8(a + at);
+        if (mode == 1) zv = ld8(z + at);
+#pragma unroll
+        for (int j = 0; j < PBT_VEC; j++) {
+          float d = tof(dv.x[j]);
+          if (relu && !(tof(av.x[j]) > 0.f)) d = 0.f;
           a0[j] += d;
-          if (mode == 1) a1[j] += d * (tof(z[at + j]) - mu[j]) * is[j];
+          if (mode == 1) a1[j] += d * (tof(zv.x[j]) - mu[j]) * is[j];
         }
       }
     }
@@ -108,27 +126,36 @@ __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
 }
 
 /* out = act((z - mean) * invstd * gamma + beta (+ res)); without batch norm (mean NULL):
- * out = act(z + bias (+ res)), bias in beta (may be NULL). */
+ * out = act(z + bias (+ res)), bias in beta (may be NULL). Eight channels a thread (C and the
+ * tensor a multiple of 8). */
 template <typename T>
 __global__ void k_bn_apply(const T *__restrict__ z, T *__restrict__ out, const T *__restrict__ res,
                            const float *__restrict__ mean, const float *__restrict__ invstd,
                            const float *__restrict__ gamma, const float *__restrict__ beta,
                            int64_t total, int C, int relu) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+  const int64_t nv = total / PBT_VEC;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int c = (int)(i % C);
-    float v = tof(z[i]);
-    if (mean != NULL) v = (v - mean[c]) * invstd[c] * gamma[c];
-    if (beta != NULL) v += beta[c];
-    if (res != NULL) v += tof(res[i]);
-    if (relu && !(v > 0.f)) v = 0.f;
-    out[i] = fromf<T>(v);
+    const int c0 = (int)((i * PBT_VEC) % C);
+    v8<T> zv = ld8(z + i * PBT_VEC), rv, ov;
+    if (res != NULL) rv = ld8(res + i * PBT_VEC);
+#pragma unroll
+    for (int j = 0; j < PBT_VEC; j++) {
+      const int c = c0 + j;
+      float v = tof(zv.x[j]);
+      if (mean != NULL) v = (v - mean[c]) * invstd[c] * gamma[c];
+      if (beta != NULL) v += beta[c];
+      if (res != NULL) v += tof(rv.x[j]);
+      if (relu && !(v > 0.f)) v = 0.f;
+      ov.x[j] = fromf<T>(v);
+    }
+    st8(out + i * PBT_VEC, ov);
   }
 }
 
 /* Backward of k_bn_apply. du = da * (relu ? a > 0 : 1). With batch norm (mean not NULL):
  * dz = gamma invstd (du - dbeta / M - xhat dgamma / M); without: dz = du. dres (may be NULL)
- * gets du, added to what it holds when res_add. */
+ * gets du, added to what it holds when res_add. Eight channels a thread. */
 template <typename T>
 __global__ void k_bn_backward(const T *__restrict__ da, const T *__restrict__ a,
                               const T *__restrict__ z, T *__restrict__ dz, T *__restrict__ dres,
@@ -137,26 +164,67 @@ __global__ void k_bn_backward(const T *__restrict__ da, const T *__restrict__ a,
                               const float *__restrict__ dbeta, const float *__restrict__ dgamma,
                               int64_t total, int C, int64_t M, int relu) {
   const float inv_m = 1.f / (float)M;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+  const int64_t nv = total / PBT_VEC;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int c = (int)(i % C);
-    float d = tof(da[i]);
-    if (relu && !(tof(a[i]) > 0.f)) d = 0.f;
-    if (dres != NULL) dres[i] = fromf<T>(res_add ? tof(dres[i]) + d : d);
-    float g = d;
-    if (mean != NULL) {
-      float xh = (tof(z[i]) - mean[c]) * invstd[c];
-      g = gamma[c] * invstd[c] * (d - dbeta[c] * inv_m - xh * dgamma[c] * inv_m);
+    const int c0 = (int)((i * PBT_VEC) % C);
+    const int64_t at = i * PBT_VEC;
+    v8<T> dv = ld8(da + at), av, zv, rv, gv;
+    if (relu) av = ld8(a + at);
+    if (mean != NULL) zv = ld8(z + at);
+    if (dres != NULL && res_add) rv = ld8(dres + at);
+#pragma unroll
+    for (int j = 0; j < PBT_VEC; j++) {
+      const int c = c0 + j;
+      float d = tof(dv.x[j]);
+      if (relu && !(tof(av.x[j]) > 0.f)) d = 0.f;
+      if (dres != NULL) rv.x[j] = fromf<T>(res_add ? tof(rv.x[j]) + d : d);
+      float g = d;
+      if (mean != NULL) {
+        float xh = (tof(zv.x[j]) - mean[c]) * invstd[c];
+        g = gamma[c] * invstd[c] * (d - dbeta[c] * inv_m - xh * dgamma[c] * inv_m);
+      }
+      gv.x[j] = fromf<T>(g);
     }
-    dz[i] = fromf<T>(g);
+    if (dres != NULL) st8(dres + at, rv);
+    st8(dz + at, gv);
   }
 }
 
-/* Max pooling backward, NHWC, as a gather: each input element takes the gradients of the
- * windows whose maximum it is (the first maximum in the window, as the forward's scan finds
- * it). */
+/* Max pooling, NHWC, that also keeps where each maximum came from (its place in the window, a
+ * byte), for the backward pass; padding never wins, the first maximum does (as torch). */
 template <typename T>
-__global__ void k_maxpool_backward(const T *__restrict__ x, const T *__restrict__ dy,
+__global__ void k_maxpool_arg(const T *__restrict__ in, T *__restrict__ out,
+                              uint8_t *__restrict__ arg, int64_t N, int C, int H, int W, int Ho,
+                              int Wo, int k, int s, int pad) {
+  int64_t total = N * Ho * Wo * C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int c = (int)(i % C);
+    int64_t p = i / C;
+    int wo = (int)(p % Wo), ho = (int)((p / Wo) % Ho);
+    int64_t n = p / ((int64_t)Wo * Ho);
+    float m = -INFINITY;
+    int best = 0;
+    for (int dy = 0; dy < k; dy++) {
+      int y = ho * s - pad + dy;
+      if (y < 0 || y >= H) continue;
+      for (int dx = 0; dx < k; dx++) {
+        int x = wo * s - pad + dx;
+        if (x < 0 || x >= W) continue;
+        float v = tof(in[((n * H + y) * W + x) * C + c]);
+        if (v > m) m = v, best = dy * k + dx;
+      }
+    }
+    out[i] = fromf<T>(m);
+    arg[i] = (uint8_t)best;
+  }
+}
+
+/* Its backward as a gather: each input element sums the gradients of the windows whose
+ * maximum it was. */
+template <typename T>
+__global__ void k_maxpool_backward(const uint8_t *__restrict__ arg, const T *__restrict__ dy,
                                    T *__restrict__ dx, int add, int64_t N, int C, int H, int W,
                                    int Ho, int Wo, int k, int s, int pad) {
   int64_t total = N * H * W * C;
@@ -167,25 +235,13 @@ __global__ void k_maxpool_backward(const T *__restrict__ x, const T *__restrict_
     int xw = (int)(p % W), yh = (int)((p / W) % H);
     int64_t n = p / ((int64_t)W * H);
     float g = 0.f;
-    int oy0 = (yh + pad - k + s) / s, oy1 = (yh + pad) / s;
-    int ox0 = (xw + pad - k + s) / s, ox1 = (xw + pad) / s;
-    if (yh + pad - k + s < 0) oy0 = 0;
-    if (xw + pad - k + s < 0) ox0 = 0;
-    for (int oy = oy0 < 0 ? 0 : oy0; oy <= oy1 && oy < Ho; oy++)
-      for (int ox = ox0 < 0 ? 0 : ox0; ox <= ox1 && ox < Wo; ox++) {
-        float m = -INFINITY;
-        int best = -1;
-        for (int dy_ = 0; dy_ < k; dy_++) {
-          int yy = oy * s - pad + dy_;
-          if (yy < 0 || yy >= H) continue;
-          for (int dx_ = 0; dx_ < k; dx_++) {
-            int xx = ox * s - pad + dx_;
-            if (xx < 0 || xx >= W) continue;
-            float v = tof(x[((n * H + yy) * W + xx) * C + c]);
-            if (v > m) m = v, best = yy * W + xx;
-          }
-        }
-        if (best == yh * W + xw) g += tof(dy[((n * Ho + oy) * Wo + ox) * C + c]);
+    int oy0 = yh + pad - k + s < 0 ? 0 : (yh + pad - k + s) / s, oy1 = (yh + pad) / s;
+    int ox0 = xw + pad - k + s < 0 ? 0 : (xw + pad - k + s) / s, ox1 = (xw + pad) / s;
+    for (int oy = oy0; oy <= oy1 && oy < Ho; oy++)
+      for (int ox = ox0; ox <= ox1 && ox < Wo; ox++) {
+        int64_t o = ((n * Ho + oy) * Wo + ox) * C + c;
+        int a = arg[o];
+        if (oy * s - pad + a / k == yh && ox * s - pad + a % k == xw) g += tof(dy[o]);
       }
     dx[i] = fromf<T>(add ? tof(dx[i]) + g : g);
   }
