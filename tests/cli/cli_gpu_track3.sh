@@ -55,4 +55,15 @@ expect_out "^device: cuda " "infer takes the GPU"
 run timeout $lim "$pb" train --num-images 8 --batch-size 4 --threads 2 --metrics-out "$work/m.json"
 expect_rc 0 "train on the default device"
 expect_out "^device: cuda " "train takes the GPU"
+
+run timeout $lim "$pb" train --device cuda --model resnet50 --num-images 64 --batch-size 32 \
+  --metrics-out "$work/mr.json"
+expect_rc 0 "train resnet50 on cuda"
+expect_out "^device: cuda .*model resnet50" "train names the GPU and the model"
+if "$py" - "$work/mr.json" <<'PY'
+import json, math, sys
+m = json.load(open(sys.argv[1]))
+assert m["device"] == "cuda" and m["steps"] == 2 and math.isfinite(m["final_loss"]), m
+PY
+then pass; else fail "train resnet50 metrics: cuda, 2 steps, a finite loss"; fi
 finish

@@ -176,7 +176,7 @@ static int falls(const char *model, const char *dtype) {
   int rises = 0;
   for (int k = 0; k < 50; k++) {
     float l = 0;
-    CHECK_OK(pb_engine_train_step(s.e, s.x, s.t, strcmp(model, "embed") == 0 ? 0.01f : 0.02f, &l,
+    CHECK_OK(pb_engine_train_step(s.e, s.x, s.t, strcmp(model, "embed") == 0 ? 0.005f : 0.02f, &l,
                                   &err), &err);
     CHECK(isfinite(l));
     if (k == 0) first = l;

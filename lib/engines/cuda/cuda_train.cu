@@ -341,11 +341,16 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &va));
   int vres = op->res >= 0 ? o->cur[(size_t)op->res] : -1;
   o->cur[(size_t)op->out] = va;
-  float *mean = NULL, *invstd = NULL;
+  float *mean = NULL, *invstd = NULL, *co_f = NULL, *co_b = NULL;
   if (bn) {
     TALLOC(mean, float *, (size_t)K * 4, &o->bytes_act);
     TALLOC(invstd, float *, (size_t)K * 4, &o->bytes_act);
+    TALLOC(co_f, float *, (size_t)K * 2 * 4, &o->bytes_act);
+    TALLOC(co_b, float *, (size_t)K * 3 * 4, &o->bytes_act);
   }
+  if (total >= ((int64_t)1 << 31) || o->N * H * W * Cs >= ((int64_t)1 << 31))
+    return pbc_err(err, PB_EUNSUPPORTED, "training: %s's activations hold 2^31 values or more "
+                   "(batch %lld is too large for it)", g->params[op->w].name, (long long)o->N);
   int chunks, groups;
   int64_t rpc;
   colsum_shape(M, K, &chunks, &rpc, &groups);
@@ -428,10 +433,10 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
           0, (const T *)z, NULL, NULL, 0, NULL, NULL, M, K, rpc, p0, p1);
       k_colsum_finish<<<(K + 127) / 128, 128, 0, st>>>(0, p0, p1, chunks, K, M, eps,
                                                         oo->bn_momentum, mean, invstd, rm, rv,
-                                                        NULL, NULL);
+                                                        NULL, NULL, gam, bet, co_f);
     }
-    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>((const T *)z, (T *)a, (const T *)res, mean,
-                                                   invstd, gam, bet, total, K, relu);
+    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
+        (const T *)z, (T *)a, (const T *)res, bn ? co_f : NULL, bn ? NULL : bet, total, K, relu);
     return kcheck(e2, "batch norm forward");
   });
   o->fwd_labels.push_back(bn ? "bn_relu_fwd" : "bias_relu_fwd");
@@ -526,11 +531,12 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
         k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
             mode, (const T *)z, (const T *)da, (const T *)a, relu, mean, invstd, M, K, rpc, p0, p1);
         k_colsum_finish<<<(K + 127) / 128, 128, 0, st>>>(mode, p0, p1, chunks, K, M, eps, 0.f,
-                                                          NULL, NULL, NULL, NULL, dbet, dgam);
+                                                          mean, invstd, NULL, NULL, dbet, dgam,
+                                                          gam, NULL, co_b);
       }
       k_bn_backward<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
-          (const T *)da, (const T *)a, (const T *)z, (T *)dz, (T *)dres, res_add, bn ? mean : NULL,
-          invstd, gam, dbet, dgam, total, K, M, relu);
+          (const T *)da, (const T *)a, (const T *)z, (T *)dz, (T *)dres, res_add,
+          bn ? co_b : NULL, total, K, relu);
       return kcheck(e2, "batch norm backward");
     });
     oo->bwd_labels.push_back("bn_relu_bwd");

@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(PBT_THREADS)
   int64_t r0 = blockIdx.x * rows_per_chunk, r1 = r0 + rows_per_chunk;
   if (r1 > M) r1 = M;
   if (live)
+#pragma unroll 2
     for (int64_t r = r0 + ty; r < r1; r += R) {
       const int64_t at = r * C + c0;
       if (mode == 0) {
@@ -96,15 +97,18 @@ __global__ void __launch_bounds__(PBT_THREADS)
   }
 }
 
-/* Sums the chunks per channel (in double). mode 0: mean and invstd of the batch, and, when
- * momentum > 0, the running averages as torch keeps them (unbiased variance). mode 1: dbeta = sum
- * du into g0, dgamma = sum du xhat into g1. mode 2: the bias gradient into g0. */
+/* Sums the chunks per channel (in double). mode 0: mean and invstd of the batch, the affine
+ * map of the forward (co[c] = gamma invstd, co[C + c] = beta - mean gamma invstd; gamma NULL: 1
+ * and beta as given or 0) and, when momentum > 0, the running averages as torch keeps them
+ * (unbiased variance). mode 1: dbeta = sum du into g0, dgamma = sum du xhat into g1, and the
+ * backward's map dz = co[c] du + co[C + c] z + co[2C + c]. mode 2: the bias gradient into g0. */
 __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
                                 const float *__restrict__ p1, int chunks, int C, int64_t M,
                                 float eps, float momentum, float *__restrict__ mean,
                                 float *__restrict__ invstd, float *__restrict__ rmean,
                                 float *__restrict__ rvar, float *__restrict__ g0,
-                                float *__restrict__ g1) {
+                                float *__restrict__ g1, const float *__restrict__ gamma,
+                                const float *__restrict__ beta, float *__restrict__ co) {
   int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   double s0 = 0, s1 = 0;
@@ -112,8 +116,11 @@ __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
   if (mode == 0) {
     double m = s0 / (double)M, var = s1 / (double)M - m * m;
     if (var < 0) var = 0;
+    double is = 1.0 / sqrt(var + (double)eps), k = gamma[c] * is;
     mean[c] = (float)m;
-    invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+    invstd[c] = (float)is;
+    co[c] = (float)k;
+    co[C + c] = (float)((beta ? beta[c] : 0.0) - m * k);
     if (momentum > 0.f) {
       double unb = M > 1 ? var * (double)M / (double)(M - 1) : var;
       rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * m);
@@ -121,70 +128,70 @@ __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
     }
   } else {
     g0[c] = (float)s0;
-    if (mode == 1) g1[c] = (float)s1;
+    if (mode == 1) {
+      g1[c] = (float)s1;
+      double is = invstd[c], k = gamma[c] * is, inv_m = 1.0 / (double)M;
+      co[c] = (float)k;
+      co[C + c] = (float)(-k * s1 * is * inv_m);
+      co[2 * C + c] = (float)(-k * s0 * inv_m + k * s1 * is * mean[c] * inv_m);
+    }
   }
 }
 
-/* out = act((z - mean) * invstd * gamma + beta (+ res)); without batch norm (mean NULL):
- * out = act(z + bias (+ res)), bias in beta (may be NULL). Eight channels a thread (C and the
- * tensor a multiple of 8). */
+/* out = act(z co[c] + co[C + c] (+ res)) (co from k_colsum_finish); without batch norm (co
+ * NULL): out = act(z + bias[c] (+ res)), bias may be NULL. Eight channels a thread (C a
+ * multiple of 8, the tensor under 2^31 values). */
 template <typename T>
 __global__ void k_bn_apply(const T *__restrict__ z, T *__restrict__ out, const T *__restrict__ res,
-                           const float *__restrict__ mean, const float *__restrict__ invstd,
-                           const float *__restrict__ gamma, const float *__restrict__ beta,
+                           const float *__restrict__ co, const float *__restrict__ bias,
                            int64_t total, int C, int relu) {
-  const int64_t nv = total / PBT_VEC;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int c0 = (int)((i * PBT_VEC) % C);
-    v8<T> zv = ld8(z + i * PBT_VEC), rv, ov;
-    if (res != NULL) rv = ld8(res + i * PBT_VEC);
+  const int nv = (int)(total / PBT_VEC);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+    const int c0 = (i * PBT_VEC) % C;
+    const int64_t at = (int64_t)i * PBT_VEC;
+    v8<T> zv = ld8(z + at), rv, ov;
+    v8<float> a, b;
+    if (co != NULL) {
+      a = ld8(co + c0), b = ld8(co + C + c0);
+    } else {
+#pragma unroll
+      for (int j = 0; j < PBT_VEC; j++) a.x[j] = 1.f, b.x[j] = bias ? bias[c0 + j] : 0.f;
+    }
+    if (res != NULL) rv = ld8(res + at);
 #pragma unroll
     for (int j = 0; j < PBT_VEC; j++) {
-      const int c = c0 + j;
-      float v = tof(zv.x[j]);
-      if (mean != NULL) v = (v - mean[c]) * invstd[c] * gamma[c];
-      if (beta != NULL) v += beta[c];
+      float v = fmaf(tof(zv.x[j]), a.x[j], b.x[j]);
       if (res != NULL) v += tof(rv.x[j]);
       if (relu && !(v > 0.f)) v = 0.f;
       ov.x[j] = fromf<T>(v);
     }
-    st8(out + i * PBT_VEC, ov);
+    st8(out + at, ov);
   }
 }
 
-/* Backward of k_bn_apply. du = da * (relu ? a > 0 : 1). With batch norm (mean not NULL):
- * dz = gamma invstd (du - dbeta / M - xhat dgamma / M); without: dz = du. dres (may be NULL)
- * gets du, added to what it holds when res_add. Eight channels a thread. */
+/* Backward of k_bn_apply. du = da * (relu ? a > 0 : 1). With batch norm (co not NULL, the map
+ * of k_colsum_finish's mode 1): dz = co[c] du + co[C + c] z + co[2C + c]; without: dz = du.
+ * dres (may be NULL) gets du, added to what it holds when res_add. Eight channels a thread. */
 template <typename T>
 __global__ void k_bn_backward(const T *__restrict__ da, const T *__restrict__ a,
                               const T *__restrict__ z, T *__restrict__ dz, T *__restrict__ dres,
-                              int res_add, const float *__restrict__ mean,
-                              const float *__restrict__ invstd, const float *__restrict__ gamma,
-                              const float *__restrict__ dbeta, const float *__restrict__ dgamma,
-                              int64_t total, int C, int64_t M, int relu) {
-  const float inv_m = 1.f / (float)M;
-  const int64_t nv = total / PBT_VEC;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int c0 = (int)((i * PBT_VEC) % C);
-    const int64_t at = i * PBT_VEC;
+                              int res_add, const float *__restrict__ co, int64_t total, int C,
+                              int relu) {
+  const int nv = (int)(total / PBT_VEC);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+    const int c0 = (i * PBT_VEC) % C;
+    const int64_t at = (int64_t)i * PBT_VEC;
     v8<T> dv = ld8(da + at), av, zv, rv, gv;
+    v8<float> k1, k2, k3;
     if (relu) av = ld8(a + at);
-    if (mean != NULL) zv = ld8(z + at);
+    if (co != NULL) zv = ld8(z + at), k1 = ld8(co + c0), k2 = ld8(co + C + c0), k3 = ld8(co + 2 * C + c0);
     if (dres != NULL && res_add) rv = ld8(dres + at);
 #pragma unroll
     for (int j = 0; j < PBT_VEC; j++) {
-      const int c = c0 + j;
       float d = tof(dv.x[j]);
       if (relu && !(tof(av.x[j]) > 0.f)) d = 0.f;
       if (dres != NULL) rv.x[j] = fromf<T>(res_add ? tof(rv.x[j]) + d : d);
-      float g = d;
-      if (mean != NULL) {
-        float xh = (tof(zv.x[j]) - mean[c]) * invstd[c];
-        g = gamma[c] * invstd[c] * (d - dbeta[c] * inv_m - xh * dgamma[c] * inv_m);
-      }
-      gv.x[j] = fromf<T>(g);
+      gv.x[j] = fromf<T>(co != NULL ? fmaf(k1.x[j], d, fmaf(k2.x[j], tof(zv.x[j]), k3.x[j])) : d);
     }
     if (dres != NULL) st8(dres + at, rv);
     st8(dz + at, gv);
@@ -222,28 +229,37 @@ __global__ void k_maxpool_arg(const T *__restrict__ in, T *__restrict__ out,
 }
 
 /* Its backward as a gather: each input element sums the gradients of the windows whose
- * maximum it was. */
+ * maximum it was. Eight channels a thread (C a multiple of 8, tensors under 2^31 values). */
 template <typename T>
 __global__ void k_maxpool_backward(const uint8_t *__restrict__ arg, const T *__restrict__ dy,
                                    T *__restrict__ dx, int add, int64_t N, int C, int H, int W,
                                    int Ho, int Wo, int k, int s, int pad) {
-  int64_t total = N * H * W * C;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int c = (int)(i % C);
-    int64_t p = i / C;
-    int xw = (int)(p % W), yh = (int)((p / W) % H);
-    int64_t n = p / ((int64_t)W * H);
-    float g = 0.f;
+  const int cv = C / PBT_VEC, total = (int)(N * H * W) * cv;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int c = (i % cv) * PBT_VEC, p = i / cv;
+    const int xw = p % W, yh = (p / W) % H, n = p / (W * H);
+    float g[PBT_VEC];
+#pragma unroll
+    for (int j = 0; j < PBT_VEC; j++) g[j] = 0.f;
     int oy0 = yh + pad - k + s < 0 ? 0 : (yh + pad - k + s) / s, oy1 = (yh + pad) / s;
     int ox0 = xw + pad - k + s < 0 ? 0 : (xw + pad - k + s) / s, ox1 = (xw + pad) / s;
     for (int oy = oy0; oy <= oy1 && oy < Ho; oy++)
       for (int ox = ox0; ox <= ox1 && ox < Wo; ox++) {
-        int64_t o = ((n * Ho + oy) * Wo + ox) * C + c;
-        int a = arg[o];
-        if (oy * s - pad + a / k == yh && ox * s - pad + a % k == xw) g += tof(dy[o]);
+        const int o = ((n * Ho + oy) * Wo + ox) * C + c;
+        const int want = (yh - (oy * s - pad)) * k + (xw - (ox * s - pad));
+        uint2 ab = *reinterpret_cast<const uint2 *>(arg + o);
+        const uint8_t *a8 = reinterpret_cast<const uint8_t *>(&ab);
+        v8<T> dv = ld8(dy + o);
+#pragma unroll
+        for (int j = 0; j < PBT_VEC; j++)
+          if (a8[j] == want) g[j] += tof(dv.x[j]);
       }
-    dx[i] = fromf<T>(add ? tof(dx[i]) + g : g);
+    const int64_t at = (int64_t)p * C + c;
+    v8<T> out;
+    if (add) out = ld8(dx + at);
+#pragma unroll
+    for (int j = 0; j < PBT_VEC; j++) out.x[j] = fromf<T>(add ? tof(out.x[j]) + g[j] : g[j]);
+    st8(dx + at, out);
   }
 }
 
