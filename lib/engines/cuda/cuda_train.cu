@@ -431,7 +431,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     if (bn) {
       k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
           0, (const T *)z, NULL, NULL, 0, NULL, NULL, M, K, rpc, p0, p1);
-      k_colsum_finish<<<(K + 127) / 128, 128, 0, st>>>(0, p0, p1, chunks, K, M, eps,
+      k_colsum_finish<<<(K + 31) / 32, dim3(32, 32), 0, st>>>(0, p0, p1, chunks, K, M, eps,
                                                         oo->bn_momentum, mean, invstd, rm, rv,
                                                         NULL, NULL, gam, bet, co_f);
     }
@@ -530,7 +530,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
       if (need_sums) {
         k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
             mode, (const T *)z, (const T *)da, (const T *)a, relu, mean, invstd, M, K, rpc, p0, p1);
-        k_colsum_finish<<<(K + 127) / 128, 128, 0, st>>>(mode, p0, p1, chunks, K, M, eps, 0.f,
+        k_colsum_finish<<<(K + 31) / 32, dim3(32, 32), 0, st>>>(mode, p0, p1, chunks, K, M, eps, 0.f,
                                                           mean, invstd, NULL, NULL, dbet, dgam,
                                                           gam, NULL, co_b);
       }

@@ -109,10 +109,19 @@ __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
                                 float *__restrict__ rvar, float *__restrict__ g0,
                                 float *__restrict__ g1, const float *__restrict__ gamma,
                                 const float *__restrict__ beta, float *__restrict__ co) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  /* 32 channels a block (threadIdx.x), the chunks spread over 32 lanes (threadIdx.y): a
+   * thread alone would wait on one load per chunk in turn */
+  __shared__ double r0[32][33], r1[32][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
   double s0 = 0, s1 = 0;
-  for (int k = 0; k < chunks; k++) s0 += p0[(int64_t)k * C + c], s1 += p1[(int64_t)k * C + c];
+  if (c < C)
+#pragma unroll 4
+    for (int k = threadIdx.y; k < chunks; k += 32)
+      s0 += p0[(int64_t)k * C + c], s1 += p1[(int64_t)k * C + c];
+  r0[threadIdx.y][threadIdx.x] = s0, r1[threadIdx.y][threadIdx.x] = s1;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  for (int y = 1; y < 32; y++) s0 += r0[y][threadIdx.x], s1 += r1[y][threadIdx.x];
   if (mode == 0) {
     double m = s0 / (double)M, var = s1 / (double)M - m * m;
     if (var < 0) var = 0;
