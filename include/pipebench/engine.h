@@ -40,12 +40,14 @@ typedef struct pb_engine_params {
   int threads;         /**< compute threads; 0: all online CPUs */
   int training;        /**< 1: also build backward passes and SGD (pb_engine_train_step) */
   const char *loss;    /**< training loss: "cross_entropy" (NULL) or "mse" */
+  float momentum;      /**< SGD momentum as torch.optim.SGD (0: plain SGD); cuda only */
+  float weight_decay;  /**< L2 weight decay added to every gradient (0: none); cuda only */
 } pb_engine_params;
 
 #define PB_ENGINE_PARAMS_DEFAULTS                                                              \
   {.model = "embed", .device = NULL, .backend = NULL, .dtype = NULL, .batch_size = 1,          \
    .channels = 0, .height = 0, .width = 0, .seed = 42, .threads = 0, .training = 0,            \
-   .loss = NULL}
+   .loss = NULL, .momentum = 0.0f, .weight_decay = 0.0f}
 
 /** What was built. Plain data. */
 typedef struct pb_engine_info {
@@ -107,10 +109,14 @@ PB_API int pb_tensor_read(const pb_tensor *t, void *dst, size_t size, struct pb_
  * the device has finished (GPU); pb_engine_synchronize waits. On the CPU it returns when done. */
 PB_API int pb_engine_forward(pb_engine *e, const pb_tensor *input, pb_tensor *output,
                              struct pb_error *err);
-/** One SGD step (plain SGD, no momentum, no weight decay) on a batch: forward, loss against
- * target, backward, w -= lr * dL/dw. The loss is the mean over the batch (cross-entropy of the
- * softmax of the outputs against class labels, or mean squared error over all outputs). loss
- * may be NULL; asking for it synchronises. Needs params.training. */
+/** One SGD step on a batch: forward, loss against target, backward, then torch.optim.SGD's
+ * update with params.momentum and params.weight_decay (both 0: w -= lr * dL/dw). The loss is the
+ * mean over the batch (cross-entropy of the softmax of the outputs against class labels, or mean
+ * squared error over all outputs). loss may be NULL; asking for it synchronises. Needs
+ * params.training. On cuda the step is queued (pb_engine_synchronize waits); its device time is
+ * pb_engine_forward_time's; batch norm runs in training mode (batch statistics, running
+ * averages updated) and dtype bfloat16 computes as torch autocast does (float32 master weights,
+ * loss and softmax). */
 PB_API int pb_engine_train_step(pb_engine *e, const pb_tensor *input, const pb_tensor *target,
                                 float lr, float *loss, struct pb_error *err);
 /** Waits until all work queued on the engine has finished. */
@@ -235,6 +241,14 @@ typedef struct pb_native_batch {
  * h2d_ns (may be NULL) gets the host-to-device copy's device time (CUDA events), 0 on cpu. */
 PB_API int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor *output,
                                     int64_t *h2d_ns, struct pb_error *err);
+
+/** A training step from raw pixels: the data path of pb_engine_forward_native (its copy, its
+ * conversion, its device span in the window of pb_engine_device_mark) into pb_engine_train_step
+ * against target (PB_TENSOR_TARGET) instead of a forward. The step is queued, not waited for.
+ * PB_EUNSUPPORTED on backends that do not train on a device. */
+PB_API int pb_engine_train_native(pb_engine *e, const pb_native_batch *in,
+                                  const pb_tensor *target, float lr, int64_t *h2d_ns,
+                                  struct pb_error *err);
 
 /** When one pb_engine_forward_native's work ran on the device, in ns after the engine's mark
  * (pb_engine_device_mark), by CUDA events: from the moment its conversion could start (its copy

@@ -308,6 +308,9 @@ int pb_engine_new(const pb_engine_params *params, pb_engine **out, struct pb_err
     return pb_error_set(err, PB_EINVAL, "threads must be >= 0, not %d", p.threads);
   if (p.loss != NULL && strcmp(p.loss, "cross_entropy") != 0 && strcmp(p.loss, "mse") != 0)
     return pb_error_set(err, PB_EINVAL, "unknown loss '%s' (available: cross_entropy, mse)", p.loss);
+  if (!(p.momentum >= 0.0f && p.momentum < 1.0f) || !(p.weight_decay >= 0.0f))
+    return pb_error_set(err, PB_EINVAL, "momentum must lie in [0, 1) and weight decay be >= 0 "
+                        "(not %g and %g)", (double)p.momentum, (double)p.weight_decay);
   const pb__engine_vtable *vt = NULL;
   char why[512] = "";
   int named = 0;
@@ -361,6 +364,7 @@ static int engine_new(const pb_engine_params *params, int device_index,
   e->seed = p.seed;
   e->training = p.training != 0;
   e->loss_mse = loss_mse;
+  e->momentum = p.momentum, e->weight_decay = p.weight_decay;
   e->device_index = device_index;
   pb_engine_info *in = &e->info;
   snprintf(in->model, sizeof in->model, "%s", g->model);
@@ -611,6 +615,27 @@ int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor 
     PB_RETURN_NOT_OK(pb_tensor_write(e->host_in, e->native_host, bytes, err));
   }
   return e->vt->forward(e, e->host_in->ptr, output->ptr, err);
+}
+
+int pb_engine_train_native(pb_engine *e, const pb_native_batch *in, const pb_tensor *target,
+                           float lr, int64_t *h2d_ns, struct pb_error *err) {
+  if (h2d_ns != NULL) *h2d_ns = 0;
+  if (!e->training)
+    return pb_error_set(err, PB_ESTATE, "engine was built without training (params.training)");
+  PB_RETURN_NOT_OK(check_native(e, in, err));
+  PB_RETURN_NOT_OK(check_tensor(e, target, PB_TENSOR_TARGET, "target", err));
+  if (e->vt->train_native == NULL)
+    return pb_error_set(err, PB_EUNSUPPORTED, "train_native: the %s backend trains on the host "
+                        "(use pb_engine_train_step)", e->vt->name);
+  return e->vt->train_native(e, in, target->ptr, lr, h2d_ns, err);
+}
+
+int pb__engine_train_param(pb_engine *e, int i, char *name, size_t name_len, int64_t *count,
+                           float *value, float *grad, struct pb_error *err) {
+  if (e->vt->train_param == NULL || !e->training)
+    return pb_error_set(err, PB_EUNSUPPORTED, "the %s backend does not offer its parameters",
+                        e->vt->name);
+  return e->vt->train_param(e, i, name, name_len, count, value, grad, err);
 }
 
 int pb_engine_device_mark(pb_engine *e, int64_t *host_ns, struct pb_error *err) {

@@ -44,6 +44,14 @@ typedef struct pb__engine_vtable {
                       struct pb_error *err);
   /* Waits for the most recent forward and gives its device time (NULL on host backends). */
   int (*forward_time)(pb_engine *e, int64_t *ns, struct pb_error *err);
+  /* forward_native's data path into a training step instead of a forward: its spans and
+   * device window cover the step (NULL where the backend does not train on the device). */
+  int (*train_native)(pb_engine *e, const pb_native_batch *in, const void *target, float lr,
+                      int64_t *h2d_ns, struct pb_error *err);
+  /* A training engine's parameter i in torch's name and layout: values and gradient into host
+   * arrays of *count floats (either may be NULL); PB_EINVAL past the last (NULL: not offered). */
+  int (*train_param)(pb_engine *e, int i, char *name, size_t name_len, int64_t *count,
+                     float *value, float *grad, struct pb_error *err);
 } pb__engine_vtable;
 
 struct pb_engine {
@@ -52,6 +60,7 @@ struct pb_engine {
   uint64_t seed;
   int training;
   int loss_mse; /* 0: cross-entropy, 1: mean squared error */
+  float momentum, weight_decay; /* SGD (params.momentum, params.weight_decay) */
   int device_index; /* N of "cuda:N" (0 for "cuda"); the backend computes on that device */
   void *impl;
   pb_tensor *host_in, *host_out; /* kept for pb_engine_forward_host */
@@ -75,6 +84,9 @@ int pb__engine_new_graph(const pb_engine_params *params, const pb__engine_vtable
 /* The backend for device ("cpu", "cuda"), loading the CUDA module on first use; NULL with the
  * reason in why when the device is unknown or unavailable here. */
 const pb__engine_vtable *pb__engine_backend(const char *device, char *why, size_t why_len);
+/* A training engine's parameter i (vtable train_param): PB_EUNSUPPORTED where not offered. */
+int pb__engine_train_param(pb_engine *e, int i, char *name, size_t name_len, int64_t *count,
+                           float *value, float *grad, struct pb_error *err);
 /* oneDNN matmul peak (onednn.c). */
 int pb__onednn_peak_gflops(const char *dtype, int threads, double seconds, double *gflops,
                            struct pb_error *err);

@@ -743,6 +743,9 @@ static int compile_inference(pb__dn *o, const pb__graph *g, struct pb_error *err
 static int dn_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   dnnl_data_type_t dt = dnnl_f32; /* set by the check; the value only quiets -O3's analysis */
   PB_RETURN_NOT_OK(pb__dn_check_dtype(e->info.dtype, &dt, err));
+  if (e->training && (e->momentum != 0.0f || e->weight_decay != 0.0f))
+    return pb_error_set(err, PB_EUNSUPPORTED, "training on cpu runs plain SGD (momentum and "
+                        "weight decay are cuda only)");
   pb__dn *o = calloc(1, sizeof *o);
   if (o == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   o->dt = dt;

@@ -1,4 +1,4 @@
-/* pb_train_run: plain SGD over a dataset read through the loader (or seeded synthetic images) on
+/* pb_train_run: plain SGD (the engine's train step) over a dataset read through the loader (or seeded synthetic images) on
  * a model engine, data loading and compute timed apart; metrics as JSON. */
 #include <math.h>
 #include <stdarg.h>
@@ -177,6 +177,8 @@ static int build_engine(train_run *tr, const train_src *s, struct pb_error *err)
   const char *d = pb__device_resolve(p->device, tr->device_why, sizeof tr->device_why);
   int left = pb__device_is_auto(p->device);
   ep.model = tr->model, ep.device = left ? d : p->device, ep.dtype = p->dtype;
+  /* on a GPU, bfloat16 as torch autocast trains unless a dtype was named */
+  if (ep.dtype == NULL && strncmp(ep.device, "cuda", 4) == 0) ep.dtype = "bfloat16";
   ep.batch_size = p->batch_size, ep.channels = s->c, ep.height = s->h, ep.width = s->w;
   ep.seed = p->seed, ep.threads = p->threads, ep.training = 1, ep.loss = tr->loss;
   struct pb_error gpu_err = {{0}};
@@ -184,7 +186,7 @@ static int build_engine(train_run *tr, const train_src *s, struct pb_error *err)
   if (rc == PB_EUNSUPPORTED && left && strcmp(d, "cpu") != 0) {
     snprintf(tr->device_why, sizeof tr->device_why, "no usable GPU for training: %s",
              gpu_err.message);
-    ep.device = "cpu";
+    ep.device = "cpu", ep.dtype = p->dtype;
     rc = pb_engine_new(&ep, &tr->e, err);
   } else if (rc != PB_OK && left && strcmp(d, "cpu") != 0) {
     pb_error_set(err, rc, "%s", gpu_err.message);

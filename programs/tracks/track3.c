@@ -88,6 +88,20 @@ static void state_free(t3_state *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* The training target: seeded class labels (the loop measures time, not learning). */
+static int seed_labels(pb_run_ctx *c, t3_state *s, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb_engine_tensor_new(s->engine, PB_TENSOR_TARGET, &s->target, err));
+  size_t n = pb_tensor_bytes(s->target) / sizeof(int32_t);
+  int32_t *labels = calloc(n, sizeof *labels);
+  pb_rng rng;
+  pb_rng_init(&rng, c->p.seed);
+  for (size_t i = 0; labels != NULL && i < n; i++) labels[i] = (int32_t)pb_rng_below(&rng, 10);
+  int rc = labels ? pb_tensor_write(s->target, labels, n * sizeof *labels, err)
+                  : pb_error_set(err, PB_ENOMEM, "out of memory");
+  free(labels);
+  return rc;
+}
+
 static int state_new(pb_run_ctx *c, const pb_image_meta *m, int bs, t3_state *s, struct pb_error *err) {
   memset(s, 0, sizeof *s);
   if (c->p.emulate_ms > 0) return PB_OK;
@@ -107,20 +121,7 @@ static int state_new(pb_run_ctx *c, const pb_image_meta *m, int bs, t3_state *s,
   int rc = pb_engine_new(&ep, &s->engine, err);
   if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_INPUT, &s->in, err);
   if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_OUTPUT, &s->out, err);
-  if (rc == PB_OK && c->p.train) {
-    rc = pb_engine_tensor_new(s->engine, PB_TENSOR_TARGET, &s->target, err);
-    if (rc == PB_OK) {
-      /* Seeded class labels: the loop measures time, not learning. */
-      size_t n = pb_tensor_bytes(s->target) / sizeof(int32_t);
-      int32_t *labels = calloc(n, sizeof *labels);
-      pb_rng rng;
-      pb_rng_init(&rng, c->p.seed);
-      for (size_t i = 0; labels != NULL && i < n; i++) labels[i] = (int32_t)pb_rng_below(&rng, 10);
-      rc = labels ? pb_tensor_write(s->target, labels, n * sizeof *labels, err)
-                  : pb_error_set(err, PB_ENOMEM, "out of memory");
-      free(labels);
-    }
-  }
+  if (rc == PB_OK && c->p.train) rc = seed_labels(c, s, err);
   if (rc != PB_OK) state_free(s);
   return rc;
 }
@@ -136,8 +137,10 @@ static int state_new_gpu(pb_run_ctx *c, const char *device, int bs, t3_state *s,
   ep.dtype = c->p.dtype ? c->p.dtype : "bfloat16";
   ep.batch_size = bs;
   ep.seed = c->p.seed;
+  ep.training = c->p.train; /* the cuda engine's own training step */
   int rc = pb_engine_new(&ep, &s->engine, err);
   if (rc == PB_OK) rc = pb_engine_tensor_new(s->engine, PB_TENSOR_OUTPUT, &s->out, err);
+  if (rc == PB_OK && c->p.train) rc = seed_labels(c, s, err);
   s->h2d_cap = (int64_t)c->p.steps + 1;
   if (rc == PB_OK && ((s->h2d_s = calloc((size_t)s->h2d_cap, sizeof *s->h2d_s)) == NULL ||
                       (s->spans = calloc((size_t)s->h2d_cap, sizeof *s->spans)) == NULL))
@@ -164,7 +167,8 @@ static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_erro
                           five ? b->shape[2] : 1, b->shape[five ? 3 : 2], b->shape[five ? 4 : 3],
                           s->mean, s->std, NULL, NULL};
     int64_t ns = 0;
-    PB_RETURN_NOT_OK(pb_engine_forward_native(s->engine, &nb, s->out, &ns, err));
+    if (c->p.train) PB_RETURN_NOT_OK(pb_engine_train_native(s->engine, &nb, s->target, 0.01f, &ns, err));
+    else PB_RETURN_NOT_OK(pb_engine_forward_native(s->engine, &nb, s->out, &ns, err));
     s->h2d_ns += ns;
     if (s->h2d_n < s->h2d_cap) s->h2d_s[s->h2d_n] = (double)ns / 1e9;
     s->h2d_bytes += (int64_t)b->nbytes;
@@ -504,9 +508,8 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
 }
 
 /* The device track 3 computes on: p->device, where "auto" (NULL, the default) takes cuda when an
- * engine can run there. A training loop left to auto runs on the cpu, as the cuda engine runs
- * inference only; why (may be NULL) then says so, or why auto found no usable GPU ("" when it
- * did, or the device was named). */
+ * engine can run there (training too: the cuda engine has its own training step); why (may be
+ * NULL) says why auto found no usable GPU ("" when it did, or the device was named). */
 static int t3_device(const pb_run_params *p, const char **device, char *why, size_t why_len,
                      struct pb_error *err) {
   char reason[640] = "", st[512] = "";
@@ -516,14 +519,6 @@ static int t3_device(const pb_run_params *p, const char **device, char *why, siz
                         pb_engine_device_list());
   if (strcmp(d, "cpu") != 0 && pb_engine_device_status(d, st, sizeof st) != 0)
     return pb_error_set(err, PB_EUNSUPPORTED, "track 3: device %s is unavailable here: %s", d, st);
-  if (strcmp(d, "cpu") != 0 && p->train && p->emulate_ms <= 0) {
-    if (!pb__device_is_auto(p->device))
-      return pb_error_set(err, PB_EUNSUPPORTED, "track 3: --train runs on cpu only (the %s engine "
-                          "runs inference)", d);
-    snprintf(reason, sizeof reason, "no usable GPU for training: the %s engine runs inference only",
-             d);
-    d = "cpu";
-  }
   if (why != NULL && why_len > 0) snprintf(why, why_len, "%s", reason);
   *device = d;
   return PB_OK;

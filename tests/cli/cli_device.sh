@@ -66,4 +66,15 @@ m = json.load(open(sys.argv[1]))
 assert m["device"] == "cpu" and m["device_note"].startswith("no usable GPU: "), m
 PY
 then pass; else fail "train metrics name the cpu and why"; fi
+
+# training on a named GPU that is not there: one line saying why, exit 2, no metrics written
+run timeout $lim $nogpu "$pb" train --device cuda --model resnet50 --num-images 8 --batch-size 4 \
+  --metrics-out "$work/mc.json"
+expect_rc 2 "train --device cuda without a usable GPU"
+expect_err "device cuda is unavailable here: PIPEBENCH_CUDA_MODULE=" "train says why cuda is unusable"
+[[ $(grep -c . <<<"$errout") == 1 ]] && pass || fail "one line, not $(grep -c . <<<"$errout"): $errout"
+[[ ! -e $work/mc.json ]] && pass || fail "a refused train writes no metrics"
+run timeout $lim $nogpu "$pb" run "${small[@]}" --out "$work/rt" --tracks 3 --device cuda --train
+expect_rc 2 "track 3 --train --device cuda without a usable GPU"
+expect_err "track 3: device cuda is unavailable here: PIPEBENCH_CUDA_MODULE=" "says why, as for inference"
 finish

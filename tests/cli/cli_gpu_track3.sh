@@ -4,8 +4,8 @@
 # (batch x steps / (device_time_mean x steps), 1% for timer resolution), no step shorter than
 # half a step's device time (a step ends when its work ends on the device), and images/s no more
 # than batch / mean step time (the steps lie inside the window). --device auto (the default)
-# takes the GPU and says so; a --train loop left to auto runs on the cpu and says why; infer and
-# train say which device they used.
+# takes the GPU and says so; a --train loop trains there with the cuda engine's own step, its rows
+# held to the same rules; infer and train say which device they used.
 . "$(dirname "$0")/lib.sh"
 pb=${PB_CLI:?}
 py=${PB_PYTHON:-/usr/bin/python3}
@@ -14,11 +14,8 @@ lim=400
 run "$pb" gen --out "$work/ds" --rows 320 --size 100x100 --formats raw,tiff
 expect_rc 0 "gen 320 images"
 
-run timeout $lim "$pb" run --data "$work/ds" --out "$work/r" --tracks 3 --model resnet50 \
-  --t3-batch 64 --t3-workers 2 --steps 24 --repeats 2 --no-peer
-expect_rc 0 "track 3 with resnet50 on the default device"
-expect_err "^run: device: cuda \(" "auto takes the GPU and names it"
-if "$py" - "$work/r/data/pipebench_track3.csv" <<'PY'
+honest() {
+"$py" - "$1" "$2" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
 bad = []
@@ -34,14 +31,22 @@ for r in rows:
     if not ips <= bound * 1.01: bad.append(("images/s over the device bound", ips, bound))
     if not f("step_time_min") >= 0.5 * dev: bad.append(("step shorter than its work", f("step_time_min"), dev))
     if not ips <= b / f("step_time_mean") * 1.0001: bad.append(("images/s over batch / step", ips))
+    if r["mode"] != sys.argv[2]: bad.append(("mode", r["mode"]))
 assert rows and not bad, bad
 PY
-then pass; else fail "track 3 GPU rows are honest"; fi
+}
 
-run timeout $lim "$pb" run --data "$work/ds" --out "$work/rt" --tracks 3 --model embed \
-  --t3-batch 4 --steps 3 --repeats 1 --train --formats raw --no-peer
+run timeout $lim "$pb" run --data "$work/ds" --out "$work/r" --tracks 3 --model resnet50 \
+  --t3-batch 64 --t3-workers 2 --steps 24 --repeats 2 --no-peer
+expect_rc 0 "track 3 with resnet50 on the default device"
+expect_err "^run: device: cuda \(" "auto takes the GPU and names it"
+honest "$work/r/data/pipebench_track3.csv" inference && pass || fail "track 3 GPU rows are honest"
+
+run timeout $lim "$pb" run --data "$work/ds" --out "$work/rt" --tracks 3 --model resnet50 \
+  --t3-batch 32 --t3-workers 2 --steps 8 --repeats 1 --train --formats raw --no-peer
 expect_rc 0 "track 3 --train left to auto"
-expect_err "^run: track 3: device: cpu \(no usable GPU for training: " "says training runs on the cpu"
+expect_err "^run: device: cuda \(" "training takes the GPU too"
+honest "$work/rt/data/pipebench_track3.csv" train && pass || fail "track 3 GPU training rows are honest"
 
 run timeout $lim "$pb" infer --batch-sizes 8 --iterations 3 --warmup 1 --output-dir "$work/inf"
 expect_rc 0 "infer on the default device"
@@ -49,5 +54,16 @@ expect_out "^device: cuda " "infer takes the GPU"
 
 run timeout $lim "$pb" train --num-images 8 --batch-size 4 --threads 2 --metrics-out "$work/m.json"
 expect_rc 0 "train on the default device"
-expect_out "^device: cpu \(no usable GPU for training: " "train says why it runs on the cpu"
+expect_out "^device: cuda " "train takes the GPU"
+
+run timeout $lim "$pb" train --device cuda --model resnet50 --num-images 64 --batch-size 32 \
+  --metrics-out "$work/mr.json"
+expect_rc 0 "train resnet50 on cuda"
+expect_out "^device: cuda .*model resnet50" "train names the GPU and the model"
+if "$py" - "$work/mr.json" <<'PY'
+import json, math, sys
+m = json.load(open(sys.argv[1]))
+assert m["device"] == "cuda" and m["steps"] == 2 and math.isfinite(m["final_loss"]), m
+PY
+then pass; else fail "train resnet50 metrics: cuda, 2 steps, a finite loss"; fi
 finish

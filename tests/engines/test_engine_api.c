@@ -35,6 +35,19 @@ int main(void) {
   printf("bfloat16: %s\n", rc == 0 ? "supported" : err.message);
   CHECK(strcmp(pb_engine_resolve_device("auto"), "cpu") == 0);
   CHECK_EQ(pb_engine_model_count(), 3);
+  { /* SGD's momentum and weight decay: range-checked; cuda only (the cpu runs plain SGD) */
+    pb_engine_params p = PB_ENGINE_PARAMS_DEFAULTS;
+    p.training = 1, p.device = "cpu", p.momentum = 1.5f;
+    pb_engine *e = NULL;
+    CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EINVAL);
+    CHECK(strstr(err.message, "momentum") != NULL);
+    p.momentum = 0.9f;
+    CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
+    printf("momentum on cpu: %s\n", err.message);
+    p.momentum = 0.0f, p.weight_decay = 1e-4f;
+    CHECK_EQ(pb_engine_new(&p, &e, &err), PB_EUNSUPPORTED);
+    CHECK(e == NULL);
+  }
 
   /* model facts: torchvision's parameter counts; FLOPs as 2 x multiply-adds */
   struct {

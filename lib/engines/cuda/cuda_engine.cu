@@ -27,6 +27,7 @@
 #include "engines/cuda/cuda_input.h"
 #include "engines/cuda/cuda_kernels.cuh"
 #include "engines/cuda/cuda_shared.h"
+#include "engines/cuda/cuda_train.h"
 
 using namespace pbk;
 
@@ -151,6 +152,7 @@ struct cu_engine {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t gexec = NULL;
   int n_fused = 0, n_convs = 0;
+  pbc_train *train = NULL; /* a training engine (cuda_train.cu) instead of the steps above */
 };
 
 static int grid_for(int64_t n) {
@@ -847,6 +849,7 @@ static void cu_destroy(pb_engine *e) {
   if (o->st) cudaStreamSynchronize(o->st);
   if (o->gexec) cudaGraphExecDestroy(o->gexec);
   if (o->graph) cudaGraphDestroy(o->graph);
+  pbc_train_free(o->train);
   for (cu_mm *m : o->mms) {
     if (m->a) cublasLtMatrixLayoutDestroy(m->a);
     if (m->b) cublasLtMatrixLayoutDestroy(m->b);
@@ -952,10 +955,6 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
 }
 
 static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
-  if (e->training)
-    return pbc_err(err, PB_EUNSUPPORTED,
-                   "training on cuda is not implemented (the cuda backend runs inference only; "
-                   "train on cpu)");
   const char *dt = e->info.dtype;
   cu_engine *o = new cu_engine();
   if (strcmp(dt, "float32") == 0) o->dt = DT_F32, o->es = 4;
@@ -1002,24 +1001,31 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
     cublasStatus_t s = cublasLtCreate(&o->lt);
     if (s != CUBLAS_STATUS_SUCCESS) rc = lt_err(err, s, "handle");
   }
-  if (rc == 0) rc = compile(o, e, g, err);
+  if (rc == 0 && e->training) rc = pbc_train_new(e, g, o->st, o->dnn, o->lt, &o->train, err);
+  else if (rc == 0) rc = compile(o, e, g, err);
   if (rc != 0) {
     cu_destroy(e);
     return rc;
   }
   e->info.compile_ms = (double)(pbc_now_ns() - t0) / 1e6;
-  e->info.bytes_weights = o->bytes_w;
-  e->info.bytes_activations = o->bytes_act;
-  e->info.bytes_scratch = o->bytes_scratch;
+  if (o->train == NULL) {
+    e->info.bytes_weights = o->bytes_w;
+    e->info.bytes_activations = o->bytes_act;
+    e->info.bytes_scratch = o->bytes_scratch;
+  }
   pb__cuda_device d;
   memset(&d, 0, sizeof d);
   if (pbc_device_probe(&d, NULL) == 0) {
     snprintf(e->info.device_name, sizeof e->info.device_name, "%s", d.name);
     pbc_engine_versions(e, &d);
   }
-  snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s, fused %d/%d%s", d.cc_major, d.cc_minor,
-           o->use_graph ? ", cuda graph" : "", o->n_fused, o->n_convs,
-           o->dt == DT_TF32 ? ", tf32" : o->dt == DT_F32 ? ", no tf32" : "");
+  if (o->train != NULL)
+    snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d, training%s", d.cc_major, d.cc_minor,
+             o->dt == DT_F32 ? ", no tf32" : ", bf16 autocast");
+  else
+    snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s, fused %d/%d%s", d.cc_major, d.cc_minor,
+             o->use_graph ? ", cuda graph" : "", o->n_fused, o->n_convs,
+             o->dt == DT_TF32 ? ", tf32" : o->dt == DT_F32 ? ", no tf32" : "");
   return 0;
 }
 
@@ -1027,6 +1033,12 @@ static int cu_forward(pb_engine *e, const void *input, void *output, struct pb_e
   cu_engine *o = (cu_engine *)e->impl;
   CU(cudaSetDevice(o->dev), "select device"); /* kernels go to the stream's device */
   CU(cudaEventRecord(o->fwd0, o->st), "event");
+  if (o->train != NULL) {
+    PB_RETURN_NOT_OK(pbc_train_forward(o->train, input, output, err));
+    CU(cudaEventRecord(o->fwd1, o->st), "event");
+    o->fwd_recorded = 1;
+    return 0;
+  }
   int64_t nin = o->N * o->cp0 * o->h0 * o->w0;
   void *x0 = o->x0;
   BY_DTYPE(o->dt, T, (k_nchw_to_nhwc<<<grid_for(nin), 256, 0, o->st>>>(
@@ -1083,12 +1095,29 @@ static int cu_read(pb_engine *e, void *dst, const void *src, size_t bytes, struc
 static int cu_sync(pb_engine *e, struct pb_error *err) {
   cu_engine *o = (cu_engine *)e->impl;
   CU(cudaStreamSynchronize(o->st), "synchronize");
+  if (o->train != NULL) return pbc_train_check(o->train, err); /* labels of the queued steps */
   return 0;
 }
+/* The step's device time (pb_engine_forward_time) lies between the forward events. */
 static int cu_train_step(pb_engine *e, const void *input, const void *target, float lr,
                          float *loss, struct pb_error *err) {
-  (void)e, (void)input, (void)target, (void)lr, (void)loss;
-  return pbc_err(err, PB_EUNSUPPORTED, "training on cuda is not implemented");
+  cu_engine *o = (cu_engine *)e->impl;
+  if (o->train == NULL) return pbc_err(err, PB_ESTATE, "engine was built without training");
+  CU(cudaSetDevice(o->dev), "select device");
+  CU(cudaEventRecord(o->fwd0, o->st), "event");
+  PB_RETURN_NOT_OK(pbc_train_step(o->train, input, target, lr, NULL, err));
+  CU(cudaEventRecord(o->fwd1, o->st), "event");
+  o->fwd_recorded = 1;
+  if (loss != NULL) { /* read after the end event, so the step's time holds no copy back */
+    PB_RETURN_NOT_OK(pbc_train_step_loss(o->train, loss, err));
+  }
+  return 0;
+}
+static int cu_train_param(pb_engine *e, int i, char *name, size_t name_len, int64_t *count,
+                          float *value, float *grad, struct pb_error *err) {
+  cu_engine *o = (cu_engine *)e->impl;
+  if (o->train == NULL) return pbc_err(err, PB_ESTATE, "engine was built without training");
+  return pbc_train_param(o->train, i, name, name_len, count, value, grad, err);
 }
 
 cudaStream_t pbc_engine_stream(pb_engine *e) { return e->impl ? ((cu_engine *)e->impl)->st : NULL; }
@@ -1102,4 +1131,5 @@ extern "C" const pb__engine_vtable pbc_backend = {
     /* the data path (cuda_input.cu) */
     &pbc_pinned_allocator, pbc_forward_native, pbc_copy_in, pbc_native_release, pbc_device_mark,
     pbc_device_spans, cu_forward_time,
+    pbc_train_native, cu_train_param,
 };

@@ -273,8 +273,10 @@ static size_t dtype_size(pb_dtype d) {
   }
 }
 
-int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, int64_t *h2d_ns,
-                       struct pb_error *err) {
+/* forward_native and train_native: the copy and conversion, then a forward into output or a
+ * training step against target, between the ring's events. */
+static int native_run(pb_engine *e, const pb_native_batch *in, void *output, const void *target,
+                      float lr, int64_t *h2d_ns, struct pb_error *err) {
   size_t bytes = (size_t)(in->n * in->c * in->z * in->h * in->w) * dtype_size(in->dtype);
   native_state *s = NULL;
   PB_RETURN_NOT_OK(state_get(e, bytes, &s, err));
@@ -300,10 +302,21 @@ int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, in
   }
   CUN(cudaGetLastError(), "input conversion");
   CUN(cudaEventRecord(s->consumed[k], st), "event");
-  PB_RETURN_NOT_OK(e->vt->forward(e, s->input, output, err));
+  if (target != NULL) PB_RETURN_NOT_OK(e->vt->train_step(e, s->input, target, lr, NULL, err));
+  else PB_RETURN_NOT_OK(e->vt->forward(e, s->input, output, err));
   CUN(cudaEventRecord(s->busy1[bk], st), "event");
   s->issued++;
   return copy_wait(s, k, h2d_ns, err);
+}
+
+int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, int64_t *h2d_ns,
+                       struct pb_error *err) {
+  return native_run(e, in, output, NULL, 0.0f, h2d_ns, err);
+}
+
+int pbc_train_native(pb_engine *e, const pb_native_batch *in, const void *target, float lr,
+                     int64_t *h2d_ns, struct pb_error *err) {
+  return native_run(e, in, NULL, target, lr, h2d_ns, err);
 }
 
 int pbc_copy_in(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct pb_error *err) {

@@ -15,6 +15,9 @@ extern const pb_allocator pbc_pinned_allocator;
 /* pb__engine_vtable's forward_native, copy_in and native_release for the cuda backend. */
 int pbc_forward_native(pb_engine *e, const pb_native_batch *in, void *output, int64_t *h2d_ns,
                        struct pb_error *err);
+/* pb__engine_vtable's train_native: the same data path into a training step. */
+int pbc_train_native(pb_engine *e, const pb_native_batch *in, const void *target, float lr,
+                     int64_t *h2d_ns, struct pb_error *err);
 int pbc_copy_in(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct pb_error *err);
 void pbc_native_release(pb_engine *e);
 /* pb__engine_vtable's device_mark and device_spans: the device window of forward_native. */

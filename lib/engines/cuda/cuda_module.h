@@ -15,7 +15,7 @@ extern "C" {
 
 /* Bumped whenever this header, pb__engine_vtable, struct pb_engine or pb_engine_info change:
  * a module of another ABI is refused rather than run on mismatched structs. */
-#define PB__CUDA_ABI 5
+#define PB__CUDA_ABI 6
 #define PB__CUDA_ENTRY "pb_cuda_module_open"
 #define PB__CUDA_MODULE_FILE "libpipebench-cuda.so"
 

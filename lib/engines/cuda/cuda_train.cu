@@ -1,0 +1,1050 @@
+/* The CUDA training step: a layer graph (engines/graph.h) compiled once, for one batch size,
+ * into a forward pass that keeps what the backward pass needs, a float32 loss, the backward
+ * pass and an SGD update, all queued on the engine's stream and, from the second step on,
+ * replayed as one CUDA graph.
+ *
+ * Precision as torch autocast does it: convolutions and matrix products take bfloat16 operands
+ * with float32 accumulation; batch norm keeps float32 statistics and parameters over bfloat16
+ * activations; logits, softmax, loss and their gradient are float32; master weights, momentum
+ * and the update are float32, and a bfloat16 copy of each weight is written by the update for
+ * the next forward. dtype float32 runs everything in float32 without TF32 (the reference the
+ * gradient tests compare with).
+ *
+ * Layers: convolution (cuDNN's legacy API: forward, backward data, backward filter, NHWC),
+ * batch norm in training mode (batch statistics, running averages with momentum 0.1 and the
+ * unbiased variance, as torch), ReLU, residual add, max pool, global average pool, linear
+ * (cuBLASLt) as the last layer. Every forward tensor is kept; gradients share a pool whose
+ * buffers are reused once their layer's backward has run (planned at creation). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "engines/cuda/cuda_shared.h"
+#include "engines/cuda/cuda_train.h"
+#include "engines/cuda/cuda_train_kernels.cuh"
+
+using namespace pbt;
+
+static int dnn_fail(struct pb_error *err, cudnnStatus_t s, const char *what) {
+  int code = s == CUDNN_STATUS_NOT_SUPPORTED ? PB_EUNSUPPORTED
+             : s == CUDNN_STATUS_ALLOC_FAILED ? PB_ENOMEM
+                                               : PB_EIO;
+  return pbc_err(err, code, "cuDNN %s failed: %s", what, cudnnGetErrorString(s));
+}
+static int lt_fail(struct pb_error *err, cublasStatus_t s, const char *what) {
+  return pbc_err(err, s == CUBLAS_STATUS_ALLOC_FAILED ? PB_ENOMEM : PB_EIO,
+                 "cuBLASLt %s failed: status %d", what, (int)s);
+}
+#define TCU(call, what)                                                                        \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess) return pbc_cuda_err(err, e_, what);                                 \
+  } while (0)
+#define TDNN(call, what)                                                                       \
+  do {                                                                                         \
+    cudnnStatus_t s_ = (call);                                                                 \
+    if (s_ != CUDNN_STATUS_SUCCESS) return dnn_fail(err, s_, what);                            \
+  } while (0)
+#define TLT(call, what)                                                                        \
+  do {                                                                                         \
+    cublasStatus_t s_ = (call);                                                                \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return lt_fail(err, s_, what);                            \
+  } while (0)
+
+typedef std::function<int(struct pb_error *)> ct_step;
+
+/* A parameter: float32 master weights, momentum, gradient, and the compute-type copy. */
+struct ct_param {
+  char name[96];
+  int64_t n = 0;
+  float *w = NULL, *mom = NULL;
+  void *grad = NULL; /* float, or T when grad_t */
+  int grad_t = 0;
+  void *wc = NULL;   /* weights in T for the forward (NULL: w itself is used) */
+  int learnable = 1;
+  /* a convolution's weights are held KRSC with input channels padded to cp (torch: KCRS) */
+  int conv = 0;
+  int64_t K = 0, C = 0, k = 0, cp = 0;
+};
+
+/* A tensor of the forward pass and, during the backward pass, its gradient. */
+struct ct_val {
+  void *y = NULL;
+  void *dy = NULL;
+  int pool = -1;     /* the gradient's pool buffer */
+  int written = 0;   /* the backward plan has written its gradient once (later ones add) */
+  int64_t per = 0;   /* values per image */
+  int c = 0, h = 0, w = 0;
+};
+
+struct ct_lt { /* one cuBLASLt product */
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
+  cublasLtMatmulAlgo_t algo;
+};
+
+struct ct_buf {
+  void *p;
+  size_t size;
+  int busy;
+};
+
+struct ct_engine {
+  int dev = 0, f32 = 0;
+  size_t es = 2;
+  int64_t N = 1;
+  cudaStream_t st = NULL;
+  cudnnHandle_t dnn = NULL;
+  cublasLtHandle_t lt = NULL;
+  cudnnDataType_t cdt = CUDNN_DATA_BFLOAT16;
+  cudaDataType_t bdt = CUDA_R_16BF;
+  void *ws = NULL, *ltws = NULL;
+  size_t ws_size = 0, ltws_size = 0;
+  std::vector<std::pair<void *, size_t>> allocs;
+  int64_t bytes_w = 0, bytes_act = 0, bytes_scratch = 0;
+  std::vector<ct_param> params;
+  std::vector<ct_val> vals;
+  std::vector<int> cur; /* graph tensor id -> current value */
+  std::vector<ct_buf> pool;
+  std::vector<ct_step> fwd, bwd;
+  std::vector<std::string> fwd_labels, bwd_labels; /* per step (PB_CUDA_PROFILE) */
+  std::vector<std::function<int(struct pb_error *)>> bwd_plan; /* built in forward order */
+  std::vector<cudnnTensorDescriptor_t> tds;
+  std::vector<cudnnFilterDescriptor_t> fds;
+  std::vector<cudnnConvolutionDescriptor_t> cds;
+  std::vector<ct_lt *> lts;
+  std::map<std::string, int> algo_fwd, algo_bwd_data, algo_bwd_filter;
+  float *part0 = NULL, *part1 = NULL; /* column-sum partials */
+  size_t part_count = 0;
+  float *logits = NULL, *dl32 = NULL, *loss_rows = NULL, *loss = NULL, *lr = NULL;
+  void *dlt = NULL;
+  int32_t *labels = NULL;
+  float *target_f = NULL; /* mse targets */
+  int *bad = NULL;        /* a label out of range: its row + 1 */
+  float *host = NULL;     /* pinned: loss, bad flag */
+  int64_t K = 0;          /* outputs */
+  int mse = 0;
+  int c0 = 0, cp0 = 0, h0 = 0, w0 = 0;
+  void *x0 = NULL;
+  float momentum = 0.f, weight_decay = 0.f;
+  float bn_momentum = 0.1f; /* 0 while a plain forward runs: running averages stay */
+  sgd_param *sgd_dev = NULL;
+  int n_sgd = 0;
+  int64_t sgd_max = 0;
+  int use_graph = 1, steps_done = 0;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t gexec = NULL;
+};
+
+static int grid_of(int64_t n) {
+  int64_t b = (n + 255) / 256;
+  return (int)(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+static int kcheck(struct pb_error *err, const char *what) {
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? 0 : pbc_cuda_err(err, e, what);
+}
+
+static void *talloc(ct_engine *o, size_t n, int64_t *counter, struct pb_error *err, int *rc) {
+  void *p = NULL;
+  if (n == 0) n = 256;
+  cudaError_t e = cudaMalloc(&p, n);
+  if (e != cudaSuccess) {
+    char what[96];
+    snprintf(what, sizeof what, "training: cudaMalloc of %.1f MiB", (double)n / 1048576.0);
+    *rc = pbc_cuda_err(err, e, what);
+    return NULL;
+  }
+  cudaMemset(p, 0, n);
+  o->allocs.push_back(std::make_pair(p, n));
+  *counter += (int64_t)n;
+  return p;
+}
+#define TALLOC(dst, type, bytes, counter)                                                      \
+  do {                                                                                         \
+    int rc_ = 0;                                                                               \
+    (dst) = (type)talloc(o, (bytes), (counter), err, &rc_);                                    \
+    if ((dst) == NULL) return rc_;                                                             \
+  } while (0)
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+template <typename T> static void host_to_t(const float *src, std::vector<unsigned char> &dst, int64_t n);
+template <> void host_to_t<float>(const float *src, std::vector<unsigned char> &dst, int64_t n) {
+  dst.resize((size_t)n * 4);
+  memcpy(dst.data(), src, (size_t)n * 4);
+}
+template <>
+void host_to_t<__nv_bfloat16>(const float *src, std::vector<unsigned char> &dst, int64_t n) {
+  dst.resize((size_t)n * 2);
+  for (int64_t i = 0; i < n; i++) {
+    __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
+    memcpy(&dst[(size_t)i * 2], &v, 2);
+  }
+}
+
+/* Adds a parameter from host values (already in the device layout). compute: also a T copy for
+ * the forward, and the gradient in T (cuDNN's filter gradient). */
+template <typename T>
+static int param_add(ct_engine *o, const char *name, const float *v, int64_t n, int learnable,
+                     int compute, int *id, struct pb_error *err) {
+  ct_param p;
+  snprintf(p.name, sizeof p.name, "%s", name);
+  p.n = n;
+  p.learnable = learnable;
+  TALLOC(p.w, float *, (size_t)n * 4, &o->bytes_w);
+  TCU(cudaMemcpy(p.w, v, (size_t)n * 4, cudaMemcpyHostToDevice), "weight upload");
+  if (learnable) {
+    TALLOC(p.mom, float *, (size_t)n * 4, &o->bytes_w);
+    p.grad_t = compute && sizeof(T) != 4;
+    TALLOC(p.grad, void *, (size_t)n * (p.grad_t ? sizeof(T) : 4), &o->bytes_act);
+    if (compute && sizeof(T) != 4) {
+      std::vector<unsigned char> h;
+      host_to_t<T>(v, h, n);
+      TALLOC(p.wc, void *, h.size(), &o->bytes_w);
+      TCU(cudaMemcpy(p.wc, h.data(), h.size(), cudaMemcpyHostToDevice), "weight upload");
+    }
+  }
+  o->params.push_back(p);
+  *id = (int)o->params.size() - 1;
+  return 0;
+}
+
+static void *pw(ct_engine *o, int id) { /* the weights the forward reads */
+  ct_param &p = o->params[(size_t)id];
+  return p.wc != NULL ? p.wc : (void *)p.w;
+}
+
+/* ---- values and the gradient pool ------------------------------------------------------- */
+
+static int val_new(ct_engine *o, int c, int h, int w, size_t es, struct pb_error *err, int *id) {
+  ct_val v;
+  v.c = c, v.h = h, v.w = w;
+  v.per = (int64_t)c * h * w;
+  TALLOC(v.y, void *, (size_t)(o->N * v.per) * es, &o->bytes_act);
+  o->vals.push_back(v);
+  *id = (int)o->vals.size() - 1;
+  return 0;
+}
+
+static int pool_get(ct_engine *o, size_t size, struct pb_error *err) {
+  int best = -1;
+  for (int i = 0; i < (int)o->pool.size(); i++)
+    if (!o->pool[(size_t)i].busy && o->pool[(size_t)i].size >= size &&
+        (best < 0 || o->pool[(size_t)i].size < o->pool[(size_t)best].size))
+      best = i;
+  if (best >= 0) {
+    o->pool[(size_t)best].busy = 1;
+    return best;
+  }
+  int rc = 0;
+  void *p = talloc(o, size, &o->bytes_act, err, &rc);
+  if (p == NULL) return rc;
+  o->pool.push_back(ct_buf{p, size, 1});
+  return (int)o->pool.size() - 1;
+}
+
+/* The gradient buffer of value v (taken from the pool on first use). */
+static int grad_of(ct_engine *o, int v, struct pb_error *err) {
+  ct_val &x = o->vals[(size_t)v];
+  if (x.dy != NULL) return 0;
+  int b = pool_get(o, (size_t)(o->N * x.per) * o->es, err);
+  if (b < 0) return b;
+  o->vals[(size_t)v].pool = b;
+  o->vals[(size_t)v].dy = o->pool[(size_t)b].p;
+  return 0;
+}
+
+static void grad_done(ct_engine *o, int v) {
+  ct_val &x = o->vals[(size_t)v];
+  if (x.pool >= 0) o->pool[(size_t)x.pool].busy = 0;
+}
+
+/* ---- convolution ------------------------------------------------------------------------- */
+
+static int tdesc(ct_engine *o, cudnnTensorDescriptor_t *d, int64_t n, int c, int h, int w,
+                 struct pb_error *err) {
+  TDNN(cudnnCreateTensorDescriptor(d), "tensor descriptor");
+  o->tds.push_back(*d);
+  TDNN(cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NHWC, o->cdt, (int)n, c, h, w),
+       "tensor descriptor");
+  return 0;
+}
+
+/* Column sums over the M x C tensor in chunks: returns the chunk count and rows per chunk. */
+static void colsum_shape(int64_t M, int C, int *chunks, int64_t *rpc, int *groups) {
+  int cv = C / PBT_VEC, tpr = cv < PBT_THREADS ? cv : PBT_THREADS;
+  *groups = (cv + tpr - 1) / tpr;
+  int64_t want = 1056 / *groups; /* about eight blocks per multiprocessor */
+  int64_t ch = (M + 31) / 32;
+  if (ch > want) ch = want;
+  if (ch < 1) ch = 1;
+  *rpc = (M + ch - 1) / ch;
+  *chunks = (int)((M + *rpc - 1) / *rpc);
+}
+
+static int math_ok(const ct_engine *o, cudnnMathType_t m) {
+  return !o->f32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
+}
+
+/* Convolution op (graph op `op`) with its batch norm (or bias), residual and ReLU. */
+template <typename T>
+static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_first,
+                   struct pb_error *err) {
+  int vin = o->cur[(size_t)op->in];
+  const ct_val xi = o->vals[(size_t)vin];
+  int Cs = xi.c, H = xi.h, W = xi.w, K = (int)op->cout, k = op->k;
+  const pb__tshape &so = g->tensors[op->out];
+  int Ho = (int)so.h, Wo = (int)so.w;
+  int64_t M = o->N * Ho * Wo, total = M * K;
+  if (K % PBT_VEC != 0)
+    return pbc_err(err, PB_EUNSUPPORTED, "training: %s has %d output channels (a multiple of %d "
+                   "is needed)", g->params[op->w].name, K, PBT_VEC);
+  /* weights KRSC, input channels padded to Cs */
+  const float *src = g->params[op->w].data;
+  std::vector<float> wk((size_t)K * k * k * Cs, 0.f);
+  for (int oc = 0; oc < K; oc++)
+    for (int c = 0; c < (int)op->cin; c++)
+      for (int r = 0; r < k; r++)
+        for (int q = 0; q < k; q++)
+          wk[(size_t)(((oc * k + r) * k + q) * Cs + c)] =
+              src[(((int64_t)oc * op->cin + c) * k + r) * k + q];
+  int pwid, pg = -1, pb = -1, pm = -1, pv = -1;
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, wk.data(), (int64_t)wk.size(), 1, 1, &pwid, err));
+  {
+    ct_param &p = o->params[(size_t)pwid];
+    p.conv = 1, p.K = K, p.C = op->cin, p.k = k, p.cp = Cs;
+  }
+  int bn = op->bn_g >= 0;
+  if (bn) {
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_g].name, g->params[op->bn_g].data, K, 1, 0, &pg, err));
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_b].name, g->params[op->bn_b].data, K, 1, 0, &pb, err));
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_m].name, g->params[op->bn_m].data, K, 0, 0, &pm, err));
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_v].name, g->params[op->bn_v].data, K, 0, 0, &pv, err));
+  } else if (op->b >= 0) {
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, K, 1, 0, &pb, err));
+  }
+  int vz, va;
+  PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &vz));
+  PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &va));
+  int vres = op->res >= 0 ? o->cur[(size_t)op->res] : -1;
+  o->cur[(size_t)op->out] = va;
+  float *mean = NULL, *invstd = NULL, *co_f = NULL, *co_b = NULL;
+  if (bn) {
+    TALLOC(mean, float *, (size_t)K * 4, &o->bytes_act);
+    TALLOC(invstd, float *, (size_t)K * 4, &o->bytes_act);
+    TALLOC(co_f, float *, (size_t)K * 2 * 4, &o->bytes_act);
+    TALLOC(co_b, float *, (size_t)K * 3 * 4, &o->bytes_act);
+  }
+  if (total >= ((int64_t)1 << 31) || o->N * H * W * Cs >= ((int64_t)1 << 31))
+    return pbc_err(err, PB_EUNSUPPORTED, "training: %s's activations hold 2^31 values or more "
+                   "(batch %lld is too large for it)", g->params[op->w].name, (long long)o->N);
+  int chunks, groups;
+  int64_t rpc;
+  colsum_shape(M, K, &chunks, &rpc, &groups);
+  if ((size_t)chunks * K > o->part_count) return pbc_err(err, PB_EINVAL, "partials too small");
+  /* descriptors */
+  cudnnTensorDescriptor_t xd, yd;
+  PB_RETURN_NOT_OK(tdesc(o, &xd, o->N, Cs, H, W, err));
+  PB_RETURN_NOT_OK(tdesc(o, &yd, o->N, K, Ho, Wo, err));
+  cudnnFilterDescriptor_t fd;
+  TDNN(cudnnCreateFilterDescriptor(&fd), "filter descriptor");
+  o->fds.push_back(fd);
+  TDNN(cudnnSetFilter4dDescriptor(fd, o->cdt, CUDNN_TENSOR_NHWC, K, Cs, k, k), "filter descriptor");
+  cudnnConvolutionDescriptor_t cd;
+  TDNN(cudnnCreateConvolutionDescriptor(&cd), "convolution descriptor");
+  o->cds.push_back(cd);
+  TDNN(cudnnSetConvolution2dDescriptor(cd, op->pad, op->pad, op->stride, op->stride, 1, 1,
+                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+       "convolution descriptor");
+  cudnnMathType_t math = o->f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  TDNN(cudnnSetConvolutionMathType(cd, math), "convolution math type");
+  char key[160];
+  snprintf(key, sizeof key, "%lld %d %d %d %d %d %d %d", (long long)o->N, Cs, H, W, K, k,
+           op->stride, op->pad);
+  void *x = xi.y, *z = o->vals[(size_t)vz].y, *a = o->vals[(size_t)va].y;
+  void *wt = pw(o, pwid);
+  /* forward algorithm, measured on the real buffers */
+  cudnnConvolutionFwdAlgo_t fa;
+  cudnnMathType_t fmath;
+  auto hit = o->algo_fwd.find(key);
+  if (hit != o->algo_fwd.end()) {
+    fa = (cudnnConvolutionFwdAlgo_t)(hit->second & 0xff), fmath = (cudnnMathType_t)(hit->second >> 8);
+  } else {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    TDNN(cudnnFindConvolutionForwardAlgorithmEx(o->dnn, xd, x, fd, wt, cd, yd, z,
+                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, o->ws,
+                                                o->ws_size),
+         "convolution algorithm search");
+    int pick = -1;
+    for (int i = 0; i < n && pick < 0; i++)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= o->ws_size &&
+          math_ok(o, perf[i].mathType))
+        pick = i;
+    if (pick < 0)
+      return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no forward algorithm for %s",
+                     g->params[op->w].name);
+    fa = perf[pick].algo, fmath = perf[pick].mathType;
+    o->algo_fwd[key] = (int)fa | ((int)fmath << 8);
+  }
+  cudnnConvolutionDescriptor_t cdf;
+  TDNN(cudnnCreateConvolutionDescriptor(&cdf), "convolution descriptor");
+  o->cds.push_back(cdf);
+  TDNN(cudnnSetConvolution2dDescriptor(cdf, op->pad, op->pad, op->stride, op->stride, 1, 1,
+                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+       "convolution descriptor");
+  TDNN(cudnnSetConvolutionMathType(cdf, fmath), "convolution math type");
+  ct_engine *oo = o;
+  cudnnHandle_t h = o->dnn;
+  void *ws = o->ws;
+  size_t wss = o->ws_size;
+  cudaStream_t st = o->st;
+  float *p0 = o->part0, *p1 = o->part1;
+  ct_param P = o->params[(size_t)pwid];
+  float *gam = pg >= 0 ? o->params[(size_t)pg].w : NULL;
+  float *bet = pb >= 0 ? o->params[(size_t)pb].w : NULL;
+  float *rm = pm >= 0 ? o->params[(size_t)pm].w : NULL, *rv = pv >= 0 ? o->params[(size_t)pv].w : NULL;
+  int relu = op->act == PB__ACT_RELU;
+  float eps = op->eps;
+  int64_t N = o->N;
+  void *res = vres >= 0 ? o->vals[(size_t)vres].y : NULL;
+  o->fwd.push_back([=](struct pb_error *e2) -> int {
+    float one = 1.f, zero = 0.f;
+    cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, ws, wss, &zero, yd, z);
+    return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution");
+  });
+  o->fwd_labels.push_back("conv_fwd");
+  o->fwd.push_back([=](struct pb_error *e2) -> int {
+    if (bn) {
+      k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
+          0, (const T *)z, NULL, NULL, 0, NULL, NULL, M, K, rpc, p0, p1);
+      k_colsum_finish<<<(K + 31) / 32, dim3(32, 32), 0, st>>>(0, p0, p1, chunks, K, M, eps,
+                                                        oo->bn_momentum, mean, invstd, rm, rv,
+                                                        NULL, NULL, gam, bet, co_f);
+    }
+    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
+        (const T *)z, (T *)a, (const T *)res, bn ? co_f : NULL, bn ? NULL : bet, total, K, relu);
+    return kcheck(e2, "batch norm forward");
+  });
+  o->fwd_labels.push_back(bn ? "bn_relu_fwd" : "bias_relu_fwd");
+  (void)N;
+  /* The backward, planned later in reverse order. */
+  o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
+    struct pb_error *err = e3;
+    PB_RETURN_NOT_OK(grad_of(oo, va, err));
+    void *da = oo->vals[(size_t)va].dy;
+    int bz = pool_get(oo, (size_t)total * sizeof(T), err);
+    if (bz < 0) return bz;
+    void *dz = oo->pool[(size_t)bz].p;
+    void *dres = NULL;
+    int res_add = 0;
+    if (vres >= 0) {
+      PB_RETURN_NOT_OK(grad_of(oo, vres, err));
+      dres = oo->vals[(size_t)vres].dy;
+      res_add = oo->vals[(size_t)vres].written;
+      oo->vals[(size_t)vres].written = 1;
+    }
+    void *dx = NULL;
+    float beta_dx = 0.f;
+    if (!is_first) {
+      PB_RETURN_NOT_OK(grad_of(oo, vin, err));
+      dx = oo->vals[(size_t)vin].dy;
+      beta_dx = oo->vals[(size_t)vin].written ? 1.f : 0.f;
+      oo->vals[(size_t)vin].written = 1;
+    }
+    float *dgam = pg >= 0 ? (float *)oo->params[(size_t)pg].grad : NULL;
+    float *dbet = pb >= 0 ? (float *)oo->params[(size_t)pb].grad : NULL;
+    /* algorithms for the two backward products */
+    cudnnConvolutionBwdFilterAlgo_t bfa;
+    cudnnConvolutionBwdDataAlgo_t bda = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    cudnnMathType_t mf, md = CUDNN_DEFAULT_MATH;
+    auto hf = oo->algo_bwd_filter.find(key);
+    if (hf != oo->algo_bwd_filter.end()) {
+      bfa = (cudnnConvolutionBwdFilterAlgo_t)(hf->second & 0xff), mf = (cudnnMathType_t)(hf->second >> 8);
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      int n = 0;
+      TDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+               oo->dnn, xd, x, yd, dz, cd, fd, P.grad, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+               perf, oo->ws, oo->ws_size),
+           "backward-filter algorithm search");
+      int pick = -1;
+      for (int i = 0; i < n && pick < 0; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= oo->ws_size &&
+            math_ok(oo, perf[i].mathType))
+          pick = i;
+      if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-filter algorithm for %s", P.name);
+      bfa = perf[pick].algo, mf = perf[pick].mathType;
+      oo->algo_bwd_filter[key] = (int)bfa | ((int)mf << 8);
+    }
+    if (!is_first) {
+      auto hd = oo->algo_bwd_data.find(key);
+      if (hd != oo->algo_bwd_data.end()) {
+        bda = (cudnnConvolutionBwdDataAlgo_t)(hd->second & 0xff), md = (cudnnMathType_t)(hd->second >> 8);
+      } else {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        int n = 0;
+        TDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(oo->dnn, fd, wt, yd, dz, cd, xd, dx,
+                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                         &n, perf, oo->ws, oo->ws_size),
+             "backward-data algorithm search");
+        int pick = -1;
+        for (int i = 0; i < n && pick < 0; i++)
+          if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= oo->ws_size &&
+              math_ok(oo, perf[i].mathType))
+            pick = i;
+        if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-data algorithm for %s", P.name);
+        bda = perf[pick].algo, md = perf[pick].mathType;
+        oo->algo_bwd_data[key] = (int)bda | ((int)md << 8);
+      }
+    }
+    cudnnConvolutionDescriptor_t cf, cdd;
+    TDNN(cudnnCreateConvolutionDescriptor(&cf), "convolution descriptor");
+    oo->cds.push_back(cf);
+    TDNN(cudnnSetConvolution2dDescriptor(cf, op->pad, op->pad, op->stride, op->stride, 1, 1,
+                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+         "convolution descriptor");
+    TDNN(cudnnSetConvolutionMathType(cf, mf), "convolution math type");
+    TDNN(cudnnCreateConvolutionDescriptor(&cdd), "convolution descriptor");
+    oo->cds.push_back(cdd);
+    TDNN(cudnnSetConvolution2dDescriptor(cdd, op->pad, op->pad, op->stride, op->stride, 1, 1,
+                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+         "convolution descriptor");
+    TDNN(cudnnSetConvolutionMathType(cdd, md), "convolution math type");
+    int mode = bn ? 1 : 2;
+    int need_sums = bn || dbet != NULL;
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      if (need_sums) {
+        k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
+            mode, (const T *)z, (const T *)da, (const T *)a, relu, mean, invstd, M, K, rpc, p0, p1);
+        k_colsum_finish<<<(K + 31) / 32, dim3(32, 32), 0, st>>>(mode, p0, p1, chunks, K, M, eps, 0.f,
+                                                          mean, invstd, NULL, NULL, dbet, dgam,
+                                                          gam, NULL, co_b);
+      }
+      k_bn_backward<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
+          (const T *)da, (const T *)a, (const T *)z, (T *)dz, (T *)dres, res_add,
+          bn ? co_b : NULL, total, K, relu);
+      return kcheck(e2, "batch norm backward");
+    });
+    oo->bwd_labels.push_back("bn_relu_bwd");
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      float one = 1.f, zero = 0.f;
+      cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, ws, wss,
+                                                       &zero, fd, P.grad);
+      return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward filter");
+    });
+    oo->bwd_labels.push_back("conv_bwd_filter");
+    if (dx != NULL) {
+      oo->bwd.push_back([=](struct pb_error *e2) -> int {
+        float one = 1.f, bd = beta_dx;
+        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, ws, wss,
+                                                       &bd, xd, dx);
+        return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward data");
+      });
+      oo->bwd_labels.push_back("conv_bwd_data");
+    }
+    oo->pool[(size_t)bz].busy = 0;
+    grad_done(oo, va);
+    return 0;
+  });
+  return 0;
+}
+
+/* ---- pooling -------------------------------------------------------------------------------- */
+
+template <typename T>
+static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  int vin = o->cur[(size_t)op->in];
+  const ct_val xi = o->vals[(size_t)vin];
+  int C = xi.c, H = xi.h, W = xi.w;
+  const pb__tshape &so = g->tensors[op->out];
+  int Ho = (int)so.h, Wo = (int)so.w;
+  int gap = op->kind == PB__OP_GAP;
+  if (gap) Ho = Wo = 1;
+  int vo;
+  PB_RETURN_NOT_OK(val_new(o, C, Ho, Wo, sizeof(T), err, &vo));
+  o->cur[(size_t)op->out] = vo;
+  void *x = xi.y, *y = o->vals[(size_t)vo].y;
+  int64_t N = o->N;
+  int k = op->k, s = op->stride, pad = op->pad;
+  uint8_t *arg = NULL;
+  if (!gap) TALLOC(arg, uint8_t *, (size_t)(N * Ho * Wo * C), &o->bytes_act);
+  cudaStream_t st = o->st;
+  o->fwd.push_back([=](struct pb_error *e2) -> int {
+    if (gap)
+      pbk::k_gap<T><<<grid_of(N * C), 256, 0, st>>>((const T *)x, (T *)y, N, C, H * W);
+    else
+      k_maxpool_arg<T><<<grid_of(N * Ho * Wo * C), 256, 0, st>>>((const T *)x, (T *)y, arg, N, C,
+                                                                 H, W, Ho, Wo, k, s, pad);
+    return kcheck(e2, "pooling");
+  });
+  o->fwd_labels.push_back(gap ? "gap" : "maxpool");
+  ct_engine *oo = o;
+  o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
+    struct pb_error *err = e3;
+    PB_RETURN_NOT_OK(grad_of(oo, vo, err));
+    PB_RETURN_NOT_OK(grad_of(oo, vin, err));
+    void *dy = oo->vals[(size_t)vo].dy, *dx = oo->vals[(size_t)vin].dy;
+    int add = oo->vals[(size_t)vin].written;
+    oo->vals[(size_t)vin].written = 1;
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      if (gap)
+        k_gap_backward<T><<<grid_of(N * H * W * C), 256, 0, st>>>((const T *)dy, (T *)dx, add, N,
+                                                                  C, H * W);
+      else
+        k_maxpool_backward<T><<<grid_of(N * H * W * C), 256, 0, st>>>(
+            arg, (const T *)dy, (T *)dx, add, N, C, H, W, Ho, Wo, k, s, pad);
+      return kcheck(e2, "pooling backward");
+    });
+    oo->bwd_labels.push_back(gap ? "gap_bwd" : "maxpool_bwd");
+    grad_done(oo, vo);
+    return 0;
+  });
+  return 0;
+}
+
+/* ---- linear (the last layer: logits in float32) ------------------------------------------- */
+
+/* Column-major D (m x n) = op(A) op(B), A and B in the compute type, D in dtype; bias (length
+ * m, float) through the epilogue when not NULL. */
+static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const float *bias,
+                   struct pb_error *err) {
+  ct_lt *mm = new ct_lt();
+  o->lts.push_back(mm);
+  *out = mm;
+  TLT(cublasLtMatmulDescCreate(&mm->d, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
+  TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
+  if (bias != NULL) {
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias");
+    cudaDataType_t bt = CUDA_R_32F;
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
+  }
+  TLT(cublasLtMatrixLayoutCreate(&mm->a, o->bdt, ta ? k : m, ta ? m : k, lda), "layout A");
+  TLT(cublasLtMatrixLayoutCreate(&mm->b, o->bdt, tb ? n : k, tb ? k : n, ldb), "layout B");
+  TLT(cublasLtMatrixLayoutCreate(&mm->c, dtype, m, n, ldd), "layout D");
+  cublasLtMatmulPreference_t pref;
+  TLT(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  uint64_t wsz = o->ltws_size;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+  cublasLtMatmulHeuristicResult_t r;
+  int nr = 0;
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(o->lt, mm->d, mm->a, mm->b, mm->c, mm->c, pref,
+                                                    1, &r, &nr);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || nr == 0)
+    return pbc_err(err, PB_EUNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld product",
+                   (long long)m, (long long)n, (long long)k);
+  mm->algo = r.algo;
+  return 0;
+}
+
+static int lt_run(ct_engine *o, ct_lt *mm, const void *A, const void *B, void *D,
+                  struct pb_error *err) {
+  float one = 1.f, zero = 0.f;
+  TLT(cublasLtMatmul(o->lt, mm->d, &one, A, mm->a, B, mm->b, &zero, D, mm->c, D, mm->c, &mm->algo,
+                     o->ltws, o->ltws_size, o->st),
+      "matmul");
+  return 0;
+}
+
+template <typename T>
+static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
+  int vin = o->cur[(size_t)op->in];
+  const ct_val xi = o->vals[(size_t)vin];
+  if (op->out != g->output || xi.h * xi.w != 1 || op->act != PB__ACT_NONE || op->res >= 0)
+    return pbc_err(err, PB_EUNSUPPORTED, "training: a linear layer is supported as the last "
+                   "layer, after global pooling (%s)", g->params[op->w].name);
+  int64_t Cin = op->cin, K = op->cout, N = o->N;
+  int pwid, pbid;
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, K * Cin, 1, 1, &pwid, err));
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, K, 1, 0, &pbid, err));
+  ct_param &P = o->params[(size_t)pwid];
+  P.grad_t = 0; /* cuBLASLt writes the weight gradient in float */
+  if (sizeof(T) != 4) { /* it was sized for T: give it a float buffer */
+    TALLOC(P.grad, void *, (size_t)(K * Cin) * 4, &o->bytes_act);
+  }
+  void *wt = pw(o, pwid);
+  float *bias = o->params[(size_t)pbid].w;
+  void *gw = o->params[(size_t)pwid].grad, *gb = o->params[(size_t)pbid].grad;
+  ct_lt *f, *bd, *bw;
+  /* logits^T (K x N) = W (Cin x K col-major)^T X^T (Cin x N) */
+  PB_RETURN_NOT_OK(lt_make(o, &f, 1, 0, K, N, Cin, Cin, Cin, K, CUDA_R_32F, bias, err));
+  /* dX^T (Cin x N) = W (Cin x K) dY^T (K x N) */
+  PB_RETURN_NOT_OK(lt_make(o, &bd, 0, 0, Cin, N, K, Cin, K, Cin, o->bdt, NULL, err));
+  /* dW^T (Cin x K) = X^T (Cin x N) dY (N x K: dY^T transposed) */
+  PB_RETURN_NOT_OK(lt_make(o, &bw, 0, 1, Cin, K, N, Cin, K, Cin, CUDA_R_32F, NULL, err));
+  void *x = xi.y;
+  ct_engine *oo = o;
+  float *logits = o->logits;
+  o->fwd.push_back([=](struct pb_error *e2) -> int { return lt_run(oo, f, wt, x, logits, e2); });
+  o->fwd_labels.push_back("linear_fwd");
+  cudaStream_t st = o->st;
+  o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
+    struct pb_error *err = e3;
+    PB_RETURN_NOT_OK(grad_of(oo, vin, err));
+    void *dx = oo->vals[(size_t)vin].dy;
+    oo->vals[(size_t)vin].written = 1;
+    void *dlt = oo->dlt;
+    float *dl32 = oo->dl32;
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      PB_RETURN_NOT_OK(lt_run(oo, bw, x, dlt, gw, e2));
+      PB_RETURN_NOT_OK(lt_run(oo, bd, wt, dlt, dx, e2));
+      k_rowsum<<<(unsigned)((K + 127) / 128), 128, 0, st>>>(dl32, N, (int)K, (float *)gb);
+      return kcheck(e2, "bias gradient");
+    });
+    oo->bwd_labels.push_back("linear_bwd");
+    return 0;
+  });
+  return 0;
+}
+
+/* ---- the step -------------------------------------------------------------------------------- */
+
+template <typename T> static int loss_launch(ct_engine *o, struct pb_error *err) {
+  if (o->mse)
+    k_mse<T><<<(unsigned)o->N, 256, 0, o->st>>>(o->logits, o->target_f, o->N, (int)o->K,
+                                                o->loss_rows, o->dl32, (T *)o->dlt);
+  else
+    k_cross_entropy<T><<<(unsigned)o->N, 256, 0, o->st>>>(o->logits, o->labels, o->N, (int)o->K,
+                                                          o->loss_rows, o->dl32, (T *)o->dlt,
+                                                          o->bad);
+  k_loss_sum<<<1, 32, 0, o->st>>>(o->loss_rows, o->N, o->mse ? 1.f : 1.f / (float)o->N, o->loss);
+  return kcheck(err, "loss");
+}
+
+template <typename T> static int sgd_launch(ct_engine *o, struct pb_error *err) {
+  int64_t b = (o->sgd_max + 255) / 256;
+  if (b > 512) b = 512;
+  k_sgd<T><<<dim3((unsigned)b, (unsigned)o->n_sgd), 256, 0, o->st>>>(o->sgd_dev, o->lr, o->momentum,
+                                                                     o->weight_decay);
+  return kcheck(err, "SGD update");
+}
+
+template <typename T> static int step_body(ct_engine *o, struct pb_error *err) {
+  for (auto &s : o->fwd) PB_RETURN_NOT_OK(s(err));
+  PB_RETURN_NOT_OK(loss_launch<T>(o, err));
+  for (auto &s : o->bwd) PB_RETURN_NOT_OK(s(err));
+  return sgd_launch<T>(o, err);
+}
+
+/* Diagnostics (PB_CUDA_PROFILE=FILE): each step's device time, summed by kind, appended to FILE
+ * after the first training step. The steps run one by one, three times each, outside the
+ * graph: weights and statistics are not touched (the SGD update is left out). */
+template <typename T> static void profile(ct_engine *o, const char *path) {
+  std::map<std::string, double> ms;
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) return;
+  float keep = o->bn_momentum;
+  o->bn_momentum = 0.f;
+  double total = 0;
+  auto one = [&](ct_step &s, const std::string &l) {
+    s(NULL);
+    cudaEventRecord(e0, o->st);
+    for (int r = 0; r < 3; r++) s(NULL);
+    cudaEventRecord(e1, o->st);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms[l] += t / 3.0;
+    total += t / 3.0;
+  };
+  for (size_t i = 0; i < o->fwd.size(); i++) one(o->fwd[i], o->fwd_labels[i]);
+  ct_step loss = [o](struct pb_error *e2) { return loss_launch<T>(o, e2); };
+  one(loss, "loss");
+  for (size_t i = 0; i < o->bwd.size(); i++) one(o->bwd[i], o->bwd_labels[i]);
+  o->bn_momentum = keep;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  FILE *f = fopen(path, "a");
+  if (f == NULL) return;
+  for (auto &kv : ms)
+    fprintf(f, "train b%lld %-18s %8.3f ms %5.1f%%\n", (long long)o->N, kv.first.c_str(),
+            kv.second, 100.0 * kv.second / total);
+  fprintf(f, "train b%lld %-18s %8.3f ms (steps one by one, no update)\n", (long long)o->N,
+          "TOTAL", total);
+  fclose(f);
+}
+
+template <typename T>
+static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_error *err) {
+  const pb__tshape &s0 = g->tensors[0];
+  o->c0 = (int)s0.c, o->h0 = (int)s0.h, o->w0 = (int)s0.w;
+  o->cp0 = sizeof(T) == 2 ? (o->c0 + 7) / 8 * 8 : o->c0;
+  int v0;
+  PB_RETURN_NOT_OK(val_new(o, o->cp0, o->h0, o->w0, sizeof(T), err, &v0));
+  o->x0 = o->vals[0].y;
+  o->cur.assign((size_t)g->n_tensors, -1);
+  o->cur[0] = v0;
+  const char *wsmb = getenv("PB_CUDA_WORKSPACE_MB");
+  o->ws_size = (size_t)(wsmb && *wsmb ? atoi(wsmb) : 512) << 20;
+  TALLOC(o->ws, void *, o->ws_size, &o->bytes_scratch);
+  o->ltws_size = (size_t)32 << 20;
+  TALLOC(o->ltws, void *, o->ltws_size, &o->bytes_scratch);
+  /* partial sums: the largest chunks x channels of any batch norm */
+  size_t most = 0;
+  for (int i = 0; i < g->n_ops; i++) {
+    const pb__op *op = &g->ops[i];
+    if (op->kind != PB__OP_CONV) continue;
+    const pb__tshape &so = g->tensors[op->out];
+    int ch, gr;
+    int64_t rpc;
+    colsum_shape(o->N * so.h * so.w, (int)op->cout, &ch, &rpc, &gr);
+    if ((size_t)ch * (size_t)op->cout > most) most = (size_t)ch * (size_t)op->cout;
+  }
+  o->part_count = most;
+  TALLOC(o->part0, float *, most * 4 + 4, &o->bytes_scratch);
+  TALLOC(o->part1, float *, most * 4 + 4, &o->bytes_scratch);
+  o->K = g->outputs;
+  TALLOC(o->logits, float *, (size_t)(o->N * o->K) * 4, &o->bytes_act);
+  TALLOC(o->dl32, float *, (size_t)(o->N * o->K) * 4, &o->bytes_act);
+  TALLOC(o->dlt, void *, (size_t)(o->N * o->K) * sizeof(T), &o->bytes_act);
+  TALLOC(o->loss_rows, float *, (size_t)o->N * 4, &o->bytes_scratch);
+  TALLOC(o->loss, float *, 4, &o->bytes_scratch);
+  TALLOC(o->lr, float *, 4, &o->bytes_scratch);
+  TALLOC(o->bad, int *, 4, &o->bytes_scratch);
+  TALLOC(o->labels, int32_t *, (size_t)o->N * 4, &o->bytes_scratch);
+  if (o->mse) TALLOC(o->target_f, float *, (size_t)(o->N * o->K) * 4, &o->bytes_scratch);
+  TCU(cudaHostAlloc((void **)&o->host, 16, cudaHostAllocDefault), "pinned memory");
+  for (int i = 0; i < g->n_ops; i++) {
+    const pb__op *op = &g->ops[i];
+    int rc;
+    switch (op->kind) {
+    case PB__OP_CONV:
+      rc = conv_op<T>(o, g, op, op->in == 0, err);
+      break;
+    case PB__OP_MAXPOOL:
+    case PB__OP_GAP: rc = pool_op<T>(o, g, op, err); break;
+    case PB__OP_LINEAR: rc = linear_op<T>(o, g, op, err); break;
+    default:
+      rc = pbc_err(err, PB_EUNSUPPORTED, "training of %s on cuda is not implemented (layer kind "
+                   "%d; available: embed, resnet50)", g->model, (int)op->kind);
+    }
+    if (rc != 0) return rc;
+  }
+  if (g->ops[g->n_ops - 1].kind != PB__OP_LINEAR)
+    return pbc_err(err, PB_EUNSUPPORTED, "training: %s does not end in a linear layer", g->model);
+  /* the backward pass, planned in reverse: gradient buffers come from the pool and go back to it
+   * once their layer's backward is queued */
+  for (size_t i = o->bwd_plan.size(); i-- > 0;) PB_RETURN_NOT_OK(o->bwd_plan[i](err));
+  o->bwd_plan.clear();
+  /* the SGD table */
+  std::vector<sgd_param> sp;
+  for (auto &p : o->params) {
+    if (!p.learnable) continue;
+    sp.push_back(sgd_param{p.w, p.grad, p.mom, p.wc, p.n, p.grad_t});
+    if (p.n > o->sgd_max) o->sgd_max = p.n;
+  }
+  o->n_sgd = (int)sp.size();
+  TALLOC(o->sgd_dev, sgd_param *, sp.size() * sizeof(sgd_param), &o->bytes_scratch);
+  TCU(cudaMemcpy(o->sgd_dev, sp.data(), sp.size() * sizeof(sgd_param), cudaMemcpyHostToDevice),
+      "SGD table");
+  /* the algorithm searches wrote into gradients and momentum may not start at zero otherwise */
+  for (auto &p : o->params)
+    if (p.mom) TCU(cudaMemset(p.mom, 0, (size_t)p.n * 4), "momentum");
+  TCU(cudaDeviceSynchronize(), "training setup");
+  (void)e;
+  return 0;
+}
+
+/* ---- the engine's entry points ----------------------------------------------------------- */
+
+void pbc_train_free(pbc_train *t) {
+  ct_engine *o = (ct_engine *)t;
+  if (o == NULL) return;
+  if (o->st) cudaStreamSynchronize(o->st);
+  if (o->gexec) cudaGraphExecDestroy(o->gexec);
+  if (o->graph) cudaGraphDestroy(o->graph);
+  for (ct_lt *m : o->lts) {
+    if (m->a) cublasLtMatrixLayoutDestroy(m->a);
+    if (m->b) cublasLtMatrixLayoutDestroy(m->b);
+    if (m->c) cublasLtMatrixLayoutDestroy(m->c);
+    if (m->d) cublasLtMatmulDescDestroy(m->d);
+    delete m;
+  }
+  for (auto d : o->tds) cudnnDestroyTensorDescriptor(d);
+  for (auto d : o->fds) cudnnDestroyFilterDescriptor(d);
+  for (auto d : o->cds) cudnnDestroyConvolutionDescriptor(d);
+  for (auto &a : o->allocs) cudaFree(a.first);
+  if (o->host) cudaFreeHost(o->host);
+  delete o;
+}
+
+int pbc_train_new(pb_engine *e, const pb__graph *g, cudaStream_t st, cudnnHandle_t dnn,
+                  cublasLtHandle_t lt, pbc_train **out, struct pb_error *err) {
+  *out = NULL;
+  const char *dt = e->info.dtype;
+  ct_engine *o = new ct_engine();
+  if (strcmp(dt, "float32") == 0) o->f32 = 1, o->es = 4;
+  else if (strcmp(dt, "bfloat16") == 0) o->f32 = 0, o->es = 2;
+  else {
+    delete o;
+    return pbc_err(err, PB_EUNSUPPORTED, "training on cuda takes dtype bfloat16 (as torch autocast) "
+                   "or float32, not %s", dt);
+  }
+  o->cdt = o->f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+  o->bdt = o->f32 ? CUDA_R_32F : CUDA_R_16BF;
+  o->dev = e->device_index;
+  o->N = e->info.batch_size;
+  o->st = st, o->dnn = dnn, o->lt = lt;
+  o->mse = e->loss_mse;
+  o->momentum = e->momentum, o->weight_decay = e->weight_decay;
+  const char *gr = getenv("PB_CUDA_GRAPH");
+  o->use_graph = gr && *gr ? atoi(gr) : 1;
+  int rc = o->f32 ? compile<float>(o, e, g, err) : compile<__nv_bfloat16>(o, e, g, err);
+  if (rc != 0) {
+    cudaGetLastError();
+    pbc_train_free((pbc_train *)o);
+    return rc;
+  }
+  e->info.bytes_weights = o->bytes_w;
+  e->info.bytes_activations = o->bytes_act;
+  e->info.bytes_scratch = o->bytes_scratch;
+  *out = (pbc_train *)o;
+  return 0;
+}
+
+template <typename T>
+static int step_t(ct_engine *o, const void *input, const void *target, float lr,
+                  struct pb_error *err) {
+  int64_t nin = o->N * o->cp0 * o->h0 * o->w0;
+  pbk::k_nchw_to_nhwc<T><<<grid_of(nin), 256, 0, o->st>>>((const float *)input, (T *)o->x0, o->N,
+                                                           o->c0, o->h0, o->w0, o->cp0);
+  PB_RETURN_NOT_OK(kcheck(err, "input conversion"));
+  if (o->mse)
+    TCU(cudaMemcpyAsync(o->target_f, target, (size_t)(o->N * o->K) * 4, cudaMemcpyDeviceToDevice,
+                        o->st), "targets");
+  else
+    TCU(cudaMemcpyAsync(o->labels, target, (size_t)o->N * 4, cudaMemcpyDeviceToDevice, o->st),
+        "labels");
+  /* the rate goes to the device by value, so a captured graph reads the caller's */
+  k_set<<<1, 1, 0, o->st>>>(o->lr, lr);
+  PB_RETURN_NOT_OK(kcheck(err, "learning rate"));
+  if (o->gexec != NULL) {
+    TCU(cudaGraphLaunch(o->gexec, o->st), "training graph launch");
+  } else {
+    PB_RETURN_NOT_OK(step_body<T>(o, err));
+    o->steps_done++;
+    const char *prof = getenv("PB_CUDA_PROFILE");
+    if (o->steps_done == 1 && prof != NULL && *prof) profile<T>(o, prof);
+    if (o->use_graph && o->steps_done == 1) {
+      /* the first step ran eagerly (and checked every launch); capture the same work */
+      cudaGraph_t gr = NULL;
+      int ok = cudaStreamBeginCapture(o->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+      int rs = ok ? step_body<T>(o, NULL) : -1;
+      ok = cudaStreamEndCapture(o->st, &gr) == cudaSuccess && ok && rs == 0;
+      if (ok) ok = cudaGraphInstantiate(&o->gexec, gr, 0) == cudaSuccess;
+      if (gr != NULL) o->graph = gr;
+      if (!ok) {
+        cudaGetLastError();
+        if (o->gexec) cudaGraphExecDestroy(o->gexec);
+        o->gexec = NULL;
+        o->use_graph = 0;
+      }
+    }
+  }
+  return 0;
+}
+
+int pbc_train_step(pbc_train *t, const void *input, const void *target, float lr, float *loss,
+                   struct pb_error *err) {
+  ct_engine *o = (ct_engine *)t;
+  TCU(cudaSetDevice(o->dev), "select device");
+  PB_RETURN_NOT_OK(o->f32 ? step_t<float>(o, input, target, lr, err)
+                          : step_t<__nv_bfloat16>(o, input, target, lr, err));
+  if (loss != NULL) PB_RETURN_NOT_OK(pbc_train_step_loss(t, loss, err));
+  return 0;
+}
+
+int pbc_train_step_loss(pbc_train *t, float *loss, struct pb_error *err) {
+  ct_engine *o = (ct_engine *)t;
+  TCU(cudaMemcpyAsync(o->host, o->loss, 4, cudaMemcpyDeviceToHost, o->st), "loss");
+  TCU(cudaStreamSynchronize(o->st), "training step");
+  *loss = o->host[0];
+  return pbc_train_check(t, err);
+}
+
+int pbc_train_check(pbc_train *t, struct pb_error *err) {
+  ct_engine *o = (ct_engine *)t;
+  int bad = 0;
+  TCU(cudaMemcpy(&bad, o->bad, 4, cudaMemcpyDeviceToHost), "label check");
+  if (bad != 0) {
+    int32_t lab = 0;
+    cudaMemcpy(&lab, o->labels + (bad - 1), 4, cudaMemcpyDeviceToHost);
+    cudaMemset(o->bad, 0, 4);
+    return pbc_err(err, PB_EINVAL, "label %d of image %d is outside [0, %lld)", lab, bad - 1,
+                   (long long)o->K);
+  }
+  return 0;
+}
+
+template <typename T> static int forward_t(ct_engine *o, const void *input, struct pb_error *err) {
+  int64_t nin = o->N * o->cp0 * o->h0 * o->w0;
+  pbk::k_nchw_to_nhwc<T><<<grid_of(nin), 256, 0, o->st>>>((const float *)input, (T *)o->x0, o->N,
+                                                           o->c0, o->h0, o->w0, o->cp0);
+  PB_RETURN_NOT_OK(kcheck(err, "input conversion"));
+  for (auto &s : o->fwd) PB_RETURN_NOT_OK(s(err));
+  return 0;
+}
+
+int pbc_train_forward(pbc_train *t, const void *input, void *output, struct pb_error *err) {
+  ct_engine *o = (ct_engine *)t;
+  TCU(cudaSetDevice(o->dev), "select device");
+  o->bn_momentum = 0.f; /* batch statistics, running averages left alone */
+  int rc = o->f32 ? forward_t<float>(o, input, err) : forward_t<__nv_bfloat16>(o, input, err);
+  o->bn_momentum = 0.1f;
+  PB_RETURN_NOT_OK(rc);
+  TCU(cudaMemcpyAsync(output, o->logits, (size_t)(o->N * o->K) * 4, cudaMemcpyDeviceToDevice,
+                      o->st), "output");
+  return 0;
+}
+
+int pbc_train_param(pbc_train *t, int i, char *name, size_t name_len, int64_t *count,
+                    float *value, float *grad, struct pb_error *err) {
+  ct_engine *o = (ct_engine *)t;
+  if (i < 0 || i >= (int)o->params.size()) return pbc_err(err, PB_EINVAL, "no parameter %d", i);
+  const ct_param &p = o->params[(size_t)i];
+  snprintf(name, name_len, "%s", p.name);
+  int64_t n = p.conv ? p.K * p.C * p.k * p.k : p.n;
+  *count = n;
+  if (value == NULL && grad == NULL) return 0;
+  TCU(cudaStreamSynchronize(o->st), "synchronize");
+  std::vector<float> w((size_t)p.n), gr((size_t)p.n, 0.f);
+  TCU(cudaMemcpy(w.data(), p.w, (size_t)p.n * 4, cudaMemcpyDeviceToHost), "parameter");
+  if (p.grad != NULL) {
+    if (p.grad_t && o->es == 2) {
+      std::vector<__nv_bfloat16> b((size_t)p.n);
+      TCU(cudaMemcpy(b.data(), p.grad, (size_t)p.n * 2, cudaMemcpyDeviceToHost), "gradient");
+      for (size_t j = 0; j < b.size(); j++) gr[j] = __bfloat162float(b[j]);
+    } else {
+      TCU(cudaMemcpy(gr.data(), p.grad, (size_t)p.n * 4, cudaMemcpyDeviceToHost), "gradient");
+    }
+  }
+  for (int64_t j = 0; j < n; j++) {
+    int64_t at = j;
+    if (p.conv) { /* torch KCRS from KRSC with padded C */
+      int64_t q = j % p.k, r = (j / p.k) % p.k, c = (j / (p.k * p.k)) % p.C, kk = j / (p.k * p.k * p.C);
+      at = ((kk * p.k + r) * p.k + q) * p.cp + c;
+    }
+    if (value) value[j] = w[(size_t)at];
+    if (grad) grad[j] = gr[(size_t)at];
+  }
+  return 0;
+}
