@@ -23,4 +23,17 @@ kb=$(awk '/^maxrss_kb/ { print $2 }' <<<"$errout")
 if [[ -n $kb && $kb -lt 81920 ]]; then pass; else
   fail "inspect of 1000 row groups peaked at ${kb:-?} KB resident (bound 80 MB)"
 fi
+
+# The same file with its footer cut in half (the length before the closing magic rewritten to
+# match): refused with exit 2, naming the file and the footer field where the bytes ran out.
+f=$work/pq/images.parquet
+size=$(stat -c %s "$f")
+n=$(tail -c 8 "$f" | head -c 4 | od -An -tu4 | tr -d ' ')
+keep=$((n / 2))
+le=$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $((keep & 255)) $(((keep >> 8) & 255)) \
+  $(((keep >> 16) & 255)) $(((keep >> 24) & 255)))
+{ head -c $((size - 8 - n + keep)) "$f"; printf "$le"; printf 'PAR1'; } >"$work/cut.parquet"
+run "$pb" inspect "$work/cut.parquet"
+expect_rc 2 "a footer cut short"
+expect_err "cut\.parquet: Parquet footer, row_groups\[[0-9]+\]" "the error names the file and the field"
 finish

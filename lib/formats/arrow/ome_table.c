@@ -1303,10 +1303,9 @@ static int direct_meta(ot_reader *r, pb__pq_col **mc, const int *in_file) {
 }
 
 /* Sets up direct page reads for a Parquet file, or leaves them off (DuckDB reads everything).
- * The metadata leaves come with the same parquet_metadata() query; *meta_done tells whether
+ * The metadata leaves are opened with them; *meta_done tells whether
  * the images were read from them. */
-static void direct_open(ot_reader *r, const pb__pq_meta *meta, const char *col,
-                        int *meta_done) {
+static void direct_open(ot_reader *r, pb__pq_meta *meta, const char *col, int *meta_done) {
   *meta_done = 0;
   if (r->kind != OT_PARQUET || !pb__oa_direct_enabled()) return;
   static const char *const tails[L_COUNT] = {
@@ -1328,25 +1327,15 @@ static void direct_open(ot_reader *r, const pb__pq_meta *meta, const char *col,
   pb__pq_col *cols[N];
   int in_file[N];
   struct pb_error e;
-  if (pb__pq_open_meta(meta, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file, &e) !=
-      PB_OK)
-    return;
+  int rc = pb__pq_open_meta(meta, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file, &e);
+  /* the columns hold their layout now: the footer's chunk table goes before their pages are
+   * walked (at 20,000 row groups it is ~60 MB) */
+  pb__pq_meta_destroy(meta);
+  if (rc != PB_OK) return;
   *meta_done = direct_meta(r, cols + L_COUNT, in_file + L_COUNT) == PB_OK;
   if (*meta_done) pb__oa_direct_meta_note();
   for (int k = L_COUNT; k < N; k++) pb__pq_free(cols[k]);
-  /* The row groups come with the pixel leaf (every leaf has the file's). */
-  const pb__pq_col *px = cols[L_PL_PIX] != NULL   ? cols[L_PL_PIX]
-                         : cols[L_CK_BYTES] != NULL ? cols[L_CK_BYTES]
-                                                    : cols[L_CK_PIX];
-  size_t ng = px != NULL ? pb__pq_row_groups(px, NULL) : 0;
-  if (ng > 0 && (r->rg_first = malloc((ng + 1) * sizeof *r->rg_first)) != NULL) {
-    r->n_rg = pb__pq_row_groups(px, r->rg_first);
-    r->n_file = r->rg_first[r->n_rg];
-  }
-  if (r->rg_first == NULL) {
-    for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
-    return;
-  }
+  r->n_file = r->rg_first[r->n_rg]; /* the row groups: set from the footer before */
   int ok = direct_planes(r, cols, in_file) == PB_OK && direct_chunks(r, cols, in_file) == PB_OK &&
            (r->px_planes != NULL || r->px_chunks != NULL);
   for (int k = 0; k < L_COUNT; k++) pb__pq_free(cols[k]);
@@ -1436,7 +1425,10 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     snprintf(key, sizeof key, "rowid");
   }
   int meta_done = 0;
-  if (kind == OT_PARQUET) direct_open(r, &meta, col, &meta_done); /* sets the row groups */
+  if (kind == OT_PARQUET) {
+    if ((rc = meta_row_groups(r, &meta, err)) != PB_OK) goto fail;
+    direct_open(r, &meta, col, &meta_done); /* releases the footer */
+  }
   if (!meta_done && (rc = query_meta(r, key, col, src, err)) != PB_OK) goto fail;
   size_t cache_limit = pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
@@ -1451,10 +1443,7 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   }
   double avg = r->n > 0 ? total / (double)r->n : 1.0, rows = (double)(cache_limit / 4) / avg;
   r->table_block = rows < 1.0 ? 1 : (rows > 65536.0 ? 65536 : (int64_t)rows);
-  if (kind == OT_PARQUET) {
-    if (r->rg_first == NULL && (rc = meta_row_groups(r, &meta, err)) != PB_OK) goto fail;
-    pb__pq_meta_destroy(&meta);
-  }
+  pb__pq_meta_destroy(&meta); /* direct_open has released it, unless it returned early */
   snprintf(sql, sizeof sql, "SELECT %s, %s%s%s, %s%s%s FROM %s WHERE %s BETWEEN $1 AND $2", key,
            has_chunks ? "struct_extract(\"" : "NULL", has_chunks ? col : "",
            has_chunks ? "\", 'chunks')" : "", has_planes ? "struct_extract(\"" : "NULL",
