@@ -12,6 +12,7 @@
 #include "formats/format_internal.h"
 #include "formats/raw/raw.h"
 #include "loader/loader_internal.h"
+#include "pipebench/sys.h"
 
 /* ---- batches -------------------------------------------------------------------------------- */
 
@@ -1098,8 +1099,7 @@ static int build_shared(pb_loader *l, pb_dataset *ds, struct pb_error *err) {
     static atomic_int counter;
     char tmp[4096];
     if (given == NULL) {
-      const char *dir = getenv("TMPDIR");
-      if (dir == NULL || dir[0] == '\0') dir = "/tmp";
+      const char *dir = pb_tmp_dir();
       snprintf(tmp, sizeof tmp, "%s/pipebench-cache-%d-%d.raw", dir, (int)getpid(),
                atomic_fetch_add(&counter, 1));
     }
