@@ -212,9 +212,10 @@ static int run(const cli_args *a) {
   }
   if (strcmp(p.preset, "default") != 0 && strcmp(p.preset, "microscopy") != 0)
     return cli_usage_error("run", "unknown preset '%s' (default, microscopy)", p.preset);
-  /* The Python binding loads the same library this program runs with. */
+  /* The Python binding loads the same library this program runs with (libpipebench, which
+   * holds pb_version; the benchmark library beside it comes with it). */
   Dl_info info;
-  void *sym = dlsym(RTLD_DEFAULT, "pb_run");
+  void *sym = dlsym(RTLD_DEFAULT, "pb_version");
   if (sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname != NULL) p.library = info.dli_fname;
 
   int64_t start = pb_now_ns();
