@@ -1,9 +1,10 @@
 #!/bin/sh
 # Packs a build for a machine that has a GPU driver and CUDA libraries but not this machine's
-# packages: the CLI, libpipebench.so and libpipebench-bench.so, the CUDA module, the test and benchmark programs, and every
-# shared library they load that such a machine may lack (from ldd; the C library, the CUDA
-# driver and runtime, cuDNN, cuBLAS and the compiler's runtime are left to the machine). All of
-# it goes into one compressed archive (PACK_DIR/pack.tar.xz), to stay small enough to carry.
+# packages: the CLI, libpipebench.so and libpipebench-bench.so, the CUDA module, the test and
+# benchmark programs, and every shared library they load that such a machine may lack (from ldd; the
+# C library, the CUDA driver and runtime, cuDNN, cuBLAS and the compiler's runtime are left to the
+# machine). All of it goes into one compressed archive (PACK_DIR/pack.tar.xz), to stay small enough
+# to carry.
 #
 # usage: scripts/device_pack.sh BUILD_DIR [PACK_DIR]     (PACK_DIR default .devpack, git-ignored)
 # env:   TESTS       which test programs (a find -name pattern; default test_*, all of them)
