@@ -1,9 +1,10 @@
 #!/bin/sh
 # Packs a build for a machine that has a GPU driver and CUDA libraries but not this machine's
-# packages: the CLI, libpipebench.so, the CUDA module, the test and benchmark programs, and every
-# shared library they load that such a machine may lack (from ldd; the C library, the CUDA
-# driver and runtime, cuDNN, cuBLAS and the compiler's runtime are left to the machine). All of
-# it goes into one compressed archive (PACK_DIR/pack.tar.xz), to stay small enough to carry.
+# packages: the CLI, libpipebench.so and libpipebench-bench.so, the CUDA module, the test and
+# benchmark programs, and every shared library they load that such a machine may lack (from ldd; the
+# C library, the CUDA driver and runtime, cuDNN, cuBLAS and the compiler's runtime are left to the
+# machine). All of it goes into one compressed archive (PACK_DIR/pack.tar.xz), to stay small enough
+# to carry.
 #
 # usage: scripts/device_pack.sh BUILD_DIR [PACK_DIR]     (PACK_DIR default .devpack, git-ignored)
 # env:   TESTS       which test programs (a find -name pattern; default test_*, all of them)
@@ -82,7 +83,7 @@ trap 'rm -rf "$stage"' EXIT INT TERM
 mkdir -p "$stage/bin" "$stage/lib" "$stage/tests" "$stage/bench" "$P" || exit 2
 
 cp "$B/pipebench" "$stage/bin/" || exit 2
-for f in "$B"/libpipebench.so*; do cp -P "$f" "$stage/lib/"; done
+for f in "$B"/libpipebench.so* "$B"/libpipebench-bench.so*; do cp -P "$f" "$stage/lib/"; done
 cp "$B/libpipebench-cuda.so" "$stage/lib/" || exit 2
 # every test program (tests/<part>/test_*) and benchmark program (bench/*, cuda_engine_bench)
 find "$B/tests" -type f -name "${TESTS:-test_*}" -perm -u+x 2>/dev/null | while read -r f; do

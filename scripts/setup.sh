@@ -71,10 +71,10 @@ else
 fi
 
 # The Lance engine (@lancedb/lancedb with apache-arrow, pinned with their integrity hashes by
-# programs/tools/lance/package-lock.json) for the lance format's Node helper, into
+# lib/formats/lance/helper/package-lock.json) for the lance format's Node helper, into
 # third_party/lance (ignored by git). Optional: without Node, or when the registry cannot be
 # reached, Lance is skipped and everything else works (its tests say why they skip).
-lance_src="$top/programs/tools/lance"
+lance_src="$top/lib/formats/lance/helper"
 ld="$top/third_party/lance"
 lance_stamp=$(cat "$lance_src/package.json" "$lance_src/package-lock.json" | sha256sum | cut -d' ' -f1)
 if [[ -f $ld/.stamp && $(cat "$ld/.stamp") == "$lance_stamp" && -f $ld/node_modules/@lancedb/lancedb/package.json ]]; then

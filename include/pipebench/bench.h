@@ -91,6 +91,14 @@ PB_API int pb_run(const pb_run_params *params, struct pb_error *err);
  * posix_fadvise(POSIX_FADV_DONTNEED). Returns the number of files evicted, or an error. */
 PB_API int pb_evict_path(const char *path, struct pb_error *err);
 
+/** What the MPI launcher (mpirun, a PMIx launcher) told this process in its environment, read
+ * without MPI: the number of ranks it started (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE; 1
+ * when only PMIX_RANK is set; 0 when no launcher started this process), and this process's rank
+ * (OMPI_COMM_WORLD_RANK, else PMI_RANK, else PMIX_RANK; 0 when none is set). The one place
+ * pipebench reads them: the CLI lets rank 0 alone speak and write. */
+PB_API int pb_mpi_env_size(void);
+PB_API int pb_mpi_env_rank(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -169,6 +169,26 @@ PB_API const pb_format_info *pb_format_find(const char *name);
 /** zlib CRC-32 of an image's pixel bytes (little-endian, T,C,Z,Y,X C order). */
 PB_API uint32_t pb_image_crc32(const pb_image_meta *meta, const void *pixels);
 
+/** @name Option strings ("k=v,k=v", as pb_write_params.options) @{ */
+/** Checks options against the keys known to `format` (NULL-terminated; "key=a|b" entries name
+ * the values): an unknown key or an item without '=' is PB_EINVAL naming it and the valid keys. */
+PB_API int pb_opt_check(const char *format, const char *options, const char *const *keys,
+                        struct pb_error *err);
+/** Copies the value of key in options into buf: 1 when found, 0 when not. */
+PB_API int pb_opt_get(const char *options, const char *key, char *buf, size_t size);
+/** @} */
+
+/** @name The Parquet readers' decoded-block cache
+ * Readers (ome-parquet, oa-dataset) opened by a thread keep decoded blocks up to a byte budget:
+ * PB_OA_CACHE_MB (MiB) from the environment when set, else the thread's own setting, else their
+ * default. @{ */
+/** The budget a reader opening now on this thread uses (dflt when nothing sets one). */
+PB_API size_t pb_pq_cache_budget(size_t dflt);
+/** Sets this thread's budget for readers it opens from now on (-1: none set); returns the
+ * previous setting, to be put back. */
+PB_API long long pb_pq_cache_budget_set(long long bytes);
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

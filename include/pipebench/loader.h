@@ -217,6 +217,12 @@ PB_API void pb_loader_get_stats(const pb_loader *loader, pb_loader_stats *out);
  * ignored. */
 PB_API void pb_loader_free(pb_loader *loader);
 
+/** The dataset indices that rank (of world) reads in epoch, as the loader's sampler orders
+ * them: order[0..per_rank) from the epoch's order of 0..n-1 (shuffled from seed and epoch when
+ * shuffle) at positions rank, rank + world, ... Returns 0, or -1 when out of memory. */
+PB_API int pb_sampler_plan(int64_t n, int rank, int world, int shuffle, uint64_t seed,
+                           int64_t epoch, int64_t per_rank, int64_t *order);
+
 #ifdef __cplusplus
 }
 #endif

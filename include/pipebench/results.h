@@ -82,6 +82,17 @@ PB_API int pb_mkdirs(const char *dir, struct pb_error *err);
 PB_API int pb_write_file_atomic(const char *path, const void *data, size_t size,
                                 struct pb_error *err);
 
+/** The shortest text of a finite double that reads back exactly, ".0" on whole numbers (how
+ * tables write doubles). */
+PB_API void pb_format_double(double v, char *buf, size_t size);
+
+/** Atomic replacement of a file for writers that take a file name (PLplot): begin reserves a
+ * temporary beside path (created empty) and puts its name in tmp; finish takes the writer's
+ * status rc and removes the temporary (rc != PB_OK, or nothing written: an error) or renames it
+ * over path. A device, FIFO or folder at path is refused. */
+PB_API int pb_atomic_begin(const char *path, char *tmp, size_t tmp_size, struct pb_error *err);
+PB_API int pb_atomic_finish(const char *tmp, const char *path, int rc, struct pb_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,42 +8,13 @@
 #include <stddef.h>
 
 #include "pipebench/core.h"
+#include "pipebench/sys.h"
 
-/** What to run. Zero-initialise and fill what you need; every pointer is borrowed for the
+/** What to run and what the child did: the public pb_proc and pb_proc_result
+ * (pipebench/sys.h). Zero-initialise and fill what you need; every pointer is borrowed for the
  * call only. */
-typedef struct pb__proc {
-  const char *const *argv;   /**< NULL-terminated; argv[0] is looked up on PATH unless it has '/' */
-  const char *cwd;           /**< folder to run in; NULL: ours */
-  const char *const *env;    /**< extra "NAME=VALUE" entries over our environment, NULL-terminated;
-                                  NULL: our environment as it is */
-  const char *stdout_path;   /**< file for stdout (created, truncated); NULL: inherit ours */
-  const char *stderr_path;   /**< file for stderr; NULL: inherit; the same path as stdout_path:
-                                  both go into that one file */
-  int capture_stdout;        /**< non-zero: stdout is collected into pb__proc_result.out instead
-                                  (stdout_path is then ignored) */
-  double timeout_s;          /**< wall-clock limit; 0: none */
-  volatile sig_atomic_t *cancel; /**< when *cancel turns non-zero the child is stopped; NULL:
-                                      a SIGINT, SIGTERM or SIGHUP that would end us stops it
-                                      (see below); the registered stop flag
-                                      (pb__stop_flag_set) stops it either way */
-  void (*tick)(void *ctx, double elapsed_s); /**< called about once a second while the child
-                                                  runs (progress lines); NULL: none */
-  void *tick_ctx;
-} pb__proc;
-
-/** What the child did. */
-typedef struct pb__proc_result {
-  int exit_code;    /**< its exit status; -1 when a signal ended it or it never ran */
-  int term_signal;  /**< the signal that ended it, or 0 */
-  int started;      /**< the program was started (0: it could not be: see the error) */
-  int timed_out;    /**< stopped because timeout_s passed */
-  int canceled;     /**< stopped because of *cancel or a signal to us */
-  double wall_s;    /**< from start to reaped, monotonic clock */
-  double maxrss_mb; /**< peak resident set of the largest process of its tree (wait4), MiB */
-  char *out;        /**< captured stdout, NUL-terminated (capture_stdout only; else NULL);
-                         the caller frees it with free() */
-  size_t out_len;   /**< bytes in out, the NUL not counted */
-} pb__proc_result;
+typedef pb_proc pb__proc;
+typedef pb_proc_result pb__proc_result;
 
 /** Runs p->argv and waits for it. stdin is /dev/null. The child leads a new process group
  * (setpgid); when timeout_s passes or it is canceled, the whole group gets SIGTERM, then

@@ -37,26 +37,33 @@ void pb__strbuf_putn(pb__strbuf *b, const char *s, size_t n) {
 
 void pb__strbuf_puts(pb__strbuf *b, const char *s) { pb__strbuf_putn(b, s, strlen(s)); }
 
-void pb__strbuf_printf(pb__strbuf *b, const char *fmt, ...) {
+static void strbuf_vprintf(pb__strbuf *b, const char *fmt, va_list ap) {
   if (b->oom) return;
-  va_list ap;
-  va_start(ap, fmt);
+  va_list again;
+  va_copy(again, ap);
   size_t room = b->cap > b->n ? b->cap - b->n : 0;
   int k = vsnprintf(room > 0 ? b->p + b->n : NULL, room, fmt, ap);
-  va_end(ap);
-  if (k < 0) {
-    b->oom = 1;
-    return;
+  if (k >= 0 && (size_t)k >= room && reserve(b, (size_t)k) == 0) {
+    vsnprintf(b->p + b->n, b->cap - b->n, fmt, again);
   }
-  if ((size_t)k < room) { /* it fitted */
-    b->n += (size_t)k;
-    return;
-  }
-  if (reserve(b, (size_t)k) != 0) return;
+  va_end(again);
+  if (k < 0) b->oom = 1;
+  else if (!b->oom) b->n += (size_t)k; /* it fitted, or was written again after reserve */
+}
+
+void pb__strbuf_printf(pb__strbuf *b, const char *fmt, ...) {
+  va_list ap;
   va_start(ap, fmt);
-  vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+  strbuf_vprintf(b, fmt, ap);
   va_end(ap);
-  b->n += (size_t)k;
+}
+
+/* The public name (pipebench/sys.h). */
+void pb_strbuf_printf(pb_strbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  strbuf_vprintf(b, fmt, ap);
+  va_end(ap);
 }
 
 void pb__strbuf_quoted(pb__strbuf *b, const char *s, char q) {

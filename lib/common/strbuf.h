@@ -7,14 +7,11 @@
 #include <stddef.h>
 
 #include "pipebench/core.h"
+#include "pipebench/sys.h"
 
 /** Zero-initialise (`pb__strbuf b = {0};`); release with pb__strbuf_destroy. p is NULL or
  * NUL-terminated; n bytes are used. */
-typedef struct pb__strbuf {
-  char *p;
-  size_t n, cap;
-  int oom; /**< an allocation failed: the text is incomplete */
-} pb__strbuf;
+typedef pb_strbuf pb__strbuf; /* the public pb_strbuf (pipebench/sys.h) */
 
 void pb__strbuf_putn(pb__strbuf *b, const char *s, size_t n);
 void pb__strbuf_puts(pb__strbuf *b, const char *s);

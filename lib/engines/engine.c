@@ -11,6 +11,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "common/paths.h"
 #include "common/env.h"
 #include "engines/cuda/cuda_module.h"
 #include "engines/engine_internal.h"
@@ -67,13 +68,9 @@ static void cuda_load(void) {
   int n = 0;
   const char *env = getenv("PIPEBENCH_CUDA_MODULE");
   if (env != NULL && *env) snprintf(cand[n++], sizeof cand[0], "%s", env);
-  Dl_info di;
-  if (dladdr((void *)&cuda, &di) != 0 && di.dli_fname != NULL) {
-    const char *slash = strrchr(di.dli_fname, '/');
-    int len = slash ? (int)(slash - di.dli_fname) : 1;
-    snprintf(cand[n++], sizeof cand[0], "%.*s/%s", len, slash ? di.dli_fname : ".",
-             PB__CUDA_MODULE_FILE);
-  }
+  char dir[4000];
+  if (pb__library_dir(dir, sizeof dir) == 0)
+    snprintf(cand[n++], sizeof cand[0], "%s/%s", dir, PB__CUDA_MODULE_FILE);
 #ifdef PB_INSTALL_LIBDIR
   snprintf(cand[n++], sizeof cand[0], "%s/%s", PB_INSTALL_LIBDIR, PB__CUDA_MODULE_FILE);
 #endif

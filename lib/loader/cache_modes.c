@@ -11,6 +11,7 @@
 #include "formats/format_internal.h"
 #include "formats/raw/raw.h"
 #include "loader/loader_impl.h"
+#include "pipebench/sys.h"
 
 /* Reads image i into dst for a cache; with skip_errors a failure marks it bad. */
 static int cache_read(pb_loader *l, pb_dataset *ds, int64_t i, void *dst, struct pb_error *err) {
@@ -69,8 +70,7 @@ int pb__loader_build_shared(pb_loader *l, pb_dataset *ds, struct pb_error *err) 
     static atomic_int counter;
     char tmp[4096];
     if (given == NULL) {
-      const char *dir = getenv("TMPDIR");
-      if (dir == NULL || dir[0] == '\0') dir = "/tmp";
+      const char *dir = pb_tmp_dir();
       snprintf(tmp, sizeof tmp, "%s/pipebench-cache-%d-%d.raw", dir, (int)getpid(),
                atomic_fetch_add(&counter, 1));
     }

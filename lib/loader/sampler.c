@@ -25,3 +25,9 @@ int pb__sampler_plan(int64_t n, int rank, int world, int shuffle, uint64_t seed,
   free(full);
   return 0;
 }
+
+/* The public name (pipebench/loader.h). */
+int pb_sampler_plan(int64_t n, int rank, int world, int shuffle, uint64_t seed, int64_t epoch,
+                    int64_t per_rank, int64_t *order) {
+  return pb__sampler_plan(n, rank, world, shuffle, seed, epoch, per_rank, order);
+}

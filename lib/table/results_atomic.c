@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
+#include "pipebench/sys.h"
 #include "table/results_internal.h"
 
 /* Where the bytes finally go. A symbolic link is never written through: a link to a regular
@@ -66,8 +67,7 @@ static int resolve_target(const char *path, char *final, size_t final_size, int 
 /* A character device's temporary lives in the system's temporary folder: the device's own
  * folder (/dev) is no place for files, and may not be writable. */
 static const char *device_tmp_dir(void) {
-  const char *t = getenv("TMPDIR");
-  return t != NULL && t[0] == '/' ? t : "/tmp";
+  return pb_tmp_dir();
 }
 
 int pb__atomic_open(const char *path, char *tmp, size_t tmp_size, int *fd,

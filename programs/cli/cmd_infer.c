@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pipebench/bench.h"
 #include "pipebench/infer.h"
 #include "pipebench/results.h"
 #include "pipebench/stats.h"
@@ -147,9 +148,7 @@ static int run_infer(const cli_args *a) {
   int sig = stop_signal;
   /* Under mpirun every rank ends with the same (agreed) status and message, and rank 0 alone
    * holds the rows: it says what happened. */
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-  if (rank == NULL) rank = getenv("PMIX_RANK");
-  if (rank != NULL && atoi(rank) != 0) {
+  if (pb_mpi_env_rank() != 0) {
     pb_table_free(rows);
     return rc == PB_OK ? CLI_OK : rc == PB_ECANCELED && sig ? 128 + sig : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
   }

@@ -162,7 +162,7 @@ static int run(const cli_args *a) {
   if (cli_get(a, "ranks") != NULL) {
     long n;
     PB_RETURN_NOT_OK(cli_get_long(a, "run", "ranks", 1, 1, 4096, &n));
-    if (getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL)
+    if (pb_mpi_env_size() > 0)
       return cli_usage_error("run", "--ranks starts the ranks itself; under mpirun leave it out");
     return launch_ranks(a, n);
   }
@@ -216,9 +216,10 @@ static int run(const cli_args *a) {
   }
   if (strcmp(p.preset, "default") != 0 && strcmp(p.preset, "microscopy") != 0)
     return cli_usage_error("run", "unknown preset '%s' (default, microscopy)", p.preset);
-  /* The Python binding loads the same library this program runs with. */
+  /* The Python binding loads the same library this program runs with (libpipebench, which
+   * holds pb_version; the benchmark library beside it comes with it). */
   Dl_info info;
-  void *sym = dlsym(RTLD_DEFAULT, "pb_run");
+  void *sym = dlsym(RTLD_DEFAULT, "pb_version");
   if (sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname != NULL) p.library = info.dli_fname;
 
   int64_t start = pb_now_ns();
@@ -243,8 +244,7 @@ static int run(const cli_args *a) {
   cli_progress(NULL, 0, 0, 0);
   int sig = stop_signal;
   /* Under mpirun every rank ends with the same (agreed) status and message: rank 0 says it. */
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-  if (rank != NULL && atoi(rank) != 0)
+  if (pb_mpi_env_rank() != 0)
     return rc == PB_OK ? CLI_OK : rc == PB_ECANCELED && sig ? 128 + sig : rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
   if (rc == PB_ECANCELED && sig != 0) {
     fprintf(stderr, "pipebench run: %s; the earlier results in %s are as they were, and "

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pipebench/bench.h"
 #include "pipebench/engine.h"
 #include "pipebench/infer.h"
 
@@ -63,9 +64,7 @@ static int run_train(const cli_args *a) {
   cli_progress("", 0, 0, 0);
   /* under mpirun every rank ends with the same (agreed) status and message: rank 0 says it, and
    * rank 0 alone writes the metrics */
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-  if (rank == NULL) rank = getenv("PMIX_RANK");
-  int writer = rank == NULL || atoi(rank) == 0;
+  int writer = pb_mpi_env_rank() == 0;
   if (!writer && rc != PB_OK) return rc == PB_EINVAL ? CLI_USAGE : CLI_FAIL;
   if (rc == PB_EINVAL) return cli_usage_error(CMD, "%s", err.message);
   if (rc != PB_OK) return cli_fail(CMD, "%s", err.message);

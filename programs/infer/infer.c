@@ -21,8 +21,7 @@
 #include "pipebench/report.h"
 #include "pipebench/stats.h"
 
-#include "common/fs.h"
-#include "common/proc.h"
+#include "pipebench/sys.h"
 #include "infer/infer_internal.h"
 #include "tracks/device.h"
 #include "tracks/ranks.h"
@@ -322,7 +321,7 @@ static int time_engine(const pb_infer_params *p, pb_engine *e, int batch, pb_ten
   int rc = PB_OK;
   int64_t w0 = 0;
   for (long it = 0; it < total && rc == PB_OK; it++) {
-    if (pb__stop_requested() != 0) { /* the flag of params->cancel: within one pass */
+    if (pb_stop_requested() != 0) { /* the flag of params->cancel: within one pass */
       rc = pb_error_set(err, PB_ECANCELED, "interrupted");
       break;
     }
@@ -529,7 +528,7 @@ static int write_outputs(const pb_infer_params *p, pb__infer_ctx *c, struct pb_e
   else snprintf(img_dir, sizeof img_dir, "images");
   snprintf(png, sizeof png, "%s/pipebench_infer.png", img_dir);
   struct pb_error perr = {{0}};
-  int prc = pb__mkdirs(img_dir, &perr);
+  int prc = pb_mkdirs(img_dir, &perr);
   if (prc == PB_OK) prc = pb_report_plot_infer(p->output_dir, png, &perr);
   if (prc == PB_OK) {
     pb__infer_note(p, 0, "plot: %s", png);
@@ -594,11 +593,11 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
   struct tm tmv;
   gmtime_r(&now, &tmv);
   strftime(c->stamp, sizeof c->stamp, "%Y%m%d_%H%M%S", &tmv);
-  if (p->cancel != NULL) pb__stop_flag_set(p->cancel);
+  if (p->cancel != NULL) pb_stop_flag_set(p->cancel);
   c->nmodels = models->n;
   for (int m = 0; m < models->n && rc == PB_OK; m++) {
     c->model = models->names[m];
-    rc = pb__stop_requested() != 0 ? pb_error_set(err, PB_ECANCELED, "interrupted")
+    rc = pb_stop_requested() != 0 ? pb_error_set(err, PB_ECANCELED, "interrupted")
                                     : run_model(p, c, err);
   }
   int writer = pb__ranks_rank() == 0; /* across ranks the others hold no rows */
@@ -620,7 +619,7 @@ int pb_infer_run(const pb_infer_params *p, pb_table **rows, char *csv_path, size
                c->csv_path);
     }
   }
-  if (p->cancel != NULL) pb__stop_flag_set(NULL);
+  if (p->cancel != NULL) pb_stop_flag_set(NULL);
   if (csv_path != NULL && csv_path_size > 0) snprintf(csv_path, csv_path_size, "%s", c->csv_path);
   rc = pb__ranks_agree(rc, err); /* every rank ends with rank 0's writing */
   if (rc != PB_OK && c->csv_path[0] == '\0')

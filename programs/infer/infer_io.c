@@ -16,11 +16,9 @@
 #include "pipebench/format.h"
 #include "pipebench/infer.h"
 
-#include "common/fs.h"
-#include "common/json.h"
-#include "common/safe_open.h"
+#include "pipebench/sys.h"
 #include "infer/infer_internal.h"
-#include "table/results_internal.h"
+#include "pipebench/results.h"
 
 /* The first of dir and its parents that does not exist yet, into made ("" when dir exists). */
 static void first_missing(const char *dir, char *made, size_t size) {
@@ -54,7 +52,7 @@ int pb__infer_check_output(const char *dir, char *made, size_t made_size, struct
   if (dir == NULL) return PB_OK;
   if (dir[0] == '\0') return pb_error_set(err, PB_EINVAL, "--output-dir: an empty path");
   first_missing(dir, made, made_size);
-  PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
+  PB_RETURN_NOT_OK(pb_mkdirs(dir, err));
   char probe[4200];
   snprintf(probe, sizeof probe, "%s/.pipebench-probe-XXXXXX", dir);
   int fd = mkstemp(probe);
@@ -91,7 +89,7 @@ static void put_cell(FILE *f, const pb_table *t, size_t r, size_t c) {
   case PB_COL_BOOL: fputs(pb_table_get_bool(t, r, c) ? "True" : "False", f); break;
   case PB_COL_DOUBLE: { /* the shortest text that reads back to the same double */
     char num[64];
-    pb__format_double(pb_table_get_f64(t, r, c), num, sizeof num);
+    pb_format_double(pb_table_get_f64(t, r, c), num, sizeof num);
     fputs(num, f);
     break;
   }
@@ -146,7 +144,7 @@ static int claim(const char *dir, const char *stamp, const char *text, size_t si
   snprintf(tmp, sizeof tmp, "%s/.benchmark_results_%s.csv.claim-%ld", dir, stamp, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) return pb_error_set(err, PB_EIO, "%s: cannot write results there: %s", dir, strerror(errno));
-  int rc = pb__write_all(fd, text, size, tmp, err);
+  int rc = pb_write_all(fd, text, size, tmp, err);
   if (rc == PB_OK && fsync(fd) != 0)
     rc = pb_error_set(err, PB_EIO, "%s: cannot write: %s", tmp, strerror(errno));
   if (close(fd) != 0 && rc == PB_OK)
@@ -183,7 +181,7 @@ int pb__infer_save(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *
   PB_RETURN_NOT_OK(csv_text(c->rows, &text, &size, err));
   int rc = PB_OK;
   if (c->csv_path[0] == '\0') {
-    rc = pb__mkdirs(p->output_dir, err);
+    rc = pb_mkdirs(p->output_dir, err);
     if (rc == PB_OK)
       rc = claim(p->output_dir, c->stamp, text, size, c->csv_path, sizeof c->csv_path, err);
     if (rc == PB_OK) { /* the environment beside it, under the same stem */
@@ -228,10 +226,10 @@ int pb__infer_resolve_source(const char *src, const char *format, char *out, siz
   if (stat(manifest, &st) != 0 || !S_ISREG(st.st_mode)) return PB_OK;
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb__read_file(manifest, &data, &size, err));
+  PB_RETURN_NOT_OK(pb_read_file(manifest, &data, &size, err));
   cJSON *j = NULL;
   struct pb_error pe;
-  pb__json_parse(data, size, manifest, &j, &pe); /* not JSON: not gen's manifest */
+  pb_json_parse(data, size, manifest, &j, &pe); /* not JSON: not gen's manifest */
   pb_free(data, size);
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
   const cJSON *formats = cJSON_GetObjectItemCaseSensitive(j, "formats");
@@ -249,7 +247,7 @@ int pb__infer_resolve_source(const char *src, const char *format, char *out, siz
     snprintf(listed + l, sizeof listed - l, "%s%s", l ? ", " : "", f->string);
     if (format != NULL && strcmp(format, f->string) != 0) continue;
     /* An entry is a path inside the folder: no '..', no absolute path, no link out of it. */
-    int irc = pb__entry_inside(src, f->valuestring, "the dataset folder", err);
+    int irc = pb_entry_inside(src, f->valuestring, "the dataset folder", err);
     if (irc != PB_OK) {
       cJSON_Delete(j);
       return irc;

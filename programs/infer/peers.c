@@ -13,8 +13,7 @@
 #include "pipebench/engine.h"
 #include "pipebench/infer.h"
 
-#include "common/fs.h"
-#include "common/proc.h"
+#include "pipebench/sys.h"
 #include "infer/infer_internal.h"
 #include "tools/peer.h"
 
@@ -109,7 +108,7 @@ static int take_result(const pb_infer_params *p, pb__infer_ctx *c, const char *p
                        const char *script, struct pb_error *err) {
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
+  PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
   cJSON *j = cJSON_ParseWithLength(data, size);
   pb_free(data, size);
   if (j == NULL) return pb_error_set(err, PB_EFORMAT, "%s wrote no valid JSON to %s", script, path);
@@ -148,7 +147,7 @@ static void peer_tick(void *ctx, double elapsed_s) {
   peer_watch *w = ctx;
   char tail[4096], text[256] = "";
   long done = 0, total = 0;
-  pb__proc_tail(w->log, 40, tail, sizeof tail);
+  pb_proc_tail(w->log, 40, tail, sizeof tail);
   for (char *line = tail; line != NULL && *line != '\0';) {
     char *nl = strchr(line, '\n');
     if (nl != NULL) *nl = '\0';
@@ -210,7 +209,7 @@ static int run_peer(const pb_infer_params *p, pb__infer_ctx *c, const char *dir,
   argv[n++] = "--batch-sizes";
   for (int i = 0; i < c->nbs; i++) add_arg(argv, &n, nums, &ns, c->bss[i]);
   argv[n] = NULL;
-  pb__proc pr = {0};
+  pb_proc pr = {0};
   pr.argv = argv;
   pr.stdout_path = log, pr.stderr_path = log;
   pr.timeout_s = p->peer_timeout_s > 0 ? p->peer_timeout_s : 3600.0;
@@ -218,7 +217,7 @@ static int run_peer(const pb_infer_params *p, pb__infer_ctx *c, const char *dir,
   snprintf(label, sizeof label, "peer %s", modes != NULL ? "torch" : "jax");
   peer_watch watch = {p, label, log, "", 0, 0};
   pr.tick = peer_tick, pr.tick_ctx = &watch;
-  int rc = pb__proc_run(&pr, NULL, err);
+  int rc = pb_proc_run(&pr, NULL, err);
   if (rc != PB_OK) {
     pb_error_prefix(err, "%s: ", script);
     return rc;
@@ -228,8 +227,7 @@ static int run_peer(const pb_infer_params *p, pb__infer_ctx *c, const char *dir,
 
 int pb__infer_peers(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error *err) {
   /* The inputs for the peers go to $TMPDIR (else /tmp), as other programs' temporaries do. */
-  const char *base = getenv("TMPDIR");
-  if (base == NULL || base[0] == '\0') base = "/tmp";
+  const char *base = pb_tmp_dir();
   char dir[4096];
   int n = snprintf(dir, sizeof dir, "%s/pipebench_infer_XXXXXX", base);
   if (n < 0 || (size_t)n >= sizeof dir)
@@ -251,6 +249,6 @@ int pb__infer_peers(const pb_infer_params *p, pb__infer_ctx *c, struct pb_error 
     rc = run_peer(p, c, dir, "pipebench_jax_infer.py", NULL, err);
     if (rc == PB_OK) rc = pb__infer_save(p, c, err);
   }
-  if (pb__remove_tree(dir) != 0) pb__infer_note(p, 1, "could not remove %s", dir);
+  if (pb_remove_tree(dir) != 0) pb__infer_note(p, 1, "could not remove %s", dir);
   return rc;
 }

@@ -20,7 +20,8 @@
 #include "report/plot_kit.h"
 #include "revs/revs_internal.h"
 #include "report/report_internal.h"
-#include "table/results_internal.h"
+#include "pipebench/results.h"
+#include "pipebench/sys.h"
 
 /* ---- the PLplot session ---------------------------------------------------------------------- */
 
@@ -87,7 +88,7 @@ static int run_plplot(const char *tmp, int w, int h, pb__pl_draw_fn draw, const 
 /* A PNG ends with its IEND chunk: length 0, the type, and that type's fixed CRC. */
 static int png_complete(const char *file) {
   static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
-  return pb__file_ends_with(file, iend, sizeof iend);
+  return pb_file_ends_with(file, iend, sizeof iend);
 }
 
 /* Draws one PNG of w x h pixels into path, atomically (a temporary sibling, renamed). */
@@ -101,7 +102,7 @@ static int plot_png(const char *path, int w, int h, pb__pl_draw_fn draw, const v
     goto out;
   }
   char tmp[4200];
-  if ((rc = pb__atomic_begin(path, tmp, sizeof tmp, err)) != PB_OK) goto out;
+  if ((rc = pb_atomic_begin(path, tmp, sizeof tmp, err)) != PB_OK) goto out;
   /* Point stdout and stderr at a scratch file while PLplot runs. */
   fflush(stdout);
   fflush(stderr);
@@ -139,7 +140,7 @@ static int plot_png(const char *path, int w, int h, pb__pl_draw_fn draw, const v
   else if (!png_complete(tmp)) /* cairo does not report a short write (a full disk) */
     rc = pb_error_set(err, PB_EIO, "%s: the PNG was not written whole (is the disk full?) %s",
                       path, said);
-  rc = pb__atomic_finish(tmp, path, rc, err);
+  rc = pb_atomic_finish(tmp, path, rc, err);
 out:
   pthread_mutex_unlock(&plot_lock);
   return rc;

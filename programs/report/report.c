@@ -11,18 +11,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/fs.h"
-#include "common/json.h"
-#include "common/strbuf.h"
+#include "pipebench/sys.h"
 #include "report/report_internal.h"
-#include "table/results_internal.h"
+#include "pipebench/results.h"
 
 /* ---- text buffers (common/strbuf.h) ---------------------------------------------------------- */
 
-typedef pb__strbuf sbuf;
-#define sb_put pb__strbuf_putn
-#define sb_puts pb__strbuf_puts
-#define sb_printf pb__strbuf_printf
+typedef pb_strbuf sbuf;
+#define sb_put pb_strbuf_putn
+#define sb_puts pb_strbuf_puts
+#define sb_printf pb_strbuf_printf
 
 static void sb_html_text(sbuf *b, const char *s);
 
@@ -164,7 +162,7 @@ static void doc_img(pb__rp_doc *d, const char *dir, const char *name, const char
   void *data = NULL;
   size_t n = 0;
   struct pb_error e;
-  if (pb__read_file(path, &data, &n, &e) != PB_OK) return;
+  if (pb_read_file(path, &data, &n, &e) != PB_OK) return;
   doc_end_list(d);
   sb_printf(&d->md, "![%s](images/%s)\n\n", alt, name);
   sb_printf(&d->html, "<p><img alt=\"%s\" src=\"data:image/png;base64,", alt);
@@ -209,9 +207,9 @@ static cJSON *load_summary(const char *dir) {
   void *text = NULL;
   size_t n = 0;
   struct pb_error e;
-  if (pb__read_file(path, &text, &n, &e) != PB_OK) return NULL;
+  if (pb_read_file(path, &text, &n, &e) != PB_OK) return NULL;
   cJSON *root = NULL;
-  pb__json_parse(text, n, path, &root, &e); /* trailing data: no summary, as for a bad one */
+  pb_json_parse(text, n, path, &root, &e); /* trailing data: no summary, as for a bad one */
   pb_free(text, n);
   return root;
 }
@@ -234,7 +232,7 @@ int pb__rp_report_ours(const char *path, struct pb_error *err) {
                         path, fix);
   if (!S_ISREG(st.st_mode))
     return pb_error_set(err, -EEXIST, "%s is %s, not a report pipebench wrote: %s", path,
-                        pb__file_kind((unsigned)st.st_mode), fix);
+                        pb_file_kind((unsigned)st.st_mode), fix);
   char head[1025];
   ssize_t got = -1;
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

@@ -15,7 +15,7 @@
 
 #include "tools/peer.h"
 #include "revs/revs_internal.h"
-#include "common/fs.h"
+#include "pipebench/sys.h"
 #include "pipebench/results.h"
 
 #define GIT_TIMEOUT_S 600.0
@@ -267,7 +267,7 @@ static int read_repo_file(const char *top, worktree *w, struct pb_error *err) {
   snprintf(path, sizeof path, "%s/.pipebench/revs.json", w->path);
   if (access(path, F_OK) != 0) snprintf(path, sizeof path, "%s/.pipebench/revs.json", top);
   if (access(path, F_OK) != 0) return PB_OK;
-  cJSON *root = pb__load_json(path, err);
+  cJSON *root = pb_load_json(path, err);
   if (root == NULL) return PB_EFORMAT;
   int rc = PB_OK;
   if (!cJSON_IsObject(root)) {
@@ -587,7 +587,7 @@ static int experiment_options(const worktree *w, const char *exp, argv_list *a,
       if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
       void *data;
       size_t size;
-      PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
+      PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
       char *text = malloc(size + 1);
       if (text == NULL) {
         pb_free(data, size);
@@ -787,7 +787,7 @@ static int read_run_metrics(task_state *s, const run_plan *r, struct pb_error *e
     return pb_error_set(err, PB_ENOTFOUND, "the task exited 0 but wrote no metrics file %s",
                         shown);
   }
-  cJSON *root = pb__load_json(r->metrics, err);
+  cJSON *root = pb_load_json(r->metrics, err);
   if (root == NULL) return PB_EFORMAT;
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
@@ -995,8 +995,7 @@ static void fail_task(revs_ctx *c, task_state *s, const struct pb_error *e) {
 
 static int make_tmp(revs_ctx *c, struct pb_error *err) {
   const char *base = c->p->tmp_dir;
-  if (base == NULL || base[0] == '\0') base = getenv("TMPDIR");
-  if (base == NULL || base[0] == '\0') base = "/tmp";
+  if (base == NULL || base[0] == '\0') base = pb_tmp_dir();
   char tmpl[4096];
   snprintf(tmpl, sizeof tmpl, "%s/pipebench-revs-XXXXXX", base);
   if (mkdtemp(tmpl) == NULL)

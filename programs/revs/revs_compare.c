@@ -197,7 +197,7 @@ int pb_revs_compare(const char *results_path, const char *baseline, double facto
   *out = NULL;
   *n = 0;
   if (!(factor > 0)) factor = 1.1;
-  cJSON *root = pb__load_json(results_path, err);
+  cJSON *root = pb_load_json(results_path, err);
   if (root == NULL) return PB_EFORMAT;
   if (!cJSON_IsArray(root)) {
     cJSON_Delete(root);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "revs/revs_internal.h"
-#include "common/fs.h"
+#include "pipebench/sys.h"
 
 /* The columns a task file may have; which ones a row needs depends on its kind. */
 enum { C_BRANCH, C_EXPERIMENT, C_TRAINER, C_MAX_EPOCHS, C_BATCH_SIZE, C_OVERRIDES, C_CHECKPOINT,
@@ -418,8 +418,8 @@ int pb_revs_tasks_read(const char *path, pb_revs_task **tasks, size_t *n, struct
   void *data = NULL;
   size_t size = 0;
   /* stat first: reading a FIFO or a device named as the task file would block */
-  int rc = pb__check_file_kind(path, 0, "a task file (CSV)", err);
-  if (rc == PB_OK) rc = pb__read_file(path, &data, &size, err);
+  int rc = pb_check_file_kind(path, 0, "a task file (CSV)", err);
+  if (rc == PB_OK) rc = pb_read_file(path, &data, &size, err);
   if (rc != PB_OK) return rc;
   rc = pb_revs_tasks_parse(data, size, path, tasks, n, err);
   pb_free(data, size);

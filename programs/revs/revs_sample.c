@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/proc.h"
+#include "pipebench/sys.h"
 #include "revs/revs_internal.h"
 
 #define SAMPLE_MS 200
@@ -98,12 +98,12 @@ static size_t scan(proc_entry **list, size_t *cap, double *tree_mb, int self) {
 static double gpu_mb(const proc_entry *list, size_t n, int self) {
   const char *argv[] = {"nvidia-smi", "--query-compute-apps=pid,used_memory",
                         "--format=csv,noheader,nounits", NULL};
-  pb__proc p = {.argv = argv, .capture_stdout = 1, .stderr_path = "/dev/null", .timeout_s = 10};
-  /* a cancel flag nobody sets: without one, pb__proc_run would take over SIGINT/SIGTERM */
+  pb_proc p = {.argv = argv, .capture_stdout = 1, .stderr_path = "/dev/null", .timeout_s = 10};
+  /* a cancel flag nobody sets: without one, pb_proc_run would take over SIGINT/SIGTERM */
   static volatile sig_atomic_t never = 0;
   p.cancel = &never;
-  pb__proc_result r;
-  if (pb__proc_run(&p, &r, NULL) != PB_OK) {
+  pb_proc_result r;
+  if (pb_proc_run(&p, &r, NULL) != PB_OK) {
     free(r.out);
     return -1;
   }

@@ -20,8 +20,7 @@
 #include "pipebench/engine.h"
 #include "pipebench/results.h"
 
-#include "common/fs.h"
-#include "common/json.h"
+#include "pipebench/sys.h"
 
 #define GB 1e9
 
@@ -118,8 +117,7 @@ static double resident_fraction(int fd, size_t size) {
 
 static int measure_file(const pb_calibrate_params *p, pb_calibration *out, struct pb_error *err) {
   char dir[4096];
-  const char *tmp = p->dir ? p->dir : getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s", tmp ? tmp : "/tmp");
+  snprintf(dir, sizeof dir, "%s", p->dir ? p->dir : pb_tmp_dir());
   char path[4200];
   snprintf(path, sizeof path, "%s/pipebench-calibrate-XXXXXX", dir);
   int fd = mkstemp(path);
@@ -134,9 +132,9 @@ static int measure_file(const pb_calibrate_params *p, pb_calibration *out, struc
   fill_image_like((uint16_t *)buf, block / 2, 7);
   int rc = PB_OK;
   for (size_t done = 0; done < p->file_bytes && rc == PB_OK; done += block) {
-    /* A short write leaves errno as it was; pb__write_all goes on until the real error
+    /* A short write leaves errno as it was; pb_write_all goes on until the real error
      * (ENOSPC on a full disk) shows. */
-    rc = pb__write_all(fd, buf, block, path, err);
+    rc = pb_write_all(fd, buf, block, path, err);
   }
   if (rc == PB_OK && fdatasync(fd) != 0)
     rc = pb_error_set(err, -errno, "%s: fdatasync failed: %s", path, strerror(errno));
@@ -489,7 +487,7 @@ int pb_calibration_load(const char *path, pb_calibration *out, struct pb_error *
   fclose(f);
   text[len] = '\0';
   cJSON *root = NULL;
-  int prc = pb__json_parse(text, len, path, &root, err);
+  int prc = pb_json_parse(text, len, path, &root, err);
   free(text);
   if (prc != PB_OK) return prc;
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "kind");

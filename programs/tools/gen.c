@@ -8,12 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/commit.h"
-#include "common/fs.h"
-#include "common/inventory.h"
-#include "common/json.h"
-#include "common/proc.h"
-#include "formats/format_internal.h"
+#include "pipebench/sys.h"
+#include "tools/inventory.h"
+#include "pipebench/format.h"
 #include "pipebench/gen.h"
 #include "pipebench/results.h"
 #include "tools/synth.h"
@@ -61,17 +58,12 @@ static int parse_formats(const char *list, const char *names[MAX_FORMATS], int *
   char *save = NULL;
   for (char *tok = strtok_r(storage, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
     const pb_format_info *f = pb_format_find(tok);
-    if (f == NULL) {
-      /* Let the format layer name the known formats. */
+    if (f == NULL || !f->can_write) {
+      /* Let the format layer say what is wrong: the known formats, or why it has no writer. */
       pb_writer *w = NULL;
       int rc = pb_writer_new("/nonexistent", tok, NULL, &w, err);
       pb_writer_free(w);
       return rc != PB_OK ? rc : PB_EINVAL;
-    }
-    if (!f->can_write) {
-      const pb_format_vtable *vt = pb__format_vtable_find(tok);
-      return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be written: %s", tok,
-                          vt != NULL && vt->refuse ? vt->refuse : "no writer");
     }
     for (int k = 0; k < *n; k++)
       if (strcmp(names[k], tok) == 0) return pb_error_set(err, PB_EINVAL, "format '%s' given twice", tok);
@@ -103,13 +95,13 @@ static int load_old_manifest(const char *dir, int force, cJSON **out, struct pb_
   if (lstat(path, &st) != 0) return PB_OK;
   if (!S_ISREG(st.st_mode))
     return pb_error_set(err, PB_EIO, "%s is %s, not a manifest pipebench wrote; refusing to replace it",
-                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : pb__file_kind(st.st_mode));
+                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : pb_file_kind(st.st_mode));
   void *data = NULL;
   size_t size = 0;
   cJSON *old = NULL;
   struct pb_error ignored;
-  if ((size_t)st.st_size <= MAX_MANIFEST_BYTES && pb__read_file(path, &data, &size, err) == PB_OK) {
-    if (pb__json_parse(data, size, path, &old, &ignored) != PB_OK) old = NULL; /* not ours */
+  if ((size_t)st.st_size <= MAX_MANIFEST_BYTES && pb_read_file(path, &data, &size, err) == PB_OK) {
+    if (pb_json_parse(data, size, path, &old, &ignored) != PB_OK) old = NULL; /* not ours */
     pb_free(data, size);
   }
   const cJSON *kind = cJSON_GetObjectItemCaseSensitive(old, "kind");
@@ -164,7 +156,7 @@ static int check_outputs(const char *dir, const char *const *names, int n, const
   for (int i = 0; i < n; i++) {
     char to[4096];
     pb_gen_format_path(dir, names[i], to, sizeof to);
-    PB_RETURN_NOT_OK(pb__output_check(to, err));
+    PB_RETURN_NOT_OK(pb_output_check(to, err));
     struct stat st;
     if (lstat(to, &st) != 0) continue;
     if (force && S_ISREG(st.st_mode)) continue;
@@ -306,12 +298,12 @@ static int gen_options(const char *options, int *photo, int *vary, struct pb_err
     }
     q += len + (q[len] == ',');
   }
-  PB_RETURN_NOT_OK(pb__opt_check("gen", own, keys, err));
-  *photo = pb__opt_get(own, "content", v, sizeof v) && strcmp(v, "photo") == 0;
-  if (pb__opt_get(own, "content", v, sizeof v) && !*photo && strcmp(v, "cells") != 0)
+  PB_RETURN_NOT_OK(pb_opt_check("gen", own, keys, err));
+  *photo = pb_opt_get(own, "content", v, sizeof v) && strcmp(v, "photo") == 0;
+  if (pb_opt_get(own, "content", v, sizeof v) && !*photo && strcmp(v, "cells") != 0)
     return pb_error_set(err, PB_EINVAL, "gen: option content=%s: want cells or photo", v);
-  *vary = pb__opt_get(own, "sizes", v, sizeof v) && strcmp(v, "vary") == 0;
-  if (pb__opt_get(own, "sizes", v, sizeof v) && !*vary && strcmp(v, "fixed") != 0)
+  *vary = pb_opt_get(own, "sizes", v, sizeof v) && strcmp(v, "vary") == 0;
+  if (pb_opt_get(own, "sizes", v, sizeof v) && !*vary && strcmp(v, "fixed") != 0)
     return pb_error_set(err, PB_EINVAL, "gen: option sizes=%s: want fixed or vary", v);
   return PB_OK;
 }
@@ -339,12 +331,12 @@ static void row_meta(pb_image_meta *meta, const pb_gen_params *p, int64_t r, int
 }
 
 /* Writes the manifest text into the staging folder, then puts every format's output and the
- * manifest into dir in one journaled commit (common/commit.h). */
+ * manifest into dir in one journaled commit (pb_commit). */
 static int commit_outputs(const char *dir, const char *stage, const char *const *names, int n,
                           const char *manifest, struct pb_error *err) {
   char mpath[4096];
   snprintf(mpath, sizeof mpath, "%s/manifest.json", stage);
-  PB_RETURN_NOT_OK(pb__write_file(mpath, manifest, strlen(manifest), err));
+  PB_RETURN_NOT_OK(pb_write_file(mpath, manifest, strlen(manifest), err));
   const char *from[MAX_FORMATS + 1], *to[MAX_FORMATS + 1];
   char entries[MAX_FORMATS][256];
   for (int i = 0; i < n; i++) {
@@ -354,7 +346,7 @@ static int commit_outputs(const char *dir, const char *stage, const char *const 
     from[i] = to[i] = entries[i];
   }
   from[n] = to[n] = "manifest.json";
-  return pb__commit(dir, "gen", stage, from, to, n + 1, err);
+  return pb_commit(dir, "gen", stage, from, to, n + 1, err);
 }
 
 int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
@@ -375,10 +367,10 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
   int64_t longest = p.shape[PB_Y] > p.shape[PB_X] ? p.shape[PB_Y] : p.shape[PB_X];
   struct stat dst;
   int made_dir = lstat(dir, &dst) != 0; /* removed again when gen fails before its commit */
-  PB_RETURN_NOT_OK(pb__mkdirs(dir, err));
+  PB_RETURN_NOT_OK(pb_mkdirs(dir, err));
   /* A commit an earlier gen did not finish (killed inside it) is finished first: the manifest
    * read below is then the one that goes with what is on disk. */
-  PB_RETURN_NOT_OK(pb__commit_recover(dir, "gen", NULL, err));
+  PB_RETURN_NOT_OK(pb_commit_recover(dir, "gen", NULL, err));
   cJSON *old = NULL;
   PB_RETURN_NOT_OK(load_old_manifest(dir, p.write.force, &old, err));
   int rc = check_outputs(dir, names, n, old, p.write.force, err);
@@ -391,18 +383,18 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
    * end (common/commit.h), so an earlier dataset in dir stays whole until the new one is. */
   char stage[4096], stage_name[4096];
   snprintf(stage_name, sizeof stage_name, "%s/gen-staging", dir);
-  pb__temp_sweep(stage_name); /* what a gen killed before its commit left in dir */
-  if (pb__temp_sibling(stage_name, stage, sizeof stage) != PB_OK) {
+  pb_temp_sweep(stage_name); /* what a gen killed before its commit left in dir */
+  if (pb_temp_sibling(stage_name, stage, sizeof stage) != PB_OK) {
     cJSON_Delete(old);
     return pb_error_set(err, PB_EINVAL, "%s: path too long", dir);
   }
-  rc = pb__mkdirs(stage, err);
+  rc = pb_mkdirs(stage, err);
   if (rc != PB_OK) {
     cJSON_Delete(old);
     if (made_dir) rmdir(dir);
     return rc;
   }
-  if (p.cancel != NULL) pb__stop_flag_set(p.cancel); /* children (the Lance writer) stop too */
+  if (p.cancel != NULL) pb_stop_flag_set(p.cancel); /* children (the Lance writer) stop too */
 
   pb_writer *writers[MAX_FORMATS] = {0};
   pb_image_meta meta;
@@ -465,8 +457,8 @@ int pb_gen(const char *dir, const pb_gen_params *params, struct pb_error *err) {
     free(text);
   }
 done:
-  if (p.cancel != NULL) pb__stop_flag_set(NULL);
-  pb__remove_tree(stage); /* gone already after a commit */
+  if (p.cancel != NULL) pb_stop_flag_set(NULL);
+  pb_remove_tree(stage); /* gone already after a commit */
   if (rc != PB_OK && made_dir) rmdir(dir); /* only when empty: a first gen that failed */
   for (int i = 0; i < n; i++) cJSON_Delete(inventories[i]);
   cJSON_Delete(old);

@@ -1,33 +1,19 @@
 /* Finding pipebench's Python helpers and running them as child processes with a time limit. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "common/proc.h"
+#include "pipebench/sys.h"
 #include "tools/peer.h"
 
-/* An installed pipebench keeps its helpers in PREFIX/share/pipebench/python, PREFIX being the
- * folder above the one that holds the library (or the program it is linked into). */
+/* An installed pipebench keeps its helpers in PREFIX/share/pipebench/python (pb_install_path). */
 static char installed_python[4200];
 static pthread_once_t installed_once = PTHREAD_ONCE_INIT;
 
 static void find_installed(void) {
-  Dl_info info;
-  if (dladdr(&installed_once, &info) == 0 || info.dli_fname == NULL) return;
-  char *real = realpath(info.dli_fname, NULL);
-  if (real == NULL) return;
-  char *slash = strrchr(real, '/');
-  if (slash != NULL) {
-    *slash = '\0';
-    char probe[4300];
-    snprintf(probe, sizeof probe, "%s/../share/pipebench/python/pipebench_peer.py", real);
-    if (access(probe, R_OK) == 0)
-      snprintf(installed_python, sizeof installed_python, "%s/../share/pipebench/python", real);
-  }
-  free(real);
+  pb_install_path("python", "pipebench_peer.py", installed_python, sizeof installed_python);
 }
 
 const char *pb__python_dir(void) {
@@ -39,11 +25,11 @@ const char *pb__python_dir(void) {
 }
 
 int pb__run_child(char *const argv[], double timeout_s, const char *err_path, struct pb_error *err) {
-  pb__proc p = {.argv = (const char *const *)argv, .stdout_path = err_path,
+  pb_proc p = {.argv = (const char *const *)argv, .stdout_path = err_path,
                 .stderr_path = err_path, .timeout_s = timeout_s};
-  pb__proc_result r;
+  pb_proc_result r;
   struct pb_error why = {{0}};
-  int rc = pb__proc_run(&p, &r, &why);
+  int rc = pb_proc_run(&p, &r, &why);
   if (rc == PB_OK || rc == PB_ECANCELED || !r.started)
     return rc == PB_OK ? PB_OK : pb_error_set(err, rc, "%s", why.message);
   const char *what = argv[1] ? argv[1] : "";
@@ -52,7 +38,7 @@ int pb__run_child(char *const argv[], double timeout_s, const char *err_path, st
                         timeout_s);
   /* the last lines of its output: that is where Python puts the exception */
   char tail[600];
-  pb__proc_tail(err_path, 4, tail, sizeof tail);
+  pb_proc_tail(err_path, 4, tail, sizeof tail);
   if (r.term_signal != 0)
     return pb_error_set(err, PB_ECHILD, "%s %s was killed by signal %d: %s", argv[0], what,
                         r.term_signal, tail);

@@ -2,7 +2,7 @@
 #ifndef PB_PEER_H
 #define PB_PEER_H
 
-#include "common/json.h"
+#include "pipebench/sys.h"
 
 /** Folder of pipebench's Python scripts (PIPEBENCH_PYTHON_DIR, else the source tree's python/). */
 const char *pb__python_dir(void);

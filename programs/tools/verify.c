@@ -7,10 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/commit.h"
-#include "common/fs.h"
-#include "common/inventory.h"
-#include "common/json.h"
+#include "pipebench/sys.h"
+#include "tools/inventory.h"
 #include "pipebench/format.h"
 #include "pipebench/results.h"
 #include "pipebench/verify.h"
@@ -48,10 +46,10 @@ static int read_json(const char *file, cJSON **out, struct pb_error *err) {
                         file, (long long)st.st_size, MAX_MANIFEST_BYTES);
   void *data = NULL;
   size_t n = 0;
-  int rc = pb__read_file(file, &data, &n, err);
+  int rc = pb_read_file(file, &data, &n, err);
   if (rc != PB_OK) return rc == PB_EIO ? PB_EFORMAT : rc;
   cJSON *root = NULL;
-  rc = pb__json_parse(data, n, file, &root, err); /* trailing data refused too */
+  rc = pb_json_parse(data, n, file, &root, err); /* trailing data refused too */
   pb_free(data, n);
   if (rc != PB_OK) return rc;
   if (!cJSON_IsObject(root)) {
@@ -82,7 +80,7 @@ static int gen_lists(const char *manifest, const char *base, char *fmt, size_t f
 }
 
 int pb_verify_find_manifest(const char *path, char *buf, size_t size, struct pb_error *err) {
-  if (path != NULL) PB_RETURN_NOT_OK(pb__commit_settle(path, err));
+  if (path != NULL) PB_RETURN_NOT_OK(pb_commit_settle(path, err));
   char side[4096], t[4096], gen[4096];
   if (path == NULL || trimmed(path, t, sizeof t) != PB_OK || sidecar_path(t, side, sizeof side) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long or empty", path ? path : "(null)");
@@ -377,25 +375,25 @@ int pb_verify_write_dataset(const char *path, const char *format, const pb_write
   if (path == NULL || trimmed(path, t, sizeof t) != PB_OK || sidecar_path(t, side, sizeof side) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long or empty", path ? path : "(null)");
   if (format == NULL || fill == NULL) return pb_error_set(err, PB_EINVAL, "no format or no images");
-  PB_RETURN_NOT_OK(pb__output_check(t, err));
+  PB_RETURN_NOT_OK(pb_output_check(t, err));
   struct stat st;
   if (lstat(side, &st) == 0 && !S_ISREG(st.st_mode))
     return pb_error_set(err, PB_EIO, "%s is %s, not a manifest file; refusing to replace it",
-                        side, pb__file_kind(st.st_mode));
+                        side, pb_file_kind(st.st_mode));
   char dir[4096];
   const char *base;
-  pb__path_split(t, dir, sizeof dir, &base);
+  pb_path_split(t, dir, sizeof dir, &base);
   /* A convert into path killed inside its commit is finished first (common/commit.h). */
-  PB_RETURN_NOT_OK(pb__commit_recover(dir, base, NULL, err));
+  PB_RETURN_NOT_OK(pb_commit_recover(dir, base, NULL, err));
   PB_RETURN_NOT_OK(check_replaceable(t, side, params != NULL && params->force, err));
   /* The staging folder has the temporary name of path: a killed writer's is swept by the next
    * writer of path (pb_writer_new, or this call). */
-  pb__temp_sweep(t);
+  pb_temp_sweep(t);
   char stage[4200], staged[4400];
-  if (pb__temp_sibling(t, stage, sizeof stage) != PB_OK)
+  if (pb_temp_sibling(t, stage, sizeof stage) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", t);
   snprintf(staged, sizeof staged, "%s/%s", stage, base);
-  PB_RETURN_NOT_OK(pb__mkdirs(stage, err));
+  PB_RETURN_NOT_OK(pb_mkdirs(stage, err));
   pb_writer *w = NULL;
   int rc = pb_writer_new(staged, format, params, &w, err);
   if (rc == PB_OK) {
@@ -412,12 +410,12 @@ int pb_verify_write_dataset(const char *path, const char *format, const pb_write
     char side_name[4200];
     snprintf(side_name, sizeof side_name, "%s.manifest.json", base);
     const char *names[2] = {base, side_name};
-    rc = pb__commit(dir, base, stage, names, names, 2, err);
+    rc = pb_commit(dir, base, stage, names, names, 2, err);
   }
   if (rc != PB_OK) {
     unstage_message(err, staged, t);
     unstage_message(err, stage, dir);
   }
-  pb__remove_tree(stage);
+  pb_remove_tree(stage);
   return rc;
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/proc.h"
+#include "pipebench/sys.h"
 #include "pipebench/format.h"
 #include "tracks/harness.h"
 #include "tracks/ranks.h"
@@ -97,10 +97,10 @@ void pb__run_written(pb_run_ctx *c, const char *fmt, ...) {
   c->written[u + 1] = '\0';
 }
 
-int pb__run_stopped(void) { return pb__stop_requested(); }
+int pb__run_stopped(void) { return pb_stop_requested(); }
 
 int pb__run_stop_error(struct pb_error *err) {
-  int sig = pb__stop_requested();
+  int sig = pb_stop_requested();
   const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : NULL;
   if (name != NULL) return pb_error_set(err, PB_ECANCELED, "interrupted by %s", name);
   return pb_error_set(err, PB_ECANCELED, "interrupted");
@@ -160,7 +160,7 @@ void pb__window_pilot(pb__window *w, const double *pilot_s, size_t n) {
 
 int pb__window_close(pb__window *w, int64_t end_ns, struct pb_error *err) {
   w->in_group = 0;
-  if (pb__stop_requested() != 0) return pb__run_stop_error(err);
+  if (pb_stop_requested() != 0) return pb__run_stop_error(err);
   double span = (double)(end_ns - w->g0) / 1e9;
   if (w->n == w->lat_cap) {
     size_t ncap = w->lat_cap * 2 + 64;

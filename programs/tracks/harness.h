@@ -86,7 +86,7 @@ void pb__run_written(pb_run_ctx *c, const char *fmt, ...) __attribute__((format(
  * memory). */
 cJSON *pb__run_summary(pb_run_ctx *c, const char *track_id);
 
-/** Has a stop been asked for (pb_run_params.cancel, through pb__stop_flag_set)? The signal's
+/** Has a stop been asked for (pb_run_params.cancel, through pb_stop_flag_set)? The signal's
  * number, or 0. Loops that may run for more than a fraction of a second ask it each time round
  * and return pb__run_stop_error when it says yes. */
 int pb__run_stopped(void);

@@ -9,8 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/env.h"
-#include "table/results_internal.h"
+#include "pipebench/bench.h"
+#include "pipebench/sys.h"
+#include "pipebench/results.h"
 #include "tracks/ranks.h"
 
 #ifdef PB_HAVE_MPI
@@ -30,14 +31,22 @@ int pb__ranks_size(void) { return g_size; }
 const char *pb__ranks_kind(void) { return g_mpi ? "mpi" : "none"; }
 int pb__ranks_failed(void) { return g_failed; }
 
-/* The number of ranks a launcher asked for (0 when none did). */
-static int launcher_size(void) {
+int pb_mpi_env_size(void) {
   static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
   for (int k = 0; vars[k] != NULL; k++) {
     const char *v = getenv(vars[k]);
     if (v != NULL && atoi(v) > 0) return atoi(v);
   }
   return getenv("PMIX_RANK") != NULL ? 1 : 0;
+}
+
+int pb_mpi_env_rank(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", NULL};
+  for (int k = 0; vars[k] != NULL; k++) {
+    const char *v = getenv(vars[k]);
+    if (v != NULL && v[0] != '\0') return atoi(v);
+  }
+  return 0;
 }
 
 int pb__ranks_local_gpu(void) {
@@ -118,7 +127,7 @@ int pb__ranks_init(struct pb_error *err) {
   if (g_joined) return PB_OK;
   int inited = 0;
   MPI_Initialized(&inited);
-  if (!inited && launcher_size() == 0) { /* a plain process: MPI stays untouched */
+  if (!inited && pb_mpi_env_size() == 0) { /* a plain process: MPI stays untouched */
     g_joined = 1;
     return PB_OK;
   }
@@ -131,11 +140,11 @@ int pb__ranks_init(struct pb_error *err) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  if (g_size == 1 && launcher_size() > 1)
+  if (g_size == 1 && pb_mpi_env_size() > 1)
     /* each process would measure and write alone, as if it were the only one */
     return pb_error_set(err, PB_EUNSUPPORTED, "started as one of %d ranks, but MPI sees one: the "
                         "launcher is not the one of the MPI library pipebench loaded (use that "
-                        "library's mpirun)", launcher_size());
+                        "library's mpirun)", pb_mpi_env_size());
   g_mpi = 1;
   g_joined = 1;
   return PB_OK;
@@ -150,14 +159,16 @@ static void mpi_version(char *buf, size_t size) {
   if (nl != NULL) *nl = '\0';
   snprintf(buf, size, "%s", v);
 }
-PB__ENV_VERSION(register_mpi_version, "mpi_version", mpi_version)
+__attribute__((constructor)) static void register_mpi_version(void) {
+  pb_env_register_version("mpi_version", mpi_version);
+}
 
 #else
 
 int pb__ranks_init(struct pb_error *err) {
   g_failed = 0; /* every rank starts a new collective call (pb_run) here */
   if (g_joined) return PB_OK;
-  int n = launcher_size();
+  int n = pb_mpi_env_size();
   if (n > 1)
     return pb_error_set(err, PB_EUNSUPPORTED, "started as one of %d ranks by an MPI launcher, but "
                         "this pipebench was built without MPI (install libopenmpi-dev and "
@@ -307,7 +318,7 @@ void pb__rank_list(const double *v, int n, char *buf, size_t size) {
   for (int r = 0; r < n && u < size; r++) {
     char num[64]; /* counts as integers, others as the tables write doubles: shortest exact */
     if (v[r] == floor(v[r]) && fabs(v[r]) < 9007199254740992.0) snprintf(num, sizeof num, "%.0f", v[r]);
-    else pb__format_double(v[r], num, sizeof num);
+    else pb_format_double(v[r], num, sizeof num);
     int k = snprintf(buf + u, size - u, "%s%s", r ? "," : "", num);
     if (k < 0) break;
     u += (size_t)k;

@@ -15,15 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/dirlock.h"
-#include "common/fs.h"
-#include "common/json.h"
-#include "common/safe_open.h"
-#include "common/proc.h"
+#include "tracks/dirlock.h"
+#include "pipebench/sys.h"
 #include "tracks/device.h"
 #include "tracks/ranks.h"
 #include "tracks/tracks.h"
-#include "parquet/pq_cache.h"
+#include "pipebench/format.h"
 #include "pipebench/engine.h"
 #include "pipebench/gen.h"
 
@@ -33,7 +30,7 @@
 
 /* Dataset generation, calibration and the plots have no way to stop half-way. When the run can
  * be stopped (pb_run_params.cancel), each runs in a forked copy of this process that a stop
- * ends at once (pb__proc_fork); what the copy finds comes back through shared memory. */
+ * ends at once (pb_proc_fork); what the copy finds comes back through shared memory. */
 typedef struct forked_out {
   int rc;
   struct pb_error err;
@@ -70,7 +67,7 @@ static int run_stoppable(pb_run_ctx *c, int (*work)(pb_run_ctx *c, void *arg, st
   o->rc = PB_ECHILD;
   forked_job j = {c, work, arg, o};
   struct pb_error why = {{0}};
-  int rc = pb__proc_fork(forked_main, &j, NULL, NULL, &why);
+  int rc = pb_proc_fork(forked_main, &j, NULL, NULL, &why);
   if (rc == PB_ECANCELED || pb__run_stopped()) {
     rc = pb__run_stop_error(err);
   } else if (rc == PB_OK || o->rc != PB_OK) {
@@ -97,7 +94,7 @@ static int run_gen(pb_run_ctx *c, pb_gen_params *g, struct pb_error *err) {
   if (rc != PB_OK) {
     char stage[4300];
     snprintf(stage, sizeof stage, "%s/gen-staging", c->data_dir);
-    pb__temp_sweep(stage); /* the copy that was stopped is reaped: its staging folder goes */
+    pb_temp_sweep(stage); /* the copy that was stopped is reaped: its staging folder goes */
     if (!existed) rmdir(c->data_dir);
   }
   return rc;
@@ -122,9 +119,9 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb__read_file(path, &data, &size, err));
+  PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
   cJSON *root = NULL;
-  int prc = pb__json_parse(data, size, path, &root, err);
+  int prc = pb_json_parse(data, size, path, &root, err);
   pb_free(data, size);
   if (prc != PB_OK) return prc;
   const cJSON *formats = cJSON_GetObjectItemCaseSensitive(root, "formats");
@@ -143,7 +140,7 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
     }
     /* ... nor through a symbolic link that points out of it. */
     int irc = cJSON_IsString(f) && f->string != NULL
-                  ? pb__entry_inside(dir, f->valuestring, "the dataset folder", err)
+                  ? pb_entry_inside(dir, f->valuestring, "the dataset folder", err)
                   : PB_OK;
     if (irc != PB_OK) {
       cJSON_Delete(root);
@@ -341,7 +338,7 @@ static void write_failed(pb_run_ctx *c, int rc, const struct pb_error *e) {
   snprintf(dir, sizeof dir, "%s/data", c->out);
   snprintf(path, sizeof path, "%s/pipebench_summary_failed.json", dir);
   struct pb_error e2;
-  if (pb__mkdirs(dir, &e2) == PB_OK) write_json(c, root, path, path, &e2);
+  if (pb_mkdirs(dir, &e2) == PB_OK) write_json(c, root, path, path, &e2);
 }
 
 /* ---- the results folder: its lock, its reports, the run's id ------------------------------- */
@@ -374,7 +371,7 @@ static int check_reports(const pb_run_ctx *c, struct pb_error *err) {
 /* OUT made and locked for the whole run (common/dirlock.h): a second run, or a report, into
  * the same folder fails at once instead of mixing its files with this run's. */
 static int take_out(pb_run_ctx *c, pb__dirlock **lock, struct pb_error *err) {
-  PB_RETURN_NOT_OK(pb__mkdirs(c->out, err));
+  PB_RETURN_NOT_OK(pb_mkdirs(c->out, err));
   PB_RETURN_NOT_OK(pb__dirlock_take(c->out, "run --out", lock, err));
   return check_reports(c, err);
 }
@@ -383,16 +380,16 @@ static int take_out(pb_run_ctx *c, pb__dirlock **lock, struct pb_error *err) {
 
 /* OUT/.run.pbtmp-...: everything this run writes (tables, CSV twins, summary, plots, report, the
  * peers' scratch files, track 2's shared cache) goes here first. A killed run's staging folder
- * is removed by the next run over the same OUT (pb__temp_sweep). */
+ * is removed by the next run over the same OUT (pb_temp_sweep). */
 static int make_stage(pb_run_ctx *c, struct pb_error *err) {
-  PB_RETURN_NOT_OK(pb__mkdirs(c->out, err));
+  PB_RETURN_NOT_OK(pb_mkdirs(c->out, err));
   char name[4200], data[4300];
   snprintf(name, sizeof name, "%s/run", c->out);
-  pb__temp_sweep(name);
-  if (pb__temp_sibling(name, c->stage, sizeof c->stage) != PB_OK)
+  pb_temp_sweep(name);
+  if (pb_temp_sibling(name, c->stage, sizeof c->stage) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", c->out);
   snprintf(data, sizeof data, "%s/data", c->stage);
-  int rc = pb__mkdirs(data, err);
+  int rc = pb_mkdirs(data, err);
   if (rc != PB_OK) c->stage[0] = '\0';
   return rc;
 }
@@ -420,14 +417,14 @@ static int copy_beside(const char *from, const char *to, char *tmp, size_t tmp_s
                        struct pb_error *err) {
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb__read_file(from, &data, &size, err));
+  PB_RETURN_NOT_OK(pb_read_file(from, &data, &size, err));
   int rc = PB_OK, fd = -1;
-  if (pb__temp_sibling(to, tmp, tmp_size) != PB_OK) {
+  if (pb_temp_sibling(to, tmp, tmp_size) != PB_OK) {
     rc = pb_error_set(err, PB_EINVAL, "%s: path too long", to);
   } else if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0) {
     rc = pb_error_set(err, -errno, "cannot write %s: %s", to, strerror(errno));
   } else {
-    rc = pb__write_all(fd, data, size, to, err);
+    rc = pb_write_all(fd, data, size, to, err);
     if (rc == PB_OK && fsync(fd) != 0)
       rc = pb_error_set(err, -errno, "cannot write %s: %s", to, strerror(errno));
     if (close(fd) != 0 && rc == PB_OK)
@@ -467,7 +464,7 @@ static int prepare_set(pb_run_ctx *c, set_item *items, size_t *n, struct pb_erro
     struct stat st;
     if (lstat(staged, &st) != 0) continue;
     const char *base;
-    pb__path_split(to, dir, sizeof dir, &base);
+    pb_path_split(to, dir, sizeof dir, &base);
     if (stat(dir, &st) == 0 && st.st_dev != sst.st_dev) {
       int rc = copy_beside(staged, to, it->from, sizeof it->from, err);
       if (rc != PB_OK) return rc;
@@ -530,9 +527,9 @@ static int commit(pb_run_ctx *c, struct pb_error *err) {
   char dir[4300];
   size_t n = 0;
   snprintf(dir, sizeof dir, "%s/data", c->out);
-  int rc = pb__mkdirs(dir, err);
+  int rc = pb_mkdirs(dir, err);
   snprintf(dir, sizeof dir, "%s/images", c->out);
-  if (rc == PB_OK) rc = pb__mkdirs(dir, err);
+  if (rc == PB_OK) rc = pb_mkdirs(dir, err);
   if (rc == PB_OK) rc = prepare_set(c, items, &n, err);
   if (rc == PB_OK) rc = check_reports(c, err); /* one the user put there while the run ran */
   static const char *const namers[] = {"report.md", "report.html", "data/pipebench_summary.json",
@@ -758,8 +755,8 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   /* "cache none" rows read every block from storage: the OME-Arrow readers this run opens keep
    * one decoded block at a time (unless PB_OA_CACHE_MB chooses a budget), for the command line
    * and every other caller of pb_run alike. */
-  long long budget = pb__pq_cache_budget_set(0);
-  if (c->p.cancel != NULL) pb__stop_flag_set(c->p.cancel);
+  long long budget = pb_pq_cache_budget_set(0);
+  if (c->p.cancel != NULL) pb_stop_flag_set(c->p.cancel);
   c->summary = cJSON_CreateObject();
   cJSON_AddStringToObject(c->summary, "kind", "pipebench.run");
   cJSON_AddStringToObject(c->summary, "run_id", c->run_id);
@@ -795,11 +792,11 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   /* whatever failed after a stop failed because of it (a child killed, a read cut short) */
   if (rc != PB_OK && pb__run_stopped()) rc = pb__run_stop_error(err);
   if (rc != PB_OK && pb__ranks_rank() == 0) write_failed(c, rc, err);
-  if (c->stage[0]) pb__remove_tree(c->stage);
+  if (c->stage[0]) pb_remove_tree(c->stage);
   pb__dirlock_release(lock); /* removes the lock file, so that an empty OUT can go */
   if (!out_existed) rmdir(c->out); /* a run that left nothing leaves no empty folder */
-  if (c->p.cancel != NULL) pb__stop_flag_set(NULL);
-  pb__pq_cache_budget_set(budget);
+  if (c->p.cancel != NULL) pb_stop_flag_set(NULL);
+  pb_pq_cache_budget_set(budget);
   cJSON_Delete(c->summary);
   free(c);
   return rc;

@@ -12,7 +12,7 @@
 #include "tracks/track2.h"
 #include "tracks/track_lance.h"
 #include "tracks/tracks.h"
-#include "common/fs.h"
+#include "pipebench/sys.h"
 #include "pipebench/loader.h"
 
 static const char *const cache_names[] = {"none", "preload", "shared"};
@@ -75,7 +75,7 @@ static int t2_open(pb_run_ctx *c, const t2_config *cf, pb_loader_params *lp, cha
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/cache", c->p.out);
     struct pb_error e2;
-    pb__mkdirs(dir, &e2);
+    pb_mkdirs(dir, &e2);
     lp->cache_path = cache_path;
   }
   return pb_loader_new(c->paths[cf->fi], lp, ld, err);

@@ -6,9 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/fs.h"
+#include "pipebench/sys.h"
 #include "pipebench/results.h"
-#include "common/json.h"
 #include "tools/peer.h"
 #include "tracks/track2.h"
 
@@ -60,7 +59,7 @@ static int run_peer(pb_run_ctx *c, pb_table *t, int fi, const char *cache, const
   char *argv[] = {(char *)c->p.python, script, cfg_path, res_path, NULL};
   rc = pb__run_child(argv, 1800.0, err_path, err);
   if (rc != PB_OK) return rc;
-  cJSON *res = pb__load_json(res_path, err);
+  cJSON *res = pb_load_json(res_path, err);
   if (res == NULL) return PB_EFORMAT;
   const cJSON *rows = cJSON_GetObjectItem(res, "rows"), *row;
   const cJSON *vers = cJSON_GetObjectItem(res, "versions");

@@ -13,9 +13,9 @@
 #include "report/plot_kit.h"
 #include "tracks/device.h"
 #include "tracks/tracks.h"
-#include "common/fs.h"
+#include "pipebench/sys.h"
 #include "pipebench/results.h"
-#include "parquet/pq_cache.h"
+#include "pipebench/format.h"
 #include "pipebench/engine.h"
 #include "pipebench/loader.h"
 
@@ -181,7 +181,7 @@ static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
   cJSON_AddNumberToObject(cfg, "seed", (double)c->p.seed);
   if (c->p.library != NULL) cJSON_AddStringToObject(cfg, "library", c->p.library);
   /* the child's readers keep the block budget this run's readers keep (pb_run sets it) */
-  cJSON_AddNumberToObject(cfg, "oa_cache_mb", (double)(pb__pq_cache_budget(0) >> 20));
+  cJSON_AddNumberToObject(cfg, "oa_cache_mb", (double)(pb_pq_cache_budget(0) >> 20));
   char *text = cJSON_Print(cfg);
   cJSON_Delete(cfg);
   /* atomic: a link planted at the name is replaced, never written through */
@@ -192,7 +192,7 @@ static int run_python(pb_run_ctx *c, cJSON **out, struct pb_error *err) {
   char *argv[] = {(char *)c->p.python, script, cfg_path, res_path, NULL};
   rc = pb__run_child(argv, 1800.0, log_path, err);
   if (rc == PB_OK) {
-    *out = pb__load_json(res_path, err);
+    *out = pb_load_json(res_path, err);
     if (*out == NULL) rc = PB_EFORMAT;
   }
   if (rc == PB_OK) {

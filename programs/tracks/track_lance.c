@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/lance/lance.h"
-#include "loader/loader_internal.h"
+#include "pipebench/lance.h"
+#include "pipebench/loader.h"
 #include "tracks/track2.h"
 #include "tracks/track_lance.h"
 
@@ -18,7 +18,7 @@ static int lance_order(int64_t n, int shuffle, uint64_t seed, int64_t epoch0, si
   int64_t *o = malloc((want + (size_t)n) * sizeof *o);
   if (o == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   for (size_t k = 0; k < want; k += (size_t)n)
-    if (pb__sampler_plan(n, 0, 1, shuffle, seed, epoch0 + (int64_t)(k / (size_t)n), n, o + k) != 0) {
+    if (pb_sampler_plan(n, 0, 1, shuffle, seed, epoch0 + (int64_t)(k / (size_t)n), n, o + k) != 0) {
       free(o);
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     }
@@ -28,12 +28,12 @@ static int lance_order(int64_t n, int shuffle, uint64_t seed, int64_t epoch0, si
 
 /* Times calls in the engine; drops the first `drop` (warm-up) and summarises the rest in
  * seconds per item (per call / items per call). */
-static int lance_timed(pb__lance *l, const int64_t *order, size_t n, int batch, size_t drop,
+static int lance_timed(pb_lance *l, const int64_t *order, size_t n, int batch, size_t drop,
                        pb_summary *s, double *total_s, double *first_s, int64_t *bytes,
                        size_t *kept, struct pb_error *err) {
   int64_t *ns = NULL;
   size_t calls = 0;
-  PB_RETURN_NOT_OK(pb__lance_take_times(l, order, n, batch, &ns, &calls, bytes, err));
+  PB_RETURN_NOT_OK(pb_lance_take_times(l, order, n, batch, &ns, &calls, bytes, err));
   if (calls <= drop) {
     free(ns);
     return pb_error_set(err, PB_ESTATE, "the engine timed %zu calls, none after the warm-up", calls);
@@ -53,9 +53,9 @@ static int lance_timed(pb__lance *l, const int64_t *order, size_t n, int batch, 
   return rc == PB_OK ? PB_OK : pb_error_set(err, rc, "no times to summarise");
 }
 
-static int track1_rows(pb_run_ctx *c, pb_table *t, pb__lance *l, int fi, const char *engine,
+static int track1_rows(pb_run_ctx *c, pb_table *t, pb_lance *l, int fi, const char *engine,
                        struct pb_error *err) {
-  int64_t n = pb__lance_count(l);
+  int64_t n = pb_lance_count(l);
   size_t warm = (size_t)(c->p.warmup < 8 ? 8 : c->p.warmup), want = warm + (size_t)c->p.samples;
   for (int random = 0; random < 2; random++)
     for (int r = 0; r < c->p.repeats; r++) {
@@ -102,9 +102,9 @@ static int track1_rows(pb_run_ctx *c, pb_table *t, pb__lance *l, int fi, const c
   return PB_OK;
 }
 
-static int track2_rows(pb_run_ctx *c, pb_table *t, pb__lance *l, int fi, const char *engine,
+static int track2_rows(pb_run_ctx *c, pb_table *t, pb_lance *l, int fi, const char *engine,
                        const int *bss, int nb, struct pb_error *err) {
-  int64_t n = pb__lance_count(l);
+  int64_t n = pb_lance_count(l);
   for (int b = 0; b < nb; b++)
     for (int r = 0; r < c->p.repeats; r++) {
       char what[128];
@@ -159,16 +159,16 @@ int pb__track_lance(pb_run_ctx *c, pb_table *t, int track, const int *batch_size
   for (int fi = 0; fi < c->nf && rc == PB_OK; fi++) {
     if (strcmp(c->formats[fi], "lance") != 0) continue;
     char engine[64];
-    PB_RETURN_NOT_OK(pb__lance_engine(engine, sizeof engine, err));
+    PB_RETURN_NOT_OK(pb_lance_engine(engine, sizeof engine, err));
     pb__run_report(c, "track %d, lance: pipebench's loader rows read through the %s helper, one "
                       "image per request; the rows with engine=%s are timed inside the engine",
                    track, engine, engine);
-    pb__lance *l = NULL;
-    rc = pb__lance_open(c->paths[fi], &l, err);
+    pb_lance *l = NULL;
+    rc = pb_lance_open(c->paths[fi], &l, err);
     if (rc == PB_OK)
       rc = track == 1 ? track1_rows(c, t, l, fi, engine, err)
                       : track2_rows(c, t, l, fi, engine, batch_sizes, nb, err);
-    pb__lance_free(l);
+    pb_lance_free(l);
     if (rc != PB_OK) pb_error_prefix(err, "track %d, %s inside the Lance engine: ", track, c->formats[fi]);
   }
   return rc;

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/dirlock.h"
+#include "tracks/dirlock.h"
 #include "pipebench/report.h"
 
 #include "tracks/tracks.h"

@@ -8,7 +8,8 @@ The shared library is found through the environment variable PIPEBENCH_LIBRARY (
 PIPEBENCH_LIB), else beside an installed prefix (the lib/ folder above this package when it is
 installed under PREFIX/share/pipebench/python, or above the `pipebench` program on the PATH),
 else in the build tree (../../build/libpipebench.so relative to this package), else wherever the
-dynamic loader finds libpipebench.so.
+dynamic loader finds libpipebench.so. infer and train come from the benchmark library beside it,
+libpipebench-bench.so.
 """
 
 import ctypes
@@ -80,6 +81,18 @@ def _load():
 
 
 _lib = _load()
+
+
+def _load_bench():
+    """The benchmark library beside it (libpipebench-bench.so: infer and train), or None."""
+    path = os.path.join(os.path.dirname(library_path()), "libpipebench-bench.so")
+    try:
+        return ctypes.CDLL(path)
+    except OSError:
+        return None
+
+
+_bench = _load_bench()
 
 
 class PipebenchError(RuntimeError):
@@ -198,7 +211,12 @@ _err_p = ctypes.POINTER(_Error)
 
 
 def _fn(name, restype, *argtypes):
-    f = getattr(_lib, name)
+    try:
+        f = getattr(_lib, name)
+    except AttributeError:
+        if _bench is None:  # an older or partial install: the error names what is missing
+            raise
+        f = getattr(_bench, name)
     f.restype = restype
     f.argtypes = list(argtypes)
     return f

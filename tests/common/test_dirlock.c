@@ -1,4 +1,4 @@
-/* The lock of a results folder (lib/common/dirlock.c): another process is refused at once with
+/* The lock of a results folder (programs/tracks/dirlock.c): another process is refused at once with
  * the holder's pid, takes in one process nest, a dead holder's file blocks nobody, the file goes
  * when the last take lets go, and a link or a folder at the lock's name is refused. */
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "common/dirlock.h"
+#include "tracks/dirlock.h"
 
 static char dir[256], lockpath[320];
 

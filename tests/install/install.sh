@@ -16,10 +16,11 @@ site=$work/site
 
 run cmake --install "$build" --prefix "$prefix"
 expect_rc 0 "cmake --install"
-for f in bin/pipebench lib/libpipebench.so include/pipebench/infer.h include/pipebench/core.h \
+for f in bin/pipebench lib/libpipebench.so lib/libpipebench-bench.so include/pipebench/infer.h include/pipebench/core.h \
   lib/pkgconfig/pipebench.pc share/pipebench/python/pipebench_torch_infer.py \
   share/pipebench/python/pipebench_peer.py share/pipebench/python/pipebench/__init__.py \
-  share/pipebench/python/pipebench_track3_torch.py; do
+  share/pipebench/python/pipebench_track3_torch.py \
+  share/pipebench/lance/pb_lance.js; do
   [[ -e $prefix/$f ]] && pass || fail "installed: $f missing"
 done
 if [[ -e $build/libpipebench-cuda.so ]]; then

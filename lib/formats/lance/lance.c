@@ -1,12 +1,11 @@
 /* Lance datasets, read and written by the Lance engine itself (lancedb for Node, pinned by
- * programs/tools/lance/package-lock.json and installed by scripts/setup.sh). No C library for
+ * lib/formats/lance/helper/package-lock.json and installed by scripts/setup.sh). No C library for
  * Lance exists here, so a Node helper (pb_lance.js) does the engine's part: the backend starts
  * it through common/proc in a thread of its own and speaks to it over a Unix socket, one
  * request at a time (protocol in docs/format-lance.md). */
 #include "formats/lance/lance.h"
 
 #include <cjson/cJSON.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,10 +23,11 @@
 #include "common/checked.h"
 #include "common/proc.h"
 #include "formats/format_internal.h"
+#include "pipebench/sys.h"
 
 /* In a build, the helper is in the source tree and its packages where scripts/setup.sh put
  * them; both found from the source tree's python/ folder that the build names. */
-#define PB_SOURCE_LANCE_DIR PB_SOURCE_PYTHON_DIR "/../programs/tools/lance"
+#define PB_SOURCE_LANCE_DIR PB_SOURCE_PYTHON_DIR "/../lib/formats/lance/helper"
 #define PB_SOURCE_LANCE_MODULES PB_SOURCE_PYTHON_DIR "/../third_party/lance/node_modules"
 
 enum { LANCE_PATH = 4200 };
@@ -49,32 +49,14 @@ static int is_file(const char *p) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* An installed pipebench keeps the helper and its packages in PREFIX/share/pipebench/lance. */
-static void installed_dir(char *buf, size_t size) {
-  static const int anchor = 0;
-  Dl_info info;
-  buf[0] = '\0';
-  if (dladdr(&anchor, &info) == 0 || info.dli_fname == NULL) return;
-  char *real = realpath(info.dli_fname, NULL);
-  if (real == NULL) return;
-  char *slash = strrchr(real, '/');
-  if (slash != NULL) {
-    *slash = '\0';
-    char probe[LANCE_PATH + 64];
-    snprintf(probe, sizeof probe, "%s/../share/pipebench/lance/pb_lance.js", real);
-    if (is_file(probe)) snprintf(buf, size, "%s/../share/pipebench/lance", real);
-  }
-  free(real);
-}
-
 /* PIPEBENCH_LANCE_DIR (a folder with pb_lance.js and node_modules/), else the installed tree,
- * else the source tree (helper in programs/tools/lance, packages in third_party/lance). The
+ * else the source tree (helper in lib/formats/lance/helper, packages in third_party/lance). The
  * node program: PIPEBENCH_NODE, else node on PATH. */
 static int lance_find(lance_where *w, struct pb_error *err) {
   char dir[LANCE_PATH];
   const char *env = getenv("PIPEBENCH_LANCE_DIR");
   if (env != NULL && env[0] != '\0') snprintf(dir, sizeof dir, "%s", env);
-  else installed_dir(dir, sizeof dir);
+  else pb_install_path("lance", "pb_lance.js", dir, sizeof dir); /* PREFIX/share/pipebench/lance */
   if (dir[0] != '\0') {
     snprintf(w->script, sizeof w->script, "%s/pb_lance.js", dir);
     snprintf(w->modules, sizeof w->modules, "%s/node_modules", dir);
@@ -164,8 +146,8 @@ static void *lance_thread(void *arg) {
 /* A private folder for the socket and the log: short, since a socket's path is at most 107
  * bytes; TMPDIR when it is short enough, else /tmp. */
 static int lance_private_dir(char *buf, size_t size, struct pb_error *err) {
-  const char *t = getenv("TMPDIR");
-  if (t == NULL || t[0] == '\0' || strlen(t) > 64) t = "/tmp";
+  const char *t = pb_tmp_dir();
+  if (strlen(t) > 64) t = "/tmp";
   snprintf(buf, size, "%s/pb-lance-XXXXXX", t);
   if (mkdtemp(buf) == NULL)
     return pb_error_set(err, -errno, "cannot make a folder for the Lance helper in %s: %s", t,

@@ -1,4 +1,4 @@
-/* The lance format's engine: a Node helper running lancedb (programs/tools/lance/pb_lance.js),
+/* The lance format's engine: a Node helper running lancedb (lib/formats/lance/helper/pb_lance.js),
  * started through common/proc and spoken to over a Unix socket. Internal; the tracks use it to
  * measure Lance inside its own engine. */
 #ifndef PB_FORMATS_LANCE_H

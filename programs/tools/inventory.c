@@ -1,5 +1,5 @@
 /* Inventories of what pipebench wrote, and the check before anything is replaced (inventory.h). */
-#include "common/inventory.h"
+#include "tools/inventory.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/fs.h"
+#include "pipebench/sys.h"
 
 /* Deeper than any dataset pipebench writes (OME-Zarr v3 with sharding: about 10 levels). */
 #define MAX_DEPTH 64
@@ -79,7 +79,7 @@ static int walk_tree(walk *w, int depth) {
     return pb_error_set(w->err, -errno, "%s: %s", full, strerror(errno));
   if (S_ISREG(st.st_mode)) return on_file(w, &st);
   if (!S_ISDIR(st.st_mode)) {
-    const char *what = S_ISLNK(st.st_mode) ? "a symbolic link" : pb__file_kind(st.st_mode);
+    const char *what = S_ISLNK(st.st_mode) ? "a symbolic link" : pb_file_kind(st.st_mode);
     if (w->files != NULL)
       return pb_error_set(w->err, PB_EIO, "%s is %s; pipebench writes only files and folders", full, what);
     return pb_error_set(w->err, PB_EIO, "%s holds %s, %s, which pipebench did not write; refusing to replace it",
@@ -89,7 +89,7 @@ static int walk_tree(walk *w, int depth) {
     return pb_error_set(w->err, PB_EIO, "%s: folders nested more than %d deep", full, MAX_DEPTH);
   char **names = NULL;
   size_t count = 0;
-  PB_RETURN_NOT_OK(pb__list_dir(full, &names, &count, w->err));
+  PB_RETURN_NOT_OK(pb_list_dir(full, &names, &count, w->err));
   size_t len = strlen(w->rel);
   int rc = PB_OK;
   for (size_t i = 0; i < count && rc == PB_OK; i++) {
@@ -101,7 +101,7 @@ static int walk_tree(walk *w, int depth) {
     rc = walk_tree(w, depth + 1);
     w->rel[len] = '\0';
   }
-  pb__free_names(names, count);
+  pb_free_names(names, count);
   return rc;
 }
 
@@ -124,7 +124,7 @@ cJSON *pb__inventory_take(const char *path, struct pb_error *err) {
   if (!S_ISDIR(st.st_mode)) {
     cJSON_Delete(inv);
     pb_error_set(err, PB_EIO, "%s is %s; pipebench writes only files and folders", path,
-                 S_ISLNK(st.st_mode) ? "a symbolic link" : pb__file_kind(st.st_mode));
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : pb_file_kind(st.st_mode));
     return NULL;
   }
   cJSON_AddStringToObject(inv, "kind", "folder");
@@ -162,7 +162,7 @@ int pb__inventory_check(const char *path, const cJSON *inv, const char *manifest
   }
   if (!S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_EIO, "%s is %s, which pipebench did not write; refusing to replace it",
-                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : pb__file_kind(st.st_mode));
+                        path, S_ISLNK(st.st_mode) ? "a symbolic link" : pb_file_kind(st.st_mode));
   const cJSON *files = strcmp(k, "folder") == 0 ? cJSON_GetObjectItemCaseSensitive(inv, "files") : NULL;
   walk w = {.root = path, .manifest = manifest, .err = err};
   size_t cap = (size_t)(cJSON_IsObject(files) ? cJSON_GetArraySize(files) : 0);

@@ -1,5 +1,5 @@
 /* The lock of a results folder (dirlock.h). */
-#include "common/dirlock.h"
+#include "tracks/dirlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/fs.h"
+#include "pipebench/sys.h"
 
 struct pb__dirlock {
   struct pb__dirlock *next;
@@ -53,7 +53,7 @@ static int lock_once(struct pb__dirlock *l, const char *dir, const char *what, s
   }
   if (!S_ISREG(st.st_mode)) {
     int rc = pb_error_set(err, PB_EIO, "%s is %s, not pipebench's lock file: remove it", l->path,
-                          pb__file_kind((unsigned)st.st_mode));
+                          pb_file_kind((unsigned)st.st_mode));
     close(fd);
     return rc;
   }
