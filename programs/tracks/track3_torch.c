@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/json.h"
+#include <cjson/cJSON.h>
+
+#include "pipebench/sys.h"
 #include "pipebench/results.h"
 #include "tools/peer.h"
 #include "tracks/ranks.h"
@@ -119,13 +121,13 @@ static int run_driver(pb_run_ctx *c, int fi, cJSON **out, struct pb_error *err) 
   int rc = pb__run_child(argv, 3600.0, log, err);
   if (rc != PB_OK && rc != PB_ECANCELED && access(res, R_OK) == 0) {
     struct pb_error ignored;
-    cJSON *r = pb__load_json(res, &ignored);
+    cJSON *r = pb_load_json(res, &ignored);
     const cJSON *e = cJSON_GetObjectItem(r, "error");
     if (cJSON_IsString(e)) rc = pb_error_set(err, PB_EFORMAT, "%s", e->valuestring);
     cJSON_Delete(r);
   }
   if (rc == PB_OK) {
-    *out = pb__load_json(res, err);
+    *out = pb_load_json(res, err);
     if (*out == NULL) rc = PB_EFORMAT;
   }
   if (rc == PB_OK) unlink(log); /* kept on failure: the whole of what Python said */
