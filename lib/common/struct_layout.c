@@ -104,7 +104,8 @@ static const pb_field_layout engine_params_fields[] = {
 static const pb_field_layout native_batch_fields[] = {
     F(pb_native_batch, pixels), F(pb_native_batch, dtype), F(pb_native_batch, n),
     F(pb_native_batch, c),      F(pb_native_batch, z),     F(pb_native_batch, h),
-    F(pb_native_batch, w),      F(pb_native_batch, mean),  F(pb_native_batch, std)};
+    F(pb_native_batch, w),      F(pb_native_batch, mean),  F(pb_native_batch, std),
+    F(pb_native_batch, channel_mean), F(pb_native_batch, channel_std)};
 
 #define S(cname, type, fields) {cname, sizeof(type), fields, sizeof fields / sizeof fields[0]}
 

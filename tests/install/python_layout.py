@@ -65,9 +65,9 @@ def import_edited(old, new):
 rc, err = import_edited('("epochs", ctypes.c_int),', '("epochs", ctypes.c_int64),')
 check(rc != 0 and "LayoutError" in err and "_TrainParams" in err and "epochs" in err,
       "import fails when _TrainParams.epochs is resized")
-rc, err = import_edited('        ("std", ctypes.c_float),\n    ]\n\n\n_engine_new',
+rc, err = import_edited('        ("channel_std", ctypes.POINTER(ctypes.c_float)),\n    ]\n\n\n_engine_new',
                         '    ]\n\n\n_engine_new')
-check(rc != 0 and "LayoutError" in err and "std" in err and "missing" in err,
+check(rc != 0 and "LayoutError" in err and "channel_std" in err and "missing" in err,
       "import fails when _NativeBatch lacks its last field")
 rc, err = import_edited('("prefetch", ctypes.c_int),', '("prefetch_depth", ctypes.c_int),')
 check(rc != 0 and "prefetch_depth" in err and "prefetch" in err,
