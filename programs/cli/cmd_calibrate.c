@@ -1,6 +1,7 @@
 /* pipebench calibrate: measure this machine's limits and save them. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,16 +11,34 @@
 #include "pipebench/calibrate.h"
 #include "pipebench/results.h"
 
+#define P pb_calibrate_params
+static const P calibrate_defaults = PB_CALIBRATE_PARAMS_DEFAULTS;
+
+/* --size-mb N: the copy buffer and the scratch file, both N MiB. */
+static int set_size_mb(void *params, void *field, const cli_opt *o, const char *cmd,
+                       const char *value) {
+  pb_calibrate_params *p = params;
+  (void)field, (void)o, (void)cmd;
+  p->memory_bytes = p->file_bytes = (size_t)strtol(value, NULL, 10) << 20; /* checked before */
+  return CLI_OK;
+}
+
+static void show_size_mb(const void *params, const cli_opt *o, char *buf, size_t size) {
+  (void)o;
+  snprintf(buf, size, "%zu", ((const pb_calibrate_params *)params)->memory_bytes >> 20);
+}
+
+/* One line per option (docs/options.md). */
 static const cli_opt opts[] = {
-    {"json", NULL, "print JSON on stdout instead of a table"},
-    {"out", "FILE", "where to save the JSON (default results/calibration.json)"},
-    {"dir", "DIR", "folder for the scratch file of the read test (default $TMPDIR or /tmp)"},
-    {"size-mb", "N", "buffer and file size in MiB (default 256)"},
-    {"rounds", "N", "measured rounds per quantity (default 5)"},
-    {"threads", "N", "threads for the multi-threaded copy (default: all cores)"},
-    {"no-matmul", NULL, "skip the matrix-multiply peak"},
-    {"no-gpu", NULL, "skip the GPU (copy bandwidths and cuBLASLt peaks on cuda)"},
-    {NULL, NULL, NULL},
+    {.name = "json", .type = CLI_FLAG, .help = "print JSON on stdout instead of a table"},
+    {.name = "out", .arg = "FILE", .type = CLI_STRING, .dflt = "results/calibration.json", .help = "where to save the JSON (default {})"},
+    {.name = "dir", .arg = "DIR", .type = CLI_STRING, CLI_AT(P, dir), .help = "folder for the scratch file of the read test (default $TMPDIR or /tmp)"},
+    {.name = "size-mb", .arg = "N", .type = CLI_INT, CLI_AT(P, memory_bytes), .lo = 1, .hi = 65536, .set = set_size_mb, .show = show_size_mb, .help = "buffer and file size in MiB (default {})"},
+    {.name = "rounds", .arg = "N", .type = CLI_INT, CLI_AT(P, rounds), .lo = 1, .hi = 1000, .help = "measured rounds per quantity (default {})"},
+    {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 256, .help = "threads for the multi-threaded copy (default: all cores)"},
+    {.name = "no-matmul", .type = CLI_FLAG, CLI_AT(P, matmul), .flags = CLI_NEGATE, .help = "skip the matrix-multiply peak"},
+    {.name = "no-gpu", .type = CLI_FLAG, CLI_AT(P, gpu), .flags = CLI_NEGATE, .help = "skip the GPU (copy bandwidths and cuBLASLt peaks on cuda)"},
+    {.name = NULL},
 };
 
 static void on_progress(void *ctx, const char *what, int step, int steps) {
@@ -58,19 +77,10 @@ static int check_out(const char *out) {
 }
 
 static int run(const cli_args *a) {
-  pb_calibrate_params p = PB_CALIBRATE_PARAMS_DEFAULTS;
-  long size_mb, rounds, threads;
-  PB_RETURN_NOT_OK(cli_get_long(a, "calibrate", "size-mb", 256, 1, 65536, &size_mb));
-  PB_RETURN_NOT_OK(cli_get_long(a, "calibrate", "rounds", 5, 1, 1000, &rounds));
-  PB_RETURN_NOT_OK(cli_get_long(a, "calibrate", "threads", 0, 0, 256, &threads));
-  p.memory_bytes = p.file_bytes = (size_t)size_mb << 20;
-  p.rounds = (int)rounds;
-  p.threads = (int)threads;
-  p.dir = cli_get(a, "dir");
-  p.matmul = !cli_has(a, "no-matmul");
-  p.gpu = !cli_has(a, "no-gpu");
+  pb_calibrate_params p = calibrate_defaults;
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
   p.progress = on_progress;
-  const char *out = cli_get(a, "out") ? cli_get(a, "out") : "results/calibration.json";
+  const char *out = cli_value(a, "out");
   if (check_out(out) != CLI_OK) return CLI_FAIL; /* before the minutes of measuring */
 
   pb_calibration cal;
@@ -131,6 +141,8 @@ const cli_command cli_cmd_calibrate = {
                "device<->device) and the cuBLASLt bfloat16 and TF32 peaks; elsewhere it prints\n"
                "one line saying why CUDA is unavailable.",
     .opts = opts,
+    .defaults = &calibrate_defaults,
+    .params = "pb_calibrate_params",
     .max_pos = 0,
     .run = run,
 };

@@ -1,6 +1,7 @@
 /* pipebench gen, convert, inspect: making datasets and looking into them. */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,16 +74,12 @@ static void gen_progress(void *ctx, int64_t done, int64_t total) {
     cli_progress("gen: writing images", (long)done, (long)total, (double)(pb_now_ns() - *start) / 1e9);
 }
 
-static int write_params(const cli_args *a, const char *cmd, pb_write_params *w) {
-  const char *chunk = cli_get(a, "chunk");
-  if (chunk != NULL && parse_dims(chunk, w->chunk, PB_NDIM) < 0)
-    return cli_usage_error(cmd, "--chunk must look like YxX, ZxYxX or TxCxZxYxX, not '%s'", chunk);
-  w->compression = cli_get(a, "compression");
-  w->options = cli_get(a, "options");
-  w->force = cli_has(a, "force");
-  long level;
-  PB_RETURN_NOT_OK(cli_get_long(a, cmd, "level", 0, -100, 100, &level));
-  w->level = (int)level;
+/* --chunk YxX ... TxCxZxYxX into the int64_t[PB_NDIM] chunk of pb_write_params. */
+static int set_chunk(void *params, void *field, const cli_opt *o, const char *cmd,
+                     const char *value) {
+  (void)params, (void)o;
+  if (parse_dims(value, field, PB_NDIM) < 0)
+    return cli_usage_error(cmd, "--chunk must look like YxX, ZxYxX or TxCxZxYxX, not '%s'", value);
   return CLI_OK;
 }
 
@@ -101,62 +98,86 @@ static int read_image(pb_dataset *ds, int64_t i, const pb_image_meta *m, void **
   return pb_dataset_read(ds, i, *pixels, *cap, NULL, err);
 }
 
+/* --size YxX into shape[PB_Y], shape[PB_X] of pb_gen_params. */
+static int set_size(void *params, void *field, const cli_opt *o, const char *cmd,
+                    const char *value) {
+  pb_gen_params *p = params;
+  int64_t yx[2] = {0, 0};
+  (void)field, (void)o;
+  if (parse_dims(value, yx, 2) != 2)
+    return cli_usage_error(cmd, "--size must look like 100x100 (height x width), not '%s'", value);
+  p->shape[PB_Y] = yx[0];
+  p->shape[PB_X] = yx[1];
+  return CLI_OK;
+}
+
+static void show_size(const void *params, const cli_opt *o, char *buf, size_t size) {
+  const pb_gen_params *p = params;
+  (void)o;
+  snprintf(buf, size, "%lldx%lld", (long long)p->shape[PB_Y], (long long)p->shape[PB_X]);
+}
+
+/* --dtype: pb_dtype_parse, which also takes "float" and "double". */
+static int set_dtype(void *params, void *field, const cli_opt *o, const char *cmd,
+                     const char *value) {
+  (void)params;
+  if (pb_dtype_parse(value, field) != PB_OK) {
+    char list[256] = "";
+    for (const char *c = o->choices; *c; c++) {
+      size_t n = strlen(list);
+      if (n + 3 >= sizeof list) break;
+      if (*c == ',') strcat(list, ", ");
+      else list[n] = *c, list[n + 1] = '\0';
+    }
+    return cli_usage_error(cmd, "unknown dtype '%s' (%s)", value, list);
+  }
+  return CLI_OK;
+}
+
+static void show_dtype(const void *params, const cli_opt *o, char *buf, size_t size) {
+  (void)o;
+  snprintf(buf, size, "%s", pb_dtype_name(((const pb_gen_params *)params)->dtype));
+}
+
+#define G pb_gen_params
+static const G gen_defaults = PB_GEN_PARAMS_DEFAULTS;
+
+/* One line per option (docs/options.md). */
 static const cli_opt gen_opts[] = {
-    {"out", "DIR", "output folder (required)"},
-    {"rows", "N", "number of images (default 1000)"},
-    {"size", "YxX", "image height x width (default 100x100)"},
-    {"channels", "C", "channels (default 1)"},
-    {"z", "Z", "z-planes (default 1)"},
-    {"t", "T", "time points (default 1)"},
-    {"dtype", "TYPE", "uint8, uint16, uint32, int16, float32, float64 (default uint16)"},
-    {"formats", "LIST", "comma-separated formats (default: every writable one)"},
-    {"seed", "S", "seed (default 42)"},
-    {"chunk", "DIMS", "chunk or tile shape, YxX or TxCxZxYxX (default: the format's)"},
-    {"compression", "NAME", "compression, as the formats allow (see docs/formats.md)"},
-    {"level", "N", "compression level (default: the codec's)"},
-    {"options", "K=V,...", "format-specific options (see docs/formats.md)"},
-    {"preset", "NAME", "imagenet: 10000 photo-like RGB JPEG images of about 500x375 in 100 classes"},
-    {"force", NULL, "replace a file at an output name that no manifest proves gen wrote (never a folder)"},
-    {NULL, NULL, NULL},
+    {.name = "out", .arg = "DIR", .type = CLI_STRING, .help = "output folder (required)"},
+    {.name = "rows", .arg = "N", .type = CLI_INT, CLI_AT(G, rows), .lo = 1, .hi = 100000000, .help = "number of images (default {})"},
+    {.name = "size", .arg = "YxX", .type = CLI_STRING, CLI_AT(G, shape), .set = set_size, .show = show_size, .help = "image height x width (default {})"},
+    {.name = "channels", .arg = "C", .type = CLI_INT, CLI_AT(G, shape[PB_C]), .lo = 1, .hi = 4096, .help = "channels (default {})"},
+    {.name = "z", .arg = "Z", .type = CLI_INT, CLI_AT(G, shape[PB_Z]), .lo = 1, .hi = 100000, .help = "z-planes (default {})"},
+    {.name = "t", .arg = "T", .type = CLI_INT, CLI_AT(G, shape[PB_T]), .lo = 1, .hi = 100000, .help = "time points (default {})"},
+    {.name = "dtype", .arg = "TYPE", .type = CLI_ENUM, CLI_AT(G, dtype), .choices = "uint8,uint16,uint32,int16,float32,float64", .set = set_dtype, .show = show_dtype, .help = "uint8, uint16, uint32, int16, float32, float64 (default {})"},
+    {.name = "formats", .arg = "LIST", .type = CLI_LIST, CLI_AT(G, formats), .help = "comma-separated formats (default: every writable one)"},
+    {.name = "seed", .arg = "S", .type = CLI_INT, CLI_AT(G, seed), .lo = 0, .hi = 0x7fffffffffffffffL, .help = "seed (default {})"},
+    {.name = "chunk", .arg = "DIMS", .type = CLI_STRING, CLI_AT(G, write.chunk), .set = set_chunk, .help = "chunk or tile shape, YxX or TxCxZxYxX (default: the format's)"},
+    {.name = "compression", .arg = "NAME", .type = CLI_STRING, CLI_AT(G, write.compression), .help = "compression, as the formats allow (see docs/formats.md)"},
+    {.name = "level", .arg = "N", .type = CLI_INT, CLI_AT(G, write.level), .lo = -100, .hi = 100, .help = "compression level (default: the codec's)"},
+    {.name = "options", .arg = "K=V,...", .type = CLI_STRING, CLI_AT(G, write.options), .help = "format-specific options (see docs/formats.md)"},
+    {.name = "preset", .arg = "NAME", .type = CLI_ENUM, .choices = "imagenet", .flags = CLI_UNKNOWN, .help = "imagenet: 10000 photo-like RGB JPEG images of about 500x375 in 100 classes"},
+    {.name = "force", .type = CLI_FLAG, CLI_AT(G, write.force), .help = "replace a file at an output name that no manifest proves gen wrote (never a folder)"},
+    {.name = NULL},
 };
 
 static int gen_run(const cli_args *a) {
-  pb_gen_params p = PB_GEN_PARAMS_DEFAULTS;
+  pb_gen_params p = gen_defaults;
   const char *out = cli_get(a, "out");
   if (out == NULL) return cli_usage_error("gen", "--out DIR is required");
   /* The imagenet preset only changes defaults; options given beside it come first and win. */
   const char *preset = cli_get(a, "preset");
   int imagenet = preset != NULL && strcmp(preset, "imagenet") == 0;
-  if (preset != NULL && !imagenet) return cli_usage_error("gen", "unknown preset '%s' (imagenet)", preset);
-  long rows, c, z, t, seed;
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "rows", imagenet ? 10000 : 1000, 1, 100000000, &rows));
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "channels", imagenet ? 3 : 1, 1, 4096, &c));
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "z", 1, 1, 100000, &z));
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "t", 1, 1, 100000, &t));
-  PB_RETURN_NOT_OK(cli_get_long(a, "gen", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
-  p.rows = rows;
-  p.seed = (uint64_t)seed;
-  p.shape[PB_T] = t;
-  p.shape[PB_C] = c;
-  p.shape[PB_Z] = z;
-  const char *size = cli_get(a, "size");
   if (imagenet) {
+    p.rows = 10000;
+    p.shape[PB_C] = 3;
     p.shape[PB_Y] = 375;
     p.shape[PB_X] = 500;
     p.dtype = PB_UINT8;
   }
-  if (size != NULL) {
-    int64_t yx[2] = {0, 0};
-    if (parse_dims(size, yx, 2) != 2)
-      return cli_usage_error("gen", "--size must look like 100x100 (height x width), not '%s'", size);
-    p.shape[PB_Y] = yx[0];
-    p.shape[PB_X] = yx[1];
-  }
-  const char *dtype = cli_get(a, "dtype");
-  if (dtype != NULL && pb_dtype_parse(dtype, &p.dtype) != PB_OK)
-    return cli_usage_error("gen", "unknown dtype '%s' (uint8, uint16, uint32, int16, float32, float64)", dtype);
-  p.formats = cli_get(a, "formats");
-  PB_RETURN_NOT_OK(write_params(a, "gen", &p.write));
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
+  long rows = (long)p.rows;
   char preset_options[1024];
   if (imagenet) {
     if (p.formats == NULL) p.formats = "imagefolder";
@@ -197,16 +218,18 @@ const cli_command cli_cmd_gen = {
                "same rows, size, dtype and seed but other formats or settings adds those formats\n"
                "to the manifest (format_write says how each was written).",
     .opts = gen_opts,
+    .defaults = &gen_defaults,
+    .params = "pb_gen_params",
     .run = gen_run,
 };
 
 /* ---- inspect -------------------------------------------------------------------------------- */
 
 static const cli_opt inspect_opts[] = {
-    {"format", "NAME", "format of PATH (default: detected)"},
-    {"json", NULL, "print JSON"},
-    {"no-crc", NULL, "skip reading pixels (no crc32)"},
-    {NULL, NULL, NULL},
+    {.name = "format", .arg = "NAME", .type = CLI_STRING, .help = "format of PATH (default: detected)"},
+    {.name = "json", .type = CLI_FLAG, .help = "print JSON"},
+    {.name = "no-crc", .type = CLI_FLAG, .help = "skip reading pixels (no crc32)"},
+    {.name = NULL},
 };
 
 static void json_string(FILE *f, const char *s) {
@@ -310,16 +333,20 @@ const cli_command cli_cmd_inspect = {
 
 /* ---- convert -------------------------------------------------------------------------------- */
 
+#define W pb_write_params
+static const W convert_defaults = PB_WRITE_PARAMS_DEFAULTS;
+
+/* One line per option (docs/options.md). */
 static const cli_opt convert_opts[] = {
-    {"to", "FORMAT", "format to write (required)"},
-    {"out", "PATH", "where to write (required)"},
-    {"format", "NAME", "format of SRC (default: detected)"},
-    {"chunk", "DIMS", "chunk or tile shape, YxX or TxCxZxYxX"},
-    {"compression", "NAME", "compression, as the target format allows"},
-    {"level", "N", "compression level"},
-    {"options", "K=V,...", "target format options"},
-    {"force", NULL, "replace a file at DST that no manifest proves convert wrote (never a folder)"},
-    {NULL, NULL, NULL},
+    {.name = "to", .arg = "FORMAT", .type = CLI_STRING, .help = "format to write (required)"},
+    {.name = "out", .arg = "PATH", .type = CLI_STRING, .help = "where to write (required)"},
+    {.name = "format", .arg = "NAME", .type = CLI_STRING, .help = "format of SRC (default: detected)"},
+    {.name = "chunk", .arg = "DIMS", .type = CLI_STRING, CLI_AT(W, chunk), .set = set_chunk, .help = "chunk or tile shape, YxX or TxCxZxYxX"},
+    {.name = "compression", .arg = "NAME", .type = CLI_STRING, CLI_AT(W, compression), .help = "compression, as the target format allows"},
+    {.name = "level", .arg = "N", .type = CLI_INT, CLI_AT(W, level), .lo = -100, .hi = 100, .help = "compression level"},
+    {.name = "options", .arg = "K=V,...", .type = CLI_STRING, CLI_AT(W, options), .help = "target format options"},
+    {.name = "force", .type = CLI_FLAG, CLI_AT(W, force), .help = "replace a file at DST that no manifest proves convert wrote (never a folder)"},
+    {.name = NULL},
 };
 
 typedef struct convert_job {
@@ -360,8 +387,8 @@ static int convert_run(const cli_args *a) {
       }
     return cli_usage_error("convert", "unknown format '%s' (writable: %s)", to, list);
   }
-  pb_write_params w = PB_WRITE_PARAMS_DEFAULTS;
-  PB_RETURN_NOT_OK(write_params(a, "convert", &w));
+  pb_write_params w = convert_defaults;
+  PB_RETURN_NOT_OK(cli_fill(a, &w));
   struct pb_error err = {{0}};
   convert_job job = {0};
   int rc = pb_dataset_open(src, cli_get(a, "format"), &job.ds, &err);
@@ -401,6 +428,8 @@ const cli_command cli_cmd_convert = {
                "into place together, or neither is. Something already at DST is replaced only\n"
                "when DST.manifest.json lists exactly its files; otherwise exit 2, naming it.",
     .opts = convert_opts,
+    .defaults = &convert_defaults,
+    .params = "pb_write_params",
     .max_pos = 1,
     .min_pos = 1,
     .run = convert_run,

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,25 +16,29 @@
 
 #define CMD "infer"
 
+#define P pb_infer_params
+static const P infer_defaults = PB_INFER_PARAMS_DEFAULTS;
+
+static int set_batch_sizes(void *params, void *field, const cli_opt *o, const char *cmd,
+                           const char *value);
+
+/* One line per option (docs/options.md); .py names the keyword of pipebench.infer(). */
 static const cli_opt infer_opts[] = {
-    {"framework", "LIST...", "pipebench (default: its engine on the device), onednn (on the cpu), "
-                             "cuda (on the GPU), pytorch (or torch), torch-compile, jax, both "
-                             "(pytorch and jax), peers (pytorch, torch-compile, jax), all"},
-    {"model", "LIST...", "embed (default), resnet50, vit_b_16, both (resnet50 and vit_b_16)"},
-    {"batch-sizes", "LIST...", "batch sizes to run (default: 1 8 32 128)"},
-    {"iterations", "N", "timed forward passes per batch size (default 20)"},
-    {"warmup", "N", "untimed passes first, dropped (default 3)"},
-    {"dtype", "NAME", "float32 (default), bfloat16, float16"},
-    {"device", "NAME", "auto (default), cpu, cuda: for the engine and the peers alike"},
-    {"data-source", "SRC", "synthetic (default, seeded normal noise), a dataset, or a folder "
-                           "`pipebench gen` wrote"},
-    {"format", "NAME", "the format to read in a gen folder (default: the first that opens)"},
-    {"output-dir", "DIR", "where the CSV goes (default results/raw)"},
-    {"threads", "N", "compute threads (default: all CPUs)"},
-    {"seed", "N", "weights and synthetic input (default 42)"},
-    {"python", "PATH", "Python for the peers (default: $PB_PYTHON, else /usr/bin/python3)"},
-    {"peer-timeout", "S", "stop a peer (and all it started) after S seconds (default 3600)"},
-    {NULL, NULL, NULL}};
+    {.name = "framework", .arg = "LIST...", .type = CLI_LIST, CLI_AT(P, frameworks), .py = "frameworks", .help = "pipebench (default: its engine on the device), onednn (on the cpu), cuda (on the GPU), pytorch (or torch), torch-compile, jax, both (pytorch and jax), peers (pytorch, torch-compile, jax), all"},
+    {.name = "model", .arg = "LIST...", .type = CLI_LIST, CLI_AT(P, model), .py = "model", .help = "embed (default), resnet50, vit_b_16, both (resnet50 and vit_b_16)"},
+    {.name = "batch-sizes", .arg = "LIST...", .type = CLI_LIST, CLI_AT(P, batch_sizes), .set = set_batch_sizes, .py = "batch_sizes", .help = "batch sizes to run (default: 1 8 32 128)"},
+    {.name = "iterations", .arg = "N", .type = CLI_INT, CLI_AT(P, iterations), .lo = 1, .hi = 1000000, .py = "iterations", .help = "timed forward passes per batch size (default {})"},
+    {.name = "warmup", .arg = "N", .type = CLI_INT, CLI_AT(P, warmup), .lo = 0, .hi = 1000000, .py = "warmup", .help = "untimed passes first, dropped (default {})"},
+    {.name = "dtype", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, dtype), .py = "dtype", .help = "float32 (default), bfloat16, float16"},
+    {.name = "device", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, device), .py = "device", .help = "auto (default), cpu, cuda: for the engine and the peers alike"},
+    {.name = "data-source", .arg = "SRC", .type = CLI_STRING, CLI_AT(P, data_source), .py = "data_source", .help = "synthetic (default, seeded normal noise), a dataset, or a folder `pipebench gen` wrote"},
+    {.name = "format", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, data_format), .py = "data_format", .help = "the format to read in a gen folder (default: the first that opens)"},
+    {.name = "output-dir", .arg = "DIR", .type = CLI_STRING, CLI_AT(P, output_dir), .dflt = "results/raw", .py = "output_dir", .help = "where the CSV goes (default {})"},
+    {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 4096, .py = "threads", .help = "compute threads (default: all CPUs)"},
+    {.name = "seed", .arg = "N", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffL, .py = "seed", .help = "weights and synthetic input (default {})"},
+    {.name = "python", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, python), .py = "python", .help = "Python for the peers (default: $PB_PYTHON, else /usr/bin/python3)"},
+    {.name = "peer-timeout", .arg = "S", .type = CLI_DOUBLE, CLI_AT(P, peer_timeout_s), .dlo = 1, .dhi = 1e7, .dflt = "3600", .py = "peer_timeout_s", .help = "stop a peer (and all it started) after S seconds (default {})"},
+    {.name = NULL}};
 
 /* The signal that asked infer to stop (0: none); the handler only stores it. */
 static volatile sig_atomic_t stop_signal = 0;
@@ -56,19 +61,26 @@ static void on_progress(void *ctx, const char *what, long done, long total, doub
   if (cli_progress_enabled()) cli_progress(what, done, total, elapsed_s);
 }
 
-static int parse_batch_sizes(const char *list, int *bss, int *nbs) {
-  *nbs = 0;
-  for (const char *p = list; *p;) {
+/* --batch-sizes 1 8 32: into a static array (one command per process) that params points to. */
+static int set_batch_sizes(void *params, void *field, const cli_opt *o, const char *cmd,
+                           const char *list) {
+  static int bss[PB_INFER_MAX_BATCH_SIZES];
+  pb_infer_params *p = params;
+  (void)field, (void)o;
+  int n = 0;
+  for (const char *s = list; *s;) {
     char *end;
     errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || errno || v < 1 || v > 65536 || (*end != ',' && *end != '\0'))
-      return cli_usage_error(CMD, "--batch-sizes takes integers from 1 to 65536, not '%s'", list);
-    if (*nbs == PB_INFER_MAX_BATCH_SIZES)
-      return cli_usage_error(CMD, "at most %d batch sizes", PB_INFER_MAX_BATCH_SIZES);
-    bss[(*nbs)++] = (int)v;
-    p = *end ? end + 1 : end;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno || v < 1 || v > 65536 || (*end != ',' && *end != '\0'))
+      return cli_usage_error(cmd, "--batch-sizes takes integers from 1 to 65536, not '%s'", list);
+    if (n == PB_INFER_MAX_BATCH_SIZES)
+      return cli_usage_error(cmd, "at most %d batch sizes", PB_INFER_MAX_BATCH_SIZES);
+    bss[n++] = (int)v;
+    s = *end ? end + 1 : end;
   }
+  p->batch_sizes = bss;
+  p->n_batch_sizes = n;
   return CLI_OK;
 }
 
@@ -106,28 +118,9 @@ static void print_rows(const pb_table *t) {
 }
 
 static int run_infer(const cli_args *a) {
-  pb_infer_params p = PB_INFER_PARAMS_DEFAULTS;
-  long iters, warmup, threads, seed;
-  double timeout;
-  if (cli_get_long(a, CMD, "iterations", 20, 1, 1000000, &iters) ||
-      cli_get_long(a, CMD, "warmup", 3, 0, 1000000, &warmup) ||
-      cli_get_long(a, CMD, "threads", 0, 0, 4096, &threads) ||
-      cli_get_long(a, CMD, "seed", 42, 0, 0x7fffffffL, &seed) ||
-      cli_get_double(a, CMD, "peer-timeout", 3600, 1, 1e7, &timeout))
-    return CLI_USAGE;
-  int bss[PB_INFER_MAX_BATCH_SIZES];
-  if (cli_get(a, "batch-sizes") != NULL) {
-    if (parse_batch_sizes(cli_get(a, "batch-sizes"), bss, &p.n_batch_sizes) != CLI_OK) return CLI_USAGE;
-    p.batch_sizes = bss;
-  }
-  p.frameworks = cli_get(a, "framework");
-  p.model = cli_get(a, "model"), p.dtype = cli_get(a, "dtype"), p.device = cli_get(a, "device");
-  p.data_source = cli_get(a, "data-source"), p.python = cli_get(a, "python");
-  p.data_format = cli_get(a, "format");
-  p.output_dir = cli_get(a, "output-dir") ? cli_get(a, "output-dir") : "results/raw";
+  pb_infer_params p = infer_defaults;
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
   p.plot = 1;
-  p.iterations = (int)iters, p.warmup = (int)warmup, p.threads = (int)threads;
-  p.seed = (uint64_t)seed, p.peer_timeout_s = timeout;
   p.note = on_note, p.progress = on_progress;
   pb_table *rows = NULL;
   struct pb_error err = {{0}};
@@ -183,6 +176,9 @@ const cli_command cli_cmd_infer = {
                "or the CPU over its shard of the data source; rank 0 writes a row per rank and\n"
                "one for all ranks (images/s over the common window; docs/scaling.md).",
     .opts = infer_opts,
+    .defaults = &infer_defaults,
+    .params = "pb_infer_params",
+    .python = "infer",
     .max_pos = 0,
     .min_pos = 0,
     .run = run_infer,

@@ -5,8 +5,8 @@
 #include "pipebench/report.h"
 
 static const cli_opt opts[] = {
-    {"no-plots", NULL, "only rewrite report.md and report.html (keep the PNGs there are)"},
-    {NULL, NULL, NULL},
+    {.name = "no-plots", .type = CLI_FLAG, .help = "only rewrite report.md and report.html (keep the PNGs there are)"},
+    {.name = NULL},
 };
 
 static void on_note(void *ctx, int status, const char *path, const char *message) {

@@ -1,6 +1,7 @@
 /* pipebench revs: tasks across git branches or commits, with a comparison against a baseline. */
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,30 +12,27 @@
 
 #define CMD "revs"
 
+#define P pb_revs_params
+static const P revs_defaults = PB_REVS_PARAMS_DEFAULTS;
+
+/* One line per option (docs/options.md). */
 static const cli_opt revs_opts[] = {
-    {"config", "FILE", "task file (CSV): training, inference or command tasks (docs/revs.md)"},
-    {"output", "FILE", "results JSON (default results/train_benchmark.json), written atomically"},
-    {"repo", "PATH", "repository measured (default: the one holding the current folder)"},
-    {"repeats", "N", "runs per task, interleaved across tasks (default 3)"},
-    {"timeout", "S", "seconds a build or a run may take before it is stopped (default 1800)"},
-    {"skip-failed", NULL, "record a failed task and go on (default: stop at the first, exit 2)"},
-    {"build-cmd", "CMD", "shell command run once in each worktree (default: cmake build of "
-                         "pipebench for train/infer tasks, none for command tasks)"},
-    {"binary", "PATH", "pipebench binary of train/infer tasks, worktree-relative or absolute "
-                       "(default build/pipebench)"},
-    {"train-cmd", "TEMPLATE", "your training command for training tasks, with {experiment} "
-                              "{trainer} {max_epochs} {batch_size} {overrides} ... (default: "
-                              ".pipebench/revs.json of the revision, else pipebench train)"},
-    {"infer-cmd", "TEMPLATE", "your prediction command for inference tasks, with {experiment} "
-                              "{checkpoint_path} {data_path} {trainer} {batch_size} {overrides} "
-                              "... (default: .pipebench/revs.json, else pipebench infer)"},
-    {"tmp-dir", "DIR", "where the worktrees go (default $TMPDIR or /tmp)"},
-    {"compare", NULL, "compare each branch with the baseline (table on stdout); without "
-                      "--config, compares an existing --output"},
-    {"baseline", "BRANCH", "baseline of --compare (default: the first branch in the file)"},
-    {"factor", "X", "smallest ratio that counts as a change (default 1.1)"},
-    {"fail-on-regression", NULL, "exit 3 when a time got significantly longer (with --compare)"},
-    {NULL, NULL, NULL}};
+    {.name = "config", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, config), .help = "task file (CSV): training, inference or command tasks (docs/revs.md)"},
+    {.name = "output", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, output), .help = "results JSON (default {}), written atomically"},
+    {.name = "repo", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, repo), .help = "repository measured (default: the one holding the current folder)"},
+    {.name = "repeats", .arg = "N", .type = CLI_INT, CLI_AT(P, repeats), .lo = 1, .hi = 100000, .help = "runs per task, interleaved across tasks (default {})"},
+    {.name = "timeout", .arg = "S", .type = CLI_DOUBLE, CLI_AT(P, timeout_s), .dlo = 0.001, .dhi = 1e7, .help = "seconds a build or a run may take before it is stopped (default {})"},
+    {.name = "skip-failed", .type = CLI_FLAG, CLI_AT(P, skip_failed), .help = "record a failed task and go on (default: stop at the first, exit 2)"},
+    {.name = "build-cmd", .arg = "CMD", .type = CLI_STRING, CLI_AT(P, build_cmd), .help = "shell command run once in each worktree (default: cmake build of pipebench for train/infer tasks, none for command tasks)"},
+    {.name = "binary", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, binary), .help = "pipebench binary of train/infer tasks, worktree-relative or absolute (default build/pipebench)"},
+    {.name = "train-cmd", .arg = "TEMPLATE", .type = CLI_STRING, CLI_AT(P, train_cmd), .help = "your training command for training tasks, with {experiment} {trainer} {max_epochs} {batch_size} {overrides} ... (default: .pipebench/revs.json of the revision, else pipebench train)"},
+    {.name = "infer-cmd", .arg = "TEMPLATE", .type = CLI_STRING, CLI_AT(P, infer_cmd), .help = "your prediction command for inference tasks, with {experiment} {checkpoint_path} {data_path} {trainer} {batch_size} {overrides} ... (default: .pipebench/revs.json, else pipebench infer)"},
+    {.name = "tmp-dir", .arg = "DIR", .type = CLI_STRING, CLI_AT(P, tmp_dir), .help = "where the worktrees go (default $TMPDIR or /tmp)"},
+    {.name = "compare", .type = CLI_FLAG, .help = "compare each branch with the baseline (table on stdout); without --config, compares an existing --output"},
+    {.name = "baseline", .arg = "BRANCH", .type = CLI_STRING, .help = "baseline of --compare (default: the first branch in the file)"},
+    {.name = "factor", .arg = "X", .type = CLI_DOUBLE, .dlo = 1.0, .dhi = 1e6, .dflt = "1.1", .help = "smallest ratio that counts as a change (default {})"},
+    {.name = "fail-on-regression", .type = CLI_FLAG, .help = "exit 3 when a time got significantly longer (with --compare)"},
+    {.name = NULL}};
 
 static volatile sig_atomic_t stop_flag = 0;
 
@@ -128,19 +126,17 @@ static int print_comparison(const char *output, const char *baseline, double fac
 }
 
 static int run_revs(const cli_args *a) {
-  const char *output = cli_get(a, "output") ? cli_get(a, "output") : "results/train_benchmark.json";
-  long repeats;
-  double timeout, factor;
-  if (cli_get_long(a, CMD, "repeats", 3, 1, 100000, &repeats) ||
-      cli_get_double(a, CMD, "timeout", 1800.0, 0.001, 1e7, &timeout) ||
-      cli_get_double(a, CMD, "factor", 1.1, 1.0, 1e6, &factor))
-    return CLI_USAGE;
+  pb_revs_params p = revs_defaults;
+  double factor;
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
+  PB_RETURN_NOT_OK(cli_double(a, "factor", &factor));
+  const char *output = p.output;
   int compare = cli_has(a, "compare");
   if (cli_has(a, "fail-on-regression") && !compare)
     return cli_usage_error(CMD, "--fail-on-regression needs --compare");
   if (cli_has(a, "baseline") && !compare)
     return cli_usage_error(CMD, "--baseline needs --compare");
-  const char *config = cli_get(a, "config");
+  const char *config = p.config;
   if (config == NULL && !compare)
     return cli_usage_error(CMD, "--config FILE is needed (or --compare to compare an existing "
                                 "--output)");
@@ -155,18 +151,6 @@ static int run_revs(const cli_args *a) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     progress_state ps = {pb_now_ns()};
-    pb_revs_params p = PB_REVS_PARAMS_DEFAULTS;
-    p.config = config;
-    p.output = output;
-    p.repo = cli_get(a, "repo");
-    p.build_cmd = cli_get(a, "build-cmd");
-    p.binary = cli_get(a, "binary");
-    p.tmp_dir = cli_get(a, "tmp-dir");
-    p.train_cmd = cli_get(a, "train-cmd");
-    p.infer_cmd = cli_get(a, "infer-cmd");
-    p.repeats = (int)repeats;
-    p.timeout_s = timeout;
-    p.skip_failed = cli_has(a, "skip-failed");
     p.cancel = &stop_flag;
     p.progress = on_progress;
     p.progress_ctx = &ps;
@@ -231,6 +215,8 @@ const cli_command cli_cmd_revs = {
         "nvidia-smi answers, its GPU memory. --skip-failed with every task\n"
         "failed exits 2. See docs/revs.md for the formats, the output and the comparison.",
     .opts = revs_opts,
+    .defaults = &revs_defaults,
+    .params = "pb_revs_params",
     .max_pos = 0,
     .min_pos = 0,
     .run = run_revs,

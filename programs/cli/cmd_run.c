@@ -1,5 +1,6 @@
 /* pipebench run: the benchmark tracks. */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <signal.h>
 #include <errno.h>
 #include <stdio.h>
@@ -13,37 +14,42 @@
 #include "pipebench/bench.h"
 #include "pipebench/engine.h"
 
+#define P pb_run_params
+static const P run_defaults = PB_RUN_PARAMS_DEFAULTS;
+
+/* One line per option (docs/options.md): the parser, --help, the range checks and
+ * `pipebench help --options-json run` all come from here. */
 static const cli_opt opts[] = {
-    {"tracks", "LIST", "tracks to run: 1 per-sample, 2 loader, 3 model loop, 4 stages (default 1,2,3,4)"},
-    {"data", "DIR", "a 'pipebench gen' folder or one dataset (default: generate the preset)"},
-    {"formats", "LIST", "formats to measure (default: all in --data; raw,tiff,ome-zarr,oa-dataset,ome-parquet when generating)"},
-    {"out", "DIR", "results folder (default results/run)"},
-    {"preset", "NAME", "default (1000 x 100x100 uint16) or microscopy (200 x 3x1080x1080 uint16)"},
-    {"cache", "STATE", "warm (page cache allowed) or cold (files evicted before each round)"},
-    {"repeats", "N", "rounds per configuration (default 3)"},
-    {"samples", "N", "track 1 and 4: samples measured per round (default 100)"},
-    {"warmup", "N", "track 1 and 4: samples run and dropped first (default 10)"},
-    {"batches", "N", "track 2: batches measured per round after the first (default 50)"},
-    {"window-ms", "MS", "track 2: each round's steady window lasts at least this long (default 100)"},
-    {"batch-sizes", "LIST...", "track 2 batch sizes (default 1,4,16,64)"},
-    {"workers", "LIST...", "track 2 worker counts (default 0,1,2,4)"},
-    {"caches", "LIST", "track 2 cache modes: none, preload, shared (default all)"},
-    {"transforms", "LIST", "track 1 transforms: none, normalize, augment (default all)"},
-    {"model", "NAME", "track 3 model (default embed)"},
-    {"steps", "N", "track 3 steps per round (default 50)"},
-    {"emulate-ms", "MS", "track 3: a fixed compute time per batch instead of a model"},
-    {"train", NULL, "track 3: an SGD step per batch instead of inference"},
-    {"t3-batch", "N", "track 3 batch size (default 16)"},
-    {"t3-workers", "N", "track 3 loader workers (default 2)"},
-    {"device", "DEV", "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
-    {"dtype", "TYPE", "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
-    {"framework", "NAME", "track 3: torch: a torch model fed by pipebench, torch's DataLoader and device-resident input"},
-    {"torch-model", "FILE.py:FN", "track 3 --framework torch: FN() returns your nn.Module (default: --model from torchvision)"},
-    {"no-peer", NULL, "skip the torch DataLoader peer in track 2"},
-    {"seed", "S", "seed (default 42)"},
-    {"python", "PATH", "Python with numpy and torch (default /usr/bin/python3)"},
-    {"ranks", "N", "start N ranks on this host through mpirun (tracks 2 and 3; docs/scaling.md)"},
-    {NULL, NULL, NULL},
+    {.name = "tracks", .arg = "LIST", .type = CLI_LIST, CLI_AT(P, tracks), .help = "tracks to run: 1 per-sample, 2 loader, 3 model loop, 4 stages (default 1,2,3,4)"},
+    {.name = "data", .arg = "DIR", .type = CLI_STRING, CLI_AT(P, data), .help = "a 'pipebench gen' folder or one dataset (default: generate the preset)"},
+    {.name = "formats", .arg = "LIST", .type = CLI_LIST, CLI_AT(P, formats), .help = "formats to measure (default: all in --data; raw,tiff,ome-zarr,oa-dataset,ome-parquet when generating)"},
+    {.name = "out", .arg = "DIR", .type = CLI_STRING, CLI_AT(P, out), .help = "results folder (default {})"},
+    {.name = "preset", .arg = "NAME", .type = CLI_ENUM, CLI_AT(P, preset), .choices = "default,microscopy", .flags = CLI_UNKNOWN, .help = "default (1000 x 100x100 uint16) or microscopy (200 x 3x1080x1080 uint16)"},
+    {.name = "cache", .arg = "STATE", .type = CLI_ENUM, CLI_AT(P, cold), .choices = "warm,cold", .flags = CLI_INDEX, .help = "warm (page cache allowed) or cold (files evicted before each round)"},
+    {.name = "repeats", .arg = "N", .type = CLI_INT, CLI_AT(P, repeats), .lo = 1, .hi = 1000, .help = "rounds per configuration (default {})"},
+    {.name = "samples", .arg = "N", .type = CLI_INT, CLI_AT(P, samples), .lo = 1, .hi = 10000000, .help = "track 1 and 4: samples measured per round (default {})"},
+    {.name = "warmup", .arg = "N", .type = CLI_INT, CLI_AT(P, warmup), .lo = 0, .hi = 1000000, .help = "track 1 and 4: samples run and dropped first (default {})"},
+    {.name = "batches", .arg = "N", .type = CLI_INT, CLI_AT(P, batches), .lo = 1, .hi = 10000000, .help = "track 2: batches measured per round after the first (default {})"},
+    {.name = "window-ms", .arg = "MS", .type = CLI_DOUBLE, CLI_AT(P, window_ms), .dlo = 0, .dhi = 1e7, .help = "track 2: each round's steady window lasts at least this long (default {})"},
+    {.name = "batch-sizes", .arg = "LIST...", .type = CLI_LIST, CLI_AT(P, batch_sizes), .help = "track 2 batch sizes (default {})"},
+    {.name = "workers", .arg = "LIST...", .type = CLI_LIST, CLI_AT(P, workers), .help = "track 2 worker counts (default {})"},
+    {.name = "caches", .arg = "LIST", .type = CLI_LIST, CLI_AT(P, caches), .help = "track 2 cache modes: none, preload, shared (default all)"},
+    {.name = "transforms", .arg = "LIST", .type = CLI_LIST, CLI_AT(P, transforms), .help = "track 1 transforms: none, normalize, augment (default all)"},
+    {.name = "model", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, model), .help = "track 3 model (default {})"},
+    {.name = "steps", .arg = "N", .type = CLI_INT, CLI_AT(P, steps), .lo = 1, .hi = 10000000, .help = "track 3 steps per round (default {})"},
+    {.name = "emulate-ms", .arg = "MS", .type = CLI_DOUBLE, CLI_AT(P, emulate_ms), .dlo = 0, .dhi = 1e6, .help = "track 3: a fixed compute time per batch instead of a model"},
+    {.name = "train", .type = CLI_FLAG, CLI_AT(P, train), .help = "track 3: an SGD step per batch instead of inference"},
+    {.name = "t3-batch", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_batch), .lo = 1, .hi = 65536, .help = "track 3 batch size (default {})"},
+    {.name = "t3-workers", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_workers), .lo = 0, .hi = 1024, .help = "track 3 loader workers (default {})"},
+    {.name = "device", .arg = "DEV", .type = CLI_STRING, CLI_AT(P, device), .help = "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
+    {.name = "dtype", .arg = "TYPE", .type = CLI_STRING, CLI_AT(P, dtype), .help = "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
+    {.name = "framework", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, framework), .help = "track 3: torch: a torch model fed by pipebench, torch's DataLoader and device-resident input"},
+    {.name = "torch-model", .arg = "FILE.py:FN", .type = CLI_STRING, CLI_AT(P, torch_model), .help = "track 3 --framework torch: FN() returns your nn.Module (default: --model from torchvision)"},
+    {.name = "no-peer", .type = CLI_FLAG, CLI_AT(P, peer), .flags = CLI_NEGATE, .help = "skip the torch DataLoader peer in track 2"},
+    {.name = "seed", .arg = "S", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffffffffffL, .help = "seed (default {})"},
+    {.name = "python", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, python), .help = "Python with numpy and torch (default {})"},
+    {.name = "ranks", .arg = "N", .type = CLI_INT, .lo = 1, .hi = 4096, .help = "start N ranks on this host through mpirun (tracks 2 and 3; docs/scaling.md)"},
+    {.name = NULL},
 };
 
 /* The signal that asked the run to stop (0: none). The handler only stores it: pb_run's loops
@@ -161,61 +167,13 @@ static int launch_ranks(const cli_args *a, long n) {
 static int run(const cli_args *a) {
   if (cli_get(a, "ranks") != NULL) {
     long n;
-    PB_RETURN_NOT_OK(cli_get_long(a, "run", "ranks", 1, 1, 4096, &n));
+    PB_RETURN_NOT_OK(cli_long(a, "ranks", &n));
     if (pb_mpi_env_size() > 0)
       return cli_usage_error("run", "--ranks starts the ranks itself; under mpirun leave it out");
     return launch_ranks(a, n);
   }
-  pb_run_params p = PB_RUN_PARAMS_DEFAULTS;
-  long repeats, samples, warmup, batches, steps, seed;
-  double emulate;
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "repeats", 3, 1, 1000, &repeats));
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "samples", 100, 1, 10000000, &samples));
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "warmup", 10, 0, 1000000, &warmup));
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "batches", 50, 1, 10000000, &batches));
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "steps", 50, 1, 10000000, &steps));
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "seed", 42, 0, 0x7fffffffffffffffL, &seed));
-  PB_RETURN_NOT_OK(cli_get_double(a, "run", "emulate-ms", 0, 0, 1e6, &emulate));
-  long t3_batch, t3_workers;
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "t3-batch", 16, 1, 65536, &t3_batch));
-  PB_RETURN_NOT_OK(cli_get_long(a, "run", "t3-workers", 2, 0, 1024, &t3_workers));
-  p.t3_batch = (int)t3_batch;
-  p.t3_workers = (int)t3_workers;
-  double window_ms;
-  PB_RETURN_NOT_OK(cli_get_double(a, "run", "window-ms", 100, 0, 1e7, &window_ms));
-  p.window_ms = window_ms;
-  p.repeats = (int)repeats;
-  p.samples = (int)samples;
-  p.warmup = (int)warmup;
-  p.batches = (int)batches;
-  p.steps = (int)steps;
-  p.seed = (uint64_t)seed;
-  p.emulate_ms = emulate;
-  p.train = cli_has(a, "train");
-  p.peer = !cli_has(a, "no-peer");
-  if (cli_get(a, "tracks")) p.tracks = cli_get(a, "tracks");
-  if (cli_get(a, "data")) p.data = cli_get(a, "data");
-  if (cli_get(a, "formats")) p.formats = cli_get(a, "formats");
-  if (cli_get(a, "out")) p.out = cli_get(a, "out");
-  if (cli_get(a, "preset")) p.preset = cli_get(a, "preset");
-  if (cli_get(a, "batch-sizes")) p.batch_sizes = cli_get(a, "batch-sizes");
-  if (cli_get(a, "workers")) p.workers = cli_get(a, "workers");
-  if (cli_get(a, "caches")) p.caches = cli_get(a, "caches");
-  if (cli_get(a, "transforms")) p.transforms = cli_get(a, "transforms");
-  if (cli_get(a, "model")) p.model = cli_get(a, "model");
-  if (cli_get(a, "python")) p.python = cli_get(a, "python");
-  if (cli_get(a, "device")) p.device = cli_get(a, "device");
-  if (cli_get(a, "dtype")) p.dtype = cli_get(a, "dtype");
-  if (cli_get(a, "framework")) p.framework = cli_get(a, "framework");
-  if (cli_get(a, "torch-model")) p.torch_model = cli_get(a, "torch-model");
-  const char *cache = cli_get(a, "cache");
-  if (cache != NULL) {
-    if (strcmp(cache, "cold") == 0) p.cold = 1;
-    else if (strcmp(cache, "warm") != 0)
-      return cli_usage_error("run", "--cache must be warm or cold, not '%s'", cache);
-  }
-  if (strcmp(p.preset, "default") != 0 && strcmp(p.preset, "microscopy") != 0)
-    return cli_usage_error("run", "unknown preset '%s' (default, microscopy)", p.preset);
+  pb_run_params p = run_defaults;
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
   /* The Python binding loads the same library this program runs with (libpipebench, which
    * holds pb_version; the benchmark library beside it comes with it). */
   Dl_info info;
@@ -274,5 +232,7 @@ const cli_command cli_cmd_run = {
                "SIGINT/SIGTERM stop it within a second, keep the earlier results and exit\n"
                "130/143; a failed run writes OUT/data/pipebench_summary_failed.json.",
     .opts = opts,
+    .defaults = &run_defaults,
+    .params = "pb_run_params",
     .run = run,
 };

@@ -1,5 +1,6 @@
 /* pipebench train: options in, pb_train_run (programs/infer/train.c), the summary out. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,23 +12,25 @@
 
 #define CMD "train"
 
+#define P pb_train_params
+static const P train_defaults = PB_TRAIN_PARAMS_DEFAULTS;
+
+/* One line per option (docs/options.md); .py names the keyword of pipebench.train(). */
 static const cli_opt train_opts[] = {
-    {"data", "PATH", "dataset in any format pipebench reads (through the loader), or "
-                     "'synthetic' (default)"},
-    {"num-images", "N", "synthetic images (default 256; 1x100x100 like origin.md's)"},
-    {"model", "NAME", "embed (default; the only model with a training path on oneDNN)"},
-    {"epochs", "E", "passes over the data (default 1)"},
-    {"batch-size", "N", "images per step (default 16); a last partial batch is dropped"},
-    {"lr", "X", "SGD learning rate (default 0.01)"},
-    {"loss", "NAME", "cross_entropy (default; seeded random class per image) or mse (seeded "
-                     "random target vector per image)"},
-    {"dtype", "NAME", "float32 (training runs in float32)"},
-    {"device", "NAME", "auto (default), cpu, cuda"},
-    {"threads", "N", "compute threads (default: all CPUs)"},
-    {"workers", "N", "loader worker threads for --data (default 0: read in the training thread)"},
-    {"seed", "N", "weights, labels, shuffling, synthetic pixels (default 42)"},
-    {"metrics-out", "FILE", "write the metrics as JSON here (atomically)"},
-    {NULL, NULL, NULL}};
+    {.name = "data", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, data), .py = "data", .help = "dataset in any format pipebench reads (through the loader), or 'synthetic' (default)"},
+    {.name = "num-images", .arg = "N", .type = CLI_INT, CLI_AT(P, num_images), .lo = 1, .hi = 100000000, .py = "num_images", .help = "synthetic images (default {}; 1x100x100 like origin.md's)"},
+    {.name = "model", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, model), .py = "model", .help = "embed (default; the only model with a training path on oneDNN)"},
+    {.name = "epochs", .arg = "E", .type = CLI_INT, CLI_AT(P, epochs), .lo = 1, .hi = 1000000, .py = "epochs", .help = "passes over the data (default {})"},
+    {.name = "batch-size", .arg = "N", .type = CLI_INT, CLI_AT(P, batch_size), .lo = 1, .hi = 65536, .py = "batch_size", .help = "images per step (default {}); a last partial batch is dropped"},
+    {.name = "lr", .arg = "X", .type = CLI_DOUBLE, CLI_AT(P, lr), .dlo = 0.0, .dhi = 1e6, .py = "lr", .help = "SGD learning rate (default {})"},
+    {.name = "loss", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, loss), .py = "loss", .help = "cross_entropy (default; seeded random class per image) or mse (seeded random target vector per image)"},
+    {.name = "dtype", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, dtype), .help = "float32 (training runs in float32)"},
+    {.name = "device", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, device), .py = "device", .help = "auto (default), cpu, cuda"},
+    {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 4096, .py = "threads", .help = "compute threads (default: all CPUs)"},
+    {.name = "workers", .arg = "N", .type = CLI_INT, CLI_AT(P, workers), .lo = 0, .hi = 256, .py = "workers", .help = "loader worker threads for --data (default {}: read in the training thread)"},
+    {.name = "seed", .arg = "N", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffL, .py = "seed", .help = "weights, labels, shuffling, synthetic pixels (default {})"},
+    {.name = "metrics-out", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, metrics_path), .py = "metrics_path", .help = "write the metrics as JSON here (atomically)"},
+    {.name = NULL}};
 
 static void on_note(void *ctx, int level, const char *line) {
   (void)ctx;
@@ -42,21 +45,8 @@ static void on_progress(void *ctx, const char *what, long done, long total, doub
 }
 
 static int run_train(const cli_args *a) {
-  pb_train_params p = PB_TRAIN_PARAMS_DEFAULTS;
-  long epochs, bs, threads, seed, nimg, workers;
-  if (cli_get_long(a, CMD, "epochs", 1, 1, 1000000, &epochs) ||
-      cli_get_long(a, CMD, "batch-size", 16, 1, 65536, &bs) ||
-      cli_get_long(a, CMD, "threads", 0, 0, 4096, &threads) ||
-      cli_get_long(a, CMD, "workers", 0, 0, 256, &workers) ||
-      cli_get_long(a, CMD, "seed", 42, 0, 0x7fffffffL, &seed) ||
-      cli_get_long(a, CMD, "num-images", 256, 1, 100000000, &nimg) ||
-      cli_get_double(a, CMD, "lr", 0.01, 0.0, 1e6, &p.lr))
-    return CLI_USAGE;
-  p.data = cli_get(a, "data"), p.model = cli_get(a, "model"), p.loss = cli_get(a, "loss");
-  p.dtype = cli_get(a, "dtype"), p.device = cli_get(a, "device");
-  p.metrics_path = cli_get(a, "metrics-out");
-  p.epochs = (int)epochs, p.batch_size = (int)bs, p.threads = (int)threads;
-  p.workers = (int)workers, p.seed = (uint64_t)seed, p.num_images = nimg;
+  pb_train_params p = train_defaults;
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
   p.note = on_note, p.progress = on_progress;
   pb_train_result r;
   struct pb_error err = {{0}};
@@ -91,6 +81,9 @@ const cli_command cli_cmd_train = {
                "random class per image (of the model's outputs), mse a seeded normal target\n"
                "vector per image; both depend only on --seed and the image index.",
     .opts = train_opts,
+    .defaults = &train_defaults,
+    .params = "pb_train_params",
+    .python = "train",
     .max_pos = 0,
     .min_pos = 0,
     .run = run_train,

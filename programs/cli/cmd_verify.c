@@ -1,4 +1,5 @@
 /* pipebench verify: every image's pixels against the CRC-32 its manifest recorded. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -25,18 +26,21 @@ static void on_progress(void *ctx, int64_t done, int64_t total) {
     cli_progress("verify: reading", (long)done, (long)total, (double)(pb_now_ns() - v->start) / 1e9);
 }
 
+#define P pb_verify_params
+static const P verify_defaults = PB_VERIFY_PARAMS_DEFAULTS;
+
+/* One line per option (docs/options.md). */
 static const cli_opt verify_opts[] = {
-    {"manifest", "FILE", "manifest to check against (default: the dataset's own)"},
-    {"format", "NAME", "format of DATASET (default: detected)"},
-    {NULL, NULL, NULL},
+    {.name = "manifest", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, manifest), .help = "manifest to check against (default: the dataset's own)"},
+    {.name = "format", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, format), .help = "format of DATASET (default: detected)"},
+    {.name = NULL},
 };
 
 static int verify_run(const cli_args *a) {
   const char *path = a->pos[0];
   verify_ctx v = {pb_now_ns()};
-  pb_verify_params p = PB_VERIFY_PARAMS_DEFAULTS;
-  p.format = cli_get(a, "format");
-  p.manifest = cli_get(a, "manifest");
+  pb_verify_params p = verify_defaults;
+  PB_RETURN_NOT_OK(cli_fill(a, &p));
   p.on_mismatch = on_mismatch;
   p.progress = on_progress;
   p.ctx = &v;
@@ -66,6 +70,8 @@ const cli_command cli_cmd_verify = {
                "manifest is missing or malformed. A manifest rewritten with the data cannot be\n"
                "caught (see docs/bad-input.md).",
     .opts = verify_opts,
+    .defaults = &verify_defaults,
+    .params = "pb_verify_params",
     .max_pos = 1,
     .min_pos = 1,
     .run = verify_run,

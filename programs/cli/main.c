@@ -30,8 +30,34 @@ static void print_help(FILE *f) {
   fprintf(f,
           "\n  --version   print version and git commit\n"
           "  --help      show this help\n\n"
-          "'pipebench <command> --help' shows a command's options.\n"
+          "'pipebench <command> --help' shows a command's options;\n"
+          "'pipebench help --options-json [command]' prints the option tables as JSON.\n"
           "exit codes: 0 success, 1 usage error, 2 failure, 3 regression found (revs)\n");
+}
+
+/* pipebench help --options-json [COMMAND...]: the option tables as JSON (one object per
+ * command, in a list when no command is named), for the docs and Python checks. */
+static int options_json(int argc, char **argv) {
+  int all = argc == 0;
+  for (int k = 0; k < argc; k++) {
+    size_t i = 0;
+    while (i < N_COMMANDS && strcmp(commands[i]->name, argv[k]) != 0) i++;
+    if (i == N_COMMANDS) {
+      fprintf(stderr, "pipebench help: unknown command '%s'\ntry 'pipebench --help'\n", argv[k]);
+      return CLI_USAGE;
+    }
+  }
+  if (all || argc > 1) printf("[");
+  int n = 0;
+  for (size_t i = 0; i < N_COMMANDS; i++) {
+    int want = all;
+    for (int k = 0; k < argc; k++) want |= strcmp(commands[i]->name, argv[k]) == 0;
+    if (!want) continue;
+    if (n++ > 0) printf(",");
+    cli_print_options_json(commands[i], stdout);
+  }
+  if (all || argc > 1) printf("]\n");
+  return CLI_OK;
 }
 
 int main(int argc, char **argv) {
@@ -40,6 +66,8 @@ int main(int argc, char **argv) {
     return CLI_USAGE;
   }
   const char *name = argv[1];
+  if (strcmp(name, "help") == 0 && argc >= 3 && strcmp(argv[2], "--options-json") == 0)
+    return options_json(argc - 3, argv + 3);
   if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
     print_help(stdout);
     return CLI_OK;

@@ -29,7 +29,7 @@ except ImportError as _e:  # pip installs it (a declared dependency); a bare Pyt
 
 __all__ = ["Dataset", "Loader", "Batch", "PipebenchError", "write", "library_path", "infer",
            "train", "Engine", "BenchmarkConfig", "run_inference_benchmark",
-           "run_benchmark_suite", "read_results"]
+           "run_benchmark_suite", "read_results", "LayoutError"]
 
 # ---- the library --------------------------------------------------------------------------
 
@@ -884,6 +884,74 @@ class Engine:
             self._e = None
 
     __del__ = close
+
+
+# ---- the structs above against the library's own layout ------------------------------------
+# Each ctypes copy of a C struct is compared at import with what the loaded library reports
+# (pb_struct_layout: sizeof, and each field's name, offset and size), so a header changed
+# without this file, or a library of another version, fails here instead of reading garbage.
+
+
+class _FieldLayout(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("offset", ctypes.c_size_t), ("size", ctypes.c_size_t)]
+
+
+_STRUCTS = {"pb_error": _Error, "pb_channel": _Channel, "pb_image_meta": _ImageMeta,
+            "pb_loader_params": _LoaderParams, "pb_batch_times": _BatchTimes, "pb_batch": _Batch,
+            "pb_loader_stats": _LoaderStats, "pb_infer_params": _InferParams,
+            "pb_train_params": _TrainParams, "pb_train_result": _TrainResult,
+            "pb_engine_params": _EngineParams, "pb_native_batch": _NativeBatch}
+
+
+class LayoutError(ImportError):
+    """A ctypes struct of this package does not match the loaded library's C struct."""
+
+
+def _check_layout(cls, cname):
+    """Raises LayoutError when ctypes class cls differs from C struct cname of the library."""
+    try:
+        layout = _lib.pb_struct_layout
+    except AttributeError:
+        raise LayoutError(
+            f"pipebench: the library {library_path()} has no pb_struct_layout, so the layout of "
+            f"{cname} cannot be checked: it is older than this Python package; use the library "
+            "built from the same source (PIPEBENCH_LIBRARY, docs/python.md)") from None
+    layout.restype = ctypes.c_size_t
+    layout.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(_FieldLayout)),
+                       ctypes.POINTER(ctypes.c_size_t)]
+    fields = ctypes.POINTER(_FieldLayout)()
+    n = ctypes.c_size_t(0)
+    size = layout(cname.encode(), ctypes.byref(fields), ctypes.byref(n))
+    where = f"python/pipebench/__init__.py {cls.__name__} against {cname} of {library_path()}"
+    if size == 0:
+        raise LayoutError(f"pipebench: {where}: the library does not describe {cname}")
+    c = [(fields[i].name.decode(), fields[i].offset, fields[i].size) for i in range(n.value)]
+    py = [(name, getattr(cls, name).offset, getattr(cls, name).size)
+          for name, *_ in cls._fields_]
+    problems = []
+    for k in range(max(len(c), len(py))):
+        cf = c[k] if k < len(c) else None
+        pf = py[k] if k < len(py) else None
+        if cf == pf:
+            continue
+        if cf is None:
+            problems.append(f"field {pf[0]} (offset {pf[1]}, {pf[2]} bytes) is not in C")
+        elif pf is None:
+            problems.append(f"C field {cf[0]} (offset {cf[1]}, {cf[2]} bytes) is missing")
+        else:
+            problems.append(f"field {k}: {pf[0]} at offset {pf[1]}, {pf[2]} bytes here; "
+                            f"{cf[0]} at offset {cf[1]}, {cf[2]} bytes in C")
+    if ctypes.sizeof(cls) != size:
+        problems.append(f"sizeof {ctypes.sizeof(cls)} here, {size} in C")
+    if problems:
+        more = f"; and {len(problems) - 2} more" if len(problems) > 2 else ""
+        raise LayoutError(f"pipebench: {where} differ: " + "; ".join(problems[:2]) + more +
+                          ". The package and the library come from different sources; "
+                          "use the library built with this package (docs/python.md)")
+
+
+for _cname, _cls in _STRUCTS.items():
+    _check_layout(_cls, _cname)
 
 
 from .bench import (BenchmarkConfig, read_results, run_benchmark_suite,  # noqa: E402
