@@ -91,9 +91,34 @@ void pb__io_free_names(char **names, size_t n);
 /* location + "/" + name (URLs keep their query-free form); pb_alloc'd, NULL on no memory. */
 char *pb__io_join(const char *location, const char *name);
 
-/* The options after defaults and documented environment overrides; out may alias in. */
+/* open + read_all + close: the whole file at location, at most max bytes (as read_all). */
+int pb__io_read_file(const char *location, const pb_read_options *opts, size_t max, void **data,
+                     size_t *size, struct pb_error *err);
+/* PB_OK while the file is as it was at open (local files: size and modification time, one
+ * fstat); an error naming it otherwise. Readers of a mapping call it before each read, since a
+ * mapped file cut short faults instead of failing. Remote files: PB_OK (their reads check). */
+int pb__io_check(pb__io_file *f, struct pb_error *err);
+
+/* The options after defaults and documented environment overrides (docs/io.md); in NULL: the
+ * defaults; out may alias in. Reads the environment on every call (formats call it once per
+ * open, through pb_dataset_open_opts). */
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
 
 extern const pb__io_backend pb__io_file_backend;
+
+/* ---- the local-file backend's own entry points ------------------------------------------- */
+
+/* A pb__io_file over fd, an open regular file (its owner now; closed with pb__io_close, or at
+ * once on failure): for readers that open with their own rules (beneath a dataset folder).
+ * location names it in messages. Not regular: PB_EFORMAT naming location. */
+int pb__io_file_from_fd(int fd, const char *location, const pb_read_options *opts,
+                        pb__io_file **out, struct pb_error *err);
+/* 1 when f's reads bypass the page cache (O_DIRECT took), 0 otherwise. */
+int pb__io_file_direct(const pb__io_file *f);
+/* Exactly len bytes at off of an open descriptor (EINTR and short reads looped; the end of the
+ * file first is PB_EIO "name: ends at byte N, ..."): for files pipebench writes and reads back
+ * itself (spools), which are no dataset and may grow. */
+int pb__io_fd_pread(int fd, void *dst, size_t len, uint64_t off, const char *name,
+                    struct pb_error *err);
 
 #endif
