@@ -595,6 +595,7 @@ enum { OT_MAX_BLOCKS = 256 };
 
 typedef struct ot_reader {
   int kind;
+  pb_read_options ro; /* page reader, mapping, cache size (its cache string is not kept) */
   char path[4096];
   pb__codec_ctx codec_ctx; /* leaf zstd of the byte variant, its context kept between reads */
   pb__oa_db db;
@@ -1212,7 +1213,7 @@ static int direct_meta(ot_reader *r, pb__pq_col **mc, const int *in_file) {
  * the images were read from them. */
 static void direct_open(ot_reader *r, const char *col, int *meta_done) {
   *meta_done = 0;
-  if (r->kind != OT_PARQUET || !pb__oa_direct_enabled()) return;
+  if (r->kind != OT_PARQUET || r->ro.page_reader == 0) return;
   static const char *const tails[L_COUNT] = {
       "planes, list, element, pixels, list, element", "planes, list, element, t",
       "planes, list, element, c", "planes, list, element, z", "chunks, list, element, pixel_bytes",
@@ -1232,8 +1233,11 @@ static void direct_open(ot_reader *r, const char *col, int *meta_done) {
   pb__pq_col *cols[N];
   int in_file[N];
   struct pb_error e;
-  if (pb__pq_open_many(r->db.con, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file,
-                       &e) != PB_OK) return;
+  /* Mapped only when asked (map 1): a mapped file truncated by another process faults where
+   * a read fails (docs/format-ome-arrow.md). */
+  if (pb__pq_open_many(r->db.con, r->path, leaves, N, r->ro.map == 1, cols, in_file, &e) !=
+      PB_OK)
+    return;
   *meta_done = direct_meta(r, cols + L_COUNT, in_file + L_COUNT) == PB_OK;
   if (*meta_done) pb__oa_direct_meta_note();
   for (int k = L_COUNT; k < N; k++) pb__pq_free(cols[k]);
@@ -1285,10 +1289,13 @@ static int query_meta(ot_reader *r, const char *key, const char *col, const char
   return rc;
 }
 
-static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
+static int ot_open_kind(int kind, const char *path, const pb_read_options *opts, void **state,
+                        struct pb_error *err) {
   ot_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   r->kind = kind;
+  r->ro = *opts;
+  r->ro.cache = NULL;
   snprintf(r->path, sizeof r->path, "%s", path);
   const char *files[1] = {path};
   int rc = kind == OT_DUCKDB ? pb__oa_db_open_reader(&r->db, path, NULL, 0, err)
@@ -1320,7 +1327,8 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
   int meta_done = 0;
   if (kind == OT_PARQUET) direct_open(r, col, &meta_done); /* sets the row groups when it can */
   if (!meta_done && (rc = query_meta(r, key, col, src, err)) != PB_OK) goto fail;
-  size_t cache_limit = pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
+  size_t cache_limit = r->ro.cache_mb >= 0 ? (size_t)r->ro.cache_mb << 20
+                                            : pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;
@@ -1352,11 +1360,14 @@ fail:
   return rc;
 }
 
-static int ot_open_parquet(const char *path, void **state, struct pb_error *err) {
-  return ot_open_kind(OT_PARQUET, path, state, err);
+static int ot_open_parquet(const char *path, const pb_read_options *opts, void **state,
+                           struct pb_error *err) {
+  return ot_open_kind(OT_PARQUET, path, opts, state, err);
 }
-static int ot_open_duckdb(const char *path, void **state, struct pb_error *err) {
-  return ot_open_kind(OT_DUCKDB, path, state, err);
+/* DuckDB reads the database file itself: of the options only the cache size reaches it. */
+static int ot_open_duckdb(const char *path, const pb_read_options *opts, void **state,
+                          struct pb_error *err) {
+  return ot_open_kind(OT_DUCKDB, path, opts, state, err);
 }
 
 static int64_t ot_count(void *state) { return ((ot_reader *)state)->n; }
