@@ -17,6 +17,7 @@
 #include "common/vec.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+#include "io/io.h"
 #include "parquet/pq_cache.h"
 
 enum { OT_PARQUET = 0, OT_DUCKDB = 1 };
@@ -2066,11 +2067,11 @@ static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, s
 /* ---- probes and vtables ------------------------------------------------------------------- */
 
 static int read_head(const char *path, unsigned char *buf, size_t n) {
-  int fd;
-  if (pb__open_regular(path, "a table file", &fd, NULL) != PB_OK) return -1;
-  ssize_t got = pread(fd, buf, n, 0);
-  close(fd);
-  return got == (ssize_t)n ? 0 : -1;
+  pb__io_file *f;
+  if (pb__io_open(path, NULL, &f, NULL) != PB_OK) return -1;
+  int rc = pb__io_size(f) >= n && pb__io_pread(f, buf, n, 0, NULL) == PB_OK ? 0 : -1;
+  pb__io_close(f);
+  return rc;
 }
 
 static int ends_with(const char *s, const char *suffix) {
