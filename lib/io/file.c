@@ -152,9 +152,12 @@ static int adopt(int fd, const char *location, const pb_read_options *opts, file
 static int file_open(const char *location, const pb_read_options *opts, pb__io_file **out,
                      struct pb_error *err) {
   *out = NULL;
-  int fd;
-  /* O_NONBLOCK: a FIFO or a device under this name must not stall the open (refused below). */
-  PB_RETURN_NOT_OK(pb__open_regular(location, "a regular file", &fd, err));
+  /* O_NONBLOCK: a FIFO or a device under this name must not stall the open (adopt refuses it
+   * after its one fstat). */
+  int fd = open(location, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", location,
+                        strerror(errno));
   file_io *f;
   PB_RETURN_NOT_OK(adopt(fd, location, opts, &f, err));
   *out = &f->h;

@@ -75,10 +75,17 @@ int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *o
   io->path = path;
   if (pb__io_is_url(path)) {
     PB_RETURN_NOT_OK(pb__io_open(path, opts, &io->file, err));
-  } else { /* never blocks on a FIFO or a device named like a TIFF file */
-    int fd;
-    PB_RETURN_NOT_OK(pb__open_regular(path, "a TIFF file", &fd, err));
-    PB_RETURN_NOT_OK(pb__io_file_from_fd(fd, path, opts, &io->file, err));
+  } else { /* O_NONBLOCK: never blocks on a FIFO or a device named like a TIFF file */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s",
+                          path, strerror(errno));
+    int rc = pb__io_file_from_fd(fd, path, opts, &io->file, err);
+    char *what = rc == PB_EFORMAT && err != NULL ? strstr(err->message, ", not a regular file")
+                                                 : NULL;
+    if (what != NULL) /* say what was expected */
+      snprintf(what, sizeof err->message - (size_t)(what - err->message), ", not a TIFF file");
+    PB_RETURN_NOT_OK(rc);
   }
   io->size = pb__io_size(io->file);
   if (known_size > 0 && io->size != known_size) {

@@ -387,9 +387,10 @@ static int read_rows(const pb__zarr_array *a, pb__zarr_scratch *s, pb__io_file *
       v[nv++] = (pb__io_range){f, piece, p};
     for (int k = 3; k >= 0 && ++idx[k] == cnt[k]; k--) idx[k] = 0;
   }
-  int64_t t0 = pb_now_ns();
+  int64_t t0 = pb_now_ns(), b0 = file->stats.bytes;
   PB_RETURN_NOT_OK(pb__io_preadv(file, v, nv, err));
-  rows_done(a, lo, cnt, r, dst, (size_t)rows * piece, t0, times);
+  /* what was fetched: the pieces and the holes read between them */
+  rows_done(a, lo, cnt, r, dst, (size_t)(file->stats.bytes - b0), t0, times);
   return PB_OK;
 }
 
