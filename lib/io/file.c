@@ -97,11 +97,13 @@ static int short_read(file_io *f, uint64_t at, struct pb_error *err) {
 
 /* ---- open, close ---------------------------------------------------------------------------- */
 
-static int adopt(int fd, const char *location, const pb_read_options *opts, file_io **out,
-                 struct pb_error *err) {
+static int adopt(int fd, const char *location, const pb_read_options *opts,
+                 const struct stat *known, file_io **out, struct pb_error *err) {
   *out = NULL;
   struct stat st;
-  if (fstat(fd, &st) != 0) {
+  if (known != NULL) {
+    st = *known;
+  } else if (fstat(fd, &st) != 0) {
     int e = errno;
     close(fd);
     return pb_error_set(err, -e, "%s: %s", location, strerror(e));
@@ -159,16 +161,16 @@ static int file_open(const char *location, const pb_read_options *opts, pb__io_f
     return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: %s", location,
                         strerror(errno));
   file_io *f;
-  PB_RETURN_NOT_OK(adopt(fd, location, opts, &f, err));
+  PB_RETURN_NOT_OK(adopt(fd, location, opts, NULL, &f, err));
   *out = &f->h;
   return PB_OK;
 }
 
 int pb__io_file_from_fd(int fd, const char *location, const pb_read_options *opts,
-                        pb__io_file **out, struct pb_error *err) {
+                        const struct stat *st, pb__io_file **out, struct pb_error *err) {
   *out = NULL;
   file_io *f;
-  PB_RETURN_NOT_OK(adopt(fd, location, opts, &f, err));
+  PB_RETURN_NOT_OK(adopt(fd, location, opts, st, &f, err));
   *out = &f->h;
   return PB_OK;
 }
@@ -248,13 +250,6 @@ static int readv_all(file_io *f, struct iovec *v, int nv, uint64_t off, struct p
   return PB_OK;
 }
 
-static int after_read(file_io *f, struct pb_error *err) {
-  struct stat st;
-  if (fstat(f->fd, &st) != 0)
-    return pb_error_set(err, -errno, "%s: %s", f->h.location, strerror(errno));
-  return changed(f, &st) ? changed_error(f, &st, err) : PB_OK;
-}
-
 static int file_pread(pb__io_file *h, void *dst, size_t len, uint64_t off, struct pb_error *err) {
   file_io *f = as_file(h);
   if (f->direct) {
@@ -269,7 +264,7 @@ static int file_pread(pb__io_file *h, void *dst, size_t len, uint64_t off, struc
       off += step;
     }
   }
-  return after_read(f, err);
+  return PB_OK;
 }
 
 /* A range's place in file order: sorted by offset, ties by position in the caller's list. */
@@ -284,11 +279,9 @@ static int cmp_key(const void *a, const void *b) {
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* The ranges in file order (malloc'd). Ranges that come sorted (the usual case: a chunk's rows,
- * a page's values) skip the sort. */
-static range_key *range_order(const pb__io_range *r, size_t n) {
-  range_key *k = malloc(n * sizeof *k);
-  if (k == NULL) return NULL;
+/* The ranges in file order, into k (n entries). Ranges that come sorted (the usual case: a
+ * chunk's rows, a page's values) skip the sort. */
+static range_key *range_order_into(const pb__io_range *r, size_t n, range_key *k) {
   int sorted = 1;
   for (size_t i = 0; i < n; i++) {
     k[i] = (range_key){r[i].off, i};
@@ -296,6 +289,12 @@ static range_key *range_order(const pb__io_range *r, size_t n) {
   }
   if (!sorted) qsort(k, n, sizeof *k, cmp_key);
   return k;
+}
+
+/* The same into a malloc'd array; NULL when out of memory. */
+static range_key *range_order(const pb__io_range *r, size_t n) {
+  range_key *k = malloc(n * sizeof *k);
+  return k != NULL ? range_order_into(r, n, k) : NULL;
 }
 
 /* Ranges in file order become runs read by one preadv each: a range that starts at most GAP_MAX
@@ -307,13 +306,18 @@ static int file_preadv(pb__io_file *h, const pb__io_range *r, size_t n, struct p
   if (f->direct) {
     for (size_t i = 0; i < n; i++)
       if (r[i].len > 0) PB_RETURN_NOT_OK(direct_read(f, r[i].dst, r[i].len, r[i].off, err));
-    return after_read(f, err);
+    return PB_OK;
   }
-  if (f->junk == NULL && (f->junk = malloc(GAP_MAX)) == NULL)
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
-  range_key *k = range_order(r, n);
-  size_t *later = malloc(n * sizeof *later);
-  struct iovec *v = malloc(MAX_IOV * sizeof *v);
+  /* a few ranges (the usual case) need no allocation */
+  enum { FEW = 32 };
+  range_key k_few[FEW];
+  size_t later_few[FEW];
+  struct iovec v_few[2 * FEW + 1];
+  int few = n <= FEW;
+  range_key *k = few ? range_order_into(r, n, k_few) : range_order(r, n);
+  size_t *later = few ? later_few : malloc(n * sizeof *later);
+  size_t v_cap = few ? 2 * FEW + 1 : MAX_IOV;
+  struct iovec *v = few ? v_few : malloc(MAX_IOV * sizeof *v);
   int rc = PB_OK;
   if (k == NULL || later == NULL || v == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   size_t n_later = 0, at = 0;
@@ -331,21 +335,29 @@ static int file_preadv(pb__io_file *h, const pb__io_range *r, size_t n, struct p
         later[n_later++] = k[at].i;
         continue;
       }
-      if (q->off - pos > GAP_MAX || nv + 2 > MAX_IOV) break;
-      if (q->off > pos) v[nv++] = (struct iovec){f->junk, (size_t)(q->off - pos)};
+      if (q->off - pos > GAP_MAX || (size_t)nv + 2 > v_cap) break;
+      if (q->off > pos) {
+        if (f->junk == NULL && (f->junk = malloc(GAP_MAX)) == NULL) {
+          rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+          break;
+        }
+        v[nv++] = (struct iovec){f->junk, (size_t)(q->off - pos)};
+      }
       v[nv++] = (struct iovec){q->dst, q->len};
       pos = q->off + q->len;
     }
-    rc = readv_all(f, v, nv, start, err);
+    if (rc == PB_OK) rc = readv_all(f, v, nv, start, err);
   }
   for (size_t j = 0; rc == PB_OK && j < n_later; j++) {
     struct iovec one = {r[later[j]].dst, r[later[j]].len};
     rc = readv_all(f, &one, 1, r[later[j]].off, err);
   }
-  free(k);
-  free(later);
-  free(v);
-  return rc == PB_OK ? after_read(f, err) : rc;
+  if (!few) {
+    free(k);
+    free(later);
+    free(v);
+  }
+  return rc;
 }
 
 static int file_map(pb__io_file *h, const void **data, struct pb_error *err) {

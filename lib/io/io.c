@@ -106,7 +106,9 @@ int pb__io_read_all(pb__io_file *f, size_t max, void **data, size_t *size, struc
   void *buf = pb_alloc(n);
   if (buf == NULL)
     return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", f->location, n);
-  int rc = n > 0 ? f->be->pread(f, buf, n, 0, err) : pb__io_check(f, err);
+  /* then the file must still be the one opened: a whole-file read changed under it fails */
+  int rc = n > 0 ? f->be->pread(f, buf, n, 0, err) : PB_OK;
+  if (rc == PB_OK) rc = pb__io_check(f, err);
   if (rc != PB_OK) {
     pb_free(buf, n);
     return rc;

@@ -6,7 +6,10 @@
  *   where the backend can), read_all (bounded), map (local files only, where safe), close;
  * and on folders: stat and list.
  * Reads are whole or fail: a range past the end, a short body or a file changed since open
- * (size, mtime, ETag) is an error naming the location and the cause, never fewer bytes.
+ * (size, mtime, ETag) is an error naming the location and the cause, never fewer bytes. Local
+ * files: a read that runs into the end says how the file changed; read_all and pb__io_check
+ * compare size and modification time with those at open (one fstat; a check on every pread
+ * would double the system calls of the formats' hot paths).
  *
  * Read tuning comes in a pb_read_options (include/pipebench/format.h), passed from
  * pb_dataset_open_opts down to every open; environment variables (PIPEBENCH_*) are only
@@ -16,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "pipebench/core.h"
 #include "pipebench/format.h"
@@ -105,14 +109,19 @@ int pb__io_check(pb__io_file *f, struct pb_error *err);
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
 
 extern const pb__io_backend pb__io_file_backend;
+/* The remote backends, where the build has them: pb__io_http_backend serves http:// and https://,
+ * pb__io_s3_backend s3://. io.c refers to them weakly, so a build without them links and refuses
+ * those schemes naming them. */
 
 /* ---- the local-file backend's own entry points ------------------------------------------- */
 
 /* A pb__io_file over fd, an open regular file (its owner now; closed with pb__io_close, or at
  * once on failure): for readers that open with their own rules (beneath a dataset folder).
- * location names it in messages. Not regular: PB_EFORMAT naming location. */
+ * location names it in messages. st: fd's fstat where the caller has it (or had it when the
+ * file was scanned: a file changed since then reads short or fails pb__io_check), NULL to
+ * fstat here. Not regular: PB_EFORMAT naming location. */
 int pb__io_file_from_fd(int fd, const char *location, const pb_read_options *opts,
-                        pb__io_file **out, struct pb_error *err);
+                        const struct stat *st, pb__io_file **out, struct pb_error *err);
 /* 1 when f's reads bypass the page cache (O_DIRECT took), 0 otherwise. */
 int pb__io_file_direct(const pb__io_file *f);
 /* Exactly len bytes at off of an open descriptor (EINTR and short reads looped; the end of the

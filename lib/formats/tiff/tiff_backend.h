@@ -16,6 +16,7 @@
  * that is refilled with one pread, so parsing a directory costs one or two system calls. */
 typedef struct pb__tiff_io {
   pb__io_file *file;
+  struct stat st;         /**< the file's fstat at open (or at the scan it was given from) */
   uint64_t size;          /**< file size at open */
   uint64_t pos;           /**< libtiff's file position */
   unsigned char *win;     /**< read window (malloc'd) */
@@ -29,10 +30,10 @@ typedef struct pb__tiff_io {
 } pb__tiff_io;
 
 /** Opens path for reading through the I/O layer (opts NULL: the defaults); no libtiff yet.
- * known_size: the size seen when the file was scanned (another size now is PB_EFORMAT: the
- * file changed), or 0. */
+ * known: the fstat kept from when the file was scanned (spares one; a file cut short since
+ * then reads short, an error), or NULL. */
 int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *opts,
-                     uint64_t known_size, struct pb_error *err);
+                     const struct stat *known, struct pb_error *err);
 void pb__tiff_io_close(pb__tiff_io *io);
 /** Reads exactly n bytes at off (through the window when small). PB_EFORMAT when the file ends
  * first, with a message naming what was read (what; NULL: "data"). */

@@ -70,7 +70,7 @@ const char *pb__tiff_msg(const pb__tiff_io *io) {
 /* ---- the file --------------------------------------------------------------------------- */
 
 int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *opts,
-                     uint64_t known_size, struct pb_error *err) {
+                     const struct stat *known, struct pb_error *err) {
   memset(io, 0, sizeof *io);
   io->path = path;
   if (pb__io_is_url(path)) {
@@ -80,7 +80,14 @@ int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *o
     if (fd < 0)
       return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s",
                           path, strerror(errno));
-    int rc = pb__io_file_from_fd(fd, path, opts, &io->file, err);
+    if (known != NULL) {
+      io->st = *known;
+    } else if (fstat(fd, &io->st) != 0) {
+      int e = errno;
+      close(fd);
+      return pb_error_set(err, -e, "%s: %s", path, strerror(e));
+    }
+    int rc = pb__io_file_from_fd(fd, path, opts, &io->st, &io->file, err);
     char *what = rc == PB_EFORMAT && err != NULL ? strstr(err->message, ", not a regular file")
                                                  : NULL;
     if (what != NULL) /* say what was expected */
@@ -88,14 +95,6 @@ int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *o
     PB_RETURN_NOT_OK(rc);
   }
   io->size = pb__io_size(io->file);
-  if (known_size > 0 && io->size != known_size) {
-    uint64_t now = io->size;
-    pb__tiff_io_close(io);
-    return pb_error_set(err, PB_EFORMAT,
-                        "%s: %llu bytes now, %llu when it was scanned (changed since it was "
-                        "opened)",
-                        path, (unsigned long long)now, (unsigned long long)known_size);
-  }
   return PB_OK;
 }
 

@@ -35,6 +35,7 @@ typedef struct tiff_file {
   int64_t n_planes;
   uint64_t *ifd;        /* directory offset per plane index (n_planes) */
   uint64_t file_size;   /* when scanned */
+  struct stat st;       /* the file's fstat when scanned: reads open it without another */
   /* Where every plane's pixels lie when all of them are uncompressed strips stored one after
    * another (what pipebench, tifffile and most writers make by default): libtiff parsed them at
    * scan time, so a read only opens the file and preads rows. NULL: read through libtiff. */
@@ -424,15 +425,11 @@ static int read_direct(const tiff_file *f, const char *path, const pb_read_optio
           bytes += (int64_t)seg;
         }
       }
-  pb__io_file *file = NULL;
-  int rc = pb__io_open(path, ro, &file, err);
-  if (rc == PB_OK && pb__io_size(file) != f->file_size)
-    rc = pb_error_set(err, PB_EFORMAT,
-                      "%s: %llu bytes now, %llu when it was scanned (changed since it was opened)",
-                      path, (unsigned long long)pb__io_size(file),
-                      (unsigned long long)f->file_size);
-  if (rc == PB_OK) rc = pb__io_preadv(file, v, n, err);
-  pb__io_close(file);
+  /* one open and one scattered read; the size and kind come from the scan */
+  pb__tiff_io io;
+  int rc = pb__tiff_io_open(&io, path, ro, &f->st, err);
+  if (rc == PB_OK) rc = pb__io_preadv(io.file, v, n, err);
+  pb__tiff_io_close(&io);
   if (rc == PB_OK && spp > 1) { /* the region's channel out of each line of samples */
     k = 0;
     for (int64_t t = 0; t < r->count[PB_T]; t++)
@@ -590,7 +587,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (!st->single)
     PB_RETURN_NOT_OK(pb__entry_inside(st->root, st->names[i], "the dataset folder", err));
   pb__tiff_io io;
-  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, 0, err));
+  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, err));
   tiff_file *f = calloc(1, sizeof *f);
   uint64_t *offs = NULL, n_offs = 0;
   int64_t *map = NULL;
@@ -634,6 +631,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (rc == PB_OK) rc = plane_directories(f, &io, map, &offs, &n_offs, path, err);
   if (rc != PB_OK) goto done;
   f->file_size = io.size;
+  f->st = io.st;
   direct_layout(f, tif, &io, st->ro.tiff_strips != 0);
 done:
   if (tif != NULL) TIFFClose(tif);
@@ -1065,7 +1063,7 @@ static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst,
   cx.dst = dst;
   cx.esize = es;
   int64_t t0 = pb_now_ns();
-  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, f->file_size, err);
+  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, &f->st, err);
   if (rc != PB_OK) goto out;
   cx.tif = pb__tiff_client_open(&cx.io, 1, err);
   if (cx.tif == NULL) {

@@ -568,7 +568,7 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
       }
       if (times != NULL) times->read_ns += pb_now_ns() - t0;
       pb__zarr_src src = {NULL, NULL, (size_t)sb.st_size};
-      rc = pb__io_file_from_fd(fd, st->path, &st->ro, &src.file, err);
+      rc = pb__io_file_from_fd(fd, st->path, &st->ro, &sb, &src.file, err);
       if (rc == PB_OK) rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
       pb__io_close(src.file);
     }
