@@ -78,6 +78,8 @@ int pb__io_is_url(const char *location);
 int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file **out,
                 struct pb_error *err);
 static inline uint64_t pb__io_size(const pb__io_file *f) { return f->size; }
+/* pread and preadv check every range against the size at open (past the end: PB_EFORMAT naming
+ * the location) and skip empty ones before the backend sees them. */
 int pb__io_pread(pb__io_file *f, void *dst, size_t len, uint64_t off, struct pb_error *err);
 int pb__io_preadv(pb__io_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
 /* The whole file into a pb_alloc'd buffer (pb_free(*data, *size)); more than max bytes is
@@ -92,7 +94,7 @@ int pb__io_stat(const char *location, const pb_read_options *opts, pb__io_kind *
 int pb__io_list(const char *location, const pb_read_options *opts, char ***names, size_t *n,
                 struct pb_error *err);
 void pb__io_free_names(char **names, size_t n);
-/* location + "/" + name (URLs keep their query-free form); pb_alloc'd, NULL on no memory. */
+/* location + "/" + name (a URL's query stays at the end); malloc'd (free), NULL on no memory. */
 char *pb__io_join(const char *location, const char *name);
 
 /* open + read_all + close: the whole file at location, at most max bytes (as read_all). */
