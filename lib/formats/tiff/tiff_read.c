@@ -399,10 +399,11 @@ static int read_direct(const tiff_file *f, const char *path, const pb_read_optio
   uint64_t seg_at = (uint64_t)r->start[PB_X] * (uint64_t)spp * es;
   size_t planes = (size_t)(r->count[PB_T] * r->count[PB_C] * r->count[PB_Z]);
   size_t n = whole_rows ? planes : planes * (size_t)r->count[PB_Y];
-  pb__io_range *v = malloc(n * sizeof *v);
+  pb__io_range few[16]; /* a whole image's planes, usually: no allocation per read */
+  pb__io_range *v = n <= 16 ? few : malloc(n * sizeof *v);
   unsigned char *lines = NULL;
   if (v == NULL || (spp > 1 && (lines = malloc(n * seg)) == NULL)) {
-    free(v);
+    if (v != few) free(v);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
   size_t k = 0;
@@ -445,7 +446,7 @@ static int read_direct(const tiff_file *f, const char *path, const pb_read_optio
           }
         }
   }
-  free(v);
+  if (v != few) free(v);
   free(lines);
   int64_t t1 = pb_now_ns();
   if (rc == PB_OK && f->swapped) {
