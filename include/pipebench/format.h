@@ -91,10 +91,16 @@ typedef struct pb_read_options {
   int insecure;       /**< https: 1 accepts a certificate that does not verify */
   int trace_requests; /**< 1: one line per storage request on stderr */
   const char *cache;  /**< "disk:PATH": a local copy filled on first read; NULL: none */
+  int page_reader;    /**< OME-Arrow Parquet: -1 (default) or 1 pixel pages read by pipebench's
+                           own page reader where the file's layout allows; 0 always DuckDB */
+  int tiff_strips;    /**< TIFF: -1 (default) or 1 uncompressed contiguous strips read straight
+                           from the file; 0 every page through libtiff */
+  int64_t cache_mb;   /**< OME-Arrow DuckDB reads: block cache per handle in MiB; -1: default */
 } pb_read_options;
 #define PB_READ_OPTIONS_DEFAULTS                                                                \
   {.map = -1, .direct = 0, .block_size = 0, .in_flight = 0, .timeout_s = 0, .retries = -1,      \
-   .insecure = 0, .trace_requests = 0, .cache = NULL}
+   .insecure = 0, .trace_requests = 0, .cache = NULL, .page_reader = -1, .tiff_strips = -1,     \
+   .cache_mb = -1}
 
 /** Opens path. format: a format name, or NULL to detect it from the path. *out is freed with
  * pb_dataset_free. Errors name the file and the problem. */

@@ -11,6 +11,7 @@
 
 #include "common/commit.h"
 #include "formats/format_internal.h"
+#include "io/io.h"
 
 static const char *const dtype_names[PB_DTYPE_COUNT] = {"uint8",   "uint16",  "uint32",
                                                         "int16",   "float32", "float64"};
@@ -183,13 +184,27 @@ static int not_a_dataset(const char *path, const struct stat *st, struct pb_erro
 
 int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
                     struct pb_error *err) {
+  return pb_dataset_open_opts(path, format, NULL, out, err);
+}
+
+int pb_dataset_open_opts(const char *path, const char *format, const pb_read_options *opts,
+                         pb_dataset **out, struct pb_error *err) {
   *out = NULL;
+  pb_read_options ro;
+  pb__io_options_resolve(opts, &ro);
+  int url = path != NULL && pb__io_is_url(path);
   /* A gen or convert killed while it put this dataset into place: finished first, so the
    * reader finds the whole new dataset (or the whole old one), never a gap. */
-  if (path != NULL) PB_RETURN_NOT_OK(pb__commit_settle(path, err));
+  if (path != NULL && !url) PB_RETURN_NOT_OK(pb__commit_settle(path, err));
   struct stat st;
-  if (path == NULL || stat(path, &st) != 0)
+  memset(&st, 0, sizeof st);
+  if (url) {
+    /* remote: the backend says whether it is readable; detection looks at names only */
+    if (pb__io_backend_for(path, err) == NULL) return PB_EUNSUPPORTED;
+    st.st_mode = S_IFDIR;
+  } else if (path == NULL || stat(path, &st) != 0) {
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or directory", path ? path : "(null)");
+  }
   /* A FIFO or a device would block the first open() or read() of a probe or a reader. */
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_EFORMAT, "%s is %s, not a dataset", path,
@@ -218,7 +233,7 @@ int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
   if (ds == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   ds->vt = vt;
   ds->path = strdup(path);
-  int rc = vt->open(path, &ds->state, err);
+  int rc = vt->open(path, &ro, &ds->state, err);
   if (rc != PB_OK) {
     free(ds->path);
     free(ds);

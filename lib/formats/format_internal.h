@@ -13,7 +13,9 @@ typedef struct pb_format_vtable {
   /** How sure the backend is that path holds its format: 0 no, 1..100 yes. Cheap: looks at
    * names and a few bytes only. */
   int (*probe)(const char *path);
-  int (*open)(const char *path, void **state, struct pb_error *err);
+  /** opts: resolved (pb__io_options_resolve), never NULL; the state may keep the pointer
+   * only until open returns. */
+  int (*open)(const char *path, const pb_read_options *opts, void **state, struct pb_error *err);
   void (*close)(void *state);
   int64_t (*count)(void *state);
   int (*meta)(void *state, int64_t i, pb_image_meta *out, struct pb_error *err);

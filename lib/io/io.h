@@ -6,7 +6,10 @@
  *   where the backend can), read_all (bounded), map (local files only, where safe), close;
  * and on folders: stat and list.
  * Reads are whole or fail: a range past the end, a short body or a file changed since open
- * (size, mtime, ETag) is an error naming the location and the cause, never fewer bytes.
+ * (size, mtime, ETag) is an error naming the location and the cause, never fewer bytes. Local
+ * files: a read that runs into the end says how the file changed; read_all and pb__io_check
+ * compare size and modification time with those at open (one fstat; a check on every pread
+ * would double the system calls of the formats' hot paths).
  *
  * Read tuning comes in a pb_read_options (include/pipebench/format.h), passed from
  * pb_dataset_open_opts down to every open; environment variables (PIPEBENCH_*) are only
@@ -16,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "pipebench/core.h"
 #include "pipebench/format.h"
@@ -74,6 +78,8 @@ int pb__io_is_url(const char *location);
 int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file **out,
                 struct pb_error *err);
 static inline uint64_t pb__io_size(const pb__io_file *f) { return f->size; }
+/* pread and preadv check every range against the size at open (past the end: PB_EFORMAT naming
+ * the location) and skip empty ones before the backend sees them. */
 int pb__io_pread(pb__io_file *f, void *dst, size_t len, uint64_t off, struct pb_error *err);
 int pb__io_preadv(pb__io_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
 /* The whole file into a pb_alloc'd buffer (pb_free(*data, *size)); more than max bytes is
@@ -88,12 +94,42 @@ int pb__io_stat(const char *location, const pb_read_options *opts, pb__io_kind *
 int pb__io_list(const char *location, const pb_read_options *opts, char ***names, size_t *n,
                 struct pb_error *err);
 void pb__io_free_names(char **names, size_t n);
-/* location + "/" + name (URLs keep their query-free form); pb_alloc'd, NULL on no memory. */
+/* location + "/" + name (a URL's query stays at the end); malloc'd (free), NULL on no memory. */
 char *pb__io_join(const char *location, const char *name);
 
-/* The options after defaults and documented environment overrides; out may alias in. */
+/* open + read_all + close: the whole file at location, at most max bytes (as read_all). */
+int pb__io_read_file(const char *location, const pb_read_options *opts, size_t max, void **data,
+                     size_t *size, struct pb_error *err);
+/* PB_OK while the file is as it was at open (local files: size and modification time, one
+ * fstat); an error naming it otherwise. Readers of a mapping call it before each read, since a
+ * mapped file cut short faults instead of failing. Remote files: PB_OK (their reads check). */
+int pb__io_check(pb__io_file *f, struct pb_error *err);
+
+/* The options after defaults and documented environment overrides (docs/io.md); in NULL: the
+ * defaults; out may alias in. Reads the environment on every call (formats call it once per
+ * open, through pb_dataset_open_opts). */
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
 
 extern const pb__io_backend pb__io_file_backend;
+/* The remote backends, where the build has them: pb__io_http_backend serves http:// and https://,
+ * pb__io_s3_backend s3://. io.c refers to them weakly, so a build without them links and refuses
+ * those schemes naming them. */
+
+/* ---- the local-file backend's own entry points ------------------------------------------- */
+
+/* A pb__io_file over fd, an open regular file (its owner now; closed with pb__io_close, or at
+ * once on failure): for readers that open with their own rules (beneath a dataset folder).
+ * location names it in messages. st: fd's fstat where the caller has it (or had it when the
+ * file was scanned: a file changed since then reads short or fails pb__io_check), NULL to
+ * fstat here. Not regular: PB_EFORMAT naming location. */
+int pb__io_file_from_fd(int fd, const char *location, const pb_read_options *opts,
+                        const struct stat *st, pb__io_file **out, struct pb_error *err);
+/* 1 when f's reads bypass the page cache (O_DIRECT took), 0 otherwise. */
+int pb__io_file_direct(const pb__io_file *f);
+/* Exactly len bytes at off of an open descriptor (EINTR and short reads looped; the end of the
+ * file first is PB_EIO "name: ends at byte N, ..."): for files pipebench writes and reads back
+ * itself (spools), which are no dataset and may grow. */
+int pb__io_fd_pread(int fd, void *dst, size_t len, uint64_t off, const char *name,
+                    struct pb_error *err);
 
 #endif

@@ -42,7 +42,7 @@ int pb__loader_build_preload(pb_loader *l, pb_dataset *ds, struct pb_error *err)
 }
 
 static int open_raw_checked(pb_loader *l, const char *file, struct pb_error *err) {
-  PB_RETURN_NOT_OK(pb__format_raw.open(file, &l->raw, err));
+  PB_RETURN_NOT_OK(pb__raw_open_mapped(file, &l->raw, err));
   pb_image_meta m;
   int same = pb__format_raw.count(l->raw) == l->count;
   if (same) {

@@ -1,4 +1,5 @@
 /* Blocks of DuckDB data chunks, and the least-recently-used cache that keeps them. */
+#include "io/io.h"
 #include "parquet/pq_cache.h"
 
 #include <stdlib.h>
@@ -104,11 +105,10 @@ long long pb__pq_cache_budget_set(long long bytes) {
 }
 
 size_t pb__pq_cache_budget(size_t dflt) {
-  const char *env = getenv("PB_OA_CACHE_MB");
-  if (env != NULL && *env != '\0') {
-    char *end;
-    long long mb = strtoll(env, &end, 10);
-    if (*end == '\0' && mb >= 0 && mb < (1LL << 40)) return (size_t)mb << 20;
-  }
+  /* PIPEBENCH_CACHE_MB (or its older name PB_OA_CACHE_MB), through the one place that reads
+   * the I/O environment */
+  pb_read_options o;
+  pb__io_options_resolve(NULL, &o);
+  if (o.cache_mb >= 0) return (size_t)o.cache_mb << 20;
   return budget_of_thread >= 0 ? (size_t)budget_of_thread : dflt;
 }

@@ -49,7 +49,7 @@ pb__pq_block *pb__pq_cache_find(pb__pq_cache *c, int64_t key);
 pb__pq_block *pb__pq_cache_add(pb__pq_cache *c, pb__pq_block *b);
 
 /** The byte limit for a cache that a reader opening a handle now, on this thread, should use:
- * PB_OA_CACHE_MB (MiB) when the environment sets it; else the budget this thread set with
+ * PIPEBENCH_CACHE_MB (MiB; older name PB_OA_CACHE_MB) when the environment sets it; else the budget this thread set with
  * pb__pq_cache_budget_set; else dflt. */
 size_t pb__pq_cache_budget(size_t dflt);
 /** Sets the calling thread's budget for the handles it opens from now on (-1: none, readers use

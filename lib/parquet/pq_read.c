@@ -19,6 +19,8 @@
 #include "common/strbuf.h"
 #include "common/vec.h"
 #include "parquet/pq_footer.h"
+#include "io/io.h"
+#include "io/le.h"
 #include "parquet/pq_read.h"
 
 enum { PT_DATA = 0, PT_INDEX = 1, PT_DICT = 2, PT_DATA_V2 = 3 };
@@ -405,14 +407,14 @@ typedef struct pq_rg {
   int built;
 } pq_rg;
 
-/* The bytes a page needs: from the file mapped read-only (the default: pages are decoded
+/* The bytes a page needs: from the file mapped read-only (read option map 1: pages are decoded
  * straight from the page cache, with no copy and no system call but one fstat per read), from
- * the file by pread (PB_OA_MMAP=0, or where mapping fails), or from memory (fuzzing). */
+ * the file through the I/O layer (the default, or where mapping fails), or from memory
+ * (fuzzing: file NULL). */
 typedef struct pq_src {
-  int fd;
-  const uint8_t *mem;
+  pb__io_file *file;
+  const uint8_t *mem; /* the file's mapping (released with the file), or the fuzzer's bytes */
   int64_t size;
-  void *map; /* the mapping to release (mem points into it), or NULL */
 } pq_src;
 
 struct pb__pq_col {
@@ -464,14 +466,7 @@ static int src_read(const pq_src *s, int64_t off, void *dst, size_t n) {
     if (n > 0) memcpy(dst, s->mem + off, n);
     return 0;
   }
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = pread(s->fd, (char *)dst + got, n - got, (off_t)(off + (int64_t)got));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    got += (size_t)k;
-  }
-  return 0;
+  return pb__io_pread(s->file, dst, n, (uint64_t)off, NULL) == PB_OK ? 0 : -1;
 }
 
 /* The n bytes at off where the source holds them in memory, else NULL (also when out of
@@ -522,8 +517,7 @@ static int rows_reserve(pb__pq_rows *r) {
 
 void pb__pq_free(pb__pq_col *c) {
   if (c == NULL) return;
-  if (c->src.fd >= 0) close(c->src.fd);
-  if (c->src.map != NULL) munmap(c->src.map, (size_t)c->src.size);
+  pb__io_close(c->src.file); /* and its mapping */
   for (size_t g = 0; g < c->n_rgs; g++) {
     for (size_t k = 0; k < c->rgs[g].n_pages; k++) {
       free(c->rgs[g].pages[k].lv);
@@ -726,9 +720,7 @@ static int build_rg(pb__pq_col *c, size_t g, struct pb_error *err) {
   return PB_OK;
 }
 
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+#define le32 pb__le32
 
 /* Splits a v1 page body into its level sections; returns the bytes they take, or -1. */
 static int64_t v1_levels(pb__pq_col *c, const uint8_t *b, size_t n) {
@@ -1036,7 +1028,7 @@ static int read_byte_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t 
       need_buf(&c->in, &c->in_cap, (size_t)nv * 4 + 1) != 0)
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   enum { BATCH = 512 };
-  struct iovec iov[2 * BATCH];
+  pb__io_range iov[2 * BATCH];
   /* the row's one value straight into the caller's memory */
   int into = nv == 1 && out->may_borrow && out->into != NULL && out->n_vals == 0 &&
              out->n_data == 0 && span - 4 == out->into_n;
@@ -1046,23 +1038,17 @@ static int read_byte_values(pb__pq_col *c, size_t g, const pq_page *p, uint64_t 
     int64_t from = c->vals_file + (int64_t)c->voff[v0 + k0];
     for (size_t j = 0; j < m; j++) {
       size_t len = (size_t)(c->voff[v0 + k0 + j + 1] - c->voff[v0 + k0 + j]) - 4;
-      iov[2 * j] = (struct iovec){c->in + 4 * (k0 + j), 4};
-      iov[2 * j + 1] = (struct iovec){dst, len};
+      uint64_t at_j = (uint64_t)from + want;
+      iov[2 * j] = (pb__io_range){at_j, 4, c->in + 4 * (k0 + j)};
+      iov[2 * j + 1] = (pb__io_range){at_j + 4, len, dst};
       dst += len;
       want += 4 + len;
     }
-    ssize_t got;
-    do got = preadv(c->src.fd, iov, (int)(2 * m), (off_t)from);
-    while (got < 0 && errno == EINTR);
-    if (got != (ssize_t)want) { /* short or failed: once more value by value, which loops */
-      for (size_t j = 0; j < 2 * m; j++) {
-        if (src_read(&c->src, from, iov[j].iov_base, iov[j].iov_len) != 0)
-          return perr(err, g, p->off, "cannot read the values (file truncated?)");
-        from += (int64_t)iov[j].iov_len;
-      }
-    }
+    struct pb_error io_err;
+    if (pb__io_preadv(c->src.file, iov, 2 * m, &io_err) != PB_OK)
+      return perr(err, g, p->off, io_err.message); /* names the file and how it changed */
     for (size_t j = 0; j < m; j++) {
-      size_t len = iov[2 * j + 1].iov_len;
+      size_t len = iov[2 * j + 1].len;
       if (le32(c->in + 4 * (k0 + j)) != len)
         return perr(err, g, p->off, "a value's length changed since the page was first read "
                                     "(file rewritten in place?)");
@@ -1347,15 +1333,8 @@ static size_t find_rg(const pb__pq_col *c, int64_t row) {
  * from a mapping the file's length is checked against the mapping's; the window that is left
  * is the read itself (docs/format-ome-arrow.md, "Mapped files"). */
 static int src_check(const pq_src *s, struct pb_error *err) {
-  if (s->map == NULL) return PB_OK;
-  struct stat st;
-  if (fstat(s->fd, &st) != 0) return pb_error_set(err, -errno, "%s", strerror(errno));
-  if ((int64_t)st.st_size < s->size)
-    return pb_error_set(err, PB_EFORMAT,
-                        "the file shrank from %lld to %lld bytes while it was open (truncated "
-                        "in place)",
-                        (long long)s->size, (long long)st.st_size);
-  return PB_OK;
+  if (s->file == NULL || s->mem == NULL) return PB_OK; /* memory, or reads that check */
+  return pb__io_check(s->file, err);
 }
 
 int pb__pq_read(pb__pq_col *c, int64_t first, int64_t n, pb__pq_rows *out,
@@ -1451,7 +1430,6 @@ int pb__pq_open_meta(const pb__pq_meta *meta, const char *path, const char *cons
       rc = pb_error_set(err, PB_ENOMEM, "out of memory");
       continue;
     }
-    c->src.fd = -1;
     c->pc_off = -1;
     c->dict_rg = -1;
     leaf_levels(meta, (size_t)li, c);
@@ -1466,21 +1444,13 @@ int pb__pq_open_meta(const pb__pq_meta *meta, const char *path, const char *cons
   }
   for (size_t k = 0; k < n && rc == PB_OK; k++) {
     if (out[k] == NULL) continue;
-    out[k]->src.fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (out[k]->src.fd < 0 || fstat(out[k]->src.fd, &st) != 0) {
-      int e = errno;
-      rc = pb_error_set(err, -e, "%s: %s", path, strerror(e));
-      break;
-    }
-    out[k]->src.size = (int64_t)st.st_size;
-    if (map && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX) {
-      void *mp = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, out[k]->src.fd, 0);
-      if (mp != MAP_FAILED) {
-        out[k]->src.map = mp;
-        out[k]->src.mem = mp;
-      }
-    }
+    pb_read_options o = PB_READ_OPTIONS_DEFAULTS;
+    o.map = map ? 1 : 0;
+    rc = pb__io_open(path, &o, &out[k]->src.file, err);
+    if (rc != PB_OK) break;
+    out[k]->src.size = (int64_t)pb__io_size(out[k]->src.file);
+    const void *m;
+    if (map && pb__io_map(out[k]->src.file, &m, NULL) == PB_OK) out[k]->src.mem = m;
   }
   if (rc != PB_OK)
     for (size_t k = 0; k < n; k++) {
@@ -1509,7 +1479,6 @@ int pb__pq_read_mem(const uint8_t *data, size_t size, int physical, int codec, i
   memset(&c, 0, sizeof c);
   pq_rg rg;
   memset(&rg, 0, sizeof rg);
-  c.src.fd = -1;
   c.src.mem = data;
   c.src.size = (int64_t)size;
   c.physical = physical;

@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+#include "io/io.h"
 
 /* DuckDB's version, for every result row (common/env.h). */
 static void duckdb_version(char *buf, size_t size) {
@@ -434,15 +435,8 @@ int pb__oa_spool_write(pb__oa_spool *s, const void *p, size_t n, int64_t *off,
 }
 
 int pb__oa_spool_read(pb__oa_spool *s, int64_t off, void *p, size_t n) {
-  char *c = p;
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = pread(s->fd, c + done, n - done, (off_t)(off + (int64_t)done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return PB_EIO;
-    done += (size_t)r;
-  }
-  return PB_OK;
+  /* the spool is this writer's own growing file, no dataset: read by descriptor */
+  return pb__io_fd_pread(s->fd, p, n, (uint64_t)off, s->path, NULL) == PB_OK ? PB_OK : PB_EIO;
 }
 
 void pb__oa_spool_close(pb__oa_spool *s) {
@@ -456,17 +450,6 @@ void pb__oa_spool_close(pb__oa_spool *s) {
 /* ---- the direct path's switch and counters (oa_pq.h) -------------------------------------- */
 
 static _Atomic int_fast64_t g_served, g_fell_back, g_meta;
-
-int pb__oa_direct_enabled(void) {
-  const char *e = getenv("PB_OA_DIRECT");
-  return e == NULL || strcmp(e, "0") != 0;
-}
-/* Off unless PB_OA_MMAP=1: a mapped file that another process truncates while it is being read
- * faults the reader (SIGBUS), which pread turns into an error (docs/format-ome-arrow.md). */
-int pb__oa_mmap_enabled(void) {
-  const char *e = getenv("PB_OA_MMAP");
-  return e != NULL && strcmp(e, "1") == 0;
-}
 
 void pb__oa_direct_note(int served) {
   if (served) atomic_fetch_add(&g_served, 1);

@@ -16,6 +16,7 @@
 #include "common/vec.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+#include "io/io.h"
 #include "parquet/pq_cache.h"
 
 #define OD_MANIFEST "_ome_arrow_dataset.json"
@@ -420,6 +421,7 @@ enum { OD_MAX_BLOCKS = 64 };
 #define OD_CACHE_DEFAULT_MB 64
 
 typedef struct od_reader {
+  pb_read_options ro; /* page reader, mapping, cache size (its cache string is not kept) */
   /* Blocks of consecutive positions of chunks (keys are positions), each fetched by one query:
    * DuckDB's cost per query is mostly per row group of the file, not per row returned, so
    * neighbouring chunks are read ahead, window at a time. */
@@ -669,12 +671,12 @@ static int cmp_idrow(const void *a, const void *b) {
  * chunk_id column by the same reader) and the column's layout. Leaves r->px NULL (DuckDB reads
  * everything) when anything is off. */
 static void direct_open(od_reader *r) {
-  if (!pb__oa_direct_enabled() || r->n_chunks == 0) return;
+  if (r->ro.page_reader == 0 || r->n_chunks == 0) return;
   const char *leaves[2] = {"pixel_bytes", "chunk_id"};
   pb__pq_col *cols[2];
   int in_file[2];
   struct pb_error e;
-  if (pb__pq_open_many(r->chunks_path, leaves, 2, pb__oa_mmap_enabled(), cols,
+  if (pb__pq_open_many(r->chunks_path, leaves, 2, r->ro.map == 1, cols,
                        in_file, &e) != PB_OK) return;
   pb__pq_rows q;
   memset(&q, 0, sizeof q);
@@ -711,9 +713,12 @@ static void direct_open(od_reader *r) {
   else pb__pq_free(cols[0]);
 }
 
-static int od_open(const char *path, void **state, struct pb_error *err) {
+static int od_open(const char *path, const pb_read_options *opts, void **state,
+                   struct pb_error *err) {
   od_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  r->ro = *opts;
+  r->ro.cache = NULL;
   snprintf(r->path, sizeof r->path, "%s", path);
   char f[4400];
   int rc;
@@ -733,7 +738,7 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
   cJSON *man = NULL;
   void *text = NULL;
   size_t text_n = 0;
-  rc = pb__read_file_max(f, PB__META_MAX_BYTES, &text, &text_n, err);
+  rc = pb__io_read_file(f, &r->ro, PB__META_MAX_BYTES, &text, &text_n, err);
   if (rc != PB_OK) goto fail; /* unreadable or too large */
   rc = pb__json_parse(text, text_n, f, &man, err);
   pb_free(text, text_n);
@@ -769,7 +774,8 @@ static int od_open(const char *path, void **state, struct pb_error *err) {
     goto fail;
   }
   /* Read-ahead window: about a quarter of the cache, in chunks of the average raw size. */
-  size_t cache_limit = pb__pq_cache_budget((size_t)OD_CACHE_DEFAULT_MB << 20);
+  size_t cache_limit = r->ro.cache_mb >= 0 ? (size_t)r->ro.cache_mb << 20
+                                            : pb__pq_cache_budget((size_t)OD_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OD_MAX_BLOCKS, cache_limit) != PB_OK) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;

@@ -8,12 +8,8 @@
 #include "formats/arrow/oa_common.h"
 #include "parquet/pq_read.h"
 
-/** Whether the direct path may be used (environment PB_OA_DIRECT, default on). */
-int pb__oa_direct_enabled(void);
-/** Whether direct reads map the Parquet file (environment PB_OA_MMAP=1; off by default: pages
- * are read with pread, which a file truncated in place during a read cannot turn into a
- * SIGBUS, while a mapped file can). */
-int pb__oa_mmap_enabled(void);
+/* Whether the direct path is used, and whether it maps the file, are read options
+ * (pb_read_options.page_reader and .map; docs/io.md). */
 /** Process-wide counters, for tests: image reads served by the direct path, and reads of files
  * open with the direct path that DuckDB served instead (rows it does not take, or a direct read
  * that failed). */

@@ -17,6 +17,7 @@
 #include "common/vec.h"
 #include "formats/arrow/oa_common.h"
 #include "formats/arrow/oa_pq.h"
+#include "io/io.h"
 #include "parquet/pq_cache.h"
 
 enum { OT_PARQUET = 0, OT_DUCKDB = 1 };
@@ -595,6 +596,7 @@ enum { OT_MAX_BLOCKS = 256 };
 
 typedef struct ot_reader {
   int kind;
+  pb_read_options ro; /* page reader, mapping, cache size (its cache string is not kept) */
   char path[4096];
   pb__codec_ctx codec_ctx; /* leaf zstd of the byte variant, its context kept between reads */
   pb__oa_db db;
@@ -1307,7 +1309,7 @@ static int direct_meta(ot_reader *r, pb__pq_col **mc, const int *in_file) {
  * the images were read from them. */
 static void direct_open(ot_reader *r, pb__pq_meta *meta, const char *col, int *meta_done) {
   *meta_done = 0;
-  if (r->kind != OT_PARQUET || !pb__oa_direct_enabled()) return;
+  if (r->kind != OT_PARQUET || r->ro.page_reader == 0) return;
   static const char *const tails[L_COUNT] = {
       "planes, list, element, pixels, list, element", "planes, list, element, t",
       "planes, list, element, c", "planes, list, element, z", "chunks, list, element, pixel_bytes",
@@ -1327,7 +1329,7 @@ static void direct_open(ot_reader *r, pb__pq_meta *meta, const char *col, int *m
   pb__pq_col *cols[N];
   int in_file[N];
   struct pb_error e;
-  int rc = pb__pq_open_meta(meta, r->path, leaves, N, pb__oa_mmap_enabled(), cols, in_file, &e);
+  int rc = pb__pq_open_meta(meta, r->path, leaves, N, r->ro.map == 1, cols, in_file, &e);
   /* the columns hold their layout now: the footer's chunk table goes before their pages are
    * walked (at 20,000 row groups it is ~60 MB) */
   pb__pq_meta_destroy(meta);
@@ -1381,10 +1383,13 @@ static int prepare_pixels(ot_reader *r, const char *sql, struct pb_error *err) {
   return PB_OK;
 }
 
-static int ot_open_kind(int kind, const char *path, void **state, struct pb_error *err) {
+static int ot_open_kind(int kind, const char *path, const pb_read_options *opts, void **state,
+                        struct pb_error *err) {
   ot_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   r->kind = kind;
+  r->ro = *opts;
+  r->ro.cache = NULL;
   snprintf(r->path, sizeof r->path, "%s", path);
   const char *files[1] = {path};
   int rc = kind == OT_DUCKDB ? pb__oa_db_open_reader(&r->db, path, NULL, 0, err)
@@ -1430,7 +1435,8 @@ static int ot_open_kind(int kind, const char *path, void **state, struct pb_erro
     direct_open(r, &meta, col, &meta_done); /* releases the footer */
   }
   if (!meta_done && (rc = query_meta(r, key, col, src, err)) != PB_OK) goto fail;
-  size_t cache_limit = pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
+  size_t cache_limit = r->ro.cache_mb >= 0 ? (size_t)r->ro.cache_mb << 20
+                                            : pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);
   if (pb__pq_cache_init(&r->cache, OT_MAX_BLOCKS, cache_limit) != PB_OK) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;
@@ -1466,11 +1472,14 @@ fail:
   return rc;
 }
 
-static int ot_open_parquet(const char *path, void **state, struct pb_error *err) {
-  return ot_open_kind(OT_PARQUET, path, state, err);
+static int ot_open_parquet(const char *path, const pb_read_options *opts, void **state,
+                           struct pb_error *err) {
+  return ot_open_kind(OT_PARQUET, path, opts, state, err);
 }
-static int ot_open_duckdb(const char *path, void **state, struct pb_error *err) {
-  return ot_open_kind(OT_DUCKDB, path, state, err);
+/* DuckDB reads the database file itself: of the options only the cache size reaches it. */
+static int ot_open_duckdb(const char *path, const pb_read_options *opts, void **state,
+                          struct pb_error *err) {
+  return ot_open_kind(OT_DUCKDB, path, opts, state, err);
 }
 
 static int64_t ot_count(void *state) { return ((ot_reader *)state)->n; }
@@ -2170,11 +2179,11 @@ static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, s
 /* ---- probes and vtables ------------------------------------------------------------------- */
 
 static int read_head(const char *path, unsigned char *buf, size_t n) {
-  int fd;
-  if (pb__open_regular(path, "a table file", &fd, NULL) != PB_OK) return -1;
-  ssize_t got = pread(fd, buf, n, 0);
-  close(fd);
-  return got == (ssize_t)n ? 0 : -1;
+  pb__io_file *f;
+  if (pb__io_open(path, NULL, &f, NULL) != PB_OK) return -1;
+  int rc = pb__io_size(f) >= n && pb__io_pread(f, buf, n, 0, NULL) == PB_OK ? 0 : -1;
+  pb__io_close(f);
+  return rc;
 }
 
 static int ends_with(const char *s, const char *suffix) {

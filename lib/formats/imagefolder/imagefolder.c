@@ -13,6 +13,7 @@
 
 #include "formats/format_internal.h"
 #include "formats/imagefolder/if_codec.h"
+#include "io/io.h"
 
 #define IF_MAX_DEPTH 16      /* folders below a class folder that are followed */
 #define IF_PROBE_ENTRIES 64  /* entries the probe looks at, per folder */
@@ -99,6 +100,7 @@ typedef struct if_state {
   unsigned char *buf;
   size_t buf_cap;
   pb__if_jpeg *jpeg;
+  pb_read_options ro; /* how image files are read */
 } if_state;
 
 static void if_close(void *p) {
@@ -296,7 +298,8 @@ static const char *results_file(const char *path) {
   return NULL;
 }
 
-static int if_open(const char *path, void **state, struct pb_error *err) {
+static int if_open(const char *path, const pb_read_options *opts, void **state,
+                   struct pb_error *err) {
   *state = NULL;
   PB_RETURN_NOT_OK(pb__check_file_kind(path, 1, "an image folder", err));
   const char *res = results_file(path);
@@ -308,6 +311,8 @@ static int if_open(const char *path, void **state, struct pb_error *err) {
     free(s);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
+  s->ro = *opts;
+  s->ro.cache = NULL; /* the caller's string; not read by this format */
   char **names = NULL;
   size_t n = 0;
   int rc = PB_OK;
@@ -404,15 +409,9 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
   *data = NULL;
   *size = 0;
   snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
-  int fd;
-  PB_RETURN_NOT_OK(pb__open_regular(path, "a JPEG or PNG image", &fd, err));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int rc = pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
-    close(fd);
-    return rc;
-  }
-  size_t want = (size_t)st.st_size;
+  pb__io_file *f;
+  PB_RETURN_NOT_OK(pb__io_open(path, &s->ro, &f, err));
+  size_t want = (size_t)pb__io_size(f);
   *whole = limit == 0 || want <= limit;
   if (!*whole) want = limit;
   if (want > s->buf_cap || s->buf == NULL) {
@@ -420,26 +419,17 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
     size_t cap = want + want / 4 + 4096;
     unsigned char *b = realloc(s->buf, cap);
     if (b == NULL) {
-      close(fd);
+      pb__io_close(f);
       return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, want);
     }
     s->buf = b;
     s->buf_cap = cap;
   }
   unsigned char *buf = s->buf;
-  size_t got = 0;
-  while (got < want) {
-    ssize_t r = read(fd, buf + got, want - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      int rc = pb_error_set(err, r < 0 ? -errno : PB_EIO, "%s: read failed: %s", path,
-                            r < 0 ? strerror(errno) : "file shrank while it was read");
-      close(fd);
-      return rc;
-    }
-    got += (size_t)r;
-  }
-  close(fd);
+  int rc = pb__io_pread(f, buf, want, 0, err);
+  pb__io_close(f);
+  PB_RETURN_NOT_OK(rc);
+  size_t got = want;
   *data = buf;
   *size = got;
   return PB_OK;

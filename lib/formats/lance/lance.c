@@ -470,7 +470,10 @@ static int lance_probe(const char *path) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode) ? 90 : 60;
 }
 
-static int lance_open(const char *path, void **state, struct pb_error *err) {
+/* Lance reads its files inside its own engine (the Node helper): read options do not reach it. */
+static int lance_open(const char *path, const pb_read_options *opts, void **state,
+                      struct pb_error *err) {
+  (void)opts;
   return pb__lance_open(path, (pb__lance **)state, err);
 }
 

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "formats/raw/raw.h"
+#include "io/io.h"
+#include "io/le.h"
 
 #define RAW_MAGIC "PBRAWIMG"
 #define RAW_VERSION 1u
@@ -18,32 +20,16 @@
 #define RAW_CHANNEL_SIZE 160u
 #define RAW_ALIGN 64u
 
-/* ---- little-endian field access (the machine is little-endian: format.c checks) ---------- */
+/* ---- little-endian field access (io/le.h) ------------------------------------------------- */
 
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static double get_f64(const unsigned char *p) {
-  double v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static float get_f32(const unsigned char *p) {
-  float v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, sizeof v); }
-static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, sizeof v); }
-static void put_f64(unsigned char *p, double v) { memcpy(p, &v, sizeof v); }
-static void put_f32(unsigned char *p, float v) { memcpy(p, &v, sizeof v); }
+#define get_u64 pb__le64
+#define get_u32 pb__le32
+#define get_f64 pb__le_f64
+#define get_f32 pb__le_f32
+#define put_u64 pb__st_le64
+#define put_u32 pb__st_le32
+#define put_f64 pb__st_le_f64
+#define put_f32 pb__st_le_f32
 
 /* Copies a fixed-width field into a C string of the same width, always terminated. */
 static void get_str(char *dst, const unsigned char *src, size_t width) {
@@ -60,7 +46,9 @@ static void put_str(unsigned char *dst, const char *src, size_t width) {
 
 typedef struct raw_state {
   char *path;
-  const unsigned char *map;
+  pb__io_file *file;
+  const unsigned char *map;  /* the file mapped, or NULL: pixels are read from file */
+  unsigned char *meta;       /* without a map: the index and channel entries, read at open */
   size_t size;
   uint64_t count;
   const unsigned char *records;  /* count * RAW_RECORD_SIZE */
@@ -69,18 +57,20 @@ typedef struct raw_state {
 } raw_state;
 
 static int raw_probe(const char *path) {
-  int fd;
-  if (pb__open_regular(path, "a raw file", &fd, NULL) != PB_OK) return 0;
+  pb__io_file *f;
+  if (pb__io_open(path, NULL, &f, NULL) != PB_OK) return 0;
   char buf[8];
-  ssize_t n = read(fd, buf, sizeof buf);
-  close(fd);
-  return n == (ssize_t)sizeof buf && memcmp(buf, RAW_MAGIC, 8) == 0 ? 100 : 0;
+  int ok = pb__io_size(f) >= sizeof buf && pb__io_pread(f, buf, sizeof buf, 0, NULL) == PB_OK &&
+           memcmp(buf, RAW_MAGIC, 8) == 0;
+  pb__io_close(f);
+  return ok ? 100 : 0;
 }
 
 static void raw_close(void *p) {
   raw_state *s = p;
   if (s == NULL) return;
-  if (s->map != NULL) munmap((void *)s->map, s->size);
+  pb__io_close(s->file); /* releases the mapping too */
+  free(s->meta);
   free(s->path);
   free(s);
 }
@@ -162,38 +152,43 @@ static int check_layout(const raw_state *s, uint64_t index_off, uint64_t ch_off,
   return PB_OK;
 }
 
-static int raw_open(const char *path, void **state, struct pb_error *err) {
+static int raw_open(const char *path, const pb_read_options *opts, void **state,
+                    struct pb_error *err) {
+  pb_read_options dflt;
+  if (opts == NULL) {
+    pb__io_options_resolve(NULL, &dflt);
+    opts = &dflt;
+  }
   *state = NULL;
   raw_state *s = calloc(1, sizeof *s);
   if (s == NULL || (s->path = strdup(path)) == NULL) {
     free(s);
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
-  int fd;
-  int rc = pb__open_regular(path, "a raw file", &fd, err);
+  int rc = pb__io_open(path, opts, &s->file, err);
   if (rc != PB_OK) goto fail;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    rc = pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
-    close(fd);
+  if (pb__io_size(s->file) < RAW_HEADER_SIZE) {
+    rc = pb_error_set(err, PB_EFORMAT, "%s: truncated raw file (%llu bytes, header needs %u)", path,
+                      (unsigned long long)pb__io_size(s->file), RAW_HEADER_SIZE);
     goto fail;
   }
-  if ((uint64_t)st.st_size < RAW_HEADER_SIZE) {
-    close(fd);
-    rc = pb_error_set(err, PB_EFORMAT, "%s: truncated raw file (%lld bytes, header needs %u)", path,
-                      (long long)st.st_size, RAW_HEADER_SIZE);
+  if (pb__io_size(s->file) > SIZE_MAX) {
+    rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: too large for this machine", path);
     goto fail;
   }
-  s->size = (size_t)st.st_size;
-  void *m = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
-  close(fd); /* the map keeps the file referenced */
-  if (m == MAP_FAILED) {
-    rc = pb_error_set(err, -errno, "%s: mmap failed: %s", path, strerror(errno));
-    goto fail;
-  }
-  s->map = m;
-
+  s->size = (size_t)pb__io_size(s->file);
+  /* Mapped unless the options turn it off (or the file cannot be): then every worker and
+   * process shares the page cache's one copy. Without a map, the header, the index and the
+   * channel entries are read once here and pixels at each read. */
+  const void *m = NULL;
+  if (opts->map != 0 && pb__io_map(s->file, &m, NULL) == PB_OK) s->map = m;
+  unsigned char head[RAW_HEADER_SIZE];
   const unsigned char *h = s->map;
+  if (h == NULL) {
+    rc = pb__io_pread(s->file, head, RAW_HEADER_SIZE, 0, err);
+    if (rc != PB_OK) goto fail;
+    h = head;
+  }
   if (memcmp(h, RAW_MAGIC, 8) != 0) {
     rc = pb_error_set(err, PB_EFORMAT, "%s: not a raw pipebench file (bad magic)", path);
     goto fail;
@@ -221,8 +216,21 @@ static int raw_open(const char *path, void **state, struct pb_error *err) {
                       path);
     goto fail;
   }
-  s->records = s->map + index_off;
-  s->channels = s->map + ch_off;
+  if (s->map == NULL) {
+    size_t nrec = (size_t)s->count * RAW_RECORD_SIZE, nch = (size_t)s->n_channels * RAW_CHANNEL_SIZE;
+    if ((s->meta = malloc(nrec + nch + 1)) == NULL) {
+      rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory for the index", path);
+      goto fail;
+    }
+    pb__io_range parts[2] = {{index_off, nrec, s->meta}, {ch_off, nch, s->meta + nrec}};
+    rc = pb__io_preadv(s->file, parts, 2, err);
+    if (rc != PB_OK) goto fail;
+    s->records = s->meta;
+    s->channels = s->meta + nrec;
+  } else {
+    s->records = s->map + index_off;
+    s->channels = s->map + ch_off;
+  }
   for (uint64_t i = 0; i < s->count; i++) {
     rc = check_record(s, i, err);
     if (rc != PB_OK) goto fail;
@@ -234,6 +242,19 @@ static int raw_open(const char *path, void **state, struct pb_error *err) {
 fail:
   raw_close(s);
   return rc;
+}
+
+int pb__raw_open_mapped(const char *path, void **state, struct pb_error *err) {
+  /* the caller's own file: mapped whatever the environment says */
+  pb_read_options o = PB_READ_OPTIONS_DEFAULTS;
+  o.map = 1;
+  PB_RETURN_NOT_OK(raw_open(path, &o, state, err));
+  if (((raw_state *)*state)->map == NULL) {
+    raw_close(*state);
+    *state = NULL;
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: cannot be mapped", path);
+  }
+  return PB_OK;
 }
 
 static int64_t raw_count(void *p) { return (int64_t)((raw_state *)p)->count; }
@@ -271,7 +292,37 @@ const void *pb__raw_pixels(void *state, int64_t i, size_t *nbytes) {
   raw_state *s = state;
   const unsigned char *r = s->records + (size_t)i * RAW_RECORD_SIZE;
   if (nbytes != NULL) *nbytes = (size_t)get_u64(r + 8);
-  return s->map + get_u64(r);
+  return s->map != NULL ? s->map + get_u64(r) : NULL;
+}
+
+/* Without a map: the region's rows (runs along X) read straight into dst in one scattered
+ * read. */
+static int read_rows(raw_state *s, int64_t i, const pb_region *region, void *dst,
+                     struct pb_error *err) {
+  pb_image_meta meta;
+  PB_RETURN_NOT_OK(raw_meta(s, i, &meta, err));
+  const unsigned char *r = s->records + (size_t)i * RAW_RECORD_SIZE;
+  uint64_t base = get_u64(r);
+  size_t es = pb_dtype_size(meta.dtype), row = (size_t)region->count[PB_X] * es;
+  const int64_t *c = region->count, *o = region->start, *n = meta.shape;
+  size_t rows = (size_t)(c[PB_T] * c[PB_C] * c[PB_Z] * c[PB_Y]);
+  pb__io_range *v = malloc(rows * sizeof *v);
+  if (v == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  size_t k = 0;
+  for (int64_t t = 0; t < c[PB_T]; t++)
+    for (int64_t ch = 0; ch < c[PB_C]; ch++)
+      for (int64_t z = 0; z < c[PB_Z]; z++)
+        for (int64_t y = 0; y < c[PB_Y]; y++, k++) {
+          int64_t at = (((o[PB_T] + t) * n[PB_C] + o[PB_C] + ch) * n[PB_Z] + o[PB_Z] + z) * n[PB_Y] +
+                       o[PB_Y] + y;
+          v[k].off = base + ((uint64_t)at * (uint64_t)n[PB_X] + (uint64_t)o[PB_X]) * es;
+          v[k].len = row;
+          v[k].dst = (unsigned char *)dst + k * row;
+        }
+  int rc = pb__io_preadv(s->file, v, rows, err);
+  free(v);
+  if (rc != PB_OK) pb_error_prefix(err, "image %lld: ", (long long)i);
+  return rc;
 }
 
 size_t pb__raw_file_size(void *state) { return ((raw_state *)state)->size; }
@@ -286,7 +337,19 @@ static int raw_read(void *p, int64_t i, const pb_region *region, void *dst, size
   const void *src = pb__raw_pixels(s, i, &nbytes);
   int64_t t0 = pb_now_ns();
   size_t copied;
-  if (region == NULL) {
+  if (src == NULL) { /* not mapped */
+    pb_image_meta meta;
+    pb_region full;
+    PB_RETURN_NOT_OK(raw_meta(s, i, &meta, err));
+    if (region == NULL) pb__region_full(&full, meta.shape);
+    const pb_region *want = region != NULL ? region : &full;
+    copied = pb_dtype_size(meta.dtype);
+    for (int k = 0; k < PB_NDIM; k++) copied *= (size_t)want->count[k];
+    if (dst_size < copied)
+      return pb_error_set(err, PB_EINVAL, "%s: image %lld needs %zu bytes, destination holds %zu",
+                          s->path, (long long)i, copied, dst_size);
+    PB_RETURN_NOT_OK(read_rows(s, i, want, dst, err));
+  } else if (region == NULL) {
     if (dst_size < nbytes)
       return pb_error_set(err, PB_EINVAL, "%s: image %lld needs %zu bytes, destination holds %zu",
                           s->path, (long long)i, nbytes, dst_size);

@@ -18,6 +18,13 @@ const void *pb__raw_pixels(void *state, int64_t i, size_t *nbytes);
  * starts. Lets tests make a slow or failing dataset without a separate backend. */
 extern int (*pb__raw_read_hook)(const char *path, int64_t i, struct pb_error *err);
 
+/** pb__format_raw.open with the file mapped (whatever the options and the environment say), as
+ * pb__raw_pixels needs: PB_EUNSUPPORTED naming the file when it cannot be. */
+int pb__raw_open_mapped(const char *path, void **state, struct pb_error *err);
+
+/** Pixels of image i, as above, or NULL when the file is read, not mapped (the options turned
+ * mapping off): see pb__raw_open_mapped. */
+
 /** Size of the mapped file in bytes. */
 size_t pb__raw_file_size(void *state);
 

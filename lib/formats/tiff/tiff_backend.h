@@ -8,13 +8,15 @@
 #include <tiffio.h>
 
 #include "formats/format_internal.h"
+#include "io/io.h"
 
 /* ---- I/O ------------------------------------------------------------------------------------ */
 
 /** One open file seen through libtiff. Small reads (IFDs, tag arrays) are served from a window
  * that is refilled with one pread, so parsing a directory costs one or two system calls. */
 typedef struct pb__tiff_io {
-  int fd;
+  pb__io_file *file;
+  struct stat st;         /**< the file's fstat at open (or at the scan it was given from) */
   uint64_t size;          /**< file size at open */
   uint64_t pos;           /**< libtiff's file position */
   unsigned char *win;     /**< read window (malloc'd) */
@@ -27,10 +29,11 @@ typedef struct pb__tiff_io {
   int big_endian, bigtiff;
 } pb__tiff_io;
 
-/** Opens path for reading (fd and size); no libtiff yet. known_size: the size seen when the
- * file was scanned (skips an fstat), or 0. */
-int pb__tiff_io_open(pb__tiff_io *io, const char *path, uint64_t known_size,
-                     struct pb_error *err);
+/** Opens path for reading through the I/O layer (opts NULL: the defaults); no libtiff yet.
+ * known: the fstat kept from when the file was scanned (spares one; a file cut short since
+ * then reads short, an error), or NULL. */
+int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *opts,
+                     const struct stat *known, struct pb_error *err);
 void pb__tiff_io_close(pb__tiff_io *io);
 /** Reads exactly n bytes at off (through the window when small). PB_EFORMAT when the file ends
  * first, with a message naming what was read (what; NULL: "data"). */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "formats/tiff/tiff_backend.h"
+#include "io/le.h"
 
 /* Reads at most this long go through the window; IFDs and tag arrays are usually smaller. */
 #define WIN_SMALL 4096
@@ -68,96 +69,85 @@ const char *pb__tiff_msg(const pb__tiff_io *io) {
 
 /* ---- the file --------------------------------------------------------------------------- */
 
-int pb__tiff_io_open(pb__tiff_io *io, const char *path, uint64_t known_size,
-                     struct pb_error *err) {
+int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *opts,
+                     const struct stat *known, struct pb_error *err) {
   memset(io, 0, sizeof *io);
-  io->fd = -1;
   io->path = path;
-  /* O_NONBLOCK: a FIFO or a device named like a TIFF file must not block the open. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s", path,
-                        strerror(errno));
-  if (known_size > 0) { /* scanned before: skip the fstat */
-    io->fd = fd;
-    io->size = known_size;
-    return PB_OK;
+  if (pb__io_is_url(path)) {
+    PB_RETURN_NOT_OK(pb__io_open(path, opts, &io->file, err));
+  } else { /* O_NONBLOCK: never blocks on a FIFO or a device named like a TIFF file */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s",
+                          path, strerror(errno));
+    if (known != NULL) {
+      io->st = *known;
+    } else if (fstat(fd, &io->st) != 0) {
+      int e = errno;
+      close(fd);
+      return pb_error_set(err, -e, "%s: %s", path, strerror(e));
+    }
+    int rc = pb__io_file_from_fd(fd, path, opts, &io->st, &io->file, err);
+    char *what = rc == PB_EFORMAT && err != NULL ? strstr(err->message, ", not a regular file")
+                                                 : NULL;
+    if (what != NULL) /* say what was expected */
+      snprintf(what, sizeof err->message - (size_t)(what - err->message), ", not a TIFF file");
+    PB_RETURN_NOT_OK(rc);
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return pb_error_set(err, -e, "%s: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return pb_error_set(err, PB_EFORMAT, "%s is %s, not a TIFF file", path,
-                        pb__file_kind(st.st_mode));
-  }
-  io->fd = fd;
-  io->size = (uint64_t)st.st_size;
+  io->size = pb__io_size(io->file);
   return PB_OK;
 }
 
 void pb__tiff_io_close(pb__tiff_io *io) {
-  if (io->fd >= 0) close(io->fd);
-  io->fd = -1;
+  pb__io_close(io->file);
+  io->file = NULL;
   free(io->win);
   io->win = NULL;
   io->win_len = 0;
 }
 
-/* Full pread: returns bytes read (short only at end of file), -1 on error. */
-static ssize_t pread_full(int fd, void *buf, size_t n, uint64_t off) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;
-    if (r == 0) break;
-    got += (size_t)r;
-  }
-  return (ssize_t)got;
-}
-
-/* Copies up to n bytes at off, preferring the window. Returns bytes copied or -1. */
-static ssize_t io_read_at(pb__tiff_io *io, void *buf, size_t n, uint64_t off) {
-  if (off >= io->size) return 0;
+/* Copies up to n bytes at off (fewer only past the end of the file), preferring the window. */
+static int io_read_at(pb__tiff_io *io, void *buf, size_t n, uint64_t off, size_t *got,
+                      struct pb_error *err) {
+  *got = 0;
+  if (off >= io->size) return PB_OK;
   if (n > io->size - off) n = (size_t)(io->size - off);
   if (io->win != NULL && off >= io->win_off && off + n <= io->win_off + io->win_len) {
     memcpy(buf, io->win + (off - io->win_off), n);
-    return (ssize_t)n;
+    *got = n;
+    return PB_OK;
   }
   int whole = io->size <= WIN_WHOLE;
   if (n > WIN_SMALL && !whole) {
-    ssize_t r = pread_full(io->fd, buf, n, off);
-    if (r > 0) io->bytes_io += r;
-    return r;
+    PB_RETURN_NOT_OK(pb__io_pread(io->file, buf, n, off, err));
+    io->bytes_io += (int64_t)n;
+    *got = n;
+    return PB_OK;
   }
   if (io->win == NULL) {
     io->win_cap = whole ? (size_t)io->size : WIN_SIZE;
     io->win = malloc(io->win_cap > 0 ? io->win_cap : 1);
-    if (io->win == NULL) return -1;
+    if (io->win == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", io->path);
   }
   uint64_t at = whole ? 0 : off;
-  ssize_t r = pread_full(io->fd, io->win, io->win_cap, at);
-  if (r < 0) return -1;
-  io->bytes_io += r;
+  size_t len = io->size - at < io->win_cap ? (size_t)(io->size - at) : io->win_cap;
+  io->win_len = 0;
+  PB_RETURN_NOT_OK(pb__io_pread(io->file, io->win, len, at, err));
+  io->bytes_io += (int64_t)len;
   io->win_off = at;
-  io->win_len = (size_t)r;
-  if (off >= at + (uint64_t)r) return 0;
-  if (n > at + (uint64_t)r - off) n = (size_t)(at + (uint64_t)r - off);
+  io->win_len = len;
+  if (n > at + len - off) n = (size_t)(at + len - off);
   memcpy(buf, io->win + (off - at), n);
-  return (ssize_t)n;
+  *got = n;
+  return PB_OK;
 }
 
 int pb__tiff_io_pread(pb__tiff_io *io, void *buf, size_t n, uint64_t off, const char *what,
                       struct pb_error *err) {
-  ssize_t r = io_read_at(io, buf, n, off);
+  size_t got;
+  PB_RETURN_NOT_OK(io_read_at(io, buf, n, off, &got, err));
   if (what == NULL) what = "data";
-  if (r < 0)
-    return pb_error_set(err, PB_EIO, "%s: reading %s failed: %s", io->path, what, strerror(errno));
-  if ((size_t)r < n)
+  if (got < n)
     return pb_error_set(err, PB_EFORMAT,
                         "%s: truncated: %s needs bytes [%llu, %llu) but the file has %llu",
                         io->path, what, (unsigned long long)off,
@@ -167,12 +157,19 @@ int pb__tiff_io_pread(pb__tiff_io *io, void *buf, size_t n, uint64_t off, const 
 
 /* ---- libtiff client procedures ---------------------------------------------------------- */
 
+/* libtiff reads through the I/O layer too, so a TIFF in remote storage reads the same way. A
+ * failed read keeps the layer's message for pb__tiff_msg. */
 static tmsize_t client_read(thandle_t h, void *buf, tmsize_t n) {
   pb__tiff_io *io = (pb__tiff_io *)h;
   if (n <= 0) return 0;
-  ssize_t r = io_read_at(io, buf, (size_t)n, io->pos);
-  if (r > 0) io->pos += (uint64_t)r;
-  return (tmsize_t)r;
+  size_t got;
+  struct pb_error e;
+  if (io_read_at(io, buf, (size_t)n, io->pos, &got, &e) != PB_OK) {
+    if (io->msg[0] == '\0') snprintf(io->msg, sizeof io->msg, "%s", e.message);
+    return -1;
+  }
+  io->pos += got;
+  return (tmsize_t)got;
 }
 
 static tmsize_t client_write(thandle_t h, void *buf, tmsize_t n) {
@@ -191,7 +188,7 @@ static toff_t client_seek(thandle_t h, toff_t off, int whence) {
 
 static int client_close(thandle_t h) {
   (void)h;
-  return 0; /* the fd belongs to pb__tiff_io */
+  return 0; /* the file belongs to pb__tiff_io */
 }
 
 static toff_t client_size(thandle_t h) { return ((pb__tiff_io *)h)->size; }
@@ -249,19 +246,9 @@ TIFF *pb__tiff_open_write(const char *path, int bigtiff, char *msg, size_t msg_s
 
 /* ---- IFD chain ------------------------------------------------------------------------ */
 
-static uint16_t get16(const unsigned char *p, int big) {
-  return (uint16_t)(big ? p[0] << 8 | p[1] : p[1] << 8 | p[0]);
-}
-
-static uint32_t get32(const unsigned char *p, int big) {
-  return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
-             : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
-}
-
-static uint64_t get64(const unsigned char *p, int big) {
-  uint64_t a = get32(p, big), b = get32(p + 4, big);
-  return big ? a << 32 | b : b << 32 | a;
-}
+#define get16 pb__get16
+#define get32 pb__get32
+#define get64 pb__get64
 
 /* Open-addressing set of visited offsets, to stop at IFD loops. */
 typedef struct offset_set {

@@ -15,6 +15,7 @@
 #include "common/checked.h"
 #include "common/safe_open.h"
 #include "formats/tiff/tiff_backend.h"
+#include "io/io.h"
 
 /* Planes per image above this are treated as corrupt metadata. */
 #define MAX_PLANES ((int64_t)1 << 22)
@@ -34,6 +35,7 @@ typedef struct tiff_file {
   int64_t n_planes;
   uint64_t *ifd;        /* directory offset per plane index (n_planes) */
   uint64_t file_size;   /* when scanned */
+  struct stat st;       /* the file's fstat when scanned: reads open it without another */
   /* Where every plane's pixels lie when all of them are uncompressed strips stored one after
    * another (what pipebench, tifffile and most writers make by default): libtiff parsed them at
    * scan time, so a read only opens the file and preads rows. NULL: read through libtiff. */
@@ -49,6 +51,7 @@ typedef struct tiff_state {
   tiff_file **files;    /* NULL until scanned */
   unsigned char *raw, *dec; /* scratch: compressed bytes, one decoded strip or tile */
   size_t raw_cap, dec_cap;
+  pb_read_options ro;   /* how files are read (its cache string is not kept) */
 } tiff_state;
 
 /* ---- names ------------------------------------------------------------------------------- */
@@ -75,11 +78,11 @@ static int tiff_magic(const unsigned char *b) {
 /* Only a regular file is read (a FIFO or a device named *.tif would block the read). */
 static int file_has_magic(const char *path) {
   unsigned char b[4];
-  int fd;
-  if (pb__open_regular(path, "a TIFF file", &fd, NULL) != PB_OK) return 0;
-  ssize_t k = pread(fd, b, 4, 0);
-  close(fd);
-  return k == 4 && tiff_magic(b);
+  pb__io_file *f;
+  if (pb__io_open(path, NULL, &f, NULL) != PB_OK) return 0;
+  int ok = pb__io_size(f) >= 4 && pb__io_pread(f, b, 4, 0, NULL) == PB_OK && tiff_magic(b);
+  pb__io_close(f);
+  return ok;
 }
 
 /* A folder is a tiff dataset when its own top-level entries include regular *.tif / *.tiff
@@ -130,13 +133,16 @@ static void tiff_close(void *state) {
   free(st);
 }
 
-static int tiff_open(const char *path, void **state, struct pb_error *err) {
+static int tiff_open(const char *path, const pb_read_options *opts, void **state,
+                     struct pb_error *err) {
   *state = NULL;
   struct stat sb;
   if (stat(path, &sb) != 0)
     return pb_error_set(err, PB_ENOTFOUND, "%s: %s", path, strerror(errno));
   tiff_state *st = calloc(1, sizeof *st);
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  st->ro = *opts;
+  st->ro.cache = NULL;
   st->root = strdup(path);
   int rc = PB_OK;
   if (st->root == NULL) {
@@ -326,35 +332,8 @@ static void swab_array(void *p, size_t n_elems, size_t esize) {
   else if (esize == 8) TIFFSwabArrayOfDouble(p, (tmsize_t)n_elems);
 }
 
-/* Reads exactly n bytes at off; a short read means the file changed since it was scanned. */
-static int pread_exact(int fd, unsigned char *buf, size_t n, uint64_t off, const char *path,
-                       struct pb_error *err) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = pread(fd, buf + got, n - got, (off_t)(off + got));
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0)
-      return pb_error_set(err, PB_EIO, "%s: read failed at byte %llu: %s", path,
-                          (unsigned long long)(off + got), strerror(errno));
-    if (k == 0)
-      return pb_error_set(err, PB_EFORMAT,
-                          "%s: file ends at byte %llu, pixels run to %llu (truncated since it "
-                          "was opened?)",
-                          path, (unsigned long long)(off + got), (unsigned long long)(off + n));
-    got += (size_t)k;
-  }
-  return PB_OK;
-}
-
 /* Up to this many planes per file, the scan also records where each plane's pixels lie. */
 #define DIRECT_MAX_PLANES 4096
-
-/* PB_TIFF_DIRECT=0 reads every page through libtiff (tests compare both ways); read when a
- * file is scanned. */
-static int direct_enabled(void) {
-  const char *e = getenv("PB_TIFF_DIRECT");
-  return !(e != NULL && strcmp(e, "0") == 0);
-}
 
 static long direct_reads; /* reads served by the cached layout, for tests */
 
@@ -363,8 +342,10 @@ long pb__tiff_direct_reads(void) { return __atomic_load_n(&direct_reads, __ATOMI
 /* Fills f->plane_at when every plane is one run of uncompressed strips, contiguous in the file,
  * of exactly the plane's bytes, with one sample per pixel or interleaved samples; otherwise
  * leaves it NULL. Anything libtiff cannot answer keeps the general path. */
-static void direct_layout(tiff_file *f, TIFF *tif, const pb__tiff_io *io) {
-  if (!direct_enabled() || f->n_planes > DIRECT_MAX_PLANES) return;
+/* Options' tiff_strips 0 (PIPEBENCH_TIFF_STRIPS=0) reads every page through libtiff (tests
+ * compare both ways). */
+static void direct_layout(tiff_file *f, TIFF *tif, const pb__tiff_io *io, int enabled) {
+  if (!enabled || f->n_planes > DIRECT_MAX_PLANES) return;
   if (f->spp > 1 && f->planar == PLANARCONFIG_SEPARATE) return;
   size_t es = pb_dtype_size(f->dtype);
   uint64_t plane_bytes = (uint64_t)f->width * f->height * f->spp * es;
@@ -402,60 +383,76 @@ static void direct_layout(tiff_file *f, TIFF *tif, const pb__tiff_io *io) {
   }
 }
 
-/* The cached layout's read: one open, one pread per plane (or per run of rows of a crop that
- * spans whole rows), no libtiff. */
-static int read_direct(const tiff_file *f, const char *path, const pb_region *r,
-                       unsigned char *dst, pb_stage_times *tm, struct pb_error *err) {
+/* The cached layout's read: one open, one scattered read of every plane's rows (or a crop's
+ * row pieces), no libtiff. Pieces go straight into dst; interleaved samples go through one
+ * buffer, from which the region's channel is picked. */
+static int read_direct(const tiff_file *f, const char *path, const pb_read_options *ro,
+                       const pb_region *r, unsigned char *dst, pb_stage_times *tm,
+                       struct pb_error *err) {
   int64_t t0 = pb_now_ns();
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* never waits on a FIFO */
-  if (fd < 0)
-    return pb_error_set(err, errno == ENOENT ? PB_ENOTFOUND : -errno, "%s: cannot open: %s", path,
-                        strerror(errno));
   size_t es = pb_dtype_size(f->dtype);
   int64_t spp = f->spp, row = (int64_t)f->width * spp * (int64_t)es;
-  int64_t c0 = r->start[PB_C], c1 = c0 + r->count[PB_C];
-  (void)c1;
+  int64_t c0 = r->start[PB_C];
   int whole_rows = r->start[PB_X] == 0 && r->count[PB_X] == f->width && spp == 1;
-  int rc = PB_OK;
-  int64_t bytes = 0;
   size_t out_row = (size_t)r->count[PB_X] * es;
-  /* A crop reads only its own span of each row: straight into dst for one sample per pixel,
-   * through a line buffer to pick one channel out of interleaved samples. */
   size_t seg = (size_t)r->count[PB_X] * (size_t)spp * es;
   uint64_t seg_at = (uint64_t)r->start[PB_X] * (uint64_t)spp * es;
-  unsigned char *line = NULL;
-  if (!whole_rows && spp > 1 && (line = malloc(seg)) == NULL)
-    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-  for (int64_t t = 0; rc == PB_OK && t < r->count[PB_T]; t++)
-    for (int64_t c = 0; rc == PB_OK && c < r->count[PB_C]; c++)
-      for (int64_t z = 0; rc == PB_OK && z < r->count[PB_Z]; z++) {
-        int64_t gc = c0 + c;
-        int64_t plane = plane_of(f, r->start[PB_T] + t, gc / spp, r->start[PB_Z] + z);
+  size_t planes = (size_t)(r->count[PB_T] * r->count[PB_C] * r->count[PB_Z]);
+  size_t n = whole_rows ? planes : planes * (size_t)r->count[PB_Y];
+  pb__io_range few[16]; /* a whole image's planes, usually: no allocation per read */
+  pb__io_range *v = n <= 16 ? few : malloc(n * sizeof *v);
+  unsigned char *lines = NULL;
+  if (v == NULL || (spp > 1 && (lines = malloc(n * seg)) == NULL)) {
+    if (v != few) free(v);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  size_t k = 0;
+  int64_t bytes = 0;
+  for (int64_t t = 0; t < r->count[PB_T]; t++)
+    for (int64_t c = 0; c < r->count[PB_C]; c++)
+      for (int64_t z = 0; z < r->count[PB_Z]; z++) {
+        int64_t plane = plane_of(f, r->start[PB_T] + t, (c0 + c) / spp, r->start[PB_Z] + z);
         uint64_t base = f->plane_at[plane] + (uint64_t)(r->start[PB_Y] * row);
         size_t d_off = (size_t)(((t * r->count[PB_C] + c) * r->count[PB_Z] + z) * r->count[PB_Y]) * out_row;
         if (whole_rows) {
-          size_t n = (size_t)(r->count[PB_Y] * row);
-          rc = pread_exact(fd, dst + d_off, n, base, path, err);
-          bytes += (int64_t)n;
+          v[k++] = (pb__io_range){base, (size_t)(r->count[PB_Y] * row), dst + d_off};
+          bytes += r->count[PB_Y] * row;
           continue;
         }
         /* A crop, or one channel out of interleaved samples: row by row. */
-        for (int64_t y = 0; rc == PB_OK && y < r->count[PB_Y]; y++) {
-          unsigned char *out = dst + d_off + (size_t)y * out_row;
-          rc = pread_exact(fd, spp > 1 ? line : out, seg, base + (uint64_t)(y * row) + seg_at,
-                           path, err);
+        for (int64_t y = 0; y < r->count[PB_Y]; y++, k++) {
+          unsigned char *out = spp > 1 ? lines + k * seg : dst + d_off + (size_t)y * out_row;
+          v[k] = (pb__io_range){base + (uint64_t)(y * row) + seg_at, seg, out};
           bytes += (int64_t)seg;
-          for (int64_t x = 0; rc == PB_OK && spp > 1 && x < r->count[PB_X]; x++)
-            memcpy(out + (size_t)x * es, line + (size_t)(x * spp + gc % spp) * es, es);
         }
       }
-  free(line);
-  close(fd);
+  /* one open and one scattered read; the size and kind come from the scan */
+  pb__tiff_io io;
+  int rc = pb__tiff_io_open(&io, path, ro, &f->st, err);
+  if (rc == PB_OK) rc = pb__io_preadv(io.file, v, n, err);
+  pb__tiff_io_close(&io);
+  if (rc == PB_OK && spp > 1) { /* the region's channel out of each line of samples */
+    k = 0;
+    for (int64_t t = 0; t < r->count[PB_T]; t++)
+      for (int64_t c = 0; c < r->count[PB_C]; c++)
+        for (int64_t z = 0; z < r->count[PB_Z]; z++) {
+          int64_t gc = c0 + c;
+          size_t d_off = (size_t)(((t * r->count[PB_C] + c) * r->count[PB_Z] + z) * r->count[PB_Y]) * out_row;
+          for (int64_t y = 0; y < r->count[PB_Y]; y++, k++) {
+            unsigned char *out = dst + d_off + (size_t)y * out_row;
+            const unsigned char *line = lines + k * seg;
+            for (int64_t x = 0; x < r->count[PB_X]; x++)
+              memcpy(out + (size_t)x * es, line + (size_t)(x * spp + gc % spp) * es, es);
+          }
+        }
+  }
+  if (v != few) free(v);
+  free(lines);
   int64_t t1 = pb_now_ns();
   if (rc == PB_OK && f->swapped) {
-    size_t n = es;
-    for (int k = 0; k < PB_NDIM; k++) n *= (size_t)r->count[k];
-    swab_array(dst, n / es, es);
+    size_t total = es;
+    for (int j = 0; j < PB_NDIM; j++) total *= (size_t)r->count[j];
+    swab_array(dst, total / es, es);
   }
   if (tm != NULL) {
     tm->read_ns += t1 - t0;
@@ -591,7 +588,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (!st->single)
     PB_RETURN_NOT_OK(pb__entry_inside(st->root, st->names[i], "the dataset folder", err));
   pb__tiff_io io;
-  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, 0, err));
+  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, err));
   tiff_file *f = calloc(1, sizeof *f);
   uint64_t *offs = NULL, n_offs = 0;
   int64_t *map = NULL;
@@ -635,7 +632,8 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (rc == PB_OK) rc = plane_directories(f, &io, map, &offs, &n_offs, path, err);
   if (rc != PB_OK) goto done;
   f->file_size = io.size;
-  direct_layout(f, tif, &io);
+  f->st = io.st;
+  direct_layout(f, tif, &io, st->ro.tiff_strips != 0);
 done:
   if (tif != NULL) TIFFClose(tif);
   pb__tiff_io_close(&io);
@@ -1049,7 +1047,7 @@ static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst,
     return pb_error_set(err, PB_EINVAL, "%s: path too long", st->root);
   if (f->plane_at != NULL) {
     __atomic_fetch_add(&direct_reads, 1, __ATOMIC_RELAXED);
-    int rc = read_direct(f, path, region, dst, times, err);
+    int rc = read_direct(f, path, &st->ro, region, dst, times, err);
     if (rc != PB_OK) {
       pb_error_prefix(err, "image %lld: ", (long long)i);
       return rc;
@@ -1066,7 +1064,7 @@ static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst,
   cx.dst = dst;
   cx.esize = es;
   int64_t t0 = pb_now_ns();
-  int rc = pb__tiff_io_open(&cx.io, path, f->file_size, err);
+  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, &f->st, err);
   if (rc != PB_OK) goto out;
   cx.tif = pb__tiff_client_open(&cx.io, 1, err);
   if (cx.tif == NULL) {

@@ -17,6 +17,7 @@
 
 #include "codecs/codec.h"
 #include "formats/zarr/zarr_internal.h"
+#include "io/le.h"
 
 /* ---- crc32c (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------------- */
 
@@ -39,15 +40,8 @@ uint32_t pb__crc32c(uint32_t crc, const void *data, size_t n) {
   return ~crc;
 }
 
-static uint32_t le32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t u64_at(const unsigned char *p, int big) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[big ? 7 - i : i] << (8 * i);
-  return v;
-}
+#define le32 pb__le32
+#define u64_at pb__get64
 
 /* ---- scratch buffers ----------------------------------------------------------------------- */
 
@@ -69,7 +63,7 @@ void pb__zarr_scratch_destroy(pb__zarr_scratch *s) {
   pb_free(s->chunk, s->chunk_cap);
   pb_free(s->index, s->index_cap);
   pb_free(s->shard, s->shard_cap);
-  pb_free(s->junk, s->junk_cap);
+  pb_free(s->ranges, s->ranges_cap);
   pb__codec_ctx_destroy(&s->codec);
   memset(s, 0, sizeof *s);
 }
@@ -322,90 +316,50 @@ static int inside(const pb_region *r, const int64_t o[PB_NDIM], const int64_t n[
   return 1;
 }
 
-/* An uncompressed chunk (origin o, shape a->inner) that lies wholly inside the region, stored at
- * byte at of fd: its rows are read with preadv straight to where they belong in dst (rows that
- * follow each other in dst merge into one piece), so its pixels are copied once, by the kernel.
- * check_end: the chunk is a whole file, and one byte more is asked for to see that it ends where
- * the chunk does. */
-static int read_rows(const pb__zarr_array *a, int fd, uint64_t at, int check_end,
-                     const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
-                     pb_stage_times *times, struct pb_error *err) {
-  enum { MAXV = 256 };
-  struct iovec v[MAXV + 1];
-  const int64_t *n = a->inner;
-  size_t es = a->esize, row = (size_t)n[PB_X] * es;
-  int64_t ds[PB_NDIM];
-  ds[PB_NDIM - 1] = 1;
-  for (int k = PB_NDIM - 2; k >= 0; k--) ds[k] = ds[k + 1] * r->count[k + 1];
-  int64_t rows = n[0] * n[1] * n[2] * n[3], done = 0, idx[4] = {0, 0, 0, 0};
-  size_t total = (size_t)rows * row, got = 0;
-  int64_t t0 = pb_now_ns();
-  unsigned char extra;
-  while (done < rows) {
-    int nv = 0;
-    size_t want = 0;
-    while (done < rows && nv < MAXV) {
-      int64_t off = (o[PB_X] - r->start[PB_X]);
-      for (int k = 0; k < 4; k++) off += (o[k] + idx[k] - r->start[k]) * ds[k];
-      unsigned char *p = dst + (size_t)off * es;
-      if (nv > 0 && (unsigned char *)v[nv - 1].iov_base + v[nv - 1].iov_len == p) {
-        v[nv - 1].iov_len += row;
-      } else {
-        v[nv].iov_base = p;
-        v[nv++].iov_len = row;
-      }
-      want += row;
-      done++;
-      for (int k = 3; k >= 0 && ++idx[k] == n[k]; k--) idx[k] = 0;
-    }
-    int last = done == rows && check_end;
-    if (last) {
-      v[nv].iov_base = &extra;
-      v[nv++].iov_len = 1;
-      want++;
-    }
-    ssize_t k;
-    do k = preadv(fd, v, nv, (off_t)(at + got));
-    while (k < 0 && errno == EINTR);
-    if (k < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
-    /* a regular file reads short only at its end */
-    size_t body = want - (last ? 1 : 0);
-    if ((size_t)k < body)
-      return pb_error_set(err, PB_EFORMAT, "chunk holds %zu bytes, expected %zu",
-                          got + (size_t)k, total);
-    if (last && (size_t)k == want)
-      return pb_error_set(err, PB_EFORMAT, "chunk holds more than %zu bytes, expected %zu",
-                          total, total);
-    got += body;
+/* The pieces of dst an uncompressed chunk's rows go to, as ranges of one scattered read; the
+ * handle's vector grows as needed. */
+static pb__io_range *ranges(pb__zarr_scratch *s, size_t n, struct pb_error *err) {
+  size_t bytes = n * sizeof(pb__io_range);
+  if (pb__zarr_reserve(&s->ranges, &s->ranges_cap, bytes) != PB_OK) {
+    pb_error_set(err, PB_ENOMEM, "out of memory");
+    return NULL;
   }
+  return (pb__io_range *)(void *)s->ranges;
+}
+
+/* Byte order and timing after an uncompressed chunk's rows are in dst: a big-endian chunk's
+ * pieces (rows of cnt[X] values from element lo in dst's box) are swapped in place. */
+static void rows_done(const pb__zarr_array *a, const int64_t lo[PB_NDIM], const int64_t cnt[PB_NDIM],
+                      const pb_region *r, unsigned char *dst, size_t total, int64_t t0,
+                      pb_stage_times *times) {
   int64_t t1 = pb_now_ns();
   if (times != NULL) {
     times->read_ns += t1 - t0;
     times->bytes_read += (int64_t)total;
   }
-  if (a->pipe.big_endian && es > 1) {
-    for (int64_t i = 0, j[4] = {0, 0, 0, 0}; i < rows; i++) {
-      int64_t off = (o[PB_X] - r->start[PB_X]);
-      for (int k = 0; k < 4; k++) off += (o[k] + j[k] - r->start[k]) * ds[k];
-      swap_bytes(dst + (size_t)off * es, row, es);
-      for (int k = 3; k >= 0 && ++j[k] == n[k]; k--) j[k] = 0;
-    }
-    if (times != NULL) times->decode_ns += pb_now_ns() - t1;
+  size_t es = a->esize;
+  if (!a->pipe.big_endian || es == 1) return;
+  int64_t ds[PB_NDIM];
+  ds[PB_NDIM - 1] = 1;
+  for (int k = PB_NDIM - 2; k >= 0; k--) ds[k] = ds[k + 1] * r->count[k + 1];
+  int64_t rows = cnt[0] * cnt[1] * cnt[2] * cnt[3], j[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t off = lo[PB_X] - r->start[PB_X];
+    for (int k = 0; k < 4; k++) off += (lo[k] + j[k] - r->start[k]) * ds[k];
+    swap_bytes(dst + (size_t)off * es, (size_t)cnt[PB_X] * es, es);
+    for (int k = 3; k >= 0 && ++j[k] == cnt[k]; k--) j[k] = 0;
   }
-  return PB_OK;
+  if (times != NULL) times->decode_ns += pb_now_ns() - t1;
 }
 
-/* An uncompressed chunk (origin o, shape a->inner, its size already checked) stored at byte at of
- * fd, of which the region needs only a part (a crop): one preadv per chunk reads the file from
- * the first needed byte to the last, the needed pieces of each row straight to their places in
- * dst and the bytes between them into a small junk buffer, so nothing outside that span is read
- * and the pixels are copied once. Gaps longer than a row or a batch of more than MAXV pieces
- * start another preadv. */
-static int read_part(const pb__zarr_array *a, pb__zarr_scratch *s, int fd, uint64_t at,
-                     const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
+/* An uncompressed chunk (origin o, shape a->inner, its size already checked) stored at byte at
+ * of file, of which the region needs all or a part: one scattered read puts each needed row
+ * piece straight where it belongs in dst (rows that follow each other in both merge; the I/O
+ * layer reads small holes between pieces in the same request), so the pixels are copied once,
+ * by the kernel. */
+static int read_rows(const pb__zarr_array *a, pb__zarr_scratch *s, pb__io_file *file,
+                     uint64_t at, const int64_t o[PB_NDIM], const pb_region *r, unsigned char *dst,
                      pb_stage_times *times, struct pb_error *err) {
-  enum { MAXV = 1024 };
-  struct iovec v[MAXV];
   int64_t lo[PB_NDIM], cnt[PB_NDIM], cs[PB_NDIM], ds[PB_NDIM];
   if (!intersect(r, o, a->inner, a->shape, lo, cnt)) return PB_OK;
   cs[PB_NDIM - 1] = ds[PB_NDIM - 1] = 1;
@@ -414,75 +368,29 @@ static int read_part(const pb__zarr_array *a, pb__zarr_scratch *s, int fd, uint6
     ds[k] = ds[k + 1] * r->count[k + 1];
   }
   size_t es = a->esize, piece = (size_t)cnt[PB_X] * es;
-  size_t gap_max = (size_t)a->inner[PB_X] * es;
-  if (gap_max < 65536) gap_max = 65536;
-  if (pb__zarr_reserve(&s->junk, &s->junk_cap, gap_max) != PB_OK)
-    return pb_error_set(err, PB_ENOMEM, "out of memory");
   int64_t rows = cnt[0] * cnt[1] * cnt[2] * cnt[3], idx[4] = {0, 0, 0, 0};
-  int64_t t0 = pb_now_ns();
-  size_t total = 0;
-  for (int64_t i = 0; i < rows;) {
-    int nv = 0;
-    uint64_t start = 0, pos = 0;
-    for (; i < rows; i++) {
-      int64_t fo = lo[PB_X] - o[PB_X], dof = lo[PB_X] - r->start[PB_X];
-      for (int k = 0; k < 4; k++) {
-        fo += (lo[k] + idx[k] - o[k]) * cs[k];
-        dof += (lo[k] + idx[k] - r->start[k]) * ds[k];
-      }
-      uint64_t f = at + (uint64_t)fo * es;
-      unsigned char *p = dst + (size_t)dof * es;
-      if (nv == 0) {
-        start = pos = f;
-      } else if (f - pos > gap_max || nv + 2 > MAXV) {
-        break; /* this row starts the next preadv */
-      } else if (f > pos) {
-        v[nv].iov_base = s->junk;
-        v[nv++].iov_len = (size_t)(f - pos);
-      }
-      if (nv > 0 && f == pos && (unsigned char *)v[nv - 1].iov_base + v[nv - 1].iov_len == p) {
-        v[nv - 1].iov_len += piece;
-      } else {
-        v[nv].iov_base = p;
-        v[nv++].iov_len = piece;
-      }
-      pos = f + piece;
-      for (int k = 3; k >= 0 && ++idx[k] == cnt[k]; k--) idx[k] = 0;
+  pb__io_range *v = ranges(s, (size_t)rows, err);
+  if (v == NULL) return PB_ENOMEM;
+  size_t nv = 0;
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t fo = lo[PB_X] - o[PB_X], dof = lo[PB_X] - r->start[PB_X];
+    for (int k = 0; k < 4; k++) {
+      fo += (lo[k] + idx[k] - o[k]) * cs[k];
+      dof += (lo[k] + idx[k] - r->start[k]) * ds[k];
     }
-    size_t want = (size_t)(pos - start), got = 0;
-    while (got < want) { /* a regular file reads short only at its end, or when interrupted */
-      ssize_t k = preadv(fd, v, nv, (off_t)(start + got));
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0) return pb_error_set(err, PB_EIO, "read failed: %s", strerror(errno));
-      if (k == 0) return pb_error_set(err, PB_EFORMAT, "chunk ends early (the file shrank)");
-      got += (size_t)k;
-      size_t skip = (size_t)k; /* partial read: drop what has arrived from the vector */
-      int j = 0;
-      while (j < nv && skip >= v[j].iov_len) skip -= v[j++].iov_len;
-      memmove(v, v + j, (size_t)(nv - j) * sizeof *v);
-      nv -= j;
-      if (nv > 0) {
-        v[0].iov_base = (unsigned char *)v[0].iov_base + skip;
-        v[0].iov_len -= skip;
-      }
-    }
-    total += want;
+    uint64_t f = at + (uint64_t)fo * es;
+    unsigned char *p = dst + (size_t)dof * es;
+    if (nv > 0 && v[nv - 1].off + v[nv - 1].len == f &&
+        (unsigned char *)v[nv - 1].dst + v[nv - 1].len == p)
+      v[nv - 1].len += piece;
+    else
+      v[nv++] = (pb__io_range){f, piece, p};
+    for (int k = 3; k >= 0 && ++idx[k] == cnt[k]; k--) idx[k] = 0;
   }
-  int64_t t1 = pb_now_ns();
-  if (times != NULL) {
-    times->read_ns += t1 - t0;
-    times->bytes_read += (int64_t)total;
-  }
-  if (a->pipe.big_endian && es > 1) {
-    int64_t j[4] = {0, 0, 0, 0};
-    for (int64_t i = 0; i < rows; i++) {
-      int64_t dof = lo[PB_X] - r->start[PB_X];
-      for (int k = 0; k < 4; k++) dof += (lo[k] + j[k] - r->start[k]) * ds[k];
-      swap_bytes(dst + (size_t)dof * es, piece, es);
-      for (int k = 3; k >= 0 && ++j[k] == cnt[k]; k--) j[k] = 0;
-    }
-    if (times != NULL) times->decode_ns += pb_now_ns() - t1;
-  }
+  int64_t t0 = pb_now_ns(), b0 = file->stats.bytes;
+  PB_RETURN_NOT_OK(pb__io_preadv(file, v, nv, err));
+  /* what was fetched: the pieces and the holes read between them */
+  rows_done(a, lo, cnt, r, dst, (size_t)(file->stats.bytes - b0), t0, times);
   return PB_OK;
 }
 
@@ -626,14 +534,7 @@ static int src_get(const pb__zarr_src *src, size_t off, size_t len, unsigned cha
   int64_t t0 = pb_now_ns();
   if (pb__zarr_reserve(buf, cap, len) != PB_OK)
     return pb_error_set(err, PB_ENOMEM, "out of memory for %zu bytes", len);
-  size_t got = 0;
-  while (got < len) {
-    ssize_t r = pread(src->fd, *buf + got, len - got, (off_t)(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return pb_error_set(err, PB_EIO, "read failed: %s", r < 0 ? strerror(errno) : "file shrank");
-    got += (size_t)r;
-  }
+  PB_RETURN_NOT_OK(pb__io_pread(src->file, *buf, len, off, err));
   if (times != NULL) {
     times->read_ns += pb_now_ns() - t0;
     times->bytes_read += (int64_t)len;
@@ -673,7 +574,7 @@ static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__z
     /* then the whole file, index and chunks, in one pread */
     const unsigned char *p;
     PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->shard, &s->shard_cap, &p, times, err));
-    all = (pb__zarr_src){-1, p, src->size};
+    all = (pb__zarr_src){NULL, p, src->size};
     src = &all;
   }
   int stream = region_bytes(a, r) >= STREAM_MIN_BYTES;
@@ -710,8 +611,7 @@ static int place_shard(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__z
     } else if (a->pipe.n == 0 && src->mem == NULL && nb == chunk_bytes &&
                (!stream || !inside(r, o, a->inner))) {
       /* uncompressed: its rows (or the part a crop needs) straight into dst */
-      rc = inside(r, o, a->inner) ? read_rows(a, src->fd, off, 0, o, r, dst, times, err)
-                                  : read_part(a, s, src->fd, off, o, r, dst, times, err);
+      rc = read_rows(a, s, src->file, off, o, r, dst, times, err);
       if (rc != PB_OK) pb_error_prefix(err, "inner chunk %lld: ", (long long)lin);
     } else {
       const unsigned char *p;
@@ -746,10 +646,8 @@ int pb__zarr_place_unit(const pb__zarr_array *a, pb__zarr_scratch *s, const pb__
   for (int k = 0; k < PB_NDIM; k++) bytes *= (size_t)a->inner[k];
   if (a->pipe.n == 0 && src->mem == NULL && src->size == bytes) {
     /* uncompressed: its rows straight into dst, or the part a crop needs */
-    if (!inside(region, o, a->inner))
-      return read_part(a, s, src->fd, 0, o, region, dst, times, err);
-    if (region_bytes(a, region) < STREAM_MIN_BYTES)
-      return read_rows(a, src->fd, 0, 0, o, region, dst, times, err);
+    if (!inside(region, o, a->inner) || region_bytes(a, region) < STREAM_MIN_BYTES)
+      return read_rows(a, s, src->file, 0, o, region, dst, times, err);
   }
   const unsigned char *p;
   PB_RETURN_NOT_OK(src_get(src, 0, src->size, &s->file, &s->file_cap, &p, times, err));

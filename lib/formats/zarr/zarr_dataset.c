@@ -35,6 +35,7 @@ typedef struct zstate {
   char path[4096];
   int adir_fd;     /* the array folder of image adir_img, open, or -1: chunks open beneath it */
   int64_t adir_img;
+  pb_read_options ro; /* how chunk files are read */
 } zstate;
 
 static int exists(const char *dir, const char *name) {
@@ -57,7 +58,7 @@ static int is_image_group(const char *dir, struct pb_error *err) {
     if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) >= (int)sizeof p) return 0;
     void *data;
     size_t n;
-    int rc = pb__read_file_max(p, PB__META_MAX_BYTES, &data, &n, err);
+    int rc = pb__io_read_file(p, NULL, PB__META_MAX_BYTES, &data, &n, err);
     if (rc == PB_ENOTFOUND) continue;
     if (rc != PB_OK) return rc;
     int found = memmem(data, n, "\"multiscales\"", 13) != NULL;
@@ -132,7 +133,8 @@ static int add_image(zstate *st, size_t *cap, const char *name, const char *dir)
   return PB_OK;
 }
 
-static int zarr_open(const char *path, void **state, struct pb_error *err) {
+static int zarr_open(const char *path, const pb_read_options *opts, void **state,
+                     struct pb_error *err) {
   *state = NULL;
   if (!is_dir(path))
     return pb_error_set(err, PB_EFORMAT, "%s: not a folder (an OME-Zarr dataset is a folder)", path);
@@ -140,6 +142,8 @@ static int zarr_open(const char *path, void **state, struct pb_error *err) {
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->root = strdup(path);
   st->adir_fd = -1;
+  st->ro = *opts;
+  st->ro.cache = NULL; /* the caller's string; not kept */
   size_t cap = 0;
   int rc = is_image_group(path, err);
   if (rc < 0) {
@@ -189,7 +193,7 @@ static int64_t zarr_count(void *state) { return ((zstate *)state)->n; }
 static int read_json(const char *path, char **data, size_t *n, struct pb_error *err) {
   void *p = NULL;
   *data = NULL;
-  int rc = pb__read_file_max(path, PB__META_MAX_BYTES, &p, n, err);
+  int rc = pb__io_read_file(path, NULL, PB__META_MAX_BYTES, &p, n, err);
   if (rc == PB_ENOTFOUND) return pb_error_set(err, PB_EFORMAT, "%s: missing", path);
   *data = p;
   return rc;
@@ -563,9 +567,10 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
                             (long long)sb.st_size, (long long)a->max_stored);
       }
       if (times != NULL) times->read_ns += pb_now_ns() - t0;
-      pb__zarr_src src = {fd, NULL, (size_t)sb.st_size};
-      rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
-      close(fd);
+      pb__zarr_src src = {NULL, NULL, (size_t)sb.st_size};
+      rc = pb__io_file_from_fd(fd, st->path, &st->ro, &sb, &src.file, err);
+      if (rc == PB_OK) rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
+      pb__io_close(src.file);
     }
     if (rc != PB_OK) {
       pb_error_prefix(err, "%s (image %lld, chunk %s): ", st->path, (long long)i, key);

@@ -8,6 +8,7 @@
 
 #include "codecs/codec.h"
 #include "formats/format_internal.h"
+#include "io/io.h"
 
 #define PB__ZARR_MAX_B2B 4
 /* Largest decoded chunk accepted (guards allocations driven by hostile metadata). */
@@ -86,8 +87,8 @@ typedef struct pb__zarr_scratch {
   size_t index_cap;
   unsigned char *shard;  /**< a whole shard file, when a region needs all of it */
   size_t shard_cap;
-  unsigned char *junk;   /**< where the bytes between a partial read's rows go */
-  size_t junk_cap;
+  unsigned char *ranges; /**< the pieces of an uncompressed chunk's scattered read */
+  size_t ranges_cap;
   pb__codec_ctx codec;   /**< zstd context and zlib stream, set up once */
 } pb__zarr_scratch;
 
@@ -123,9 +124,9 @@ int pb__zarr_encode(const pb__zarr_pipe *pipe, size_t esize, void *zstd_cctx,
 /** CRC-32C (Castagnoli) of data, as the sharding index and crc32c codec use. */
 uint32_t pb__crc32c(uint32_t crc, const void *data, size_t n);
 
-/** Where a chunk or shard's bytes come from: a file descriptor or memory. */
+/** Where a chunk or shard's bytes come from: an open file or memory. */
 typedef struct pb__zarr_src {
-  int fd;
+  pb__io_file *file;
   const unsigned char *mem;
   size_t size;
 } pb__zarr_src;

@@ -9,6 +9,7 @@
 #include <zstd.h>
 
 #include "formats/zarr/zarr_internal.h"
+#include "io/le.h"
 
 typedef struct zwriter {
   char *path;
@@ -443,9 +444,7 @@ static int write_unit(zwriter *w, const char *p, const void *data, size_t n, str
   return pb__write_file(p, data, n, err);
 }
 
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
+#define put_u64 pb__st_le64
 
 /* Grows *buf to at least need bytes, keeping the first used bytes. */
 static int grow_keep(unsigned char **buf, size_t *cap, size_t used, size_t need) {
@@ -499,7 +498,7 @@ static int write_shard(zwriter *w, const pb_image_meta *m, const void *pixels,
   }
   if (rc == PB_OK) {
     uint32_t crc = pb__crc32c(0, idx, 16 * total);
-    for (int i = 0; i < 4; i++) idx[16 * total + (size_t)i] = (unsigned char)(crc >> (8 * i));
+    pb__st_le32(idx + 16 * total, crc);
     memcpy(w->sbuf + used, idx, idx_bytes);
     rc = write_unit(w, p, w->sbuf, used + idx_bytes, err);
   }

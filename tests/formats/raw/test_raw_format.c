@@ -98,7 +98,7 @@ static void test_round_trip(void) {
   /* Pixel blocks are 64-byte aligned inside the map. */
   pb_dataset_free(ds);
   void *st = NULL;
-  CHECK_OK(pb__format_raw.open(path, &st, &err), &err);
+  CHECK_OK(pb__raw_open_mapped(path, &st, &err), &err);
   for (int64_t i = 0; i < 5; i++) CHECK_EQ((uintptr_t)pb__raw_pixels(st, i, NULL) % 64, 0);
   pb__format_raw.close(st);
 }

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   pb__zarr_scratch s;
   memset(&s, 0, sizeof s);
-  pb__zarr_src src = {-1, data + 2, size - 2};
+  pb__zarr_src src = {NULL, data + 2, size - 2};
   uint16_t dst[256];
   static const int64_t g[PB_NDIM] = {0, 0, 0, 0, 0};
   pb_region full = {{0, 0, 0, 0, 0}, {1, 1, 1, 16, 16}};
