@@ -5,12 +5,13 @@
  *
  *   pipebench-netem --target 127.0.0.1:8080 [--listen PORT] [--port-file F] [--delay MS]
  *                   [--jitter MS] [--rate BYTES_PER_S] [--fault KIND] [--after BYTES]
- *                   [--faults N] [--stats F]
+ *                   [--first K] [--faults N] [--stats F]
  *
  * Every chunk read from one side is forwarded to the other after delay + uniform(0, jitter)
  * milliseconds (order kept), so a request/response exchange costs twice the delay: --delay 10
  * is a 20 ms round trip. --rate caps each direction of each connection. Faults, on the first N
- * connections (--faults, default all), for the error tests of the http backend:
+ * connections from the K-th on (--first, default 1; --faults, default all), for the error tests of
+ * the http backend:
  *   close        the server's answer is cut after --after bytes and the connection closed
  *   stall        the server's answer stops after --after bytes; the connection stays open
  *   http500      the request is answered "500 Internal Server Error" (the server never sees it)
@@ -72,12 +73,13 @@ static struct {
   double rate;
   enum fault fault;
   uint64_t after;
-  long faults; /* connections that get the fault; -1: all */
+  long first;  /* the first connection (1-based) that gets the fault */
+  long faults; /* connections that get the fault; -1: all from first on */
   long accepted;
   uint64_t up, down;
   const char *stats;
   uint64_t rng;
-} g = {.faults = -1, .rng = 0x9e3779b97f4a7c15u};
+} g = {.first = 1, .faults = -1, .rng = 0x9e3779b97f4a7c15u};
 
 static volatile sig_atomic_t stop;
 static conn conns[MAX_CONNS];
@@ -109,7 +111,7 @@ static void usage(void) {
   fprintf(stderr, "usage: pipebench-netem --target HOST:PORT [--listen PORT] [--port-file F]\n"
                   "       [--delay MS] [--jitter MS] [--rate BYTES_PER_S] [--fault "
                   "close|stall|http500|reset|wrong-length]\n"
-                  "       [--after BYTES] [--faults N] [--stats F]\n");
+                  "       [--after BYTES] [--first K] [--faults N] [--stats F]\n");
   exit(1);
 }
 
@@ -192,7 +194,9 @@ static void new_conn(int lfd) {
   c->cfd = cfd;
   c->sfd = -1;
   g.accepted++;
-  c->fault = (g.faults < 0 || g.accepted <= g.faults) ? g.fault : F_NONE;
+  c->fault = g.accepted >= g.first && (g.faults < 0 || g.accepted < g.first + g.faults)
+                 ? g.fault
+                 : F_NONE;
   int one = 1;
   setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   nonblock(cfd);
@@ -351,6 +355,8 @@ static void parse_args(int argc, char **argv, int *port, const char **port_file)
       g.rate = atof(v);
     } else if (!strcmp(a, "--after")) {
       g.after = strtoull(v, NULL, 10);
+    } else if (!strcmp(a, "--first")) {
+      g.first = atol(v);
     } else if (!strcmp(a, "--faults")) {
       g.faults = atol(v);
     } else if (!strcmp(a, "--stats")) {
