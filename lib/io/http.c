@@ -377,7 +377,10 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
   pthread_once(&curl_once, curl_init_once);
   *out = NULL;
   http_file *f = calloc(1, sizeof *f);
-  if (!f) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", shown);
+  if (!f) {
+    if (free_ctx && signer) free_ctx(signer->ctx);
+    return pb_error_set(err, PB_ENOMEM, "%s: out of memory", shown);
+  }
   f->base.be = be;
   f->base.location = strdup(shown);
   f->url = strdup(url);

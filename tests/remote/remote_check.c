@@ -37,9 +37,7 @@ static unsigned char *slurp(const char *path, size_t *n) {
 static const pb__io_backend *backend(const char *url) {
   if (!strncmp(url, "https://", 8)) return &pb__io_https_backend;
   if (!strncmp(url, "http://", 7)) return &pb__io_http_backend;
-#ifdef PB_TEST_S3
   if (!strncmp(url, "s3://", 5)) return &pb__io_s3_backend;
-#endif
   return NULL;
 }
 
