@@ -214,9 +214,15 @@ static void common_opts(CURL *e, const pb_read_options *o, char *errbuf) {
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 }
 
-static void trace(const pb_read_options *o, const char *method, const char *shown, uint64_t off,
-                  size_t len, int ranged, long status, int64_t start_ns, const char *fail) {
+static void trace(const pb_read_options *o, CURL *e, const char *method, const char *shown,
+                  uint64_t off, size_t len, int ranged, long status, int64_t start_ns,
+                  const char *fail) {
   if (!o->trace_requests) return;
+  long v = 0;
+  curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v);
+  const char *ver = v == CURL_HTTP_VERSION_2_0 ? "HTTP/2" : v == CURL_HTTP_VERSION_3 ? "HTTP/3"
+                    : v == CURL_HTTP_VERSION_1_0                                   ? "HTTP/1.0"
+                                                                                    : "HTTP/1.1";
   double ms = (double)(now_ns() - start_ns) / 1e6;
   char range[64] = "-";
   if (ranged)
@@ -225,7 +231,8 @@ static void trace(const pb_read_options *o, const char *method, const char *show
   if (fail)
     fprintf(stderr, "pipebench: %s %s %s -> %s %.1f ms\n", method, shown, range, fail, ms);
   else
-    fprintf(stderr, "pipebench: %s %s %s -> %ld %.1f ms\n", method, shown, range, status, ms);
+    fprintf(stderr, "pipebench: %s %s %s -> %ld %s %.1f ms\n", method, shown, range, status, ver,
+            ms);
 }
 
 static const char *status_text(long s) {
@@ -331,7 +338,7 @@ int pb__http_request(const char *url, const char *shown, const pb_read_options *
     long st_code = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &st_code);
     char cause[CURL_ERROR_SIZE + 128];
-    trace(&o, body ? "GET" : "HEAD", shown, 0, 0, 0, st_code, t0,
+    trace(&o, e, body ? "GET" : "HEAD", shown, 0, 0, 0, st_code, t0,
           c == CURLE_OK ? NULL : curl_cause(c, x.errbuf, cause, sizeof cause));
     if (c == CURLE_OK && location && !follow && st_code >= 300 && st_code < 400) {
       char *redir = NULL;
@@ -426,7 +433,7 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
     CURLcode c = curl_easy_perform(e);
     curl_slist_free_all(hdr);
     char cause[CURL_ERROR_SIZE + 128];
-    trace(&f->o, "HEAD", shown, 0, 0, 0, x.status, t0,
+    trace(&f->o, e, "HEAD", shown, 0, 0, 0, x.status, t0,
           c == CURLE_OK ? NULL : curl_cause(c, x.errbuf, cause, sizeof cause));
     f->base.stats.requests++;
     int again = attempt < f->o.retries &&
@@ -516,7 +523,7 @@ static int check_xfer(http_file *f, xfer *x, CURLcode c, struct pb_error *err) {
   char what[96];
   snprintf(what, sizeof what, "bytes %llu-%llu", (unsigned long long)x->off,
            (unsigned long long)(x->off + x->len - 1));
-  trace(&f->o, "GET", shown, x->off, x->len, 1, x->status, x->start_ns,
+  trace(&f->o, x->easy, "GET", shown, x->off, x->len, 1, x->status, x->start_ns,
         c == CURLE_OK ? NULL : curl_cause(c, x->errbuf, cause, sizeof cause));
   f->base.stats.bytes += (int64_t)x->got;
   int can_retry = x->attempt < f->o.retries;
@@ -532,10 +539,6 @@ static int check_xfer(http_file *f, xfer *x, CURLcode c, struct pb_error *err) {
       return pb_error_set(err, PB_EIO,
                           "%s: the object changed since it was opened (Last-Modified %s, now %s)",
                           shown, f->modified, x->modified);
-    if (c == CURLE_OK &&
-        ((f->etag[0] && !x->etag[0]) || (!f->etag[0] && f->modified[0] && !x->modified[0])))
-      return pb_error_set(err, PB_EIO, "%s: %s: the answer lacks the %s the object had at open",
-                          shown, what, f->etag[0] ? "ETag" : "Last-Modified");
   }
   if (c != CURLE_OK) {
     if (can_retry && transient_curl(c)) return 1;
@@ -548,6 +551,20 @@ static int check_xfer(http_file *f, xfer *x, CURLcode c, struct pb_error *err) {
     return pb_error_set(err, status_code(x->status), "%s: %s: %s (HTTP %ld)%s", shown, what,
                         status_text(x->status), x->status, x->attempt ? " after repeating" : "");
   }
+  if (x->clen >= 0 && (uint64_t)x->clen != x->len && x->status == 206)
+    return pb_error_set(err, PB_EFORMAT, "%s: %s: wrong Content-Length %lld for %zu bytes", shown,
+                        what, (long long)x->clen, x->len);
+  /* fewer bytes, or an answer whose head was cut (curl may end such a transfer without an
+   * error): a dropped connection, repeated like one */
+  if (x->got != x->len || (x->status == 206 && !x->have_crange)) {
+    if (can_retry) return 1;
+    return pb_error_set(err, PB_EIO, "%s: %s: truncated %s (%zu of %zu bytes)%s", shown, what,
+                        x->got ? "body" : "answer", x->got, x->len,
+                        x->attempt ? " after repeating" : "");
+  }
+  if ((f->etag[0] && !x->etag[0]) || (!f->etag[0] && f->modified[0] && !x->modified[0]))
+    return pb_error_set(err, PB_EIO, "%s: %s: the answer lacks the %s the object had at open",
+                        shown, what, f->etag[0] ? "ETag" : "Last-Modified");
   if (x->status == 200) { /* the whole object: only right when the range was all of it */
     if (!(x->off == 0 && x->len == f->base.size))
       return pb_error_set(err, PB_EFORMAT, "%s: %s: the server ignored the range (HTTP 200)",
@@ -565,12 +582,6 @@ static int check_xfer(http_file *f, xfer *x, CURLcode c, struct pb_error *err) {
                           shown, (unsigned long long)f->base.size,
                           (unsigned long long)x->cr_total);
   }
-  if (x->clen >= 0 && (uint64_t)x->clen != x->len)
-    return pb_error_set(err, PB_EFORMAT, "%s: %s: wrong Content-Length %lld for %zu bytes", shown,
-                        what, (long long)x->clen, x->len);
-  if (x->got != x->len)
-    return pb_error_set(err, PB_EFORMAT, "%s: %s: truncated body (%zu of %zu bytes)", shown,
-                        what, x->got, x->len);
   return PB_OK;
 }
 

@@ -100,13 +100,13 @@ stop
 start --fault close --after 1000 --first 2
 run "$check" --retries 0 --in-flight 1 read "$purl/blob" "$blob"
 expect_rc 2 "close mid-body"
-expect_err "^http://127.0.0.1:[0-9]+/blob: bytes [0-9]+-[0-9]+: (truncated body|connection closed)" "close mid-body names the range and the cause"
+expect_err "^http://127.0.0.1:[0-9]+/blob: bytes [0-9]+-[0-9]+: (truncated|connection closed)" "close mid-body names the range and the cause"
 stop
 # ... and with retries, every connection cut: still an error, never short data
 start --fault close --after 1000 --first 2
 run "$check" --retries 2 --in-flight 4 --block 100000 read "$purl/blob" "$blob"
 expect_rc 2 "every connection cut mid-body"
-expect_err "truncated body|connection closed" "the cause after retries"
+expect_err "bytes [0-9]+-[0-9]+: (truncated|connection closed).*after repeating" "the cause after retries"
 stop
 
 # a wrong Content-Length on a range's answer
@@ -138,6 +138,9 @@ expect_err "/changing: the object changed since it was opened \(ETag" "changed o
 
 # --trace-requests: method, URL, range, status, time
 run "$check" --trace read "$base/blob" "$blob"
-expect_err "^pipebench: HEAD http://127.0.0.1:[0-9]+/blob - -> 200 [0-9.]+ ms$" "trace of open"
-expect_err "^pipebench: GET http://127.0.0.1:[0-9]+/blob bytes=0-2999999 -> 206 [0-9.]+ ms$" "trace of a range"
+expect_err "^pipebench: HEAD http://127.0.0.1:[0-9]+/blob - -> 200 HTTP/1.1 [0-9.]+ ms$" "trace of open"
+expect_err "^pipebench: GET http://127.0.0.1:[0-9]+/blob bytes=0-2999999 -> 206 HTTP/1.1 [0-9.]+ ms$" "trace of a range"
+# HTTPS: HTTP/2 where the server offers it
+run "$check" --insecure --trace read "$sbase/blob" "$blob"
+expect_err "^pipebench: GET https://127.0.0.1:[0-9]+/blob bytes=0-2999999 -> 206 HTTP/2 [0-9.]+ ms$" "HTTP/2 over TLS"
 finish

@@ -30,7 +30,7 @@ put -T "$work/data/small" -H "x-amz-acl: public-read" "$E/pbtest/ds/public"
 
 run "$check" --trace read s3://pbtest/ds/blob "$work/data/blob"
 expect_rc 0 "signed read of an object, many ranges in flight"
-expect_err "^pipebench: GET s3://pbtest/ds/blob bytes=0-1999999 -> 206 " "trace names s3:// and the range"
+expect_err "^pipebench: GET s3://pbtest/ds/blob bytes=0-1999999 -> 206 HTTP/1.1 " "trace names s3:// and the range"
 if [[ $errout != *"$AWS_SECRET_ACCESS_KEY"* && $errout != *"$AWS_ACCESS_KEY_ID"* ]]; then pass; else fail "a key was printed"; fi
 run "$check" read "s3://pbtest/ds/sub/a b.txt" "$work/data/small"
 expect_rc 0 "a key with a space"
