@@ -202,7 +202,10 @@ static void common_opts(CURL *e, const pb_read_options *o, char *errbuf) {
   long ms = (long)(o->timeout_s * 1000.0);
   if (ms < 1) ms = 1;
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, ms);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, ms);
+  /* a request that moves no byte for timeout_s fails; a large range on a slow link that keeps
+   * moving does not (a fixed total would fail it) */
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (ms + 999) / 1000);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
