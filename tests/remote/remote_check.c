@@ -58,26 +58,33 @@ static int do_read(const pb__io_backend *be, const char *url, const char *local,
                    const pb_read_options *o, int change) {
   struct pb_error e = {{0}};
   size_t n = 0;
-  unsigned char *want = slurp(local, &n);
+  unsigned char *want = slurp(local, &n), *got = NULL;
+  pb__io_file *f = NULL;
+  int rc = 1;
   if (!want) {
     fprintf(stderr, "cannot read %s\n", local);
     return 1;
   }
-  pb__io_file *f = NULL;
-  if (be->open(url, o, &f, &e) != 0) return fail(&e);
+  if (be->open(url, o, &f, &e) != 0) {
+    rc = fail(&e);
+    goto out;
+  }
   if (f->size != n) {
     fprintf(stderr, "%s: size %llu, the local copy has %zu\n", url, (unsigned long long)f->size, n);
-    return 1;
+    goto out;
   }
   if (change) { /* other bytes, same size: only the validator tells */
     for (size_t i = 0; i < n; i++) want[i] ^= 0x5a;
     FILE *fp = fopen(local, "wb");
-    if (!fp || fwrite(want, 1, n, fp) != n || fclose(fp) != 0) {
+    int ok = fp && fwrite(want, 1, n, fp) == n;
+    if (fp && fclose(fp) != 0) ok = 0;
+    if (!ok) {
       fprintf(stderr, "cannot rewrite %s\n", local);
-      return 1;
+      goto out;
     }
   }
-  unsigned char *got = malloc(n ? n : 1);
+  got = malloc(n ? n : 1);
+  if (!got) goto out;
   enum { NR = 200 };
   pb__io_range r[NR];
   size_t nr = 0;
@@ -91,30 +98,38 @@ static int do_read(const pb__io_backend *be, const char *url, const char *local,
     r[nr++] = (pb__io_range){a, (size_t)len, got + a};
   }
   memset(got, 0, n);
-  if (be->preadv(f, r, nr, &e) != 0) return fail(&e);
+  if (be->preadv(f, r, nr, &e) != 0) {
+    rc = fail(&e);
+    goto out;
+  }
   for (size_t k = 0; k < nr; k++)
     if (memcmp(got + r[k].off, want + r[k].off, r[k].len) != 0) {
       fprintf(stderr, "%s: range %llu+%zu differs from the local copy\n", url,
               (unsigned long long)r[k].off, r[k].len);
-      return 1;
+      goto out;
     }
   memset(got, 0, n);
-  if (be->pread(f, got, n, 0, &e) != 0) return fail(&e);
+  if (be->pread(f, got, n, 0, &e) != 0) {
+    rc = fail(&e);
+    goto out;
+  }
   if (memcmp(got, want, n) != 0) {
     fprintf(stderr, "%s: the whole object differs from the local copy\n", url);
-    return 1;
+    goto out;
   }
   /* past the end: an error, never fewer bytes */
   if (n > 0 && be->pread(f, got, 2, n - 1, &e) != PB_ERANGE) {
     fprintf(stderr, "%s: a read past the end was not refused\n", url);
-    return 1;
+    goto out;
   }
   printf("ok requests %lld bytes %lld retries %lld\n", (long long)f->stats.requests,
          (long long)f->stats.bytes, (long long)f->stats.retries);
-  be->close(f);
+  rc = 0;
+out:
+  if (f) be->close(f);
   free(got);
   free(want);
-  return 0;
+  return rc;
 }
 
 int main(int argc, char **argv) {
