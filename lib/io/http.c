@@ -41,7 +41,7 @@ typedef struct xfer {
   unsigned char *dst;
   uint64_t off;
   size_t len, got;
-  int overflow;
+  int overflow, ignored;
   long status;
   char etag[256], modified[128];
   int have_crange;
@@ -137,6 +137,10 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud) {
   xfer *x = ud;
   size_t n = size * nmemb;
   if (x->status >= 300 || x->status < 200) return n; /* an error page: not data */
+  if (x->status == 200 && !(x->off == 0 && x->len == x->f->base.size)) {
+    x->ignored = 1; /* the whole object for a part of it: stop it now */
+    return 0;
+  }
   if (n > x->len - x->got) {
     x->overflow = 1;
     return 0; /* aborts the transfer: more bytes than the range holds */
@@ -489,7 +493,7 @@ static int start_xfer(http_file *f, xfer *x, struct pb_error *err) {
   CURL *e = x->easy;
   curl_easy_reset(e);
   x->got = 0;
-  x->overflow = 0;
+  x->overflow = x->ignored = 0;
   x->status = 0;
   x->clen = -1;
   x->have_crange = 0;
@@ -530,6 +534,9 @@ static int check_xfer(http_file *f, xfer *x, CURLcode c, struct pb_error *err) {
         c == CURLE_OK ? NULL : curl_cause(c, x->errbuf, cause, sizeof cause));
   f->base.stats.bytes += (int64_t)x->got;
   int can_retry = x->attempt < f->o.retries;
+  if (x->ignored)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %s: the server ignored the range (HTTP 200)",
+                        shown, what);
   if (x->overflow)
     return pb_error_set(err, PB_EFORMAT, "%s: %s: the server sent more bytes than asked", shown,
                         what);

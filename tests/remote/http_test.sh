@@ -136,6 +136,16 @@ run "$check" changed "$base/changing" "$work/data/changing"
 expect_rc 2 "object changed mid-run"
 expect_err "/changing: the object changed since it was opened \(ETag" "changed object names the cause"
 
+# a server that ignores Range (Python's http.server answers 200 with the whole file): refused
+pyport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+(cd "$work/data" && exec python3 -m http.server "$pyport" --bind 127.0.0.1 >/dev/null 2>&1) &
+pyserver=$!
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$pyport) 2>/dev/null && break; sleep 0.1; done
+run "$check" --retries 0 read "http://127.0.0.1:$pyport/blob" "$blob"
+expect_rc 2 "a server that ignores Range"
+expect_err "/blob: bytes [0-9]+-[0-9]+: the server ignored the range \(HTTP 200\)" "ignored range names the cause"
+kill $pyserver; wait $pyserver 2>/dev/null
+
 # --trace-requests: method, URL, range, status, time
 run "$check" --trace read "$base/blob" "$blob"
 expect_err "^pipebench: HEAD http://127.0.0.1:[0-9]+/blob - -> 200 HTTP/1.1 [0-9.]+ ms$" "trace of open"
