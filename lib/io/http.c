@@ -33,12 +33,21 @@ typedef struct http_file {
   char modified[128];
 } http_file;
 
-/* One range request and what its answer said. */
+/* A part of a request's bytes that goes somewhere: absolute offset, length, destination. */
+typedef struct seg {
+  uint64_t off;
+  size_t len;
+  unsigned char *dst;
+} seg;
+
+/* One range request and what its answer said. Its bytes go to segs[0..nseg) in order; bytes
+ * between two segments (a small gap read to save a request) are dropped. */
 typedef struct xfer {
   http_file *f;
   CURL *easy;
   struct curl_slist *headers;
-  unsigned char *dst;
+  seg *segs;
+  size_t nseg, cur;
   uint64_t off;
   size_t len, got;
   int overflow, ignored;
@@ -145,8 +154,24 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud) {
     x->overflow = 1;
     return 0; /* aborts the transfer: more bytes than the range holds */
   }
-  memcpy(x->dst + x->got, ptr, n);
-  x->got += n;
+  const char *p = ptr;
+  size_t left = n;
+  while (left > 0 && x->cur < x->nseg) {
+    const seg *sg = &x->segs[x->cur];
+    uint64_t pos = x->off + x->got;
+    size_t take;
+    if (pos < sg->off) { /* a gap between segments */
+      take = sg->off - pos < left ? (size_t)(sg->off - pos) : left;
+    } else {
+      size_t in = (size_t)(pos - sg->off);
+      take = sg->len - in < left ? sg->len - in : left;
+      memcpy(sg->dst + in, p, take);
+      if (in + take == sg->len) x->cur++;
+    }
+    p += take;
+    left -= take;
+    x->got += take;
+  }
   return n;
 }
 
@@ -493,6 +518,7 @@ static int start_xfer(http_file *f, xfer *x, struct pb_error *err) {
   CURL *e = x->easy;
   curl_easy_reset(e);
   x->got = 0;
+  x->cur = 0;
   x->overflow = x->ignored = 0;
   x->status = 0;
   x->clen = -1;
@@ -595,23 +621,59 @@ static int check_xfer(http_file *f, xfer *x, CURLcode c, struct pb_error *err) {
   return PB_OK;
 }
 
-/* Splits the ranges into requests of at most block_size bytes. */
-static xfer *plan(http_file *f, const pb__io_range *r, size_t n, size_t *count) {
-  size_t total = 0;
-  size_t bs = f->o.block_size;
+/* Ranges closer than this are read by one request, the bytes between them dropped: a
+ * request costs a round trip, 32 KiB a fraction of one at any link speed that matters. */
+#define COALESCE_GAP (32u << 10)
+
+static int cmp_range(const void *a, const void *b, void *ranges) {
+  const pb__io_range *r = ranges;
+  const pb__io_range *x = &r[*(const size_t *)a], *y = &r[*(const size_t *)b];
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The requests for a scattered read: ranges sorted by offset; a range longer than block_size
+ * split into requests of block_size; neighbours (disjoint, at most COALESCE_GAP apart, together
+ * at most block_size) joined into one request. *segs_out holds every request's segments. */
+static xfer *plan(http_file *f, const pb__io_range *r, size_t n, size_t *count, seg **segs_out) {
+  size_t bs = f->o.block_size, total = 0;
   for (size_t i = 0; i < n; i++) total += r[i].len ? (r[i].len + bs - 1) / bs : 0;
+  size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+  seg *segs = calloc(total ? total : 1, sizeof *segs);
   xfer *xs = calloc(total ? total : 1, sizeof *xs);
-  if (!xs) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    for (size_t done = 0; done < r[i].len; done += bs) {
-      xfer *x = &xs[k++];
-      x->f = f;
-      x->off = r[i].off + done;
-      x->len = r[i].len - done < bs ? r[i].len - done : bs;
-      x->dst = (unsigned char *)r[i].dst + done;
+  if (!idx || !segs || !xs) {
+    free(idx);
+    free(segs);
+    free(xs);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) idx[i] = i;
+  qsort_r(idx, n, sizeof *idx, cmp_range, (void *)r);
+  size_t ns = 0, k = 0;
+  for (size_t ii = 0; ii < n; ii++) { /* first the segments, in offset order */
+    const pb__io_range *q = &r[idx[ii]];
+    for (size_t done = 0; done < q->len; done += bs)
+      segs[ns++] = (seg){q->off + done, q->len - done < bs ? q->len - done : bs,
+                         (unsigned char *)q->dst + done};
+  }
+  for (size_t i = 0; i < ns;) { /* then requests over runs of them */
+    xfer *x = &xs[k++];
+    x->f = f;
+    x->segs = &segs[i];
+    x->off = segs[i].off;
+    uint64_t end = segs[i].off + segs[i].len;
+    size_t j = i + 1;
+    while (j < ns && segs[j].off >= end && segs[j].off - end <= COALESCE_GAP &&
+           segs[j].off + segs[j].len - x->off <= bs) {
+      end = segs[j].off + segs[j].len;
+      j++;
     }
+    x->nseg = j - i;
+    x->len = (size_t)(end - x->off);
+    i = j;
+  }
+  free(idx);
   *count = k;
+  *segs_out = segs;
   return xs;
 }
 
@@ -695,12 +757,14 @@ int pb__http_preadv(pb__io_file *file, const pb__io_range *r, size_t n, struct p
                           (unsigned long long)(r[i].off + r[i].len),
                           (unsigned long long)f->base.size);
   size_t count = 0;
-  xfer *xs = plan(f, r, n, &count);
+  seg *segs = NULL;
+  xfer *xs = plan(f, r, n, &count, &segs);
   if (!xs) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", f->base.location);
   pthread_mutex_lock(&f->lock);
   int rc = count ? run_all(f, xs, count, err) : PB_OK;
   pthread_mutex_unlock(&f->lock);
   free(xs);
+  free(segs);
   return rc;
 }
 

@@ -57,6 +57,13 @@ stop
 read -r _ conns _ < "$work/stats"
 if ((conns == 2)); then pass; else fail "one in flight used $conns connections (want 2: HEAD, then one reused)"; fi
 
+# neighbouring ranges: one request; ranges 40 KiB apart: one each
+run "$check" adjacent "$base/blob" "$blob"
+expect_rc 0 "neighbouring ranges read right"
+expect_out "^ok requests 9$" "64 neighbours in one request, 8 far ranges in 8"
+run "$check" --block 16000 adjacent "$base/blob" "$blob"
+expect_out "^ok requests 12$" "joined requests stay within block_size (64000 bytes in 16000-byte requests)"
+
 # listing (nginx's JSON index) and stat
 run "$check" list "$base/"
 expect_rc 0 "list"

@@ -7,6 +7,9 @@
  *                                             retries R"
  *   remote_check [options] changed URL LOCAL  open, then rewrite LOCAL (the served file) with
  *                                             other bytes, then read: must fail
+ *   remote_check [options] adjacent URL LOCAL 64 neighbouring 1000-byte ranges given in
+ *                                             reverse order, and 8 ranges 40 KiB apart: prints
+ *                                             "ok requests N" (N: after open's HEAD)
  *   remote_check [options] stat URL           prints "file SIZE", "dir" or "missing"
  *   remote_check [options] list URL           prints the names, one a line
  * options: --timeout S, --retries N, --in-flight N, --block BYTES, --insecure, --trace
@@ -132,6 +135,45 @@ out:
   return rc;
 }
 
+static int do_adjacent(const pb__io_backend *be, const char *url, const char *local,
+                       const pb_read_options *o) {
+  struct pb_error e = {{0}};
+  size_t n = 0;
+  unsigned char *want = slurp(local, &n);
+  enum { NA = 64, NF = 8, SZ = 1000, FAR = 40 << 10 };
+  if (!want || n < NF * FAR + SZ) {
+    fprintf(stderr, "%s: too small\n", local);
+    free(want);
+    return 1;
+  }
+  unsigned char *got = calloc(NA + NF, SZ);
+  pb__io_range r[NA + NF];
+  for (int i = 0; i < NA; i++) /* 64 neighbours, last first */
+    r[i] = (pb__io_range){(uint64_t)(NA - 1 - i) * SZ, SZ, got + (size_t)(NA - 1 - i) * SZ};
+  for (int i = 0; i < NF; i++) /* beyond the gap that is worth a read */
+    r[NA + i] = (pb__io_range){(uint64_t)(NA * SZ) + (uint64_t)(i + 1) * FAR, SZ,
+                               got + (size_t)(NA + i) * SZ};
+  pb__io_file *f = NULL;
+  int rc = 1;
+  if (!got) goto out;
+  if (be->open(url, o, &f, &e) != 0 || be->preadv(f, r, NA + NF, &e) != 0) {
+    rc = fail(&e);
+    goto out;
+  }
+  for (int i = 0; i < NA + NF; i++)
+    if (memcmp(r[i].dst, want + r[i].off, SZ) != 0) {
+      fprintf(stderr, "%s: range %d differs from the local copy\n", url, i);
+      goto out;
+    }
+  printf("ok requests %lld\n", (long long)f->stats.requests - 1);
+  rc = 0;
+out:
+  if (f) be->close(f);
+  free(got);
+  free(want);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   pb_read_options o = PB_READ_OPTIONS_DEFAULTS;
   int i = 1;
@@ -157,6 +199,7 @@ int main(int argc, char **argv) {
   struct pb_error e = {{0}};
   if ((!strcmp(op, "read") || !strcmp(op, "changed")) && argc - i == 3)
     return do_read(be, url, argv[i + 2], &o, !strcmp(op, "changed"));
+  if (!strcmp(op, "adjacent") && argc - i == 3) return do_adjacent(be, url, argv[i + 2], &o);
   if (!strcmp(op, "stat")) {
     pb__io_kind k;
     uint64_t size;
