@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run check check-gpu sanitize tsan clean install
+.PHONY: all setup build run check check-gpu check-s3 sanitize tsan clean install
 all: build
 
 setup:
@@ -20,7 +20,11 @@ run: build
 
 # Tests labelled gpu need an NVIDIA GPU and driver; `make check-gpu` runs them where there is one.
 check: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|s3'
+
+# The S3 tests start radosgw in a one-node Ceph cluster (about a minute): `make check-s3`.
+check-s3: build
+	cd $(BUILD) && ctest --output-on-failure -L s3
 
 check-gpu: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu

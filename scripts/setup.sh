@@ -5,6 +5,11 @@
 #                    torchvision, PIL, tifffile, zarr; OpenMPI (libopenmpi-dev, openmpi-bin) for runs
 #                    across ranks (docs/scaling.md); procps (pgrep, for the tests that check
 #                    that no process of a stopped run is left).
+#                    Remote storage (docs/remote.md): libcurl (http/https/s3 reads), nginx-light
+#                    (the HTTP server the tests start on the loopback address).
+#   Optional, for the S3 tests (CTest label s3, `make check-s3`): Ceph's radosgw with a
+#                    monitor and an OSD for a single-node cluster; a failed install is reported
+#                    and everything else works.
 #   DuckDB's C library: from the npm registry, pinned, checksum-verified, unpacked into
 #                    third_party/duckdb (ignored by git).
 set -euo pipefail
@@ -22,7 +27,9 @@ PACKAGES=(build-essential cmake pkg-config git ca-certificates nodejs npm
   libdnnl-dev libcmocka-dev libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
   python3 python3-numpy python3-zarr python3-tifffile python3-torch python3-torchvision
-  python3-pandas procps)
+  python3-pandas procps
+  libcurl4-openssl-dev nginx-light)
+S3_PACKAGES=(radosgw ceph-mon ceph-osd ceph-mgr)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -41,6 +48,19 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   log "Debian packages present"
+fi
+
+s3_missing=()
+for p in "${S3_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || s3_missing+=("$p")
+done
+if ((${#s3_missing[@]})); then
+  log "installing the S3 test server (Ceph radosgw): ${s3_missing[*]}"
+  SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+  # policy-rc.d-less machines would start Ceph's system services; the tests start their own.
+  if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${s3_missing[@]}"; then
+    log "radosgw not installed: the S3 tests (label s3) will skip"
+  fi
 fi
 
 dd="$top/third_party/duckdb"

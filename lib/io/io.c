@@ -47,7 +47,13 @@ const pb__io_backend *pb__io_backend_for(const char *location, struct pb_error *
   const pb__io_backend *be = NULL;
   if (scheme_is(location, n, "http") || scheme_is(location, n, "https")) be = &pb__io_http_backend;
   else if (scheme_is(location, n, "s3")) be = &pb__io_s3_backend;
-  if (be == NULL)
+  if (be == NULL && (scheme_is(location, n, "http") || scheme_is(location, n, "https") ||
+                     scheme_is(location, n, "s3")))
+    pb_error_set(err, PB_EUNSUPPORTED,
+                 "%s: this build reads no %.*s:// locations (libcurl was not found when it was "
+                 "built; scripts/setup.sh installs libcurl4-openssl-dev)", location, (int)n,
+                 location);
+  else if (be == NULL)
     pb_error_set(err, PB_EUNSUPPORTED, "%s: this build cannot read %.*s:// locations", location,
                  (int)n, location);
   return be;
