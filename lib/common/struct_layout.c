@@ -99,7 +99,8 @@ static const pb_field_layout engine_params_fields[] = {
     F(pb_engine_params, dtype),      F(pb_engine_params, batch_size),
     F(pb_engine_params, channels),   F(pb_engine_params, height),   F(pb_engine_params, width),
     F(pb_engine_params, seed),       F(pb_engine_params, threads),
-    F(pb_engine_params, training),   F(pb_engine_params, loss)};
+    F(pb_engine_params, training),   F(pb_engine_params, loss),
+    F(pb_engine_params, momentum),   F(pb_engine_params, weight_decay)};
 
 static const pb_field_layout native_batch_fields[] = {
     F(pb_native_batch, pixels), F(pb_native_batch, dtype), F(pb_native_batch, n),

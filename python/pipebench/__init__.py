@@ -760,6 +760,8 @@ class _EngineParams(ctypes.Structure):
         ("threads", ctypes.c_int),
         ("training", ctypes.c_int),
         ("loss", ctypes.c_char_p),
+        ("momentum", ctypes.c_float),
+        ("weight_decay", ctypes.c_float),
     ]
 
 
