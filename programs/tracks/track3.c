@@ -341,10 +341,14 @@ static int t3_gather(const t3_steps_out *st, const t3_state *sx, double au, doub
   return rc;
 }
 
-static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device,
-                   t3_state *gs, double *step_s, double *wait_s, cJSON *summary,
-                   struct pb_error *err) {
-  int gpu = strcmp(device, "cpu") != 0 && c->p.emulate_ms <= 0;
+/* The loader track 3 measures: shuffled drop-last batches of --t3-batch, normalised on the CPU;
+ * on a GPU raw pixels (or crops in the images' own type) in the engine's pinned memory, which the
+ * GPU normalises. A dataset of fewer images than one batch is measured with a batch of all of
+ * them, and the GPU state is rebuilt for that batch. */
+static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int gpu,
+                       t3_state *gs, pb_loader_params *lp_out, pb_loader **out,
+                       struct pb_error *err) {
+  *out = NULL;
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   lp.format = c->formats[fi];
   lp.batch_size = c->p.t3_batch;
@@ -398,6 +402,18 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     }
     PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   }
+  *lp_out = lp;
+  *out = ld;
+  return PB_OK;
+}
+
+static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device,
+                   t3_state *gs, double *step_s, double *wait_s, cJSON *summary,
+                   struct pb_error *err) {
+  int gpu = strcmp(device, "cpu") != 0 && c->p.emulate_ms <= 0;
+  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
+  pb_loader *ld = NULL;
+  PB_RETURN_NOT_OK(open_loader(c, fi, cache, device, gpu, gs, &lp, &ld, err));
   t3_state local, *sp = gpu ? gs : &local;
   pb_image_meta shape = *pb_loader_meta(ld); /* image 0; under a crop, the crop's size */
   if (c->crop[fi] > 0) shape.shape[PB_Y] = shape.shape[PB_X] = c->crop[fi];
