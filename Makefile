@@ -23,7 +23,9 @@ check: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|s3'
 
 # The S3 tests start radosgw in a one-node Ceph cluster (about a minute): `make check-s3`.
+# Ceph's packages come only with this target (scripts/setup.sh --s3).
 check-s3: build
+	@scripts/setup.sh --s3
 	cd $(BUILD) && ctest --output-on-failure -L s3
 
 check-gpu: build

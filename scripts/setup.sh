@@ -7,13 +7,16 @@
 #                    that no process of a stopped run is left).
 #                    Remote storage (docs/remote.md): libcurl (http/https/s3 reads), nginx-light
 #                    (the HTTP server the tests start on the loopback address).
-#   Optional, for the S3 tests (CTest label s3, `make check-s3`): Ceph's radosgw with a
-#                    monitor and an OSD for a single-node cluster; a failed install is reported
-#                    and everything else works.
+#   With --s3 only (`make check-s3`): Ceph's radosgw with a monitor and an OSD for the S3
+#                    tests' single-node cluster (CTest label s3). A few hundred MB that `make run`
+#                    and `make check` do not need; a failed install is reported and the S3 tests
+#                    then skip.
 #   DuckDB's C library: from the npm registry, pinned, checksum-verified, unpacked into
 #                    third_party/duckdb (ignored by git).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+want_s3=0
+[[ ${1:-} == --s3 ]] && want_s3=1
 
 DUCKDB_VERSION=1.4.4
 DUCKDB_BINDINGS=@duckdb/node-bindings-linux-x64@1.4.4-r.1
@@ -51,7 +54,7 @@ else
 fi
 
 s3_missing=()
-for p in "${S3_PACKAGES[@]}"; do
+((want_s3)) && for p in "${S3_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || s3_missing+=("$p")
 done
 if ((${#s3_missing[@]})); then

@@ -110,7 +110,7 @@ http_stop() {
 s3_start() {
   local state=$1
   command -v radosgw >/dev/null && command -v ceph-mon >/dev/null && command -v ceph-osd >/dev/null ||
-    { echo "servers.sh: radosgw, ceph-mon or ceph-osd is not installed (scripts/setup.sh installs them)" >&2; exit 77; }
+    { echo "servers.sh: radosgw, ceph-mon or ceph-osd is not installed (scripts/setup.sh --s3, which make check-s3 runs, installs them)" >&2; exit 77; }
   exec "$(dirname "$0")/s3_cluster.sh" start "$state"
 }
 
