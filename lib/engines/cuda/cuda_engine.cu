@@ -938,18 +938,8 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   const char *prof = getenv("PB_CUDA_PROFILE");
   if (prof != NULL && *prof) profile(o, e, prof);
   if (o->use_graph) {
-    int ok = cudaStreamBeginCapture(o->st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-    int rs = ok ? run_steps(o, err) : -1;
-    cudaGraph_t gr = NULL;
-    ok = cudaStreamEndCapture(o->st, &gr) == cudaSuccess && ok && rs == 0;
-    if (ok) ok = cudaGraphInstantiate(&o->gexec, gr, 0) == cudaSuccess;
-    if (gr != NULL) o->graph = gr;
-    if (!ok) {
-      cudaGetLastError();
-      if (o->gexec) cudaGraphExecDestroy(o->gexec);
-      o->gexec = NULL;
+    if (!pbc_capture_graph(o->st, [o, err] { return run_steps(o, err); }, &o->graph, &o->gexec))
       o->use_graph = 0;
-    }
   }
   return 0;
 }

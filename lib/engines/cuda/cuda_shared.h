@@ -1,4 +1,4 @@
-/* Helpers shared by the CUDA module's files (cuda_engine.cu, cuda_module.cu). */
+/* Helpers shared by the CUDA module's files. */
 #ifndef PB_ENGINES_CUDA_SHARED_H
 #define PB_ENGINES_CUDA_SHARED_H
 
@@ -16,6 +16,27 @@ int64_t pbc_now_ns(void);
 int pbc_device_probe(pb__cuda_device *d, struct pb_error *err);
 /* Copies the versions line into the engine's info. */
 void pbc_engine_versions(pb_engine *e, const pb__cuda_device *d);
+
+/* Captures the work `queue` (a callable returning 0 on success) puts on stream st into one CUDA
+ * graph, which *graph keeps, and instantiates it into *exec. Returns 1 on success; on any
+ * failure the error is cleared, *exec is NULL and 0 comes back, so the caller runs the work
+ * eagerly instead. Used for inference (cuda_engine.cu) and training steps (cuda_train.cu). */
+template <typename F>
+static inline int pbc_capture_graph(cudaStream_t st, F queue, cudaGraph_t *graph,
+                                    cudaGraphExec_t *exec) {
+  cudaGraph_t gr = NULL;
+  int ok = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  int rs = ok ? queue() : -1;
+  ok = cudaStreamEndCapture(st, &gr) == cudaSuccess && ok && rs == 0;
+  if (ok) ok = cudaGraphInstantiate(exec, gr, 0) == cudaSuccess;
+  if (gr != NULL) *graph = gr;
+  if (!ok) {
+    cudaGetLastError();
+    if (*exec) cudaGraphExecDestroy(*exec);
+    *exec = NULL;
+  }
+  return ok;
+}
 
 extern "C" const pb__engine_vtable pbc_backend;
 
