@@ -7,7 +7,8 @@
  * message names the file, never a crash, a sanitizer report or a hang. A few mutants of each
  * kind also go through the real `pipebench inspect`/`convert`/`verify`.
  *
- * Usage: mutate [MUTANTS_PER_KIND [SEED]]   (defaults 200 and 20261126)
+ * Usage: mutate [MUTANTS_PER_KIND [SEED]]   (defaults PB_MUTATE_PER_KIND and 20261126; the build
+ * sets 200, or 100 under the sanitizers, where each mutant costs several times more)
  * PIPEBENCH_MUTATE_KEEP=DIR keeps each failing mutant's file there, to add to a fuzz corpus. */
 #include <errno.h>
 #include <signal.h>
@@ -25,6 +26,9 @@
 #include "pipebench/verify.h"
 
 #define CHILD_LIMIT_S 20
+#ifndef PB_MUTATE_PER_KIND
+#define PB_MUTATE_PER_KIND 200
+#endif
 #define MAX_FILES 4096
 
 static char root[512];
@@ -494,7 +498,7 @@ static int run_kind(const kind *k, long per_kind, uint64_t seed, int cli_samples
 }
 
 int main(int argc, char **argv) {
-  long per_kind = argc > 1 ? strtol(argv[1], NULL, 10) : 200;
+  long per_kind = argc > 1 ? strtol(argv[1], NULL, 10) : PB_MUTATE_PER_KIND;
   uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 20261126u;
   int cli_samples = 1;
   const char *tmp = getenv("TMPDIR");
