@@ -801,6 +801,144 @@ static void keep_page(pb__pq_col *c, pq_page *p, int64_t vals_at) {
   c->kept += bytes;
 }
 
+/* A page whose levels were kept from its first load: nothing to read now. */
+static void use_kept_page(pb__pq_col *c, const pq_page *p) {
+  c->rep = p->lv;
+  c->rep_n = p->rep_n;
+  c->def = p->lv + p->rep_n;
+  c->def_n = p->def_n;
+  c->vals = NULL;
+  c->vals_file = p->vals_at;
+  c->vals_n = p->vals_n;
+  c->voff = p->voff;
+  c->n_voff = p->n_voff;
+  c->pc_off = p->off;
+}
+
+/* A version 1 data page: levels and values together, compressed as one. Sets c->vals (or
+ * c->vals_file) and the level sections. */
+static int load_page_v1(pb__pq_col *c, size_t g, const pq_page *p, const uint8_t *view,
+                        int64_t data, int fixed_plain, struct pb_error *err) {
+  const pq_hdr *h = &p->h;
+  size_t cs = (size_t)h->csize, us = (size_t)h->usize;
+  if ((c->max_rep > 0 && h->rep_enc != EN_RLE) || (c->max_def > 0 && h->def_enc != EN_RLE))
+    return pb_error_set(err, PB_EUNSUPPORTED, "row group %zu, page at byte %lld: level "
+                        "encoding %d/%d", g, (long long)p->off, h->rep_enc, h->def_enc);
+  if (c->codec == PB__PQ_UNCOMPRESSED && view != NULL) {
+    /* levels and values used where they lie */
+    if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
+    int64_t lv = v1_levels(c, view, cs);
+    if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
+    c->vals = view + lv;
+    c->vals_n = cs - (size_t)lv;
+  } else if (c->codec == PB__PQ_UNCOMPRESSED && fixed_plain) {
+    /* Only the levels now; the values are read where they are needed. */
+    if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
+    size_t take = cs < 4096 ? cs : 4096;
+    if (need_buf(&c->buf, &c->buf_cap, take + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (src_read(&c->src, data, c->buf, take) != 0)
+      return perr(err, g, p->off, "cannot read the page (file truncated?)");
+    int64_t lv = v1_levels(c, c->buf, take);
+    if (lv < 0 && take < cs) {
+      /* long level sections: read their lengths, then all of them */
+      size_t need = 0;
+      if (c->max_rep > 0) need += 4 + (size_t)le32(c->buf);
+      if (c->max_def > 0) {
+        if (need + 4 > take) need = cs;
+        else need += 4 + (size_t)le32(c->buf + need);
+      }
+      if (need > cs) return perr(err, g, p->off, "level sections longer than the page");
+      if (need_buf(&c->buf, &c->buf_cap, need + 1) != 0)
+        return pb_error_set(err, PB_ENOMEM, "out of memory");
+      if (src_read(&c->src, data, c->buf, need) != 0)
+        return perr(err, g, p->off, "cannot read the page (file truncated?)");
+      take = need;
+      lv = v1_levels(c, c->buf, take);
+    }
+    if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
+    c->vals = NULL;
+    c->vals_file = data + lv;
+    c->vals_n = cs - (size_t)lv;
+  } else if (c->codec == PB__PQ_UNCOMPRESSED && view == NULL) {
+    /* the whole page, read straight into the page buffer */
+    if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
+    if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (src_read(&c->src, data, c->buf, cs) != 0)
+      return perr(err, g, p->off, "cannot read the page (file truncated?)");
+    int64_t lv = v1_levels(c, c->buf, us);
+    if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
+    c->vals = c->buf + lv;
+    c->vals_n = us - (size_t)lv;
+  } else {
+    if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    const uint8_t *in;
+    PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
+    PB_RETURN_NOT_OK(decompress(c, c->codec, g, p->off, in, cs, c->buf, us, "page", err));
+    int64_t lv = v1_levels(c, c->buf, us);
+    if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
+    c->vals = c->buf + lv;
+    c->vals_n = us - (size_t)lv;
+  }
+  return PB_OK;
+}
+
+/* A version 2 data page: level sections stored uncompressed ahead of the (maybe compressed)
+ * values. */
+static int load_page_v2(pb__pq_col *c, size_t g, const pq_page *p, const uint8_t *view,
+                        int64_t data, int fixed_plain, struct pb_error *err) {
+  const pq_hdr *h = &p->h;
+  size_t cs = (size_t)h->csize, us = (size_t)h->usize;
+  size_t rl = (size_t)h->v2_rep_len, dl = (size_t)h->v2_def_len;
+  int comp = h->v2_compressed && c->codec != PB__PQ_UNCOMPRESSED;
+  if ((c->max_rep == 0 && rl != 0) || (c->max_def == 0 && dl != 0))
+    return perr(err, g, p->off, "levels where the schema has none");
+  if (!comp && cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
+  if (rl + dl > cs || rl + dl > us) return perr(err, g, p->off, "levels longer than the page");
+  const uint8_t *lv = NULL; /* where the level sections lie */
+  if (!comp && view != NULL) {
+    lv = view;
+    c->vals = view + rl + dl;
+    c->vals_n = cs - rl - dl;
+  } else if (!comp && fixed_plain) {
+    if (need_buf(&c->buf, &c->buf_cap, rl + dl + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (src_read(&c->src, data, c->buf, rl + dl) != 0)
+      return perr(err, g, p->off, "cannot read the page (file truncated?)");
+    lv = c->buf;
+    c->vals = NULL;
+    c->vals_file = data + (int64_t)(rl + dl);
+    c->vals_n = cs - rl - dl;
+  } else if (!comp && view == NULL) { /* the whole page, read straight into the buffer */
+    if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    if (src_read(&c->src, data, c->buf, cs) != 0)
+      return perr(err, g, p->off, "cannot read the page (file truncated?)");
+    lv = c->buf;
+    c->vals = c->buf + rl + dl;
+    c->vals_n = us - rl - dl;
+  } else {
+    if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    const uint8_t *in;
+    PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
+    memcpy(c->buf, in, rl + dl);
+    PB_RETURN_NOT_OK(decompress(c, comp ? c->codec : PB__PQ_UNCOMPRESSED, g, p->off,
+                                in + rl + dl, cs - rl - dl, c->buf + rl + dl, us - rl - dl,
+                                "page", err));
+    lv = c->buf;
+    c->vals = c->buf + rl + dl;
+    c->vals_n = us - rl - dl;
+  }
+  c->rep = lv;
+  c->rep_n = rl;
+  c->def = lv + rl;
+  c->def_n = dl;
+  return PB_OK;
+}
+
 /* Makes the page's levels and values available (c->rep/def/vals; or, for values not loaded,
  * c->vals_file and, for byte arrays, c->voff). */
 static int load_page(pb__pq_col *c, size_t g, pq_page *p, struct pb_error *err) {
@@ -809,135 +947,20 @@ static int load_page(pb__pq_col *c, size_t g, pq_page *p, struct pb_error *err) 
   c->res_ok = 0;
   c->voff = NULL;
   c->n_voff = 0;
-  if (p->lv != NULL) { /* kept from its first load: nothing to read now */
-    c->rep = p->lv;
-    c->rep_n = p->rep_n;
-    c->def = p->lv + p->rep_n;
-    c->def_n = p->def_n;
-    c->vals = NULL;
-    c->vals_file = p->vals_at;
-    c->vals_n = p->vals_n;
-    c->voff = p->voff;
-    c->n_voff = p->n_voff;
-    c->pc_off = p->off;
+  if (p->lv != NULL) {
+    use_kept_page(c, p);
     return PB_OK;
   }
   const pq_hdr *h = &p->h;
   int64_t data = p->off + (int64_t)h->hlen;
-  size_t cs = (size_t)h->csize, us = (size_t)h->usize;
   int fixed_plain = c->width > 0 && h->enc == EN_PLAIN;
   /* the page's stored bytes where they are in memory already (a mapped file) */
-  const uint8_t *view = src_view(&c->src, data, cs);
+  const uint8_t *view = src_view(&c->src, data, (size_t)h->csize);
   c->vals_file = -1;
-  if (h->type == PT_DATA) {
-    if ((c->max_rep > 0 && h->rep_enc != EN_RLE) || (c->max_def > 0 && h->def_enc != EN_RLE))
-      return pb_error_set(err, PB_EUNSUPPORTED, "row group %zu, page at byte %lld: level "
-                          "encoding %d/%d", g, (long long)p->off, h->rep_enc, h->def_enc);
-    if (c->codec == PB__PQ_UNCOMPRESSED && view != NULL) {
-      /* levels and values used where they lie */
-      if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
-      int64_t lv = v1_levels(c, view, cs);
-      if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
-      c->vals = view + lv;
-      c->vals_n = cs - (size_t)lv;
-    } else if (c->codec == PB__PQ_UNCOMPRESSED && fixed_plain) {
-      /* Only the levels now; the values are read where they are needed. */
-      if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
-      size_t take = cs < 4096 ? cs : 4096;
-      if (need_buf(&c->buf, &c->buf_cap, take + 1) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      if (src_read(&c->src, data, c->buf, take) != 0)
-        return perr(err, g, p->off, "cannot read the page (file truncated?)");
-      int64_t lv = v1_levels(c, c->buf, take);
-      if (lv < 0 && take < cs) {
-        /* long level sections: read their lengths, then all of them */
-        size_t need = 0;
-        if (c->max_rep > 0) need += 4 + (size_t)le32(c->buf);
-        if (c->max_def > 0) {
-          if (need + 4 > take) need = cs;
-          else need += 4 + (size_t)le32(c->buf + need);
-        }
-        if (need > cs) return perr(err, g, p->off, "level sections longer than the page");
-        if (need_buf(&c->buf, &c->buf_cap, need + 1) != 0)
-          return pb_error_set(err, PB_ENOMEM, "out of memory");
-        if (src_read(&c->src, data, c->buf, need) != 0)
-          return perr(err, g, p->off, "cannot read the page (file truncated?)");
-        take = need;
-        lv = v1_levels(c, c->buf, take);
-      }
-      if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
-      c->vals = NULL;
-      c->vals_file = data + lv;
-      c->vals_n = cs - (size_t)lv;
-    } else if (c->codec == PB__PQ_UNCOMPRESSED && view == NULL) {
-      /* the whole page, read straight into the page buffer */
-      if (cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
-      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      if (src_read(&c->src, data, c->buf, cs) != 0)
-        return perr(err, g, p->off, "cannot read the page (file truncated?)");
-      int64_t lv = v1_levels(c, c->buf, us);
-      if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
-      c->vals = c->buf + lv;
-      c->vals_n = us - (size_t)lv;
-    } else {
-      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      const uint8_t *in;
-      PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
-      PB_RETURN_NOT_OK(decompress(c, c->codec, g, p->off, in, cs, c->buf, us, "page", err));
-      int64_t lv = v1_levels(c, c->buf, us);
-      if (lv < 0) return perr(err, g, p->off, "level sections longer than the page");
-      c->vals = c->buf + lv;
-      c->vals_n = us - (size_t)lv;
-    }
-  } else {
-    size_t rl = (size_t)h->v2_rep_len, dl = (size_t)h->v2_def_len;
-    int comp = h->v2_compressed && c->codec != PB__PQ_UNCOMPRESSED;
-    if ((c->max_rep == 0 && rl != 0) || (c->max_def == 0 && dl != 0))
-      return perr(err, g, p->off, "levels where the schema has none");
-    if (!comp && cs != us) return perr(err, g, p->off, "uncompressed page with two sizes");
-    if (rl + dl > cs || rl + dl > us) return perr(err, g, p->off, "levels longer than the page");
-    const uint8_t *lv = NULL; /* where the level sections lie */
-    if (!comp && view != NULL) {
-      lv = view;
-      c->vals = view + rl + dl;
-      c->vals_n = cs - rl - dl;
-    } else if (!comp && fixed_plain) {
-      if (need_buf(&c->buf, &c->buf_cap, rl + dl + 1) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      if (src_read(&c->src, data, c->buf, rl + dl) != 0)
-        return perr(err, g, p->off, "cannot read the page (file truncated?)");
-      lv = c->buf;
-      c->vals = NULL;
-      c->vals_file = data + (int64_t)(rl + dl);
-      c->vals_n = cs - rl - dl;
-    } else if (!comp && view == NULL) { /* the whole page, read straight into the buffer */
-      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      if (src_read(&c->src, data, c->buf, cs) != 0)
-        return perr(err, g, p->off, "cannot read the page (file truncated?)");
-      lv = c->buf;
-      c->vals = c->buf + rl + dl;
-      c->vals_n = us - rl - dl;
-    } else {
-      if (need_buf(&c->buf, &c->buf_cap, us + 1) != 0)
-        return pb_error_set(err, PB_ENOMEM, "out of memory");
-      const uint8_t *in;
-      PB_RETURN_NOT_OK(stored_bytes(c, g, p->off, data, cs, &in, err));
-      memcpy(c->buf, in, rl + dl);
-      PB_RETURN_NOT_OK(decompress(c, comp ? c->codec : PB__PQ_UNCOMPRESSED, g, p->off,
-                                  in + rl + dl, cs - rl - dl, c->buf + rl + dl, us - rl - dl,
-                                  "page", err));
-      lv = c->buf;
-      c->vals = c->buf + rl + dl;
-      c->vals_n = us - rl - dl;
-    }
-    c->rep = lv;
-    c->rep_n = rl;
-    c->def = lv + rl;
-    c->def_n = dl;
-  }
+  if (h->type == PT_DATA)
+    PB_RETURN_NOT_OK(load_page_v1(c, g, p, view, data, fixed_plain, err));
+  else
+    PB_RETURN_NOT_OK(load_page_v2(c, g, p, view, data, fixed_plain, err));
   if (h->enc != EN_PLAIN && h->enc != EN_PLAIN_DICT && h->enc != EN_RLE_DICT)
     return pb_error_set(err, PB_EUNSUPPORTED, "row group %zu, page at byte %lld: encoding %d",
                         g, (long long)p->off, h->enc);
@@ -1145,6 +1168,83 @@ static int new_elem(pb__pq_rows *out) {
   return 0;
 }
 
+/* Passes the entries of page p before its k0-th row start (row lr of the row group), moving the
+ * level iterators, the entry count *e_io and the count of values before them *v_io. */
+static int skip_to_row(const pb__pq_col *c, size_t g, const pq_page *p, uint64_t k0, uint64_t n,
+                       lv_it *ri_io, lv_it *di_io, uint64_t *e_io, uint64_t *v_io,
+                       struct pb_error *err) {
+  uint32_t maxd = (uint32_t)c->max_def;
+  uint64_t zeros = 0, e = *e_io, v_before = *v_io;
+  lv_it ri = *ri_io, di = *di_io;
+  for (;;) {
+    uint64_t m;
+    if (c->max_rep == 0) {
+      if (zeros == k0) break;
+      m = k0 - zeros;
+      zeros = k0;
+    } else {
+      uint32_t rv;
+      uint64_t rl;
+      if (e >= n) return perr(err, g, p->off, "row not found in its page");
+      if (lv_peek(&ri, &rv, &rl) != 0) return perr(err, g, p->off, "bad repetition levels");
+      if (rl > n - e) rl = n - e;
+      if (ri.packed) { /* scan the bit-packed run in one go */
+        uint64_t lim = ri.left < n - e ? ri.left : n - e, at = ri.bp_i;
+        m = 0;
+        while (m < lim) {
+          uint64_t bit = (at + m) * (uint64_t)ri.bw, per = ri.bw > 0 ? 64 / (uint64_t)ri.bw : 0;
+          if (ri.bw > 0 && 8 % ri.bw == 0 && bit % 8 == 0 && lim - m >= per &&
+              (uint64_t)(ri.bp_end - ri.bp) >= bit / 8 + 8) {
+            /* 8 bytes at once: skip them when no field in them is 0 */
+            uint64_t w = 0, x;
+            for (int k8 = 0; k8 < 8; k8++)
+              w |= (uint64_t)ri.bp[bit / 8 + (uint64_t)k8] << (8 * k8);
+            x = w;
+            for (int sh = 1; sh < ri.bw; sh++) x |= w >> sh;
+            uint64_t low = ri.bw == 1 ? ~(uint64_t)0
+                           : ri.bw == 2 ? 0x5555555555555555u
+                           : ri.bw == 4 ? 0x1111111111111111u
+                                        : 0x0101010101010101u;
+            if ((x & low) == low) {
+              m += per;
+              continue;
+            }
+          }
+          ri.bp_i = at + m;
+          if (lv_bit_value(&ri) == 0) {
+            if (zeros == k0) break;
+            zeros++;
+          }
+          m++;
+        }
+        ri.bp_i = at;
+        if (m == 0) break; /* the target row starts here */
+      } else if (rv == 0) {
+        if (zeros == k0) break;
+        m = rl < k0 - zeros ? rl : k0 - zeros;
+        zeros += m;
+      } else {
+        m = rl;
+      }
+      lv_skip(&ri, m);
+    }
+    if (m > n - e) return perr(err, g, p->off, "row not found in its page");
+    if (c->max_def > 0) {
+      if (lv_count(&di, m, maxd, &v_before) != 0)
+        return perr(err, g, p->off, "bad definition levels");
+    } else {
+      v_before += m;
+    }
+    e += m;
+  }
+  if (e >= n) return perr(err, g, p->off, "row not found in its page");
+  *ri_io = ri;
+  *di_io = di;
+  *e_io = e;
+  *v_io = v_before;
+  return PB_OK;
+}
+
 /* Reads local rows [lr, lr + want) of row group g into out. */
 static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_rows *out,
                      struct pb_error *err) {
@@ -1194,69 +1294,8 @@ static int read_rows(pb__pq_col *c, size_t g, int64_t lr, int64_t want, pb__pq_r
     }
     c->res_ok = 0;
     if (first) { /* pass the entries before row lr */
-      uint64_t k0 = (uint64_t)(lr - p->rows_before), zeros = 0;
-      for (;;) {
-        uint64_t m;
-        if (c->max_rep == 0) {
-          if (zeros == k0) break;
-          m = k0 - zeros;
-          zeros = k0;
-        } else {
-          uint32_t rv;
-          uint64_t rl;
-          if (e >= n) return perr(err, g, p->off, "row not found in its page");
-          if (lv_peek(&ri, &rv, &rl) != 0) return perr(err, g, p->off, "bad repetition levels");
-          if (rl > n - e) rl = n - e;
-          if (ri.packed) { /* scan the bit-packed run in one go */
-            uint64_t lim = ri.left < n - e ? ri.left : n - e, at = ri.bp_i;
-            m = 0;
-            while (m < lim) {
-              uint64_t bit = (at + m) * (uint64_t)ri.bw, per = ri.bw > 0 ? 64 / (uint64_t)ri.bw : 0;
-              if (ri.bw > 0 && 8 % ri.bw == 0 && bit % 8 == 0 && lim - m >= per &&
-                  (uint64_t)(ri.bp_end - ri.bp) >= bit / 8 + 8) {
-                /* 8 bytes at once: skip them when no field in them is 0 */
-                uint64_t w = 0, x;
-                for (int k8 = 0; k8 < 8; k8++)
-                  w |= (uint64_t)ri.bp[bit / 8 + (uint64_t)k8] << (8 * k8);
-                x = w;
-                for (int sh = 1; sh < ri.bw; sh++) x |= w >> sh;
-                uint64_t low = ri.bw == 1 ? ~(uint64_t)0
-                               : ri.bw == 2 ? 0x5555555555555555u
-                               : ri.bw == 4 ? 0x1111111111111111u
-                                            : 0x0101010101010101u;
-                if ((x & low) == low) {
-                  m += per;
-                  continue;
-                }
-              }
-              ri.bp_i = at + m;
-              if (lv_bit_value(&ri) == 0) {
-                if (zeros == k0) break;
-                zeros++;
-              }
-              m++;
-            }
-            ri.bp_i = at;
-            if (m == 0) break; /* the target row starts here */
-          } else if (rv == 0) {
-            if (zeros == k0) break;
-            m = rl < k0 - zeros ? rl : k0 - zeros;
-            zeros += m;
-          } else {
-            m = rl;
-          }
-          lv_skip(&ri, m);
-        }
-        if (m > n - e) return perr(err, g, p->off, "row not found in its page");
-        if (c->max_def > 0) {
-          if (lv_count(&di, m, maxd, &v_before) != 0)
-            return perr(err, g, p->off, "bad definition levels");
-        } else {
-          v_before += m;
-        }
-        e += m;
-      }
-      if (e >= n) return perr(err, g, p->off, "row not found in its page");
+      PB_RETURN_NOT_OK(skip_to_row(c, g, p, (uint64_t)(lr - p->rows_before), n, &ri, &di, &e,
+                                   &v_before, err));
       first = 0;
     }
     while (e < n) {

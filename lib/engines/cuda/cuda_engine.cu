@@ -283,6 +283,44 @@ static void fold_conv(const pb__graph *g, const pb__op *op, int cin_p, std::vect
   }
 }
 
+/* The fastest forward algorithm for this convolution, measured once per shape on the real
+ * buffers (cudnnFind) within the shared workspace; float32 keeps to FMA math. */
+static int pick_conv_algo(cu_engine *o, const pb__graph *g, const pb__op *op,
+                          cudnnTensorDescriptor_t xd, void *x, cudnnFilterDescriptor_t fd,
+                          void *wd, cudnnConvolutionDescriptor_t cd, cudnnTensorDescriptor_t yd,
+                          void *y, int Cs, int H, int W, int res, cudnnMathType_t math,
+                          cudnnConvolutionFwdAlgoPerf_t *out, struct pb_error *err) {
+  int K = (int)op->cout, k = op->k;
+  char key[160];
+  snprintf(key, sizeof key, "%lld %d %d %d %d %d %d %d %d %d", (long long)o->N, Cs, H, W, K, k,
+           op->stride, op->pad, res, (int)math);
+  auto hit = o->algo_cache.find(key);
+  if (hit != o->algo_cache.end()) {
+    *out = hit->second;
+    return 0;
+  }
+  /* Measure the candidates on the real buffers (cudnnFind), within the shared workspace. */
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int n = 0;
+  DNN(cudnnFindConvolutionForwardAlgorithmEx(o->dnn, xd, x, fd, wd, cd, yd, y,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, o->ws,
+                                             o->ws_size),
+      "convolution algorithm search");
+  int pick = -1;
+  for (int i = 0; i < n && pick < 0; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= o->ws_size &&
+        (o->dt != DT_F32 || perf[i].mathType == CUDNN_FMA_MATH ||
+         perf[i].mathType == CUDNN_DEFAULT_MATH))
+      pick = i;
+  if (pick < 0)
+    return pbc_err(err, PB_EUNSUPPORTED,
+                   "cuDNN has no convolution algorithm for %s %dx%dx%d -> %d, k %d, stride %d",
+                   g->params[op->w].name, Cs, H, W, K, k, op->stride);
+  *out = perf[pick];
+  o->algo_cache[key] = *out;
+  return 0;
+}
+
 /* A convolution from x (N, H, W, Cs) into y (N, Ho, Wo, K). res: y already holds the residual
  * and the result is added to it. with_bias 0: the bias is left to the caller (patch tokens). */
 static int conv_step(cu_engine *o, const pb__graph *g, const pb__op *op, void *x, int Cs, int H,
@@ -318,34 +356,9 @@ static int conv_step(cu_engine *o, const pb__graph *g, const pb__op *op, void *x
   DNN(cudnnGetConvolution2dForwardOutputDim(cd, xd, fd, &dn, &dc, &dh, &dw), "output size");
   if (dh != Ho || dw != Wo || dc != K)
     return pbc_err(err, PB_EINVAL, "cuDNN output %dx%dx%d, graph %dx%dx%d", dc, dh, dw, K, Ho, Wo);
-  char key[160];
-  snprintf(key, sizeof key, "%lld %d %d %d %d %d %d %d %d %d", (long long)o->N, Cs, H, W, K, k,
-           op->stride, op->pad, res, (int)math);
   cudnnConvolutionFwdAlgoPerf_t best;
-  auto hit = o->algo_cache.find(key);
-  if (hit != o->algo_cache.end()) {
-    best = hit->second;
-  } else {
-    /* Measure the candidates on the real buffers (cudnnFind), within the shared workspace. */
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    DNN(cudnnFindConvolutionForwardAlgorithmEx(o->dnn, xd, x, fd, wd, cd, yd, y,
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, o->ws,
-                                               o->ws_size),
-        "convolution algorithm search");
-    int pick = -1;
-    for (int i = 0; i < n && pick < 0; i++)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= o->ws_size &&
-          (o->dt != DT_F32 || perf[i].mathType == CUDNN_FMA_MATH ||
-           perf[i].mathType == CUDNN_DEFAULT_MATH))
-        pick = i;
-    if (pick < 0)
-      return pbc_err(err, PB_EUNSUPPORTED,
-                     "cuDNN has no convolution algorithm for %s %dx%dx%d -> %d, k %d, stride %d",
-                     g->params[op->w].name, Cs, H, W, K, k, op->stride);
-    best = perf[pick];
-    o->algo_cache[key] = best;
-  }
+  PB_RETURN_NOT_OK(pick_conv_algo(o, g, op, xd, x, fd, wd, cd, yd, y, Cs, H, W, res, math, &best,
+                                  err));
   DNN(cudnnSetConvolutionMathType(cd, best.mathType), "convolution math type");
   cudnnConvolutionFwdAlgo_t algo = best.algo;
   int act = op->act;
