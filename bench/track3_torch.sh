@@ -7,7 +7,8 @@
 # usage: bench/track3_torch.sh PIPEBENCH [OUT]        (OUT default results/track3_torch)
 # env:   MODEL (resnet50), BATCH (256), STEPS (30), REPEATS (3), ROWS (4000), WORKERS (every CPU),
 #        PY (python3: the Python with torch and torchvision), TRAIN (1; 0: inference),
-#        DATA (a folder from pipebench gen --preset imagenet to use instead of generating)
+#        DATA (a folder from pipebench gen --preset imagenet to use instead of generating),
+#        COMPILE (0; 1: the model through torch.compile, so the resident row is the compiled bound)
 set -u
 PB=${1:?usage: bench/track3_torch.sh PIPEBENCH [OUT]}
 OUT=${2:-results/track3_torch}
@@ -19,6 +20,7 @@ ROWS=${ROWS:-4000}
 WORKERS=${WORKERS:-$(nproc)}
 PY=${PY:-$(command -v python3)}
 TRAIN=${TRAIN:-1}
+COMPILE=${COMPILE:-0}
 here=$(cd "$(dirname "$0")/.." && pwd)
 # the driver and the pipebench package of this tree (a packed build does not sit beside them)
 export PIPEBENCH_PYTHON_DIR=${PIPEBENCH_PYTHON_DIR:-$here/python}
@@ -33,6 +35,7 @@ fi
 
 mode=--train
 [ "$TRAIN" = 1 ] || mode=
+[ "$COMPILE" = 1 ] && mode="$mode --torch-compile"
 echo "== run --tracks 3 --framework torch $mode --model $MODEL, batch $BATCH, $WORKERS workers, $STEPS steps x $REPEATS rounds"
 "$PB" run --tracks 3 --framework torch $mode --model "$MODEL" --data "$DATA" --formats imagefolder \
   --t3-batch "$BATCH" --t3-workers "$WORKERS" --steps "$STEPS" --repeats "$REPEATS" \

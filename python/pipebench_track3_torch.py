@@ -25,7 +25,7 @@ stream, so they never overlap: busy <= window). On the cpu a step's compute ends
 returns. The host's wait for each batch is recorded either way.
 
 Usage: pipebench_track3_torch.py SPEC.json RESULT.json
-SPEC: {"format", "path", "model", "torch_model", "train", "batch", "workers", "steps",
+SPEC: {"format", "path", "model", "torch_model", "train", "compile", "batch", "workers", "steps",
        "repeats", "seed", "device": "auto"|"cpu"|"cuda", "dtype", "library", "crop", "resize",
        "vary": images of different sizes}
 RESULT: {"device", "device_name", "dtype", "model", "classes", "batch", "versions", "notes",
@@ -200,6 +200,17 @@ def pipebench_loader(torch, spec, dev, mean, std):
 
 
 # ---- the loop -------------------------------------------------------------------------------
+
+def compiled(torch, model, name):
+    """The model through torch.compile (default mode; the first step, untimed, compiles it)."""
+    if not hasattr(torch, "compile"):
+        raise BadInput("--torch-compile needs torch 2.0 or later (this Python has torch %s)"
+                       % torch.__version__)
+    try:
+        return torch.compile(model), name + " (torch.compile)"
+    except Exception as e:
+        raise BadInput("torch.compile of %s: %s" % (name, last_line(e)))
+
 
 class Run:
     def __init__(self, torch, spec, model, dev, cuda, classes, autocast_dtype, builtin):
@@ -425,6 +436,8 @@ def measure(spec):
     if cuda and builtin:
         model = model.to(memory_format=torch.channels_last)
     model.train(spec["train"])
+    if spec.get("compile"):
+        model, model_name = compiled(torch, model, model_name)
     if folder or spec.get("vary"):
         mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
     else:

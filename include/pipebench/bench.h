@@ -61,6 +61,8 @@ typedef struct pb_run_params {
   const char *torch_model; /**< track 3 with framework "torch": "FILE.py[:FUNCTION]" whose
                                 FUNCTION (default build) returns a torch.nn.Module; NULL: model
                                 names a torchvision model (or embed) */
+  int torch_compile;       /**< track 3 with framework "torch": the model goes through
+                                torch.compile (torch 2.0 or later) before the first step */
 } pb_run_params;
 
 #define PB_RUN_PARAMS_DEFAULTS                                                                  \
@@ -72,7 +74,8 @@ typedef struct pb_run_params {
     .transforms = "none,normalize,augment", .seed = 42, .python = "/usr/bin/python3",           \
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
     .t3_workers = 2, .emulate_ms = 0, .train = 0, .device = NULL, .dtype = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
-    .report_ctx = NULL, .cancel = NULL, .framework = NULL, .torch_model = NULL                  \
+    .report_ctx = NULL, .cancel = NULL, .framework = NULL, .torch_model = NULL,                 \
+    .torch_compile = 0                                                                          \
   }
 
 /** Track i of pb_run, counting from 0 in the order it runs them: returns its id (what tracks

@@ -37,6 +37,8 @@ int pb__t3_torch_validate(const pb_run_params *p, struct pb_error *err) {
   if (p->framework == NULL) {
     if (p->torch_model != NULL)
       return pb_error_set(err, PB_EINVAL, "--torch-model needs --framework torch");
+    if (p->torch_compile)
+      return pb_error_set(err, PB_EINVAL, "--torch-compile needs --framework torch");
     return PB_OK;
   }
   if (strcmp(p->framework, "torch") != 0)
@@ -87,6 +89,7 @@ static int write_spec(pb_run_ctx *c, int fi, const char *path, struct pb_error *
     cJSON_AddStringToObject(s, "torch_model", full);
   }
   cJSON_AddBoolToObject(s, "train", c->p.train);
+  cJSON_AddBoolToObject(s, "compile", c->p.torch_compile);
   cJSON_AddNumberToObject(s, "batch", c->p.t3_batch);
   cJSON_AddNumberToObject(s, "workers", c->p.t3_workers);
   cJSON_AddNumberToObject(s, "steps", c->p.steps);

@@ -99,6 +99,18 @@ bad "a model whose output does not match the labels" \
 bad "out of memory in training" \
   "^pipebench run: .*out of host memory in training: oom.py:build on a batch of 4x3x32x32 \(float32\): RuntimeError: CUDA out of memory\. Tried to allocate 96\.00 GiB .*; [0-9.]+ GiB of [0-9.]+ GiB free \(host memory\)$" \
   --torch-model "$models/oom.py"
+# torch.compile: Debian's torch 1.13 has none, and says so in one line; a torch 2 compiles.
+if "$py" -c 'import sys, torch; sys.exit(0 if hasattr(torch, "compile") else 1)' 2>/dev/null; then
+  run timeout $lim "$pb" run --data "$work/ds" --formats imagefolder --out "$work/r7" --tracks 3 \
+    --framework torch --torch-compile --model embed "${small[@]}"
+  expect_rc 0 "--torch-compile with a torch that has torch.compile"
+  grep -q 'torch.compile' "$work/r7/data/pipebench_track3.csv" && pass ||
+    fail "the rows say the model was compiled"
+else
+  bad "--torch-compile with a torch before 2.0" \
+    "^pipebench run: .*--torch-compile needs torch 2.0 or later \(this Python has torch [0-9]" \
+    --torch-compile
+fi
 bad "a model file that is not there" "^pipebench run: --torch-model .*nowhere.py: no such file" \
   --torch-model "$work/nowhere.py:build"
 
@@ -108,6 +120,9 @@ expect_err "unknown --framework 'tensorflow' \(torch" "names the frameworks"
 run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --torch-model "$models/good.py"
 expect_rc 1 "--torch-model without --framework torch"
 expect_err "needs --framework torch" "says what it needs"
+run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --torch-compile
+expect_rc 1 "--torch-compile without --framework torch"
+expect_err "--torch-compile needs --framework torch" "says what it needs"
 run "$pb" run --data "$work/ds" --out "$work/r5" --tracks 3 --framework torch --device tpu
 expect_rc 1 "a device torch does not run on is a usage error"
 expect_err "runs on --device auto, cpu or cuda\[:N\], not 'tpu'" "names the devices"
