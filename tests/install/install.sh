@@ -32,6 +32,10 @@ if command -v pkg-config >/dev/null && command -v cc >/dev/null; then
   printf '#include <stdio.h>\n#include "pipebench/core.h"\nint main(void){printf("%%s\\n", pb_version());return 0;}\n' >"$work/v.c"
   run sh -c "cc '$work/v.c' -o '$work/v' \$(PKG_CONFIG_PATH='$prefix/lib/pkgconfig' pkg-config --cflags --libs pipebench) && '$work/v'"
   expect_rc 0 "a program built with pkg-config --cflags --libs pipebench runs"
+  # and one that calls the benchmark library (pb_run's defaults), through pipebench-bench.pc
+  printf '#include <stdio.h>\n#include "pipebench/bench.h"\nint main(void){pb_run_params p = PB_RUN_PARAMS_DEFAULTS; const char *n = NULL; const char *id = pb_run_track(0, &n); printf("%%s %%s %%s\\n", p.out, id, n);return id == NULL;}\n' >"$work/b.c"
+  run sh -c "cc '$work/b.c' -o '$work/b' \$(PKG_CONFIG_PATH='$prefix/lib/pkgconfig' pkg-config --cflags --libs pipebench-bench) && '$work/b'"
+  expect_rc 0 "a program built with pkg-config --cflags --libs pipebench-bench runs"
 fi
 
 run "$py" -m pip install --no-index --no-deps --disable-pip-version-check --target "$site" "$src/python"
