@@ -4,6 +4,7 @@
 #define PIPEBENCH_CALIBRATE_H
 
 #include "pipebench/core.h"
+#include "pipebench/endpoint.h"
 #include "pipebench/stats.h"
 
 #ifdef __cplusplus
@@ -21,9 +22,12 @@ typedef struct pb_calibrate_params {
                                bandwidths, and with matmul the cuBLASLt peaks */
   void (*progress)(void *ctx, const char *what, int step, int steps); /**< may be NULL */
   void *progress_ctx;
+  const char *endpoint;   /**< also measure this remote object's endpoint (round trip, one- and
+                               many-stream bandwidth; docs/remote.md), or NULL */
+  int insecure;           /**< endpoint over https: accept a certificate that does not verify */
 } pb_calibrate_params;
 #define PB_CALIBRATE_PARAMS_DEFAULTS \
-  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 0, NULL, NULL}
+  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 0, NULL, NULL, NULL, 0}
 
 /** One measured quantity: the median of `rounds` rounds and their summary. */
 typedef struct pb_calib_value {
@@ -61,6 +65,8 @@ typedef struct pb_calibration {
   pb_calib_value gpu_h2d_pageable_gbps;
   pb_calib_value gpu_d2h_pinned_gbps;
   pb_calib_value gpu_d2d_gbps;        /**< device-to-device, bytes read plus written */
+  int endpoint_measured;              /**< 1: params.endpoint was measured into endpoint */
+  pb_endpoint_calibration endpoint;
 } pb_calibration;
 
 /** Measures every limit. Takes a few seconds with the defaults. */

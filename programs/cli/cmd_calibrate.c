@@ -38,6 +38,8 @@ static const cli_opt opts[] = {
     {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 256, .help = "threads for the multi-threaded copy (default: all cores)"},
     {.name = "no-matmul", .type = CLI_FLAG, CLI_AT(P, matmul), .flags = CLI_NEGATE, .help = "skip the matrix-multiply peak"},
     {.name = "no-gpu", .type = CLI_FLAG, CLI_AT(P, gpu), .flags = CLI_NEGATE, .help = "skip the GPU (copy bandwidths and cuBLASLt peaks on cuda)"},
+    {.name = "endpoint", .arg = "URL", .type = CLI_STRING, CLI_AT(P, endpoint), .help = "also measure the endpoint of this remote object (http(s):// or s3://): round trip, one-stream and many-stream bandwidth"},
+    {.name = "insecure", .type = CLI_FLAG, CLI_AT(P, insecure), .help = "--endpoint over https: accept a certificate that does not verify"},
     {.name = NULL},
 };
 
@@ -46,6 +48,24 @@ static void on_progress(void *ctx, const char *what, int step, int steps) {
   if (cli_progress_enabled()) {
     fprintf(stderr, "\r\033[Kcalibrate: %s %d/%d", what, step, steps);
     fflush(stderr);
+  }
+}
+
+static void endpoint_rows(const pb_endpoint_calibration *e) {
+  printf("endpoint: %s (%.1f MB object, %.1f MB a round, %lld requests, %.1f s)\n", e->location,
+         (double)e->object_bytes / 1e6, (double)e->round_bytes / 1e6, (long long)e->requests,
+         e->seconds);
+  const struct {
+    const char *name, *unit;
+    const pb_summary *s;
+  } r[] = {{"round trip (1-byte read)", "ms", &e->rtt_ms},
+           {"bandwidth, 1 stream", "MB/s", &e->single_mbps},
+           {"bandwidth, many streams", "MB/s", &e->many_mbps}};
+  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+    printf("  %-28s %12.2f %-8s n=%zu  min %.2f  max %.2f", r[i].name, r[i].s->p50, r[i].unit,
+           r[i].s->n, r[i].s->min, r[i].s->max);
+    if (i == 2) printf("  (%d in flight)", e->streams);
+    printf("\n");
   }
 }
 
@@ -123,6 +143,7 @@ static int run(const cli_args *a) {
     } else if (cal.gpu_why[0]) {
       printf("cuda: unavailable: %s\n", cal.gpu_why);
     }
+    if (cal.endpoint_measured) endpoint_rows(&cal.endpoint);
   }
   free(json);
   if (rc != PB_OK) return cli_fail("calibrate", "%s", err.message);

@@ -371,6 +371,15 @@ int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct 
     }
   }
   if (gpu && (rc = measure_gpu(&p, out, rounds, err)) != PB_OK) goto done;
+  if (p.endpoint != NULL) {
+    pb_endpoint_params ep = PB_ENDPOINT_PARAMS_DEFAULTS;
+    ep.url = p.endpoint;
+    ep.read.insecure = p.insecure;
+    ep.rounds = p.rounds;
+    progress(&p, "endpoint", 1, 1);
+    if ((rc = pb_endpoint_calibrate(&ep, &out->endpoint, err)) != PB_OK) goto done;
+    out->endpoint_measured = 1;
+  }
   out->seconds = (double)(pb_now_ns() - start) / 1e9;
 done:
   free(rounds);
@@ -397,6 +406,25 @@ static void add_value(cJSON *root, const char *key, const char *unit, const pb_c
     add_num(o, "cv", v->s.cv);
     cJSON_AddBoolToObject(o, "unstable", v->s.unstable != 0);
   }
+}
+
+static void add_summary(cJSON *root, const char *key, const char *unit, const pb_summary *v) {
+  pb_calib_value cv = {v->p50, *v};
+  add_value(root, key, unit, &cv);
+}
+
+static void add_endpoint(cJSON *root, const pb_endpoint_calibration *e) {
+  cJSON *o = cJSON_AddObjectToObject(root, "endpoint");
+  cJSON_AddStringToObject(o, "url", e->location); /* credentials masked */
+  cJSON_AddStringToObject(o, "scheme", e->scheme);
+  cJSON_AddNumberToObject(o, "object_bytes", (double)e->object_bytes);
+  cJSON_AddNumberToObject(o, "round_bytes", (double)e->round_bytes);
+  cJSON_AddNumberToObject(o, "streams", e->streams);
+  cJSON_AddNumberToObject(o, "requests", (double)e->requests);
+  add_summary(o, "rtt_ms", "ms", &e->rtt_ms);
+  add_summary(o, "single_stream_mbps", "MB/s", &e->single_mbps);
+  add_summary(o, "many_streams_mbps", "MB/s", &e->many_mbps);
+  add_num(o, "seconds", e->seconds);
 }
 
 char *pb_calibration_to_json(const pb_calibration *cal) {
@@ -437,6 +465,7 @@ char *pb_calibration_to_json(const pb_calibration *cal) {
     cJSON *g = cJSON_AddObjectToObject(root, "cuda");
     cJSON_AddStringToObject(g, "unavailable", cal->gpu_why);
   }
+  if (cal->endpoint_measured) add_endpoint(root, &cal->endpoint);
   cJSON *env = cJSON_AddObjectToObject(root, "env");
   char tmp[64];
   for (int i = 0; i < pb_env_field_count(); i++) {
