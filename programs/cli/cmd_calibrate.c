@@ -38,7 +38,7 @@ static const cli_opt opts[] = {
     {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 256, .help = "threads for the multi-threaded copy (default: all cores)"},
     {.name = "no-matmul", .type = CLI_FLAG, CLI_AT(P, matmul), .flags = CLI_NEGATE, .help = "skip the matrix-multiply peak"},
     {.name = "no-gpu", .type = CLI_FLAG, CLI_AT(P, gpu), .flags = CLI_NEGATE, .help = "skip the GPU (copy bandwidths and cuBLASLt peaks on cuda)"},
-    {.name = "endpoint", .arg = "URL", .type = CLI_STRING, CLI_AT(P, endpoint), .help = "also measure the endpoint of this remote object (http(s):// or s3://): round trip, one-stream and many-stream bandwidth"},
+    {.name = "endpoint", .arg = "URL", .type = CLI_STRING, CLI_AT(P, endpoint), .help = "also measure the endpoint of this remote object (http(s):// or s3://): round trip and bandwidth"},
     {.name = "insecure", .type = CLI_FLAG, CLI_AT(P, insecure), .help = "--endpoint over https: accept a certificate that does not verify"},
     {.name = NULL},
 };
