@@ -135,9 +135,15 @@ expect_rc 1 "a compute type torch's loop does not take is a usage error"
   --model embed --t3-batch 4 --t3-workers 2 --steps 100000 --repeats 1 --device cpu \
   --python "$py" >"$work/r6.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 120); do pgrep -f "$work/r6/.*t3torch" >/dev/null && break; sleep 1; done
-sleep 5 # into the rounds: the workers have started
-n=$(pgrep -f "$work/r6/.*t3torch" | wc -l)
+# into the rounds: the driver and its DataLoader workers are all up (torch's import alone takes
+# tens of seconds on a loaded 2-core machine, so wait for them rather than for a fixed time)
+n=0
+for _ in $(seq 1 240); do
+  n=$(pgrep -f "$work/r6/.*t3torch" | wc -l)
+  [[ $n -ge 3 ]] && break
+  sleep 1
+done
+sleep 1
 kill -INT $pid
 wait $pid
 rc=$?
