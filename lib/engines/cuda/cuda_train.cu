@@ -85,7 +85,8 @@ struct ct_val {
   int pool = -1;     /* the gradient's pool buffer */
   int written = 0;   /* the backward plan has written its gradient once (later ones add) */
   int64_t per = 0;   /* values per image */
-  int c = 0, h = 0, w = 0;
+  int c = 0, h = 0, w = 0; /* tokens: c is the row length, h the rows per image, w 1 */
+  const void *gelu_of = NULL; /* y lives in shared scratch: the backward recomputes gelu(gelu_of) */
 };
 
 struct ct_lt { /* one cuBLASLt product */
@@ -143,6 +144,10 @@ struct ct_engine {
   int n_sgd = 0;
   int64_t sgd_max = 0;
   int use_graph = 1, steps_done = 0;
+  /* token models: scratch shared by every block (the qkv projection, one tensor of heads, the
+   * attention scores in float, the MLP's hidden layer after GELU) */
+  void *sc_qkv = NULL, *sc_heads = NULL, *sc_mlp = NULL;
+  float *sc_scores = NULL;
   cudaGraph_t graph = NULL;
   cudaGraphExec_t gexec = NULL;
 };
@@ -195,8 +200,9 @@ void host_to_t<__nv_bfloat16>(const float *src, std::vector<unsigned char> &dst,
   }
 }
 
-/* Adds a parameter from host values (already in the device layout). compute: also a T copy for
- * the forward, and the gradient in T (cuDNN's filter gradient). */
+/* Adds a parameter from host values (already in the device layout). compute 1: also a T copy
+ * for the forward, and the gradient in T (cuDNN's filter gradient); 2: the T copy with a float
+ * gradient (cuBLASLt's weight gradients). */
 template <typename T>
 static int param_add(ct_engine *o, const char *name, const float *v, int64_t n, int learnable,
                      int compute, int *id, struct pb_error *err) {
@@ -208,7 +214,7 @@ static int param_add(ct_engine *o, const char *name, const float *v, int64_t n, 
   TCU(cudaMemcpy(p.w, v, (size_t)n * 4, cudaMemcpyHostToDevice), "weight upload");
   if (learnable) {
     TALLOC(p.mom, float *, (size_t)n * 4, &o->bytes_w);
-    p.grad_t = compute && sizeof(T) != 4;
+    p.grad_t = compute == 1 && sizeof(T) != 4;
     TALLOC(p.grad, void *, (size_t)n * (p.grad_t ? sizeof(T) : 4), &o->bytes_act);
     if (compute && sizeof(T) != 4) {
       std::vector<unsigned char> h;
@@ -619,10 +625,13 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
 /* ---- linear (the last layer: logits in float32) ------------------------------------------- */
 
 /* Column-major D (m x n) = op(A) op(B), A and B in the compute type, D in dtype; bias (length
- * m, float) through the epilogue when not NULL. */
-static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
-                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const float *bias,
-                   struct pb_error *err) {
+ * m, float) through the epilogue when not NULL. batch > 1: that many products, each operand
+ * sa, sb, sd values after the last; align: the smallest alignment of any operand's pointer in
+ * bytes (0: cuBLASLt's default). */
+static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype,
+                     const float *bias, int batch, int64_t sa, int64_t sb, int64_t sd,
+                     uint32_t align, struct pb_error *err) {
   ct_lt *mm = new ct_lt();
   o->lts.push_back(mm);
   *out = mm;
@@ -640,10 +649,27 @@ static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t
   TLT(cublasLtMatrixLayoutCreate(&mm->a, o->bdt, ta ? k : m, ta ? m : k, lda), "layout A");
   TLT(cublasLtMatrixLayoutCreate(&mm->b, o->bdt, tb ? n : k, tb ? k : n, ldb), "layout B");
   TLT(cublasLtMatrixLayoutCreate(&mm->c, dtype, m, n, ldd), "layout D");
+  if (batch > 1) {
+    cublasLtMatrixLayout_t ls[3] = {mm->a, mm->b, mm->c};
+    int64_t ss[3] = {sa, sb, sd};
+    for (int i = 0; i < 3; i++) {
+      TLT(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                           sizeof batch), "batch count");
+      TLT(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &ss[i], sizeof ss[i]), "batch stride");
+    }
+  }
   cublasLtMatmulPreference_t pref;
   TLT(cublasLtMatmulPreferenceCreate(&pref), "preference");
   uint64_t wsz = o->ltws_size;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+  if (align != 0) {
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+      cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
+  }
   cublasLtMatmulHeuristicResult_t r;
   int nr = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(o->lt, mm->d, mm->a, mm->b, mm->c, mm->c, pref,
@@ -656,14 +682,28 @@ static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t
   return 0;
 }
 
-static int lt_run(ct_engine *o, ct_lt *mm, const void *A, const void *B, void *D,
-                  struct pb_error *err) {
-  float one = 1.f, zero = 0.f;
-  TLT(cublasLtMatmul(o->lt, mm->d, &one, A, mm->a, B, mm->b, &zero, D, mm->c, D, mm->c, &mm->algo,
-                     o->ltws, o->ltws_size, o->st),
+static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const float *bias,
+                   struct pb_error *err) {
+  return lt_make_b(o, out, ta, tb, m, n, k, lda, ldb, ldd, dtype, bias, 1, 0, 0, 0, 0, err);
+}
+
+/* D = alpha op(A) op(B) + beta C (C laid out as D). */
+static int lt_run_c(ct_engine *o, ct_lt *mm, const void *A, const void *B, const void *C, void *D,
+                    float alpha, float beta, struct pb_error *err) {
+  TLT(cublasLtMatmul(o->lt, mm->d, &alpha, A, mm->a, B, mm->b, &beta, C, mm->c, D, mm->c,
+                     &mm->algo, o->ltws, o->ltws_size, o->st),
       "matmul");
   return 0;
 }
+
+static int lt_run(ct_engine *o, ct_lt *mm, const void *A, const void *B, void *D,
+                  struct pb_error *err) {
+  return lt_run_c(o, mm, A, B, D, D, 1.f, 0.f, err);
+}
+
+#include "engines/cuda/cuda_train_vit.cuh"
+
 
 template <typename T>
 static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
@@ -674,13 +714,9 @@ static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct 
                    "layer, after global pooling (%s)", g->params[op->w].name);
   int64_t Cin = op->cin, K = op->cout, N = o->N;
   int pwid, pbid;
-  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, K * Cin, 1, 1, &pwid, err));
+  /* cuBLASLt writes the weight gradient in float */
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, K * Cin, 1, 2, &pwid, err));
   PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, K, 1, 0, &pbid, err));
-  ct_param &P = o->params[(size_t)pwid];
-  P.grad_t = 0; /* cuBLASLt writes the weight gradient in float */
-  if (sizeof(T) != 4) { /* it was sized for T: give it a float buffer */
-    TALLOC(P.grad, void *, (size_t)(K * Cin) * 4, &o->bytes_act);
-  }
   void *wt = pw(o, pwid);
   float *bias = o->params[(size_t)pbid].w;
   void *gw = o->params[(size_t)pwid].grad, *gb = o->params[(size_t)pbid].grad;
@@ -795,6 +831,9 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   o->cur[0] = v0;
   const char *wsmb = getenv("PB_CUDA_WORKSPACE_MB");
   o->ws_size = (size_t)(wsmb && *wsmb ? atoi(wsmb) : 512) << 20;
+  int convs = 0;
+  for (int i = 0; i < g->n_ops; i++) convs += g->ops[i].kind == PB__OP_CONV;
+  if (convs == 0) o->ws_size = 0; /* cuDNN's workspace serves convolutions only */
   TALLOC(o->ws, void *, o->ws_size, &o->bytes_scratch);
   o->ltws_size = (size_t)32 << 20;
   TALLOC(o->ltws, void *, o->ltws_size, &o->bytes_scratch);
@@ -809,6 +848,8 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
     colsum_shape(o->N * so.h * so.w, (int)op->cout, &ch, &rpc, &gr);
     if ((size_t)ch * (size_t)op->cout > most) most = (size_t)ch * (size_t)op->cout;
   }
+  size_t tok = token_partials(o, g);
+  if (tok > most) most = tok;
   o->part_count = most;
   TALLOC(o->part0, float *, most * 4 + 4, &o->bytes_scratch);
   TALLOC(o->part1, float *, most * 4 + 4, &o->bytes_scratch);
@@ -832,21 +873,14 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
       break;
     case PB__OP_MAXPOOL:
     case PB__OP_GAP: rc = pool_op<T>(o, g, op, err); break;
-    case PB__OP_LINEAR: rc = linear_op<T>(o, g, op, err); break;
-    default: {
-      /* The backward passes of these layers are not written yet (vit_b_16 needs all four):
-       * layernorm, attention, the patch embedding with its class token and position embedding,
-       * and taking the class token. */
-      static const char *const names[] = {"conv", "maxpool", "global average pool", "linear",
-                                          "layernorm", "patch embedding", "attention",
-                                          "class token"};
-      int k = (int)op->kind;
-      rc = pbc_err(err, PB_EUNSUPPORTED,
-                   "%s: the CUDA training step has no backward pass for its %s layers yet (it "
-                   "trains conv, batch norm, ReLU, residual, pooling and linear layers: embed, "
-                   "resnet50); run --tracks 3 --framework torch --train trains it with torch",
-                   g->model, k >= 0 && k < 8 ? names[k] : "unknown");
-    }
+    case PB__OP_LINEAR:
+      rc = op->out == g->output ? linear_op<T>(o, g, op, err) : token_linear_op<T>(o, g, op, err);
+      break;
+    case PB__OP_LAYERNORM: rc = layernorm_op<T>(o, g, op, err); break;
+    case PB__OP_PATCH_TOKENS: rc = patch_op<T>(o, g, op, err); break;
+    case PB__OP_ATTENTION: rc = attention_op<T>(o, op, err); break;
+    case PB__OP_TAKE_CLS: rc = take_cls_op<T>(o, op, err); break;
+    default: rc = pbc_err(err, PB_EUNSUPPORTED, "%s: layer kind %d has no training step", g->model, (int)op->kind);
     }
     if (rc != 0) return rc;
   }
