@@ -625,12 +625,12 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
 /* ---- linear (the last layer: logits in float32) ------------------------------------------- */
 
 /* Column-major D (m x n) = op(A) op(B), A and B in the compute type, D in dtype; bias (length
- * m, float) through the epilogue when not NULL. batch > 1: that many products, each operand
+ * m; float for a float D, else in D's type) through the epilogue when not NULL. batch > 1: that many products, each operand
  * sa, sb, sd values after the last; align: the smallest alignment of any operand's pointer in
  * bytes (0: cuBLASLt's default). */
 static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
                      int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype,
-                     const float *bias, int batch, int64_t sa, int64_t sb, int64_t sd,
+                     const void *bias, int batch, int64_t sa, int64_t sb, int64_t sd,
                      uint32_t align, struct pb_error *err) {
   ct_lt *mm = new ct_lt();
   o->lts.push_back(mm);
@@ -643,7 +643,7 @@ static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias");
-    cudaDataType_t bt = CUDA_R_32F;
+    cudaDataType_t bt = dtype;
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
   }
   TLT(cublasLtMatrixLayoutCreate(&mm->a, o->bdt, ta ? k : m, ta ? m : k, lda), "layout A");
@@ -683,7 +683,7 @@ static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64
 }
 
 static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
-                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const float *bias,
+                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const void *bias,
                    struct pb_error *err) {
   return lt_make_b(o, out, ta, tb, m, n, k, lda, ldb, ldd, dtype, bias, 1, 0, 0, 0, 0, err);
 }

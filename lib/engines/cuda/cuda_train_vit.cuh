@@ -257,7 +257,8 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
   int vres = op->res >= 0 ? o->cur[(size_t)op->res] : -1;
   int pw_, pb_;
   PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, cout * cin, 1, 2, &pw_, err));
-  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, cout, 1, 0, &pb_, err));
+  /* the bias in T as autocast casts it (a float gradient) */
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, cout, 1, 2, &pb_, err));
   int to_attn = 0;
   for (int i = 0; i < g->n_ops; i++)
     if (g->ops[i].kind == PB__OP_ATTENTION && g->ops[i].in == op->out) to_attn = 1;
@@ -276,7 +277,7 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
     PB_RETURN_NOT_OK(val_new(o, (int)cout, (int)Tn, 1, sizeof(T), err, &vo));
   }
   o->cur[(size_t)op->out] = vo;
-  const float *bias = o->params[(size_t)pb_].w;
+  const void *bias = pw(o, pb_);
   ct_lt *f, *bd, *bw;
   /* y (rows x cout) = x W^T; dx (rows x cin) = dy W; dW (cout x cin) = dy^T x */
   PB_RETURN_NOT_OK(lt_make(o, &f, 1, 0, cout, rows, cin, cin, cin, cout, o->bdt, bias, err));
