@@ -89,10 +89,13 @@ struct ct_val {
   const void *gelu_of = NULL; /* y lives in shared scratch: the backward recomputes gelu(gelu_of) */
 };
 
+#define CT_LT_CANDIDATES 8
 struct ct_lt { /* one cuBLASLt product */
   cublasLtMatmulDesc_t d = NULL;
   cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
   cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t cand[CT_LT_CANDIDATES]; /* the heuristic's first few, for lt_tune */
+  int n_cand = 0, tuned = 0;
 };
 
 struct ct_buf {
@@ -144,9 +147,11 @@ struct ct_engine {
   int n_sgd = 0;
   int64_t sgd_max = 0;
   int use_graph = 1, steps_done = 0;
-  /* token models: scratch shared by every block (the qkv projection, one tensor of heads, the
-   * attention scores in float, the MLP's hidden layer after GELU) */
-  void *sc_qkv = NULL, *sc_heads = NULL, *sc_mlp = NULL;
+  float *next_bgradb = NULL; /* lt_make_b: the next product also writes this bias gradient */
+  /* token models: scratch shared by every block (q, k and v as heads and their gradients, one
+   * more tensor of heads, the attention scores in float and the probabilities, the MLP's
+   * hidden layer after GELU) */
+  void *sc_qkv = NULL, *sc_dqkv = NULL, *sc_heads = NULL, *sc_mlp = NULL, *sc_probs = NULL;
   float *sc_scores = NULL;
   cudaGraph_t graph = NULL;
   cudaGraphExec_t gexec = NULL;
@@ -639,6 +644,13 @@ static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
   TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
+  float *bgrad = o->next_bgradb;
+  o->next_bgradb = NULL;
+  if (bgrad != NULL) { /* the sum over k of op(B)'s rows, one value a column of D */
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BGRADB;
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bgrad, sizeof bgrad), "bias gradient");
+  }
   if (bias != NULL) {
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
@@ -670,16 +682,53 @@ static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64
     for (int i = 0; i < 4; i++)
       cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
   }
-  cublasLtMatmulHeuristicResult_t r;
+  cublasLtMatmulHeuristicResult_t r[CT_LT_CANDIDATES];
   int nr = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(o->lt, mm->d, mm->a, mm->b, mm->c, mm->c, pref,
-                                                    1, &r, &nr);
+                                                    CT_LT_CANDIDATES, r, &nr);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || nr == 0)
     return pbc_err(err, PB_EUNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld product",
                    (long long)m, (long long)n, (long long)k);
-  mm->algo = r.algo;
+  mm->algo = r[0].algo;
+  for (int i = 0; i < nr; i++)
+    if (r[i].state == CUBLAS_STATUS_SUCCESS) mm->cand[mm->n_cand++] = r[i].algo;
   return 0;
+}
+
+/* Times the heuristic's candidates on the real buffers (at creation, before any step, so writing
+ * them is harmless) and keeps the fastest; the first when timing fails. PIPEBENCH_CUDA_LT_TUNE=0
+ * keeps the heuristic's first. */
+static void lt_tune(ct_engine *o, ct_lt *mm, const void *A, const void *B, const void *C, void *D,
+                    float alpha, float beta) {
+  const char *env = getenv("PIPEBENCH_CUDA_LT_TUNE");
+  if (mm->tuned || mm->n_cand < 2 || (env != NULL && strcmp(env, "0") == 0)) return;
+  mm->tuned = 1;
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) != cudaSuccess) return;
+  if (cudaEventCreate(&e1) != cudaSuccess) {
+    cudaEventDestroy(e0);
+    return;
+  }
+  float best = 1e30f;
+  for (int i = 0; i < mm->n_cand; i++) {
+    int ok = 1;
+    for (int r = 0; r < 4 && ok; r++) { /* one warm-up, three timed */
+      if (r == 1) cudaEventRecord(e0, o->st);
+      ok = cublasLtMatmul(o->lt, mm->d, &alpha, A, mm->a, B, mm->b, &beta, C, mm->c, D, mm->c,
+                          &mm->cand[i], o->ltws, o->ltws_size, o->st) == CUBLAS_STATUS_SUCCESS;
+    }
+    cudaEventRecord(e1, o->st);
+    float ms = 0;
+    if (ok && cudaEventSynchronize(e1) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms < best) {
+      best = ms;
+      mm->algo = mm->cand[i];
+    }
+  }
+  cudaGetLastError();
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,

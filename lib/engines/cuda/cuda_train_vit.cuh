@@ -4,11 +4,11 @@
  * plans its backward as cuda_train.cu's convolutions do. Included by cuda_train.cu, whose
  * engine, parameter, value and product helpers these use.
  *
- * Kept for the backward: each layer norm's input and output with its row statistics, the q, k
- * and v heads and the attention probabilities (bfloat16, rows padded to 8), the heads' merged
- * output, the MLP's hidden layer before GELU (the output after it is recomputed when the second
- * MLP layer's backward needs it) and the residual stream. The qkv projection, the scores and
- * the hidden layer after GELU live in scratch that every block shares. A residual's gradient
+ * Kept for the backward: each layer norm's input and output with its row statistics, the qkv
+ * projection, the attention's output, the MLP's hidden layer before GELU (the output after it
+ * is recomputed when the second MLP layer's backward needs it) and the residual stream. The
+ * heads, the attention scores and probabilities (recomputed by the backward) and the hidden
+ * layer after GELU live in scratch that every block shares. A residual's gradient
  * is its output's buffer itself: the layer norm reading the same input adds into it. */
 
 #include "engines/cuda/cuda_train_vit_kernels.cuh"
@@ -22,7 +22,7 @@ static size_t token_partials(const ct_engine *o, const pb__graph *g) {
     int64_t rows = o->N * (si.tokens ? si.c : 1);
     size_t need = 0;
     if (op->kind == PB__OP_LAYERNORM) {
-      int64_t blocks = (rows + 7) / 8 < 264 ? (rows + 7) / 8 : 264;
+      int64_t blocks = (rows + 7) / 8 < PBT_LN_BLOCKS ? (rows + 7) / 8 : PBT_LN_BLOCKS;
       need = (size_t)blocks * (size_t)op->cout;
     } else if (op->kind == PB__OP_LINEAR && si.tokens) {
       int ch, gr;
@@ -85,6 +85,7 @@ static int patch_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct p
               *pos = o->params[(size_t)pp_].w;
   float *gw = (float *)o->params[(size_t)pw_].grad, *gb = (float *)o->params[(size_t)pb_].grad,
         *gc = (float *)o->params[(size_t)pc_].grad, *gp = (float *)o->params[(size_t)pp_].grad;
+  lt_tune(o, f, wt, rows, pt, pt, 1.f, 0.f);
   cudaStream_t st = o->st;
   ct_engine *oo = o;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
@@ -103,6 +104,7 @@ static int patch_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct p
     int bp = pool_get(oo, (size_t)(Mp * D) * sizeof(T), err);
     if (bp < 0) return bp;
     void *dp = oo->pool[(size_t)bp].p;
+    lt_tune(oo, bw, rows, dp, gw, gw, 1.f, 0.f);
     oo->bwd.push_back([=](struct pb_error *e2) -> int {
       k_pos_grad<T><<<grid_of((int64_t)Tn * D), 256, 0, st>>>((const T *)dy, gp, N, Tn, D);
       k_cls_bias_grad<<<(unsigned)((D + 127) / 128), 128, 0, st>>>(gp, gc, gb, Tn, D);
@@ -158,7 +160,7 @@ static int layernorm_op(ct_engine *o, const pb__graph *g, const pb__op *op, stru
     void *dx = oo->vals[(size_t)vin].dy;
     int add = oo->vals[(size_t)vin].written;
     oo->vals[(size_t)vin].written = 1;
-    int blocks = (int)((rows + 7) / 8 < 264 ? (rows + 7) / 8 : 264);
+    int blocks = (int)((rows + 7) / 8 < PBT_LN_BLOCKS ? (rows + 7) / 8 : PBT_LN_BLOCKS);
     float *p0 = oo->part0, *p1 = oo->part1;
     oo->bwd.push_back([=](struct pb_error *e2) -> int {
       k_ln_bwd<T><<<(unsigned)blocks, 256, 0, st>>>((const T *)dy, (const T *)x, gm, mean, rstd,
@@ -176,7 +178,7 @@ static int layernorm_op(ct_engine *o, const pb__graph *g, const pb__op *op, stru
 
 /* What a linear layer's backward needs. */
 struct tl_plan {
-  int vin, vo, vres;
+  int vin, vo, vres, bgradb; /* bgradb: bw writes the bias gradient too */
   ct_lt *bw, *bd;
   const void *wt, *pre;
   float *gw, *gb;
@@ -218,6 +220,8 @@ template <typename T> static void token_linear_plan(ct_engine *o, tl_plan q) {
     colsum_shape(q.rows, (int)q.cout, &ch, &rpc, &gr);
     float *p0 = oo->part0, *p1 = oo->part1;
     cudaStream_t st = oo->st;
+    lt_tune(oo, q.bw, x, dz, q.gw, q.gw, 1.f, 0.f);
+    lt_tune(oo, q.bd, q.wt, dz, dx, dx, 1.f, bx);
     oo->bwd.push_back([=](struct pb_error *e2) -> int {
       if (xsrc != NULL)
         k_gelu_fwd<T><<<grid_of(q.rows * q.cin / PBT_VEC), 256, 0, st>>>((const T *)xsrc, (T *)x,
@@ -225,11 +229,13 @@ template <typename T> static void token_linear_plan(ct_engine *o, tl_plan q) {
       if (q.pre != NULL)
         k_gelu_bwd<T><<<grid_of(q.rows * q.cout / PBT_VEC), 256, 0, st>>>(
             (const T *)dy, (const T *)q.pre, (T *)dz, q.rows * q.cout);
-      k_colsum<T><<<dim3((unsigned)ch, (unsigned)gr), PBT_THREADS, 0, st>>>(
-          2, NULL, (const T *)dz, NULL, 0, NULL, NULL, q.rows, (int)q.cout, rpc, p0, p1);
-      k_colsum_finish<<<(unsigned)((q.cout + 31) / 32), dim3(32, 32), 0, st>>>(
-          2, p0, p1, ch, (int)q.cout, q.rows, 0.f, 0.f, NULL, NULL, NULL, NULL, q.gb, NULL, NULL,
-          NULL, NULL);
+      if (!q.bgradb) {
+        k_colsum<T><<<dim3((unsigned)ch, (unsigned)gr), PBT_THREADS, 0, st>>>(
+            2, NULL, (const T *)dz, NULL, 0, NULL, NULL, q.rows, (int)q.cout, rpc, p0, p1);
+        k_colsum_finish<<<(unsigned)((q.cout + 31) / 32), dim3(32, 32), 0, st>>>(
+            2, p0, p1, ch, (int)q.cout, q.rows, 0.f, 0.f, NULL, NULL, NULL, NULL, q.gb, NULL,
+            NULL, NULL, NULL);
+      }
       PB_RETURN_NOT_OK(kcheck(e2, "linear backward"));
       PB_RETURN_NOT_OK(lt_run(oo, q.bw, x, dz, q.gw, e2));
       return lt_run_c(oo, q.bd, q.wt, dz, dx, dx, 1.f, bx, e2);
@@ -259,9 +265,6 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
   PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, cout * cin, 1, 2, &pw_, err));
   /* the bias in T as autocast casts it (a float gradient) */
   PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, cout, 1, 2, &pb_, err));
-  int to_attn = 0;
-  for (int i = 0; i < g->n_ops; i++)
-    if (g->ops[i].kind == PB__OP_ATTENTION && g->ops[i].in == op->out) to_attn = 1;
   size_t bytes = (size_t)(rows * cout) * sizeof(T);
   void *pre = NULL;
   int vo;
@@ -270,9 +273,6 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
     PB_RETURN_NOT_OK(scratch(o, &o->sc_mlp, bytes, err));
     val_at(o, (int)cout, (int)Tn, o->sc_mlp, &vo);
     o->vals[(size_t)vo].gelu_of = pre;
-  } else if (to_attn) {
-    PB_RETURN_NOT_OK(scratch(o, &o->sc_qkv, bytes, err));
-    val_at(o, (int)cout, (int)Tn, o->sc_qkv, &vo);
   } else {
     PB_RETURN_NOT_OK(val_new(o, (int)cout, (int)Tn, 1, sizeof(T), err, &vo));
   }
@@ -282,11 +282,20 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
   /* y (rows x cout) = x W^T; dx (rows x cin) = dy W; dW (cout x cin) = dy^T x */
   PB_RETURN_NOT_OK(lt_make(o, &f, 1, 0, cout, rows, cin, cin, cin, cout, o->bdt, bias, err));
   PB_RETURN_NOT_OK(lt_make(o, &bd, 0, 0, cin, rows, cout, cin, cout, cin, o->bdt, NULL, err));
-  PB_RETURN_NOT_OK(lt_make(o, &bw, 0, 1, cin, cout, rows, cin, cout, cin, CUDA_R_32F, NULL, err));
+  /* the bias gradient from the weight gradient's product where cuBLASLt has that epilogue */
+  float *gb = (float *)o->params[(size_t)pb_].grad;
+  o->next_bgradb = getenv("PIPEBENCH_CUDA_BGRADB") && atoi(getenv("PIPEBENCH_CUDA_BGRADB")) == 0 ? NULL : gb;
+  int bgradb = o->next_bgradb != NULL;
+  if (lt_make(o, &bw, 0, 1, cin, cout, rows, cin, cout, cin, CUDA_R_32F, NULL, NULL) != 0) {
+    bgradb = 0;
+    o->next_bgradb = NULL;
+    PB_RETURN_NOT_OK(lt_make(o, &bw, 0, 1, cin, cout, rows, cin, cout, cin, CUDA_R_32F, NULL, err));
+  }
   const void *x = xi.y, *wt = pw(o, pw_);
   void *y = o->vals[(size_t)vo].y, *z = gelu ? pre : y;
   const void *c = vres >= 0 ? o->vals[(size_t)vres].y : z;
   float beta = vres >= 0 ? 1.f : 0.f;
+  lt_tune(o, f, wt, x, c, z, 1.f, beta);
   cudaStream_t st = o->st;
   ct_engine *oo = o;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
@@ -296,15 +305,69 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
     TKCHECK("GELU");
   });
   o->fwd_labels.push_back(gelu ? "linear_gelu_fwd" : "linear_tokens_fwd");
-  tl_plan q = {vin, vo, vres, bw, bd, wt, pre, (float *)o->params[(size_t)pw_].grad,
-               (float *)o->params[(size_t)pb_].grad, rows, cin, cout};
+  tl_plan q = {vin, vo, vres, bgradb, bw, bd, wt, pre, (float *)o->params[(size_t)pw_].grad, gb,
+               rows, cin, cout};
   token_linear_plan<T>(o, q);
   return 0;
 }
 
-/* Multi-head self-attention from the qkv projection: q, k and v split into heads, scores
+/* What attention's backward needs: the products' descriptors, the buffers and the shapes. */
+struct at_plan {
+  int vin, vo;
+  ct_lt *s, *pv, *tb;
+  char *qh, *dqh, *oh, *P;
+  float *S;
+  int64_t N, hsz, srows;
+  int Tn, H, dh, ld;
+  float scale;
+};
+
+/* Attention's backward: q, k and v split into heads again, the probabilities recomputed (scores
+ * in float, softmax in float; nothing of them is kept from the forward), then dP = dO V^T,
+ * dV = P^T dO, dS = P (dP - rowsum(P dP)) / sqrt(dh), dQ = dS K, dK = dS^T Q, merged back into
+ * the qkv projection's gradient. */
+template <typename T> static void attention_plan(ct_engine *o, at_plan q) {
+  o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
+    struct pb_error *err = e3;
+    ct_engine *oo = o;
+    PB_RETURN_NOT_OK(grad_of(oo, q.vo, err));
+    PB_RETURN_NOT_OK(grad_of(oo, q.vin, err));
+    const char *da = (const char *)oo->vals[(size_t)q.vo].dy, *qkv = (const char *)oo->vals[(size_t)q.vin].y;
+    char *dqkv = (char *)oo->vals[(size_t)q.vin].dy;
+    if (oo->vals[(size_t)q.vin].written)
+      return pbc_err(err, PB_EUNSUPPORTED, "training: a qkv projection with another reader");
+    oo->vals[(size_t)q.vin].written = 1;
+    int64_t es = (int64_t)sizeof(T), vec = 16 / es, hs = q.hsz * es;
+    char *hk = q.qh + hs, *hv = hk + hs, *dk = q.dqh + hs, *dv = dk + hs;
+    cudaStream_t st = oo->st;
+    unsigned sblocks = (unsigned)((q.srows + 7) / 8);
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      pbk::k_split_qkv<T><<<grid_of(3 * q.hsz / vec), 256, 0, st>>>((const T *)qkv, (T *)q.qh, q.N, q.Tn, q.H, q.dh);
+      k_heads<T><<<grid_of(q.hsz / vec), 256, 0, st>>>((const T *)da, (T *)q.oh, q.N, q.Tn, 1, q.H, q.dh, 1);
+      PB_RETURN_NOT_OK(kcheck(e2, "head split"));
+      PB_RETURN_NOT_OK(lt_run_c(oo, q.s, hk, q.qh, q.S, q.S, q.scale, 0.f, e2)); /* scores */
+      k_softmax_ld<T><<<sblocks, 256, 0, st>>>(q.S, (T *)q.P, q.srows, q.Tn, q.ld);
+      PB_RETURN_NOT_OK(kcheck(e2, "softmax"));
+      PB_RETURN_NOT_OK(lt_run(oo, q.s, hv, q.oh, q.S, e2));  /* dP = dO V^T (float) */
+      PB_RETURN_NOT_OK(lt_run(oo, q.tb, q.oh, q.P, dv, e2)); /* dV = P^T dO */
+      k_softmax_bwd<T><<<sblocks, 256, 0, st>>>((T *)q.P, q.S, q.srows, q.Tn, q.ld, q.scale);
+      PB_RETURN_NOT_OK(kcheck(e2, "softmax backward"));
+      PB_RETURN_NOT_OK(lt_run(oo, q.pv, hk, q.P, q.dqh, e2)); /* dQ = dS K */
+      PB_RETURN_NOT_OK(lt_run(oo, q.tb, q.qh, q.P, dk, e2));  /* dK = dS^T Q */
+      k_heads<T><<<grid_of(3 * q.hsz / vec), 256, 0, st>>>((const T *)q.dqh, (T *)dqkv, q.N, q.Tn, 3, q.H, q.dh, 0);
+      TKCHECK("head merge backward");
+    });
+    oo->bwd_labels.push_back("attention_bwd");
+    grad_done(oo, q.vo);
+    return 0;
+  });
+}
+
+/* Multi-head self-attention from the qkv projection (kept for the backward). bfloat16 with heads
+ * of 64: the inference engine's flash-style kernel (k_attention, tensor cores, nothing but q, k,
+ * v and the output in device memory). Otherwise (float32): q, k and v split into heads, scores
  * (float) = q k^T / sqrt(dh) as one batched product over images and heads, softmax in float,
- * probabilities times v, heads merged. The backward runs the same products the other way. */
+ * probabilities times v, heads merged. Heads, scores and probabilities are scratch. */
 template <typename T>
 static int attention_op(ct_engine *o, const pb__op *op, struct pb_error *err) {
   int vin = o->cur[(size_t)op->in];
@@ -314,12 +377,11 @@ static int attention_op(ct_engine *o, const pb__op *op, struct pb_error *err) {
   if (D % H != 0 || (dh * es) % 16 != 0 || Tn > 256 || xi.c != 3 * D)
     return pbc_err(err, PB_EUNSUPPORTED, "training: attention over %d tokens of %d in %d heads "
                    "(at most 256 tokens, heads of a multiple of 16 bytes)", Tn, D, H);
-  char *qh, *P;
-  TALLOC(qh, char *, (size_t)(3 * hsz * es), &o->bytes_act);
-  TALLOC(P, char *, (size_t)(B * Tn * ld * es), &o->bytes_act);
   PB_RETURN_NOT_OK(scratch(o, (void **)&o->sc_scores, (size_t)(B * Tn * ld) * 4, err));
   PB_RETURN_NOT_OK(scratch(o, &o->sc_heads, (size_t)(hsz * es), err));
   PB_RETURN_NOT_OK(scratch(o, &o->sc_qkv, (size_t)(3 * hsz * es), err));
+  PB_RETURN_NOT_OK(scratch(o, &o->sc_dqkv, (size_t)(3 * hsz * es), err));
+  PB_RETURN_NOT_OK(scratch(o, &o->sc_probs, (size_t)(B * Tn * ld * es), err));
   int vo;
   PB_RETURN_NOT_OK(val_new(o, D, Tn, 1, sizeof(T), err, &vo));
   o->cur[(size_t)op->out] = vo;
@@ -331,50 +393,44 @@ static int attention_op(ct_engine *o, const pb__op *op, struct pb_error *err) {
                              Tn * ld, Tn * dh, 16, err));
   PB_RETURN_NOT_OK(lt_make_b(o, &tb, 0, 1, dh, Tn, Tn, dh, ld, dh, o->bdt, NULL, (int)B, Tn * dh,
                              Tn * ld, Tn * dh, 16, err));
+  at_plan q = {vin, vo, s, pv, tb, (char *)o->sc_qkv, (char *)o->sc_dqkv, (char *)o->sc_heads,
+               (char *)o->sc_probs, o->sc_scores, N, hsz, B * Tn, Tn, H, dh, ld,
+               (float)(1.0 / sqrt((double)dh))};
   const char *qkv = (const char *)xi.y;
-  char *hk = qh + hsz * es, *hv = hk + hsz * es, *oh = (char *)o->sc_heads;
   char *a = (char *)o->vals[(size_t)vo].y;
-  float *S = o->sc_scores, scale = (float)(1.0 / sqrt((double)dh));
-  int64_t srows = B * Tn, vec = 16 / es;
+  lt_tune(o, s, q.qh, q.qh, q.S, q.S, 1.f, 0.f);
+  lt_tune(o, pv, q.qh, q.P, q.oh, q.oh, 1.f, 0.f);
+  lt_tune(o, tb, q.oh, q.P, q.dqh, q.dqh, 1.f, 0.f);
+  int Tp = (Tn + 15) / 16 * 16;
+  size_t smem = ATT_SMEM(Tp);
+  int fused = 0;
+  if constexpr (sizeof(T) == 2) /* the kernel is 16-bit only */
+    fused = dh == ATT_DH && getenv("PIPEBENCH_TRAIN_ATTN_UNFUSED") == NULL &&
+            cudaFuncSetAttribute(pbk::k_attention<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem) == cudaSuccess;
+  cudaGetLastError();
   cudaStream_t st = o->st;
   ct_engine *oo = o;
+  int64_t vec = 16 / es;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
-    pbk::k_split_qkv<T><<<grid_of(3 * hsz / vec), 256, 0, st>>>((const T *)qkv, (T *)qh, N, Tn, H, dh);
+    if constexpr (sizeof(T) == 2)
+      if (fused) {
+        pbk::k_attention<T><<<(unsigned)(q.N * q.H), ATT_WARPS * 32, smem, st>>>(
+            (const T *)qkv, (T *)a, q.Tn, Tp, q.H, q.scale);
+        TKCHECK("attention");
+      }
+    char *hk = q.qh + q.hsz * es, *hv = hk + q.hsz * es;
+    pbk::k_split_qkv<T><<<grid_of(3 * q.hsz / vec), 256, 0, st>>>((const T *)qkv, (T *)q.qh, q.N, q.Tn, q.H, q.dh);
     PB_RETURN_NOT_OK(kcheck(e2, "qkv split"));
-    PB_RETURN_NOT_OK(lt_run_c(oo, s, hk, qh, S, S, scale, 0.f, e2));
-    k_softmax_ld<T><<<(unsigned)((srows + 7) / 8), 256, 0, st>>>(S, (T *)P, srows, Tn, ld);
+    PB_RETURN_NOT_OK(lt_run_c(oo, q.s, hk, q.qh, q.S, q.S, q.scale, 0.f, e2));
+    k_softmax_ld<T><<<(unsigned)((q.srows + 7) / 8), 256, 0, st>>>(q.S, (T *)q.P, q.srows, q.Tn, q.ld);
     PB_RETURN_NOT_OK(kcheck(e2, "softmax"));
-    PB_RETURN_NOT_OK(lt_run(oo, pv, hv, P, oh, e2));
-    pbk::k_merge_heads<T><<<grid_of(hsz / vec), 256, 0, st>>>((const T *)oh, (T *)a, N, Tn, H, dh);
+    PB_RETURN_NOT_OK(lt_run(oo, q.pv, hv, q.P, q.oh, e2));
+    pbk::k_merge_heads<T><<<grid_of(q.hsz / vec), 256, 0, st>>>((const T *)q.oh, (T *)a, q.N, q.Tn, q.H, q.dh);
     TKCHECK("head merge");
   });
   o->fwd_labels.push_back("attention_fwd");
-  o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
-    struct pb_error *err = e3;
-    PB_RETURN_NOT_OK(grad_of(oo, vo, err));
-    PB_RETURN_NOT_OK(grad_of(oo, vin, err));
-    const char *da = (const char *)oo->vals[(size_t)vo].dy;
-    char *dqkv = (char *)oo->vals[(size_t)vin].dy;
-    if (oo->vals[(size_t)vin].written)
-      return pbc_err(err, PB_EUNSUPPORTED, "training: a qkv projection with another reader");
-    oo->vals[(size_t)vin].written = 1;
-    char *dq = (char *)oo->sc_qkv, *dk = dq + hsz * es, *dv = dk + hsz * es;
-    oo->bwd.push_back([=](struct pb_error *e2) -> int {
-      k_heads<T><<<grid_of(hsz / vec), 256, 0, st>>>((const T *)da, (T *)oh, N, Tn, 1, H, dh, 1);
-      PB_RETURN_NOT_OK(kcheck(e2, "head split"));
-      PB_RETURN_NOT_OK(lt_run(oo, s, hv, oh, S, e2));  /* dP = dO V^T (float) */
-      PB_RETURN_NOT_OK(lt_run(oo, tb, oh, P, dv, e2)); /* dV = P^T dO */
-      k_softmax_bwd<T><<<(unsigned)((srows + 7) / 8), 256, 0, st>>>((T *)P, S, srows, Tn, ld, scale);
-      PB_RETURN_NOT_OK(kcheck(e2, "softmax backward"));
-      PB_RETURN_NOT_OK(lt_run(oo, pv, hk, P, dq, e2)); /* dQ = dS K */
-      PB_RETURN_NOT_OK(lt_run(oo, tb, qh, P, dk, e2)); /* dK = dS^T Q */
-      k_heads<T><<<grid_of(3 * hsz / vec), 256, 0, st>>>((const T *)dq, (T *)dqkv, N, Tn, 3, H, dh, 0);
-      TKCHECK("head merge backward");
-    });
-    oo->bwd_labels.push_back("attention_bwd");
-    grad_done(oo, vo);
-    return 0;
-  });
+  attention_plan<T>(o, q);
   return 0;
 }
 

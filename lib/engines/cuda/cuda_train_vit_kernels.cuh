@@ -13,7 +13,8 @@
 
 namespace pbt {
 
-#define PBT_LN_NV 4 /* layer norm: up to 4 vectors of 8 a lane, D <= 1024 */
+#define PBT_LN_NV 4        /* layer norm: up to 4 vectors of 8 a lane, D <= 1024 */
+#define PBT_LN_BLOCKS 264  /* layer norm backward: blocks (each sums its rows' columns) */
 
 /* Layer norm over rows of D values (D a multiple of 8), one warp a row, statistics in float:
  * y = (x - mean) rstd g + b; mean and rstd kept per row for the backward. */
@@ -71,11 +72,15 @@ __global__ void __launch_bounds__(256)
   for (int i = threadIdx.x; i < D; i += blockDim.x) s0[i] = s1[i] = 0.f;
   __syncthreads();
   const int lane = threadIdx.x % 32, nv = D / PBT_VEC;
-  float ab[PBT_LN_NV][PBT_VEC], ag[PBT_LN_NV][PBT_VEC];
+  float ab[PBT_LN_NV][PBT_VEC], ag[PBT_LN_NV][PBT_VEC], gv[PBT_LN_NV][PBT_VEC];
 #pragma unroll
   for (int j = 0; j < PBT_LN_NV; j++)
 #pragma unroll
-    for (int e = 0; e < PBT_VEC; e++) ab[j][e] = ag[j][e] = 0.f;
+    for (int e = 0; e < PBT_VEC; e++) {
+      int c = lane + 32 * j;
+      ab[j][e] = ag[j][e] = 0.f;
+      gv[j][e] = c < nv ? g[c * PBT_VEC + e] : 0.f;
+    }
   for (int64_t row = blockIdx.x * 8 + threadIdx.x / 32; row < rows; row += gridDim.x * 8) {
     const float mu = mean[row], rs = rstd[row];
     float xh[PBT_LN_NV][PBT_VEC], dh[PBT_LN_NV][PBT_VEC], sd = 0.f, sdx = 0.f;
@@ -89,7 +94,7 @@ __global__ void __launch_bounds__(256)
         float xx = c < nv ? (tof(xv.x[e]) - mu) * rs : 0.f, d = c < nv ? tof(dv.x[e]) : 0.f;
         xh[j][e] = xx;
         ab[j][e] += d, ag[j][e] += d * xx;
-        dh[j][e] = c < nv ? d * g[c * PBT_VEC + e] : 0.f;
+        dh[j][e] = d * gv[j][e];
         sd += dh[j][e], sdx += dh[j][e] * xx;
       }
     }
