@@ -313,7 +313,7 @@ static int token_linear_op(ct_engine *o, const pb__graph *g, const pb__op *op,
 
 /* What attention's backward needs: the products' descriptors, the buffers and the shapes. */
 struct at_plan {
-  int vin, vo;
+  int vin, vo, fused, Tp; /* fused: the flash-style kernels both ways (bfloat16, heads of 64) */
   ct_lt *s, *pv, *tb;
   char *qh, *dqh, *oh, *P;
   float *S;
@@ -341,7 +341,14 @@ template <typename T> static void attention_plan(ct_engine *o, at_plan q) {
     char *hk = q.qh + hs, *hv = hk + hs, *dk = q.dqh + hs, *dv = dk + hs;
     cudaStream_t st = oo->st;
     unsigned sblocks = (unsigned)((q.srows + 7) / 8);
+    const void *out = oo->vals[(size_t)q.vo].y;
     oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      if constexpr (sizeof(T) == 2)
+        if (q.fused) {
+          k_attention_bwd<T><<<(unsigned)(q.N * q.H), ATT_WARPS * 32, ATB_SMEM(q.Tp), st>>>(
+              (const T *)qkv, (const T *)out, (const T *)da, (T *)dqkv, q.Tn, q.Tp, q.H, q.scale);
+          TKCHECK("attention backward");
+        }
       pbk::k_split_qkv<T><<<grid_of(3 * q.hsz / vec), 256, 0, st>>>((const T *)qkv, (T *)q.qh, q.N, q.Tn, q.H, q.dh);
       k_heads<T><<<grid_of(q.hsz / vec), 256, 0, st>>>((const T *)da, (T *)q.oh, q.N, q.Tn, 1, q.H, q.dh, 1);
       PB_RETURN_NOT_OK(kcheck(e2, "head split"));
@@ -365,9 +372,11 @@ template <typename T> static void attention_plan(ct_engine *o, at_plan q) {
 
 /* Multi-head self-attention from the qkv projection (kept for the backward). bfloat16 with heads
  * of 64: the inference engine's flash-style kernel (k_attention, tensor cores, nothing but q, k,
- * v and the output in device memory). Otherwise (float32): q, k and v split into heads, scores
- * (float) = q k^T / sqrt(dh) as one batched product over images and heads, softmax in float,
- * probabilities times v, heads merged. Heads, scores and probabilities are scratch. */
+ * v and the output in device memory) and its backward (k_attention_bwd). Otherwise (float32,
+ * or PIPEBENCH_TRAIN_ATTN_UNFUSED set): q, k and v split into heads, scores (float) =
+ * q k^T / sqrt(dh) as one batched product over images and heads, softmax in float,
+ * probabilities times v, heads merged; the backward recomputes them (attention_plan). Heads,
+ * scores and probabilities are then scratch. */
 template <typename T>
 static int attention_op(ct_engine *o, const pb__op *op, struct pb_error *err) {
   int vin = o->cur[(size_t)op->in];
@@ -377,38 +386,46 @@ static int attention_op(ct_engine *o, const pb__op *op, struct pb_error *err) {
   if (D % H != 0 || (dh * es) % 16 != 0 || Tn > 256 || xi.c != 3 * D)
     return pbc_err(err, PB_EUNSUPPORTED, "training: attention over %d tokens of %d in %d heads "
                    "(at most 256 tokens, heads of a multiple of 16 bytes)", Tn, D, H);
-  PB_RETURN_NOT_OK(scratch(o, (void **)&o->sc_scores, (size_t)(B * Tn * ld) * 4, err));
-  PB_RETURN_NOT_OK(scratch(o, &o->sc_heads, (size_t)(hsz * es), err));
-  PB_RETURN_NOT_OK(scratch(o, &o->sc_qkv, (size_t)(3 * hsz * es), err));
-  PB_RETURN_NOT_OK(scratch(o, &o->sc_dqkv, (size_t)(3 * hsz * es), err));
-  PB_RETURN_NOT_OK(scratch(o, &o->sc_probs, (size_t)(B * Tn * ld * es), err));
-  int vo;
-  PB_RETURN_NOT_OK(val_new(o, D, Tn, 1, sizeof(T), err, &vo));
-  o->cur[(size_t)op->out] = vo;
-  ct_lt *s, *pv, *tb;
-  /* per (image, head): S (Tq x Tk, rows ld apart) = Q K^T; O = P V; and P^T dO */
-  PB_RETURN_NOT_OK(lt_make_b(o, &s, 1, 0, Tn, Tn, dh, dh, dh, ld, CUDA_R_32F, NULL, (int)B,
-                             Tn * dh, Tn * dh, Tn * ld, 16, err));
-  PB_RETURN_NOT_OK(lt_make_b(o, &pv, 0, 0, dh, Tn, Tn, dh, ld, dh, o->bdt, NULL, (int)B, Tn * dh,
-                             Tn * ld, Tn * dh, 16, err));
-  PB_RETURN_NOT_OK(lt_make_b(o, &tb, 0, 1, dh, Tn, Tn, dh, ld, dh, o->bdt, NULL, (int)B, Tn * dh,
-                             Tn * ld, Tn * dh, 16, err));
-  at_plan q = {vin, vo, s, pv, tb, (char *)o->sc_qkv, (char *)o->sc_dqkv, (char *)o->sc_heads,
-               (char *)o->sc_probs, o->sc_scores, N, hsz, B * Tn, Tn, H, dh, ld,
-               (float)(1.0 / sqrt((double)dh))};
-  const char *qkv = (const char *)xi.y;
-  char *a = (char *)o->vals[(size_t)vo].y;
-  lt_tune(o, s, q.qh, q.qh, q.S, q.S, 1.f, 0.f);
-  lt_tune(o, pv, q.qh, q.P, q.oh, q.oh, 1.f, 0.f);
-  lt_tune(o, tb, q.oh, q.P, q.dqh, q.dqh, 1.f, 0.f);
   int Tp = (Tn + 15) / 16 * 16;
   size_t smem = ATT_SMEM(Tp);
   int fused = 0;
-  if constexpr (sizeof(T) == 2) /* the kernel is 16-bit only */
+  if constexpr (sizeof(T) == 2) /* the kernels are 16-bit only */
     fused = dh == ATT_DH && getenv("PIPEBENCH_TRAIN_ATTN_UNFUSED") == NULL &&
             cudaFuncSetAttribute(pbk::k_attention<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)smem) == cudaSuccess;
+                                 (int)smem) == cudaSuccess &&
+            cudaFuncSetAttribute(k_attention_bwd<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)ATB_SMEM(Tp)) == cudaSuccess;
   cudaGetLastError();
+  if (!fused) {
+    PB_RETURN_NOT_OK(scratch(o, (void **)&o->sc_scores, (size_t)(B * Tn * ld) * 4, err));
+    PB_RETURN_NOT_OK(scratch(o, &o->sc_heads, (size_t)(hsz * es), err));
+    PB_RETURN_NOT_OK(scratch(o, &o->sc_qkv, (size_t)(3 * hsz * es), err));
+    PB_RETURN_NOT_OK(scratch(o, &o->sc_dqkv, (size_t)(3 * hsz * es), err));
+    PB_RETURN_NOT_OK(scratch(o, &o->sc_probs, (size_t)(B * Tn * ld * es), err));
+  }
+  int vo;
+  PB_RETURN_NOT_OK(val_new(o, D, Tn, 1, sizeof(T), err, &vo));
+  o->cur[(size_t)op->out] = vo;
+  ct_lt *s = NULL, *pv = NULL, *tb = NULL;
+  if (!fused) {
+    /* per (image, head): S (Tq x Tk, rows ld apart) = Q K^T; O = P V; and P^T dO */
+    PB_RETURN_NOT_OK(lt_make_b(o, &s, 1, 0, Tn, Tn, dh, dh, dh, ld, CUDA_R_32F, NULL, (int)B,
+                               Tn * dh, Tn * dh, Tn * ld, 16, err));
+    PB_RETURN_NOT_OK(lt_make_b(o, &pv, 0, 0, dh, Tn, Tn, dh, ld, dh, o->bdt, NULL, (int)B,
+                               Tn * dh, Tn * ld, Tn * dh, 16, err));
+    PB_RETURN_NOT_OK(lt_make_b(o, &tb, 0, 1, dh, Tn, Tn, dh, ld, dh, o->bdt, NULL, (int)B,
+                               Tn * dh, Tn * ld, Tn * dh, 16, err));
+  }
+  at_plan q = {vin, vo, fused, Tp, s, pv, tb, (char *)o->sc_qkv, (char *)o->sc_dqkv,
+               (char *)o->sc_heads, (char *)o->sc_probs, o->sc_scores, N, hsz, B * Tn, Tn, H, dh,
+               ld, (float)(1.0 / sqrt((double)dh))};
+  const char *qkv = (const char *)xi.y;
+  char *a = (char *)o->vals[(size_t)vo].y;
+  if (!fused) {
+    lt_tune(o, s, q.qh, q.qh, q.S, q.S, 1.f, 0.f);
+    lt_tune(o, pv, q.qh, q.P, q.oh, q.oh, 1.f, 0.f);
+    lt_tune(o, tb, q.oh, q.P, q.dqh, q.dqh, 1.f, 0.f);
+  }
   cudaStream_t st = o->st;
   ct_engine *oo = o;
   int64_t vec = 16 / es;

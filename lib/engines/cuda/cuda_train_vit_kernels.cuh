@@ -290,6 +290,227 @@ __global__ void k_take_cls_bwd(const T *__restrict__ dy, T *__restrict__ dx, int
   }
 }
 
+
+/* ---- attention backward, flash style ------------------------------------------------------
+ * One block per (image, head), as the forward's k_attention (cuda_kernels.cuh), whose shared
+ * memory layout and tensor-core fragments it shares: q, k, v (from the qkv projection) and dO
+ * (the output's gradient) in shared memory, Tp rows each; D_i = rowsum(dO_i O_i) from the
+ * forward's output. Phase 1, a warp per 16 queries: each row's log-sum-exp (base 2) from
+ * S = Q K^T, then P = exp2(S sl2 - lse), dP = dO V^T, dS = P (dP - D) and dQ = scale dS K.
+ * Phase 2, a warp per 16 keys: S^T = K Q^T and dP^T = V dO^T again, dV = P^T dO and
+ * dK = scale dS^T Q. P and dS are rounded to T for their products, as flash attention does;
+ * nothing but q, k, v, O, dO and the gradients touches device memory. */
+#define ATB_SMEM(Tp) ((size_t)4 * (size_t)(Tp) * ATT_LDK * 2 + (size_t)2 * (size_t)(Tp) * 4)
+
+/* A fragments of 16 rows (from r0) of As, all 64 dims. */
+template <typename T>
+__device__ __forceinline__ void atb_frag(uint32_t (&a)[4][4], const T *As, int r0, int lane) {
+  const int mi = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++)
+    pbk::ldsm_x4(a[kk][0], a[kk][1], a[kk][2], a[kk][3],
+                 As + (size_t)(r0 + r + (mi & 1) * 8) * ATT_LDK + kk * 16 + (mi >> 1) * 8);
+}
+
+/* s (16 x 16) = A (fragments, 16 x 64) times rows b0 .. b0 + 15 of Bs, transposed. */
+template <typename T>
+__device__ __forceinline__ void atb_s16(float (&s)[2][4], const uint32_t (&a)[4][4], const T *Bs,
+                                        int b0, int lane) {
+  const int mi = lane / 8, r = lane % 8;
+#pragma unroll
+  for (int j = 0; j < 2; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) {
+    uint32_t x0, x1, x2, x3;
+    pbk::ldsm_x4(x0, x1, x2, x3,
+                 Bs + (size_t)(b0 + r + (mi >> 1) * 8) * ATT_LDK + kk * 16 + (mi & 1) * 8);
+    pbk::mma16816<T>(s[0], a[kk], x0, x1);
+    pbk::mma16816<T>(s[1], a[kk], x2, x3);
+  }
+}
+
+/* acc (16 x 64) += p (16 x 16, accumulators, rounded to T) times rows b0 .. b0 + 15 of Bs. */
+template <typename T>
+__device__ __forceinline__ void atb_pv(float (&acc)[8][4], const float (&p)[2][4], const T *Bs,
+                                       int b0, int lane) {
+  const int mi = lane / 8, r = lane % 8;
+  uint32_t pa[4] = {pbk::pack2<T>(p[0][0], p[0][1]), pbk::pack2<T>(p[0][2], p[0][3]),
+                    pbk::pack2<T>(p[1][0], p[1][1]), pbk::pack2<T>(p[1][2], p[1][3])};
+#pragma unroll
+  for (int dp = 0; dp < 4; dp++) {
+    uint32_t x0, x1, x2, x3;
+    pbk::ldsm_x4_t(x0, x1, x2, x3,
+                   Bs + (size_t)(b0 + r + (mi & 1) * 8) * ATT_LDK + dp * 16 + (mi >> 1) * 8);
+    pbk::mma16816<T>(acc[2 * dp], pa, x0, x1);
+    pbk::mma16816<T>(acc[2 * dp + 1], pa, x2, x3);
+  }
+}
+
+/* Rows r0 + g and r0 + g + 8 of acc (times scale) to out (rows ld apart), those below Tn. */
+template <typename T>
+__device__ __forceinline__ void atb_store(const float (&acc)[8][4], float scale, T *out,
+                                          size_t ld, int r0, int Tn, int lane) {
+  const int g = lane / 4, t2 = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    if (r0 + g < Tn)
+      *reinterpret_cast<uint32_t *>(out + (size_t)(r0 + g) * ld + 8 * j + t2) =
+          pbk::pack2<T>(acc[j][0] * scale, acc[j][1] * scale);
+    if (r0 + g + 8 < Tn)
+      *reinterpret_cast<uint32_t *>(out + (size_t)(r0 + g + 8) * ld + 8 * j + t2) =
+          pbk::pack2<T>(acc[j][2] * scale, acc[j][3] * scale);
+  }
+}
+
+/* Phase 1 for the queries q0 .. q0 + 15: their log-sum-exp into lse, dQ into dq. */
+template <typename T>
+__device__ void atb_dq(const T *Qs, const T *Ks, const T *Vs, const T *Ds, float *lse,
+                       const float *Dd, int q0, int Tn, int Tp, float sl2, float scale, T *dq,
+                       size_t ld, int lane) {
+  const int g = lane / 4, t2 = 2 * (lane % 4);
+  uint32_t qa[4][4], da[4][4];
+  atb_frag<T>(qa, Qs, q0, lane);
+  atb_frag<T>(da, Ds, q0, lane);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  for (int k0 = 0; k0 < Tp; k0 += 16) {
+    float s[2][4];
+    atb_s16<T>(s, qa, Ks, k0, lane);
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      int c = k0 + 8 * j + t2;
+      if (c >= Tn) s[j][0] = s[j][2] = -INFINITY;
+      if (c + 1 >= Tn) s[j][1] = s[j][3] = -INFINITY;
+      mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      l[i] *= exp2f((m[i] - mx[i]) * sl2); /* the first tile has a key below Tn: mx finite */
+      m[i] = mx[i];
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      l[0] += exp2f((s[j][0] - m[0]) * sl2) + exp2f((s[j][1] - m[0]) * sl2);
+      l[1] += exp2f((s[j][2] - m[1]) * sl2) + exp2f((s[j][3] - m[1]) * sl2);
+    }
+  }
+  float L[2], dd[2] = {Dd[q0 + g], Dd[q0 + g + 8]};
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    L[i] = m[i] * sl2 + log2f(l[i]);
+  }
+  if (lane % 4 == 0) {
+    lse[q0 + g] = q0 + g < Tn ? L[0] : INFINITY; /* rows past Tn: no probability anywhere */
+    lse[q0 + g + 8] = q0 + g + 8 < Tn ? L[1] : INFINITY;
+  }
+  float acc[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  for (int k0 = 0; k0 < Tp; k0 += 16) {
+    float s[2][4], dp[2][4];
+    atb_s16<T>(s, qa, Ks, k0, lane);
+    atb_s16<T>(dp, da, Vs, k0, lane);
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      int c = k0 + 8 * j + t2;
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float p = c + (e & 1) < Tn ? exp2f(s[j][e] * sl2 - L[e >> 1]) : 0.f;
+        s[j][e] = p * (dp[j][e] - dd[e >> 1]);
+      }
+    }
+    atb_pv<T>(acc, s, Ks, k0, lane);
+  }
+  atb_store<T>(acc, scale, dq, ld, q0, Tn, lane);
+}
+
+/* Phase 2 for the keys k0 .. k0 + 15: dK into dk, dV into dv. */
+template <typename T>
+__device__ void atb_dkv(const T *Qs, const T *Ks, const T *Vs, const T *Ds, const float *lse,
+                        const float *Dd, int k0, int Tn, int Tp, float sl2, float scale, T *dk,
+                        T *dv, size_t ld, int lane) {
+  const int t2 = 2 * (lane % 4);
+  uint32_t ka[4][4], va[4][4];
+  atb_frag<T>(ka, Ks, k0, lane);
+  atb_frag<T>(va, Vs, k0, lane);
+  float ak[8][4], av[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) ak[j][e] = av[j][e] = 0.f;
+  for (int q0 = 0; q0 < Tp; q0 += 16) {
+    float st[2][4], dpt[2][4];
+    atb_s16<T>(st, ka, Qs, q0, lane);
+    atb_s16<T>(dpt, va, Ds, q0, lane);
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      int c = q0 + 8 * j + t2;
+      float lc[2] = {lse[c], lse[c + 1]}, dc[2] = {Dd[c], Dd[c + 1]};
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float p = exp2f(st[j][e] * sl2 - lc[e & 1]);
+        st[j][e] = p;
+        dpt[j][e] = p * (dpt[j][e] - dc[e & 1]);
+      }
+    }
+    atb_pv<T>(av, st, Ds, q0, lane);
+    atb_pv<T>(ak, dpt, Qs, q0, lane);
+  }
+  atb_store<T>(ak, scale, dk, ld, k0, Tn, lane);
+  atb_store<T>(av, 1.f, dv, ld, k0, Tn, lane);
+}
+
+/* qkv (N, Tn, 3, H, 64), o and dout (N, Tn, H * 64) -> dqkv (N, Tn, 3, H, 64). Tp: Tn rounded
+ * up to 16; ATB_SMEM(Tp) bytes of shared memory. */
+template <typename T>
+__global__ void __launch_bounds__(ATT_WARPS * 32, 1)
+    k_attention_bwd(const T *__restrict__ qkv, const T *__restrict__ o, const T *__restrict__ dout,
+                    T *__restrict__ dqkv, int Tn, int Tp, int H, float scale) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int D = H * ATT_DH, ld3 = 3 * D;
+  const int n = blockIdx.x / H, h = blockIdx.x % H, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  T *Qs = reinterpret_cast<T *>(smem), *Ks = Qs + (size_t)Tp * ATT_LDK;
+  T *Vs = Ks + (size_t)Tp * ATT_LDK, *Ds = Vs + (size_t)Tp * ATT_LDK;
+  float *lse = reinterpret_cast<float *>(Ds + (size_t)Tp * ATT_LDK), *Dd = lse + Tp;
+  const int vpr = ATT_DH * (int)sizeof(T) / 16, ve = 16 / (int)sizeof(T);
+  for (int i = threadIdx.x; i < 4 * Tp * vpr; i += blockDim.x) {
+    int w = i / (Tp * vpr), t = (i / vpr) % Tp, c = i % vpr;
+    T *dst = Qs + ((size_t)w * Tp + t) * ATT_LDK + c * ve;
+    if (t < Tn) {
+      const T *src = w < 3 ? qkv + ((size_t)n * Tn + t) * ld3 + w * D + h * ATT_DH + c * ve
+                           : dout + ((size_t)n * Tn + t) * D + h * ATT_DH + c * ve;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(pbk::smem_u32(dst)), "l"(src));
+    } else {
+      *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+  for (int i = threadIdx.x; i < Tp; i += blockDim.x) {
+    float s = 0.f;
+    if (i < Tn) {
+      const T *orow = o + ((size_t)n * Tn + i) * D + h * ATT_DH;
+      for (int d = 0; d < ATT_DH; d++) s += tof(Ds[(size_t)i * ATT_LDK + d]) * tof(orow[d]);
+    }
+    Dd[i] = s;
+  }
+  __syncthreads();
+  const float sl2 = scale * 1.4426950408889634f;
+  const int ntiles = Tp / 16;
+  T *base = dqkv + (size_t)n * Tn * ld3 + h * ATT_DH;
+  for (int qt = warp; qt < ntiles; qt += ATT_WARPS)
+    atb_dq<T>(Qs, Ks, Vs, Ds, lse, Dd, qt * 16, Tn, Tp, sl2, scale, base, (size_t)ld3, lane);
+  __syncthreads();
+  for (int kt = warp; kt < ntiles; kt += ATT_WARPS)
+    atb_dkv<T>(Qs, Ks, Vs, Ds, lse, Dd, kt * 16, Tn, Tp, sl2, scale, base + D, base + 2 * D,
+               (size_t)ld3, lane);
+}
+
 } /* namespace pbt */
 
 #endif
