@@ -115,6 +115,7 @@ struct ct_engine {
   cudaDataType_t bdt = CUDA_R_16BF;
   void *ws = NULL, *ltws = NULL;
   size_t ws_size = 0, ltws_size = 0;
+  size_t ws_need = 0; /* the most cuDNN workspace any chosen algorithm takes */
   std::vector<std::pair<void *, size_t>> allocs;
   int64_t bytes_w = 0, bytes_act = 0, bytes_scratch = 0;
   std::vector<ct_param> params;
@@ -409,6 +410,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
       return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no forward algorithm for %s",
                      g->params[op->w].name);
     fa = perf[pick].algo, fmath = perf[pick].mathType;
+    if (perf[pick].memory > o->ws_need) o->ws_need = perf[pick].memory;
     o->algo_fwd[key] = (int)fa | ((int)fmath << 8);
   }
   cudnnConvolutionDescriptor_t cdf;
@@ -420,8 +422,6 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   TDNN(cudnnSetConvolutionMathType(cdf, fmath), "convolution math type");
   ct_engine *oo = o;
   cudnnHandle_t h = o->dnn;
-  void *ws = o->ws;
-  size_t wss = o->ws_size;
   cudaStream_t st = o->st;
   float *p0 = o->part0, *p1 = o->part1;
   ct_param P = o->params[(size_t)pwid];
@@ -434,7 +434,8 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   void *res = vres >= 0 ? o->vals[(size_t)vres].y : NULL;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
     float one = 1.f, zero = 0.f;
-    cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, ws, wss, &zero, yd, z);
+    cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, oo->ws,
+                                               oo->ws_size, &zero, yd, z);
     return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution");
   });
   o->fwd_labels.push_back("conv_fwd");
@@ -499,6 +500,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
           pick = i;
       if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-filter algorithm for %s", P.name);
       bfa = perf[pick].algo, mf = perf[pick].mathType;
+      if (perf[pick].memory > oo->ws_need) oo->ws_need = perf[pick].memory;
       oo->algo_bwd_filter[key] = (int)bfa | ((int)mf << 8);
     }
     if (!is_first) {
@@ -519,6 +521,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
             pick = i;
         if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-data algorithm for %s", P.name);
         bda = perf[pick].algo, md = perf[pick].mathType;
+        if (perf[pick].memory > oo->ws_need) oo->ws_need = perf[pick].memory;
         oo->algo_bwd_data[key] = (int)bda | ((int)md << 8);
       }
     }
@@ -553,7 +556,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     oo->bwd_labels.push_back("bn_relu_bwd");
     oo->bwd.push_back([=](struct pb_error *e2) -> int {
       float one = 1.f, zero = 0.f;
-      cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, ws, wss,
+      cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, oo->ws, oo->ws_size,
                                                        &zero, fd, P.grad);
       return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward filter");
     });
@@ -561,7 +564,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     if (dx != NULL) {
       oo->bwd.push_back([=](struct pb_error *e2) -> int {
         float one = 1.f, bd = beta_dx;
-        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, ws, wss,
+        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, oo->ws, oo->ws_size,
                                                        &bd, xd, dx);
         return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward data");
       });
@@ -801,6 +804,25 @@ static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct 
   return 0;
 }
 
+/* The algorithm searches ran with the whole workspace (PIPEBENCH_CUDA_WORKSPACE_MB, 512 MiB by
+ * default); the steps need only what the chosen algorithms take: keep that much. */
+static int workspace_shrink(ct_engine *o, struct pb_error *err) {
+  size_t need = (o->ws_need + 255) / 256 * 256;
+  if (o->ws == NULL || need >= o->ws_size) return 0;
+  TCU(cudaDeviceSynchronize(), "training setup");
+  for (size_t i = 0; i < o->allocs.size(); i++)
+    if (o->allocs[i].first == o->ws) {
+      o->bytes_scratch -= (int64_t)o->allocs[i].second;
+      o->allocs.erase(o->allocs.begin() + (long)i);
+      break;
+    }
+  TCU(cudaFree(o->ws), "workspace");
+  o->ws = NULL;
+  TALLOC(o->ws, void *, need, &o->bytes_scratch);
+  o->ws_size = need;
+  return 0;
+}
+
 /* ---- the step -------------------------------------------------------------------------------- */
 
 template <typename T> static int loss_launch(ct_engine *o, struct pb_error *err) {
@@ -939,6 +961,7 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
    * once their layer's backward is queued */
   for (size_t i = o->bwd_plan.size(); i-- > 0;) PB_RETURN_NOT_OK(o->bwd_plan[i](err));
   o->bwd_plan.clear();
+  PB_RETURN_NOT_OK(workspace_shrink(o, err));
   /* the SGD table */
   std::vector<sgd_param> sp;
   for (auto &p : o->params) {
