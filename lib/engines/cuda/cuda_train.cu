@@ -13,7 +13,9 @@
  * Layers: convolution (cuDNN's legacy API: forward, backward data, backward filter, NHWC),
  * batch norm in training mode (batch statistics, running averages with momentum 0.1 and the
  * unbiased variance, as torch), ReLU, residual add, max pool, global average pool, linear
- * (cuBLASLt) as the last layer. Every forward tensor is kept; gradients share a pool whose
+ * (cuBLASLt) as the last layer; and the token layers of vit_b_16 (patch embedding, layer norm,
+ * linear layers over tokens with GELU and residuals, attention, the class token), in
+ * cuda_train_vit.cuh, which this file includes. Every forward tensor is kept; gradients share a pool whose
  * buffers are reused once their layer's backward has run (planned at creation). */
 #include <math.h>
 #include <stdio.h>
