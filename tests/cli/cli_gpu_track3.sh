@@ -66,4 +66,14 @@ m = json.load(open(sys.argv[1]))
 assert m["device"] == "cuda" and m["steps"] == 2 and math.isfinite(m["final_loss"]), m
 PY
 then pass; else fail "train resnet50 metrics: cuda, 2 steps, a finite loss"; fi
+
+# vit_b_16 trains on the GPU too (it was refused for want of its backward layers)
+run timeout $lim "$pb" train --device cuda --model vit_b_16 --num-images 16 --batch-size 8 \
+  --metrics-out "$work/mv.json"
+expect_rc 0 "train vit_b_16 on cuda"
+expect_out "^device: cuda .*model vit_b_16" "train names the GPU and vit_b_16"
+run timeout $lim "$pb" run --data "$work/ds" --out "$work/rv" --tracks 3 --model vit_b_16 \
+  --t3-batch 16 --t3-workers 2 --steps 6 --repeats 1 --train --formats raw --no-peer --device cuda
+expect_rc 0 "track 3 --train --device cuda --model vit_b_16"
+honest "$work/rv/data/pipebench_track3.csv" train && pass || fail "track 3 vit_b_16 training rows are honest"
 finish

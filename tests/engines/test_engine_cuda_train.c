@@ -30,10 +30,10 @@ static void make(setup *s, const char *model, const char *dtype, float momentum)
   pb_engine_params p = PB_ENGINE_PARAMS_DEFAULTS;
   p.model = model, p.device = "cuda", p.dtype = dtype, p.training = 1, p.seed = 7;
   p.momentum = momentum;
-  int is_embed = strcmp(model, "embed") == 0;
-  p.batch_size = s->batch = is_embed ? 4 : 6;
+  int is_embed = strcmp(model, "embed") == 0, is_vit = strcmp(model, "vit_b_16") == 0;
+  p.batch_size = s->batch = is_embed || is_vit ? 4 : 6;
   p.channels = is_embed ? 1 : 3;
-  p.height = p.width = is_embed ? 20 : 64;
+  p.height = p.width = is_embed ? 20 : is_vit ? 224 : 64; /* vit_b_16 takes 224x224 only */
   char why[512];
   if (pb_engine_device_status("cuda", why, sizeof why) != 0) {
     printf("SKIP: cuda unavailable: %s\n", why);
@@ -176,8 +176,8 @@ static int falls(const char *model, const char *dtype) {
   int rises = 0;
   for (int k = 0; k < 50; k++) {
     float l = 0;
-    CHECK_OK(pb_engine_train_step(s.e, s.x, s.t, strcmp(model, "embed") == 0 ? 0.005f : 0.02f, &l,
-                                  &err), &err);
+    float lr = strcmp(model, "embed") == 0 ? 0.005f : strcmp(model, "vit_b_16") == 0 ? 0.01f : 0.02f;
+    CHECK_OK(pb_engine_train_step(s.e, s.x, s.t, lr, &l, &err), &err);
     CHECK(isfinite(l));
     if (k == 0) first = l;
     else rises += l > prev;

@@ -13,7 +13,9 @@
  * Layers: convolution (cuDNN's legacy API: forward, backward data, backward filter, NHWC),
  * batch norm in training mode (batch statistics, running averages with momentum 0.1 and the
  * unbiased variance, as torch), ReLU, residual add, max pool, global average pool, linear
- * (cuBLASLt) as the last layer. Every forward tensor is kept; gradients share a pool whose
+ * (cuBLASLt) as the last layer; and the token layers of vit_b_16 (patch embedding, layer norm,
+ * linear layers over tokens with GELU and residuals, attention, the class token), in
+ * cuda_train_vit.cuh, which this file includes. Every forward tensor is kept; gradients share a pool whose
  * buffers are reused once their layer's backward has run (planned at creation). */
 #include <math.h>
 #include <stdio.h>
@@ -85,13 +87,17 @@ struct ct_val {
   int pool = -1;     /* the gradient's pool buffer */
   int written = 0;   /* the backward plan has written its gradient once (later ones add) */
   int64_t per = 0;   /* values per image */
-  int c = 0, h = 0, w = 0;
+  int c = 0, h = 0, w = 0; /* tokens: c is the row length, h the rows per image, w 1 */
+  const void *gelu_of = NULL; /* y lives in shared scratch: the backward recomputes gelu(gelu_of) */
 };
 
+#define CT_LT_CANDIDATES 8
 struct ct_lt { /* one cuBLASLt product */
   cublasLtMatmulDesc_t d = NULL;
   cublasLtMatrixLayout_t a = NULL, b = NULL, c = NULL;
   cublasLtMatmulAlgo_t algo;
+  cublasLtMatmulAlgo_t cand[CT_LT_CANDIDATES]; /* the heuristic's first few, for lt_tune */
+  int n_cand = 0, tuned = 0;
 };
 
 struct ct_buf {
@@ -111,6 +117,7 @@ struct ct_engine {
   cudaDataType_t bdt = CUDA_R_16BF;
   void *ws = NULL, *ltws = NULL;
   size_t ws_size = 0, ltws_size = 0;
+  size_t ws_need = 0; /* the most cuDNN workspace any chosen algorithm takes */
   std::vector<std::pair<void *, size_t>> allocs;
   int64_t bytes_w = 0, bytes_act = 0, bytes_scratch = 0;
   std::vector<ct_param> params;
@@ -143,6 +150,12 @@ struct ct_engine {
   int n_sgd = 0;
   int64_t sgd_max = 0;
   int use_graph = 1, steps_done = 0;
+  float *next_bgradb = NULL; /* lt_make_b: the next product also writes this bias gradient */
+  /* token models: scratch shared by every block (q, k and v as heads and their gradients, one
+   * more tensor of heads, the attention scores in float and the probabilities, the MLP's
+   * hidden layer after GELU) */
+  void *sc_qkv = NULL, *sc_dqkv = NULL, *sc_heads = NULL, *sc_mlp = NULL, *sc_probs = NULL;
+  float *sc_scores = NULL;
   cudaGraph_t graph = NULL;
   cudaGraphExec_t gexec = NULL;
 };
@@ -195,8 +208,9 @@ void host_to_t<__nv_bfloat16>(const float *src, std::vector<unsigned char> &dst,
   }
 }
 
-/* Adds a parameter from host values (already in the device layout). compute: also a T copy for
- * the forward, and the gradient in T (cuDNN's filter gradient). */
+/* Adds a parameter from host values (already in the device layout). compute 1: also a T copy
+ * for the forward, and the gradient in T (cuDNN's filter gradient); 2: the T copy with a float
+ * gradient (cuBLASLt's weight gradients). */
 template <typename T>
 static int param_add(ct_engine *o, const char *name, const float *v, int64_t n, int learnable,
                      int compute, int *id, struct pb_error *err) {
@@ -208,7 +222,7 @@ static int param_add(ct_engine *o, const char *name, const float *v, int64_t n, 
   TCU(cudaMemcpy(p.w, v, (size_t)n * 4, cudaMemcpyHostToDevice), "weight upload");
   if (learnable) {
     TALLOC(p.mom, float *, (size_t)n * 4, &o->bytes_w);
-    p.grad_t = compute && sizeof(T) != 4;
+    p.grad_t = compute == 1 && sizeof(T) != 4;
     TALLOC(p.grad, void *, (size_t)n * (p.grad_t ? sizeof(T) : 4), &o->bytes_act);
     if (compute && sizeof(T) != 4) {
       std::vector<unsigned char> h;
@@ -398,6 +412,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
       return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no forward algorithm for %s",
                      g->params[op->w].name);
     fa = perf[pick].algo, fmath = perf[pick].mathType;
+    if (perf[pick].memory > o->ws_need) o->ws_need = perf[pick].memory;
     o->algo_fwd[key] = (int)fa | ((int)fmath << 8);
   }
   cudnnConvolutionDescriptor_t cdf;
@@ -409,8 +424,6 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   TDNN(cudnnSetConvolutionMathType(cdf, fmath), "convolution math type");
   ct_engine *oo = o;
   cudnnHandle_t h = o->dnn;
-  void *ws = o->ws;
-  size_t wss = o->ws_size;
   cudaStream_t st = o->st;
   float *p0 = o->part0, *p1 = o->part1;
   ct_param P = o->params[(size_t)pwid];
@@ -423,7 +436,8 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   void *res = vres >= 0 ? o->vals[(size_t)vres].y : NULL;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
     float one = 1.f, zero = 0.f;
-    cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, ws, wss, &zero, yd, z);
+    cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, oo->ws,
+                                               oo->ws_size, &zero, yd, z);
     return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution");
   });
   o->fwd_labels.push_back("conv_fwd");
@@ -488,6 +502,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
           pick = i;
       if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-filter algorithm for %s", P.name);
       bfa = perf[pick].algo, mf = perf[pick].mathType;
+      if (perf[pick].memory > oo->ws_need) oo->ws_need = perf[pick].memory;
       oo->algo_bwd_filter[key] = (int)bfa | ((int)mf << 8);
     }
     if (!is_first) {
@@ -508,6 +523,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
             pick = i;
         if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-data algorithm for %s", P.name);
         bda = perf[pick].algo, md = perf[pick].mathType;
+        if (perf[pick].memory > oo->ws_need) oo->ws_need = perf[pick].memory;
         oo->algo_bwd_data[key] = (int)bda | ((int)md << 8);
       }
     }
@@ -542,7 +558,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     oo->bwd_labels.push_back("bn_relu_bwd");
     oo->bwd.push_back([=](struct pb_error *e2) -> int {
       float one = 1.f, zero = 0.f;
-      cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, ws, wss,
+      cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, oo->ws, oo->ws_size,
                                                        &zero, fd, P.grad);
       return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward filter");
     });
@@ -550,7 +566,7 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     if (dx != NULL) {
       oo->bwd.push_back([=](struct pb_error *e2) -> int {
         float one = 1.f, bd = beta_dx;
-        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, ws, wss,
+        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, oo->ws, oo->ws_size,
                                                        &bd, xd, dx);
         return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward data");
       });
@@ -619,10 +635,13 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
 /* ---- linear (the last layer: logits in float32) ------------------------------------------- */
 
 /* Column-major D (m x n) = op(A) op(B), A and B in the compute type, D in dtype; bias (length
- * m, float) through the epilogue when not NULL. */
-static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
-                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const float *bias,
-                   struct pb_error *err) {
+ * m; float for a float D, else in D's type) through the epilogue when not NULL. batch > 1: that many products, each operand
+ * sa, sb, sd values after the last; align: the smallest alignment of any operand's pointer in
+ * bytes (0: cuBLASLt's default). */
+static int lt_make_b(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                     int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype,
+                     const void *bias, int batch, int64_t sa, int64_t sb, int64_t sd,
+                     uint32_t align, struct pb_error *err) {
   ct_lt *mm = new ct_lt();
   o->lts.push_back(mm);
   *out = mm;
@@ -630,40 +649,115 @@ static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
   TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
+  float *bgrad = o->next_bgradb;
+  o->next_bgradb = NULL;
+  if (bgrad != NULL) { /* the sum over k of op(B)'s rows, one value a column of D */
+    cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BGRADB;
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
+    TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bgrad, sizeof bgrad), "bias gradient");
+  }
   if (bias != NULL) {
     cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep), "epilogue");
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias");
-    cudaDataType_t bt = CUDA_R_32F;
+    cudaDataType_t bt = dtype;
     TLT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "bias type");
   }
   TLT(cublasLtMatrixLayoutCreate(&mm->a, o->bdt, ta ? k : m, ta ? m : k, lda), "layout A");
   TLT(cublasLtMatrixLayoutCreate(&mm->b, o->bdt, tb ? n : k, tb ? k : n, ldb), "layout B");
   TLT(cublasLtMatrixLayoutCreate(&mm->c, dtype, m, n, ldd), "layout D");
+  if (batch > 1) {
+    cublasLtMatrixLayout_t ls[3] = {mm->a, mm->b, mm->c};
+    int64_t ss[3] = {sa, sb, sd};
+    for (int i = 0; i < 3; i++) {
+      TLT(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                           sizeof batch), "batch count");
+      TLT(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &ss[i], sizeof ss[i]), "batch stride");
+    }
+  }
   cublasLtMatmulPreference_t pref;
   TLT(cublasLtMatmulPreferenceCreate(&pref), "preference");
   uint64_t wsz = o->ltws_size;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
-  cublasLtMatmulHeuristicResult_t r;
+  if (align != 0) {
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+      cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align);
+  }
+  cublasLtMatmulHeuristicResult_t r[CT_LT_CANDIDATES];
   int nr = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(o->lt, mm->d, mm->a, mm->b, mm->c, mm->c, pref,
-                                                    1, &r, &nr);
+                                                    CT_LT_CANDIDATES, r, &nr);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || nr == 0)
     return pbc_err(err, PB_EUNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld product",
                    (long long)m, (long long)n, (long long)k);
-  mm->algo = r.algo;
+  mm->algo = r[0].algo;
+  for (int i = 0; i < nr; i++)
+    if (r[i].state == CUBLAS_STATUS_SUCCESS) mm->cand[mm->n_cand++] = r[i].algo;
+  return 0;
+}
+
+/* Times the heuristic's candidates on the real buffers (at creation, before any step, so writing
+ * them is harmless) and keeps the fastest; the first when timing fails. PIPEBENCH_CUDA_LT_TUNE=0
+ * keeps the heuristic's first. */
+static void lt_tune(ct_engine *o, ct_lt *mm, const void *A, const void *B, const void *C, void *D,
+                    float alpha, float beta) {
+  const char *env = getenv("PIPEBENCH_CUDA_LT_TUNE");
+  if (mm->tuned || mm->n_cand < 2 || (env != NULL && strcmp(env, "0") == 0)) return;
+  mm->tuned = 1;
+  cudaEvent_t e0, e1;
+  if (cudaEventCreate(&e0) != cudaSuccess) return;
+  if (cudaEventCreate(&e1) != cudaSuccess) {
+    cudaEventDestroy(e0);
+    return;
+  }
+  float best = 1e30f;
+  for (int i = 0; i < mm->n_cand; i++) {
+    int ok = 1;
+    for (int r = 0; r < 4 && ok; r++) { /* one warm-up, three timed */
+      if (r == 1) cudaEventRecord(e0, o->st);
+      ok = cublasLtMatmul(o->lt, mm->d, &alpha, A, mm->a, B, mm->b, &beta, C, mm->c, D, mm->c,
+                          &mm->cand[i], o->ltws, o->ltws_size, o->st) == CUBLAS_STATUS_SUCCESS;
+    }
+    cudaEventRecord(e1, o->st);
+    float ms = 0;
+    if (ok && cudaEventSynchronize(e1) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms < best) {
+      best = ms;
+      mm->algo = mm->cand[i];
+    }
+  }
+  cudaGetLastError();
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+static int lt_make(ct_engine *o, ct_lt **out, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   int64_t lda, int64_t ldb, int64_t ldd, cudaDataType_t dtype, const void *bias,
+                   struct pb_error *err) {
+  return lt_make_b(o, out, ta, tb, m, n, k, lda, ldb, ldd, dtype, bias, 1, 0, 0, 0, 0, err);
+}
+
+/* D = alpha op(A) op(B) + beta C (C laid out as D). */
+static int lt_run_c(ct_engine *o, ct_lt *mm, const void *A, const void *B, const void *C, void *D,
+                    float alpha, float beta, struct pb_error *err) {
+  TLT(cublasLtMatmul(o->lt, mm->d, &alpha, A, mm->a, B, mm->b, &beta, C, mm->c, D, mm->c,
+                     &mm->algo, o->ltws, o->ltws_size, o->st),
+      "matmul");
   return 0;
 }
 
 static int lt_run(ct_engine *o, ct_lt *mm, const void *A, const void *B, void *D,
                   struct pb_error *err) {
-  float one = 1.f, zero = 0.f;
-  TLT(cublasLtMatmul(o->lt, mm->d, &one, A, mm->a, B, mm->b, &zero, D, mm->c, D, mm->c, &mm->algo,
-                     o->ltws, o->ltws_size, o->st),
-      "matmul");
-  return 0;
+  return lt_run_c(o, mm, A, B, D, D, 1.f, 0.f, err);
 }
+
+#include "engines/cuda/cuda_train_vit.cuh"
+
 
 template <typename T>
 static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
@@ -674,13 +768,9 @@ static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct 
                    "layer, after global pooling (%s)", g->params[op->w].name);
   int64_t Cin = op->cin, K = op->cout, N = o->N;
   int pwid, pbid;
-  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, K * Cin, 1, 1, &pwid, err));
+  /* cuBLASLt writes the weight gradient in float */
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, g->params[op->w].data, K * Cin, 1, 2, &pwid, err));
   PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, K, 1, 0, &pbid, err));
-  ct_param &P = o->params[(size_t)pwid];
-  P.grad_t = 0; /* cuBLASLt writes the weight gradient in float */
-  if (sizeof(T) != 4) { /* it was sized for T: give it a float buffer */
-    TALLOC(P.grad, void *, (size_t)(K * Cin) * 4, &o->bytes_act);
-  }
   void *wt = pw(o, pwid);
   float *bias = o->params[(size_t)pbid].w;
   void *gw = o->params[(size_t)pwid].grad, *gb = o->params[(size_t)pbid].grad;
@@ -713,6 +803,25 @@ static int linear_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct 
     oo->bwd_labels.push_back("linear_bwd");
     return 0;
   });
+  return 0;
+}
+
+/* The algorithm searches ran with the whole workspace (PIPEBENCH_CUDA_WORKSPACE_MB, 512 MiB by
+ * default); the steps need only what the chosen algorithms take: keep that much. */
+static int workspace_shrink(ct_engine *o, struct pb_error *err) {
+  size_t need = (o->ws_need + 255) / 256 * 256;
+  if (o->ws == NULL || need >= o->ws_size) return 0;
+  TCU(cudaDeviceSynchronize(), "training setup");
+  for (size_t i = 0; i < o->allocs.size(); i++)
+    if (o->allocs[i].first == o->ws) {
+      o->bytes_scratch -= (int64_t)o->allocs[i].second;
+      o->allocs.erase(o->allocs.begin() + (long)i);
+      break;
+    }
+  TCU(cudaFree(o->ws), "workspace");
+  o->ws = NULL;
+  TALLOC(o->ws, void *, need, &o->bytes_scratch);
+  o->ws_size = need;
   return 0;
 }
 
@@ -795,6 +904,9 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   o->cur[0] = v0;
   const char *wsmb = getenv("PIPEBENCH_CUDA_WORKSPACE_MB");
   o->ws_size = (size_t)(wsmb && *wsmb ? atoi(wsmb) : 512) << 20;
+  int convs = 0;
+  for (int i = 0; i < g->n_ops; i++) convs += g->ops[i].kind == PB__OP_CONV;
+  if (convs == 0) o->ws_size = 0; /* cuDNN's workspace serves convolutions only */
   TALLOC(o->ws, void *, o->ws_size, &o->bytes_scratch);
   o->ltws_size = (size_t)32 << 20;
   TALLOC(o->ltws, void *, o->ltws_size, &o->bytes_scratch);
@@ -809,6 +921,8 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
     colsum_shape(o->N * so.h * so.w, (int)op->cout, &ch, &rpc, &gr);
     if ((size_t)ch * (size_t)op->cout > most) most = (size_t)ch * (size_t)op->cout;
   }
+  size_t tok = token_partials(o, g);
+  if (tok > most) most = tok;
   o->part_count = most;
   TALLOC(o->part0, float *, most * 4 + 4, &o->bytes_scratch);
   TALLOC(o->part1, float *, most * 4 + 4, &o->bytes_scratch);
@@ -832,21 +946,14 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
       break;
     case PB__OP_MAXPOOL:
     case PB__OP_GAP: rc = pool_op<T>(o, g, op, err); break;
-    case PB__OP_LINEAR: rc = linear_op<T>(o, g, op, err); break;
-    default: {
-      /* The backward passes of these layers are not written yet (vit_b_16 needs all four):
-       * layernorm, attention, the patch embedding with its class token and position embedding,
-       * and taking the class token. */
-      static const char *const names[] = {"conv", "maxpool", "global average pool", "linear",
-                                          "layernorm", "patch embedding", "attention",
-                                          "class token"};
-      int k = (int)op->kind;
-      rc = pbc_err(err, PB_EUNSUPPORTED,
-                   "%s: the CUDA training step has no backward pass for its %s layers yet (it "
-                   "trains conv, batch norm, ReLU, residual, pooling and linear layers: embed, "
-                   "resnet50); run --tracks 3 --framework torch --train trains it with torch",
-                   g->model, k >= 0 && k < 8 ? names[k] : "unknown");
-    }
+    case PB__OP_LINEAR:
+      rc = op->out == g->output ? linear_op<T>(o, g, op, err) : token_linear_op<T>(o, g, op, err);
+      break;
+    case PB__OP_LAYERNORM: rc = layernorm_op<T>(o, g, op, err); break;
+    case PB__OP_PATCH_TOKENS: rc = patch_op<T>(o, g, op, err); break;
+    case PB__OP_ATTENTION: rc = attention_op<T>(o, op, err); break;
+    case PB__OP_TAKE_CLS: rc = take_cls_op<T>(o, op, err); break;
+    default: rc = pbc_err(err, PB_EUNSUPPORTED, "%s: layer kind %d has no training step", g->model, (int)op->kind);
     }
     if (rc != 0) return rc;
   }
@@ -856,6 +963,7 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
    * once their layer's backward is queued */
   for (size_t i = o->bwd_plan.size(); i-- > 0;) PB_RETURN_NOT_OK(o->bwd_plan[i](err));
   o->bwd_plan.clear();
+  PB_RETURN_NOT_OK(workspace_shrink(o, err));
   /* the SGD table */
   std::vector<sgd_param> sp;
   for (auto &p : o->params) {

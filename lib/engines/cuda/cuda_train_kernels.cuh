@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(PBT_THREADS)
  * map of the forward (co[c] = gamma invstd, co[C + c] = beta - mean gamma invstd; gamma NULL: 1
  * and beta as given or 0) and, when momentum > 0, the running averages as torch keeps them
  * (unbiased variance). mode 1: dbeta = sum du into g0, dgamma = sum du xhat into g1, and the
- * backward's map dz = co[c] du + co[C + c] z + co[2C + c]. mode 2: the bias gradient into g0. */
+ * backward's map dz = co[c] du + co[C + c] z + co[2C + c]. mode 2: the bias gradient into g0.
+ * mode 3: both sums as they are, p0's into g0 and p1's into g1 (layer norm's beta and gamma). */
 __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
                                 const float *__restrict__ p1, int chunks, int C, int64_t M,
                                 float eps, float momentum, float *__restrict__ mean,
@@ -137,6 +138,7 @@ __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
     }
   } else {
     g0[c] = (float)s0;
+    if (mode == 3) g1[c] = (float)s1;
     if (mode == 1) {
       g1[c] = (float)s1;
       double is = invstd[c], k = gamma[c] * is, inv_m = 1.0 / (double)M;
