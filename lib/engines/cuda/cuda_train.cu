@@ -313,269 +313,304 @@ static int math_ok(const ct_engine *o, cudnnMathType_t m) {
   return !o->f32 || m == CUDNN_FMA_MATH || m == CUDNN_DEFAULT_MATH;
 }
 
+/* A convolution descriptor for op (cross-correlation, float32 accumulation) with math type m. */
+static int conv_desc(ct_engine *o, const pb__op *op, cudnnMathType_t m,
+                     cudnnConvolutionDescriptor_t *cd, struct pb_error *err) {
+  TDNN(cudnnCreateConvolutionDescriptor(cd), "convolution descriptor");
+  o->cds.push_back(*cd);
+  TDNN(cudnnSetConvolution2dDescriptor(*cd, op->pad, op->pad, op->stride, op->stride, 1, 1,
+                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+       "convolution descriptor");
+  TDNN(cudnnSetConvolutionMathType(*cd, m), "convolution math type");
+  return 0;
+}
+
+/* The first of a cuDNN search's results (fastest first) that fits the workspace and keeps
+ * float32 to FMA math; -1 when none does. */
+template <typename Perf>
+static int first_usable(const ct_engine *o, const Perf *perf, int n) {
+  for (int i = 0; i < n; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= o->ws_size &&
+        math_ok(o, perf[i].mathType))
+      return i;
+  return -1;
+}
+
+/* What a convolution's forward and backward steps share: its values, parameters, descriptors
+ * and the shape of its column sums. */
+struct conv_ctx {
+  const pb__op *op;
+  int vin, vz, va, vres, pwid, pg, pb, pm, pv, is_first, bn, relu, chunks, groups, K;
+  int64_t M, total, rpc;
+  float eps;
+  cudnnTensorDescriptor_t xd, yd;
+  cudnnFilterDescriptor_t fd;
+  cudnnConvolutionDescriptor_t cd;
+  void *x, *z, *a, *wt;
+  float *mean, *invstd, *co_f, *co_b;
+  std::string key;
+};
+
+/* The weights in KRSC with input channels padded to Cs, and the batch norm's (or the bias's)
+ * parameters. */
+template <typename T>
+static int conv_params(ct_engine *o, const pb__graph *g, const pb__op *op, int Cs, conv_ctx *c,
+                       struct pb_error *err) {
+  int K = (int)op->cout, k = op->k;
+  const float *src = g->params[op->w].data;
+  std::vector<float> wk((size_t)K * k * k * Cs, 0.f);
+  for (int oc = 0; oc < K; oc++)
+    for (int ch = 0; ch < (int)op->cin; ch++)
+      for (int r = 0; r < k; r++)
+        for (int q = 0; q < k; q++)
+          wk[(size_t)(((oc * k + r) * k + q) * Cs + ch)] =
+              src[(((int64_t)oc * op->cin + ch) * k + r) * k + q];
+  c->pg = c->pb = c->pm = c->pv = -1;
+  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, wk.data(), (int64_t)wk.size(), 1, 1, &c->pwid, err));
+  ct_param &p = o->params[(size_t)c->pwid];
+  p.conv = 1, p.K = K, p.C = op->cin, p.k = k, p.cp = Cs;
+  if (c->bn) {
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_g].name, g->params[op->bn_g].data, K, 1, 0, &c->pg, err));
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_b].name, g->params[op->bn_b].data, K, 1, 0, &c->pb, err));
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_m].name, g->params[op->bn_m].data, K, 0, 0, &c->pm, err));
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_v].name, g->params[op->bn_v].data, K, 0, 0, &c->pv, err));
+  } else if (op->b >= 0) {
+    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, K, 1, 0, &c->pb, err));
+  }
+  return 0;
+}
+
+/* The forward algorithm, measured once per shape on the real buffers. */
+static int conv_fwd_algo(ct_engine *o, const pb__graph *g, const conv_ctx &c,
+                         cudnnConvolutionFwdAlgo_t *fa, cudnnMathType_t *fm,
+                         struct pb_error *err) {
+  auto hit = o->algo_fwd.find(c.key);
+  if (hit != o->algo_fwd.end()) {
+    *fa = (cudnnConvolutionFwdAlgo_t)(hit->second & 0xff), *fm = (cudnnMathType_t)(hit->second >> 8);
+    return 0;
+  }
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int n = 0;
+  TDNN(cudnnFindConvolutionForwardAlgorithmEx(o->dnn, c.xd, c.x, c.fd, c.wt, c.cd, c.yd, c.z,
+                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, o->ws,
+                                              o->ws_size),
+       "convolution algorithm search");
+  int pick = first_usable(o, perf, n);
+  if (pick < 0)
+    return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no forward algorithm for %s",
+                   g->params[c.op->w].name);
+  *fa = perf[pick].algo, *fm = perf[pick].mathType;
+  if (perf[pick].memory > o->ws_need) o->ws_need = perf[pick].memory;
+  o->algo_fwd[c.key] = (int)*fa | ((int)*fm << 8);
+  return 0;
+}
+
+/* The backward-filter algorithm (into grad, dz the output's gradient). */
+static int conv_bwd_filter_algo(ct_engine *o, const conv_ctx &c, void *dz, void *grad,
+                                const char *name, cudnnConvolutionBwdFilterAlgo_t *fa,
+                                cudnnMathType_t *fm, struct pb_error *err) {
+  auto hit = o->algo_bwd_filter.find(c.key);
+  if (hit != o->algo_bwd_filter.end()) {
+    *fa = (cudnnConvolutionBwdFilterAlgo_t)(hit->second & 0xff), *fm = (cudnnMathType_t)(hit->second >> 8);
+    return 0;
+  }
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int n = 0;
+  TDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+           o->dnn, c.xd, c.x, c.yd, dz, c.cd, c.fd, grad, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+           &n, perf, o->ws, o->ws_size),
+       "backward-filter algorithm search");
+  int pick = first_usable(o, perf, n);
+  if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-filter algorithm for %s", name);
+  *fa = perf[pick].algo, *fm = perf[pick].mathType;
+  if (perf[pick].memory > o->ws_need) o->ws_need = perf[pick].memory;
+  o->algo_bwd_filter[c.key] = (int)*fa | ((int)*fm << 8);
+  return 0;
+}
+
+/* The backward-data algorithm (into dx). */
+static int conv_bwd_data_algo(ct_engine *o, const conv_ctx &c, void *dz, void *dx,
+                              const char *name, cudnnConvolutionBwdDataAlgo_t *da,
+                              cudnnMathType_t *dm, struct pb_error *err) {
+  auto hit = o->algo_bwd_data.find(c.key);
+  if (hit != o->algo_bwd_data.end()) {
+    *da = (cudnnConvolutionBwdDataAlgo_t)(hit->second & 0xff), *dm = (cudnnMathType_t)(hit->second >> 8);
+    return 0;
+  }
+  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int n = 0;
+  TDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(o->dnn, c.fd, c.wt, c.yd, dz, c.cd, c.xd, dx,
+                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+                                                   perf, o->ws, o->ws_size),
+       "backward-data algorithm search");
+  int pick = first_usable(o, perf, n);
+  if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-data algorithm for %s", name);
+  *da = perf[pick].algo, *dm = perf[pick].mathType;
+  if (perf[pick].memory > o->ws_need) o->ws_need = perf[pick].memory;
+  o->algo_bwd_data[c.key] = (int)*da | ((int)*dm << 8);
+  return 0;
+}
+
+/* The convolution's backward, planned in reverse order once the forward is known: batch norm
+ * (or bias) and ReLU backward with the residual's gradient, then the filter's and the input's
+ * gradients. */
+template <typename T>
+static int conv_backward(ct_engine *oo, const conv_ctx &c, struct pb_error *err) {
+  PB_RETURN_NOT_OK(grad_of(oo, c.va, err));
+  void *da = oo->vals[(size_t)c.va].dy;
+  int bz = pool_get(oo, (size_t)c.total * sizeof(T), err);
+  if (bz < 0) return bz;
+  void *dz = oo->pool[(size_t)bz].p;
+  void *dres = NULL;
+  int res_add = 0;
+  if (c.vres >= 0) {
+    PB_RETURN_NOT_OK(grad_of(oo, c.vres, err));
+    dres = oo->vals[(size_t)c.vres].dy;
+    res_add = oo->vals[(size_t)c.vres].written;
+    oo->vals[(size_t)c.vres].written = 1;
+  }
+  void *dx = NULL;
+  float beta_dx = 0.f;
+  if (!c.is_first) {
+    PB_RETURN_NOT_OK(grad_of(oo, c.vin, err));
+    dx = oo->vals[(size_t)c.vin].dy;
+    beta_dx = oo->vals[(size_t)c.vin].written ? 1.f : 0.f;
+    oo->vals[(size_t)c.vin].written = 1;
+  }
+  ct_param P = oo->params[(size_t)c.pwid];
+  float *dgam = c.pg >= 0 ? (float *)oo->params[(size_t)c.pg].grad : NULL;
+  float *dbet = c.pb >= 0 ? (float *)oo->params[(size_t)c.pb].grad : NULL;
+  float *gam = c.pg >= 0 ? oo->params[(size_t)c.pg].w : NULL;
+  cudnnConvolutionBwdFilterAlgo_t bfa;
+  cudnnConvolutionBwdDataAlgo_t bda = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  cudnnMathType_t mf, md = CUDNN_DEFAULT_MATH;
+  PB_RETURN_NOT_OK(conv_bwd_filter_algo(oo, c, dz, P.grad, P.name, &bfa, &mf, err));
+  if (!c.is_first) PB_RETURN_NOT_OK(conv_bwd_data_algo(oo, c, dz, dx, P.name, &bda, &md, err));
+  cudnnConvolutionDescriptor_t cf, cdd;
+  PB_RETURN_NOT_OK(conv_desc(oo, c.op, mf, &cf, err));
+  PB_RETURN_NOT_OK(conv_desc(oo, c.op, md, &cdd, err));
+  int mode = c.bn ? 1 : 2;
+  int need_sums = c.bn || dbet != NULL;
+  cudaStream_t st = oo->st;
+  cudnnHandle_t h = oo->dnn;
+  float *p0 = oo->part0, *p1 = oo->part1;
+  oo->bwd.push_back([=](struct pb_error *e2) -> int {
+    if (need_sums) {
+      k_colsum<T><<<dim3((unsigned)c.chunks, (unsigned)c.groups), PBT_THREADS, 0, st>>>(
+          mode, (const T *)c.z, (const T *)da, (const T *)c.a, c.relu, c.mean, c.invstd, c.M, c.K,
+          c.rpc, p0, p1);
+      k_colsum_finish<<<(c.K + 31) / 32, dim3(32, 32), 0, st>>>(
+          mode, p0, p1, c.chunks, c.K, c.M, c.eps, 0.f, c.mean, c.invstd, NULL, NULL, dbet, dgam,
+          gam, NULL, c.co_b);
+    }
+    k_bn_backward<T><<<grid_of(c.total / PBT_VEC), 256, 0, st>>>(
+        (const T *)da, (const T *)c.a, (const T *)c.z, (T *)dz, (T *)dres, res_add,
+        c.bn ? c.co_b : NULL, c.total, c.K, c.relu);
+    return kcheck(e2, "batch norm backward");
+  });
+  oo->bwd_labels.push_back("bn_relu_bwd");
+  oo->bwd.push_back([=](struct pb_error *e2) -> int {
+    float one = 1.f, zero = 0.f;
+    cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, c.xd, c.x, c.yd, dz, cf, bfa, oo->ws,
+                                                     oo->ws_size, &zero, c.fd, P.grad);
+    return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward filter");
+  });
+  oo->bwd_labels.push_back("conv_bwd_filter");
+  if (dx != NULL) {
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      float one = 1.f, bd = beta_dx;
+      cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, c.fd, c.wt, c.yd, dz, cdd, bda,
+                                                     oo->ws, oo->ws_size, &bd, c.xd, dx);
+      return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward data");
+    });
+    oo->bwd_labels.push_back("conv_bwd_data");
+  }
+  oo->pool[(size_t)bz].busy = 0;
+  grad_done(oo, c.va);
+  return 0;
+}
+
 /* Convolution op (graph op `op`) with its batch norm (or bias), residual and ReLU. */
 template <typename T>
 static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_first,
                    struct pb_error *err) {
-  int vin = o->cur[(size_t)op->in];
-  const ct_val xi = o->vals[(size_t)vin];
+  conv_ctx c;
+  c.op = op;
+  c.vin = o->cur[(size_t)op->in];
+  const ct_val xi = o->vals[(size_t)c.vin];
   int Cs = xi.c, H = xi.h, W = xi.w, K = (int)op->cout, k = op->k;
   const pb__tshape &so = g->tensors[op->out];
   int Ho = (int)so.h, Wo = (int)so.w;
-  int64_t M = o->N * Ho * Wo, total = M * K;
+  c.K = K, c.M = o->N * Ho * Wo, c.total = c.M * K, c.is_first = is_first;
+  c.bn = op->bn_g >= 0, c.relu = op->act == PB__ACT_RELU, c.eps = op->eps;
   if (K % PBT_VEC != 0)
     return pbc_err(err, PB_EUNSUPPORTED, "training: %s has %d output channels (a multiple of %d "
                    "is needed)", g->params[op->w].name, K, PBT_VEC);
-  /* weights KRSC, input channels padded to Cs */
-  const float *src = g->params[op->w].data;
-  std::vector<float> wk((size_t)K * k * k * Cs, 0.f);
-  for (int oc = 0; oc < K; oc++)
-    for (int c = 0; c < (int)op->cin; c++)
-      for (int r = 0; r < k; r++)
-        for (int q = 0; q < k; q++)
-          wk[(size_t)(((oc * k + r) * k + q) * Cs + c)] =
-              src[(((int64_t)oc * op->cin + c) * k + r) * k + q];
-  int pwid, pg = -1, pb = -1, pm = -1, pv = -1;
-  PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->w].name, wk.data(), (int64_t)wk.size(), 1, 1, &pwid, err));
-  {
-    ct_param &p = o->params[(size_t)pwid];
-    p.conv = 1, p.K = K, p.C = op->cin, p.k = k, p.cp = Cs;
+  PB_RETURN_NOT_OK(conv_params<T>(o, g, op, Cs, &c, err));
+  PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &c.vz));
+  PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &c.va));
+  c.vres = op->res >= 0 ? o->cur[(size_t)op->res] : -1;
+  o->cur[(size_t)op->out] = c.va;
+  c.mean = c.invstd = c.co_f = c.co_b = NULL;
+  if (c.bn) {
+    TALLOC(c.mean, float *, (size_t)K * 4, &o->bytes_act);
+    TALLOC(c.invstd, float *, (size_t)K * 4, &o->bytes_act);
+    TALLOC(c.co_f, float *, (size_t)K * 2 * 4, &o->bytes_act);
+    TALLOC(c.co_b, float *, (size_t)K * 3 * 4, &o->bytes_act);
   }
-  int bn = op->bn_g >= 0;
-  if (bn) {
-    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_g].name, g->params[op->bn_g].data, K, 1, 0, &pg, err));
-    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_b].name, g->params[op->bn_b].data, K, 1, 0, &pb, err));
-    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_m].name, g->params[op->bn_m].data, K, 0, 0, &pm, err));
-    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->bn_v].name, g->params[op->bn_v].data, K, 0, 0, &pv, err));
-  } else if (op->b >= 0) {
-    PB_RETURN_NOT_OK(param_add<T>(o, g->params[op->b].name, g->params[op->b].data, K, 1, 0, &pb, err));
-  }
-  int vz, va;
-  PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &vz));
-  PB_RETURN_NOT_OK(val_new(o, K, Ho, Wo, sizeof(T), err, &va));
-  int vres = op->res >= 0 ? o->cur[(size_t)op->res] : -1;
-  o->cur[(size_t)op->out] = va;
-  float *mean = NULL, *invstd = NULL, *co_f = NULL, *co_b = NULL;
-  if (bn) {
-    TALLOC(mean, float *, (size_t)K * 4, &o->bytes_act);
-    TALLOC(invstd, float *, (size_t)K * 4, &o->bytes_act);
-    TALLOC(co_f, float *, (size_t)K * 2 * 4, &o->bytes_act);
-    TALLOC(co_b, float *, (size_t)K * 3 * 4, &o->bytes_act);
-  }
-  if (total >= ((int64_t)1 << 31) || o->N * H * W * Cs >= ((int64_t)1 << 31))
+  if (c.total >= ((int64_t)1 << 31) || o->N * H * W * Cs >= ((int64_t)1 << 31))
     return pbc_err(err, PB_EUNSUPPORTED, "training: %s's activations hold 2^31 values or more "
                    "(batch %lld is too large for it)", g->params[op->w].name, (long long)o->N);
-  int chunks, groups;
-  int64_t rpc;
-  colsum_shape(M, K, &chunks, &rpc, &groups);
-  if ((size_t)chunks * K > o->part_count) return pbc_err(err, PB_EINVAL, "partials too small");
-  /* descriptors */
-  cudnnTensorDescriptor_t xd, yd;
-  PB_RETURN_NOT_OK(tdesc(o, &xd, o->N, Cs, H, W, err));
-  PB_RETURN_NOT_OK(tdesc(o, &yd, o->N, K, Ho, Wo, err));
-  cudnnFilterDescriptor_t fd;
-  TDNN(cudnnCreateFilterDescriptor(&fd), "filter descriptor");
-  o->fds.push_back(fd);
-  TDNN(cudnnSetFilter4dDescriptor(fd, o->cdt, CUDNN_TENSOR_NHWC, K, Cs, k, k), "filter descriptor");
-  cudnnConvolutionDescriptor_t cd;
-  TDNN(cudnnCreateConvolutionDescriptor(&cd), "convolution descriptor");
-  o->cds.push_back(cd);
-  TDNN(cudnnSetConvolution2dDescriptor(cd, op->pad, op->pad, op->stride, op->stride, 1, 1,
-                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-       "convolution descriptor");
-  cudnnMathType_t math = o->f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-  TDNN(cudnnSetConvolutionMathType(cd, math), "convolution math type");
+  colsum_shape(c.M, K, &c.chunks, &c.rpc, &c.groups);
+  if ((size_t)c.chunks * K > o->part_count) return pbc_err(err, PB_EINVAL, "partials too small");
+  PB_RETURN_NOT_OK(tdesc(o, &c.xd, o->N, Cs, H, W, err));
+  PB_RETURN_NOT_OK(tdesc(o, &c.yd, o->N, K, Ho, Wo, err));
+  TDNN(cudnnCreateFilterDescriptor(&c.fd), "filter descriptor");
+  o->fds.push_back(c.fd);
+  TDNN(cudnnSetFilter4dDescriptor(c.fd, o->cdt, CUDNN_TENSOR_NHWC, K, Cs, k, k), "filter descriptor");
+  PB_RETURN_NOT_OK(conv_desc(o, op, o->f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH, &c.cd, err));
   char key[160];
   snprintf(key, sizeof key, "%lld %d %d %d %d %d %d %d", (long long)o->N, Cs, H, W, K, k,
            op->stride, op->pad);
-  void *x = xi.y, *z = o->vals[(size_t)vz].y, *a = o->vals[(size_t)va].y;
-  void *wt = pw(o, pwid);
-  /* forward algorithm, measured on the real buffers */
+  c.key = key;
+  c.x = xi.y, c.z = o->vals[(size_t)c.vz].y, c.a = o->vals[(size_t)c.va].y;
+  c.wt = pw(o, c.pwid);
   cudnnConvolutionFwdAlgo_t fa;
   cudnnMathType_t fmath;
-  auto hit = o->algo_fwd.find(key);
-  if (hit != o->algo_fwd.end()) {
-    fa = (cudnnConvolutionFwdAlgo_t)(hit->second & 0xff), fmath = (cudnnMathType_t)(hit->second >> 8);
-  } else {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    TDNN(cudnnFindConvolutionForwardAlgorithmEx(o->dnn, xd, x, fd, wt, cd, yd, z,
-                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, o->ws,
-                                                o->ws_size),
-         "convolution algorithm search");
-    int pick = -1;
-    for (int i = 0; i < n && pick < 0; i++)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= o->ws_size &&
-          math_ok(o, perf[i].mathType))
-        pick = i;
-    if (pick < 0)
-      return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no forward algorithm for %s",
-                     g->params[op->w].name);
-    fa = perf[pick].algo, fmath = perf[pick].mathType;
-    if (perf[pick].memory > o->ws_need) o->ws_need = perf[pick].memory;
-    o->algo_fwd[key] = (int)fa | ((int)fmath << 8);
-  }
+  PB_RETURN_NOT_OK(conv_fwd_algo(o, g, c, &fa, &fmath, err));
   cudnnConvolutionDescriptor_t cdf;
-  TDNN(cudnnCreateConvolutionDescriptor(&cdf), "convolution descriptor");
-  o->cds.push_back(cdf);
-  TDNN(cudnnSetConvolution2dDescriptor(cdf, op->pad, op->pad, op->stride, op->stride, 1, 1,
-                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-       "convolution descriptor");
-  TDNN(cudnnSetConvolutionMathType(cdf, fmath), "convolution math type");
+  PB_RETURN_NOT_OK(conv_desc(o, op, fmath, &cdf, err));
   ct_engine *oo = o;
   cudnnHandle_t h = o->dnn;
   cudaStream_t st = o->st;
   float *p0 = o->part0, *p1 = o->part1;
-  ct_param P = o->params[(size_t)pwid];
-  float *gam = pg >= 0 ? o->params[(size_t)pg].w : NULL;
-  float *bet = pb >= 0 ? o->params[(size_t)pb].w : NULL;
-  float *rm = pm >= 0 ? o->params[(size_t)pm].w : NULL, *rv = pv >= 0 ? o->params[(size_t)pv].w : NULL;
-  int relu = op->act == PB__ACT_RELU;
-  float eps = op->eps;
-  int64_t N = o->N;
-  void *res = vres >= 0 ? o->vals[(size_t)vres].y : NULL;
+  float *gam = c.pg >= 0 ? o->params[(size_t)c.pg].w : NULL;
+  float *bet = c.pb >= 0 ? o->params[(size_t)c.pb].w : NULL;
+  float *rm = c.pm >= 0 ? o->params[(size_t)c.pm].w : NULL;
+  float *rv = c.pv >= 0 ? o->params[(size_t)c.pv].w : NULL;
+  void *res = c.vres >= 0 ? o->vals[(size_t)c.vres].y : NULL;
   o->fwd.push_back([=](struct pb_error *e2) -> int {
     float one = 1.f, zero = 0.f;
-    cudnnStatus_t r = cudnnConvolutionForward(h, &one, xd, x, fd, wt, cdf, fa, oo->ws,
-                                               oo->ws_size, &zero, yd, z);
+    cudnnStatus_t r = cudnnConvolutionForward(h, &one, c.xd, c.x, c.fd, c.wt, cdf, fa, oo->ws,
+                                              oo->ws_size, &zero, c.yd, c.z);
     return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution");
   });
   o->fwd_labels.push_back("conv_fwd");
   o->fwd.push_back([=](struct pb_error *e2) -> int {
-    if (bn) {
-      k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
-          0, (const T *)z, NULL, NULL, 0, NULL, NULL, M, K, rpc, p0, p1);
-      k_colsum_finish<<<(K + 31) / 32, dim3(32, 32), 0, st>>>(0, p0, p1, chunks, K, M, eps,
-                                                        oo->bn_momentum, mean, invstd, rm, rv,
-                                                        NULL, NULL, gam, bet, co_f);
+    if (c.bn) {
+      k_colsum<T><<<dim3((unsigned)c.chunks, (unsigned)c.groups), PBT_THREADS, 0, st>>>(
+          0, (const T *)c.z, NULL, NULL, 0, NULL, NULL, c.M, c.K, c.rpc, p0, p1);
+      k_colsum_finish<<<(c.K + 31) / 32, dim3(32, 32), 0, st>>>(
+          0, p0, p1, c.chunks, c.K, c.M, c.eps, oo->bn_momentum, c.mean, c.invstd, rm, rv, NULL,
+          NULL, gam, bet, c.co_f);
     }
-    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
-        (const T *)z, (T *)a, (const T *)res, bn ? co_f : NULL, bn ? NULL : bet, total, K, relu);
+    k_bn_apply<T><<<grid_of(c.total / PBT_VEC), 256, 0, st>>>(
+        (const T *)c.z, (T *)c.a, (const T *)res, c.bn ? c.co_f : NULL, c.bn ? NULL : bet,
+        c.total, c.K, c.relu);
     return kcheck(e2, "batch norm forward");
   });
-  o->fwd_labels.push_back(bn ? "bn_relu_fwd" : "bias_relu_fwd");
-  (void)N;
-  /* The backward, planned later in reverse order. */
-  o->bwd_plan.push_back([=](struct pb_error *e3) -> int {
-    struct pb_error *err = e3;
-    PB_RETURN_NOT_OK(grad_of(oo, va, err));
-    void *da = oo->vals[(size_t)va].dy;
-    int bz = pool_get(oo, (size_t)total * sizeof(T), err);
-    if (bz < 0) return bz;
-    void *dz = oo->pool[(size_t)bz].p;
-    void *dres = NULL;
-    int res_add = 0;
-    if (vres >= 0) {
-      PB_RETURN_NOT_OK(grad_of(oo, vres, err));
-      dres = oo->vals[(size_t)vres].dy;
-      res_add = oo->vals[(size_t)vres].written;
-      oo->vals[(size_t)vres].written = 1;
-    }
-    void *dx = NULL;
-    float beta_dx = 0.f;
-    if (!is_first) {
-      PB_RETURN_NOT_OK(grad_of(oo, vin, err));
-      dx = oo->vals[(size_t)vin].dy;
-      beta_dx = oo->vals[(size_t)vin].written ? 1.f : 0.f;
-      oo->vals[(size_t)vin].written = 1;
-    }
-    float *dgam = pg >= 0 ? (float *)oo->params[(size_t)pg].grad : NULL;
-    float *dbet = pb >= 0 ? (float *)oo->params[(size_t)pb].grad : NULL;
-    /* algorithms for the two backward products */
-    cudnnConvolutionBwdFilterAlgo_t bfa;
-    cudnnConvolutionBwdDataAlgo_t bda = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-    cudnnMathType_t mf, md = CUDNN_DEFAULT_MATH;
-    auto hf = oo->algo_bwd_filter.find(key);
-    if (hf != oo->algo_bwd_filter.end()) {
-      bfa = (cudnnConvolutionBwdFilterAlgo_t)(hf->second & 0xff), mf = (cudnnMathType_t)(hf->second >> 8);
-    } else {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      int n = 0;
-      TDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-               oo->dnn, xd, x, yd, dz, cd, fd, P.grad, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
-               perf, oo->ws, oo->ws_size),
-           "backward-filter algorithm search");
-      int pick = -1;
-      for (int i = 0; i < n && pick < 0; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= oo->ws_size &&
-            math_ok(oo, perf[i].mathType))
-          pick = i;
-      if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-filter algorithm for %s", P.name);
-      bfa = perf[pick].algo, mf = perf[pick].mathType;
-      if (perf[pick].memory > oo->ws_need) oo->ws_need = perf[pick].memory;
-      oo->algo_bwd_filter[key] = (int)bfa | ((int)mf << 8);
-    }
-    if (!is_first) {
-      auto hd = oo->algo_bwd_data.find(key);
-      if (hd != oo->algo_bwd_data.end()) {
-        bda = (cudnnConvolutionBwdDataAlgo_t)(hd->second & 0xff), md = (cudnnMathType_t)(hd->second >> 8);
-      } else {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int n = 0;
-        TDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(oo->dnn, fd, wt, yd, dz, cd, xd, dx,
-                                                         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                         &n, perf, oo->ws, oo->ws_size),
-             "backward-data algorithm search");
-        int pick = -1;
-        for (int i = 0; i < n && pick < 0; i++)
-          if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= oo->ws_size &&
-              math_ok(oo, perf[i].mathType))
-            pick = i;
-        if (pick < 0) return pbc_err(err, PB_EUNSUPPORTED, "cuDNN has no backward-data algorithm for %s", P.name);
-        bda = perf[pick].algo, md = perf[pick].mathType;
-        if (perf[pick].memory > oo->ws_need) oo->ws_need = perf[pick].memory;
-        oo->algo_bwd_data[key] = (int)bda | ((int)md << 8);
-      }
-    }
-    cudnnConvolutionDescriptor_t cf, cdd;
-    TDNN(cudnnCreateConvolutionDescriptor(&cf), "convolution descriptor");
-    oo->cds.push_back(cf);
-    TDNN(cudnnSetConvolution2dDescriptor(cf, op->pad, op->pad, op->stride, op->stride, 1, 1,
-                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-         "convolution descriptor");
-    TDNN(cudnnSetConvolutionMathType(cf, mf), "convolution math type");
-    TDNN(cudnnCreateConvolutionDescriptor(&cdd), "convolution descriptor");
-    oo->cds.push_back(cdd);
-    TDNN(cudnnSetConvolution2dDescriptor(cdd, op->pad, op->pad, op->stride, op->stride, 1, 1,
-                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-         "convolution descriptor");
-    TDNN(cudnnSetConvolutionMathType(cdd, md), "convolution math type");
-    int mode = bn ? 1 : 2;
-    int need_sums = bn || dbet != NULL;
-    oo->bwd.push_back([=](struct pb_error *e2) -> int {
-      if (need_sums) {
-        k_colsum<T><<<dim3((unsigned)chunks, (unsigned)groups), PBT_THREADS, 0, st>>>(
-            mode, (const T *)z, (const T *)da, (const T *)a, relu, mean, invstd, M, K, rpc, p0, p1);
-        k_colsum_finish<<<(K + 31) / 32, dim3(32, 32), 0, st>>>(mode, p0, p1, chunks, K, M, eps, 0.f,
-                                                          mean, invstd, NULL, NULL, dbet, dgam,
-                                                          gam, NULL, co_b);
-      }
-      k_bn_backward<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(
-          (const T *)da, (const T *)a, (const T *)z, (T *)dz, (T *)dres, res_add,
-          bn ? co_b : NULL, total, K, relu);
-      return kcheck(e2, "batch norm backward");
-    });
-    oo->bwd_labels.push_back("bn_relu_bwd");
-    oo->bwd.push_back([=](struct pb_error *e2) -> int {
-      float one = 1.f, zero = 0.f;
-      cudnnStatus_t r = cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dz, cf, bfa, oo->ws, oo->ws_size,
-                                                       &zero, fd, P.grad);
-      return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward filter");
-    });
-    oo->bwd_labels.push_back("conv_bwd_filter");
-    if (dx != NULL) {
-      oo->bwd.push_back([=](struct pb_error *e2) -> int {
-        float one = 1.f, bd = beta_dx;
-        cudnnStatus_t r = cudnnConvolutionBackwardData(h, &one, fd, wt, yd, dz, cdd, bda, oo->ws, oo->ws_size,
-                                                       &bd, xd, dx);
-        return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution backward data");
-      });
-      oo->bwd_labels.push_back("conv_bwd_data");
-    }
-    oo->pool[(size_t)bz].busy = 0;
-    grad_done(oo, va);
-    return 0;
-  });
+  o->fwd_labels.push_back(c.bn ? "bn_relu_fwd" : "bias_relu_fwd");
+  o->bwd_plan.push_back([=](struct pb_error *e3) -> int { return conv_backward<T>(oo, c, e3); });
   return 0;
 }
 
