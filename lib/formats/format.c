@@ -286,14 +286,22 @@ static int check_read(pb_dataset *ds, int64_t i, const pb_region *region, const 
                       size_t dst_size, struct pb_error *err) {
   static const char axes[] = "TCZYX";
   PB_RETURN_NOT_OK(check_index(ds, i, err));
-  pb_image_meta meta;
-  PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
-  size_t need = pb_dtype_size(meta.dtype);
+  pb_dtype dtype;
+  int64_t shape[PB_NDIM];
+  if (ds->vt->shape != NULL) {
+    PB_RETURN_NOT_OK(ds->vt->shape(ds->state, i, &dtype, shape, err));
+  } else {
+    pb_image_meta meta;
+    PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
+    dtype = meta.dtype;
+    memcpy(shape, meta.shape, sizeof shape);
+  }
+  size_t need = pb_dtype_size(dtype);
   if (need == 0)
     return pb_error_set(err, PB_EFORMAT, "%s: image %lld: unknown pixel type %d", ds->path,
-                        (long long)i, (int)meta.dtype);
+                        (long long)i, (int)dtype);
   for (int k = 0; k < PB_NDIM; k++) {
-    int64_t size = meta.shape[k];
+    int64_t size = shape[k];
     if (size < 1)
       return pb_error_set(err, PB_EFORMAT, "%s: image %lld: axis %c has size %lld", ds->path,
                           (long long)i, axes[k], (long long)size);

@@ -47,6 +47,10 @@ typedef struct pb_format_vtable {
                      size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
   /** Files passed over at open (pb_dataset_ignored); NULL: none. */
   int64_t (*ignored)(void *state);
+  /** The dtype and shape of image i: the part of meta that format.c checks every read against,
+   * for formats whose full meta costs more than the read it guards. NULL: meta is used. */
+  int (*shape)(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+               struct pb_error *err);
 } pb_format_vtable;
 
 /** The box of an image scaled by 1/scale that covers region: on Y and X from floor(start / scale)

@@ -805,6 +805,15 @@ static int od_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *
   return PB_OK;
 }
 
+static int od_shape(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                    struct pb_error *err) {
+  (void)err;
+  const pb_image_meta *m = &((od_reader *)state)->images[i].meta;
+  *dtype = m->dtype;
+  memcpy(shape, m->shape, sizeof m->shape);
+  return PB_OK;
+}
+
 static int64_t overlap(const od_chunk *ch, const pb_region *reg) {
   int64_t v = 1;
   for (int k = 0; k < PB_NDIM; k++) {
@@ -1008,6 +1017,7 @@ const pb_format_vtable pb__format_oa_dataset = {
     .close = od_close,
     .count = od_count,
     .meta = od_meta,
+    .shape = od_shape,
     .read = od_read,
     .writer_open = od_writer_open,
     .writer_add = od_writer_add,

@@ -1471,6 +1471,15 @@ int pb__ome_table_reader_meta(void *state, int64_t i, pb_image_meta *out, struct
   return PB_OK;
 }
 
+int pb__ome_table_reader_shape(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                               struct pb_error *err) {
+  (void)err;
+  const ot_img *im = &((ot_reader *)state)->imgs[i];
+  *dtype = im->dtype;
+  memcpy(shape, im->shape, sizeof im->shape);
+  return PB_OK;
+}
+
 static int64_t box_volume(const int64_t a0[PB_NDIM], const int64_t an[PB_NDIM],
                           const int64_t b0[PB_NDIM], const int64_t bn[PB_NDIM]) {
   int64_t v = 1;
@@ -2181,6 +2190,7 @@ const pb_format_vtable pb__format_ome_parquet = {
     .close = pb__ome_table_reader_close,
     .count = pb__ome_table_reader_count,
     .meta = pb__ome_table_reader_meta,
+    .shape = pb__ome_table_reader_shape,
     .read = pb__ome_table_reader_read,
     .writer_open = pb__ome_table_writer_open,
     .writer_add = pb__ome_table_writer_add,

@@ -68,6 +68,8 @@ int pb__ome_table_reader_ready(pb__ome_table_reader *r, const char *key, const c
 void pb__ome_table_reader_close(void *state);
 int64_t pb__ome_table_reader_count(void *state);
 int pb__ome_table_reader_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *err);
+int pb__ome_table_reader_shape(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                               struct pb_error *err);
 int pb__ome_table_reader_read(void *state, int64_t i, const pb_region *region, void *dst,
                               size_t dst_size, pb_stage_times *times, struct pb_error *err);
 

@@ -77,6 +77,7 @@ const pb_format_vtable pb__format_duckdb = {
     .close = pb__ome_table_reader_close,
     .count = pb__ome_table_reader_count,
     .meta = pb__ome_table_reader_meta,
+    .shape = pb__ome_table_reader_shape,
     .read = pb__ome_table_reader_read,
     .writer_open = pb__ome_table_writer_open,
     .writer_add = pb__ome_table_writer_add,

@@ -288,6 +288,15 @@ static int raw_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err
   return PB_OK;
 }
 
+static int raw_shape(void *p, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                     struct pb_error *err) {
+  (void)err;
+  const unsigned char *r = ((raw_state *)p)->records + (size_t)i * RAW_RECORD_SIZE;
+  *dtype = (pb_dtype)get_u32(r + 16);
+  for (int k = 0; k < PB_NDIM; k++) shape[k] = (int64_t)get_u64(r + 32 + 8 * (size_t)k);
+  return PB_OK;
+}
+
 const void *pb__raw_pixels(void *state, int64_t i, size_t *nbytes) {
   raw_state *s = state;
   const unsigned char *r = s->records + (size_t)i * RAW_RECORD_SIZE;
@@ -555,6 +564,7 @@ const pb_format_vtable pb__format_raw = {
     .close = raw_close,
     .count = raw_count,
     .meta = raw_meta,
+    .shape = raw_shape,
     .read = raw_read,
     .writer_open = raw_writer_open,
     .writer_add = raw_writer_add,

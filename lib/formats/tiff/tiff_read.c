@@ -663,6 +663,15 @@ static int get_file(tiff_state *st, int64_t i, tiff_file **out, struct pb_error 
   return PB_OK;
 }
 
+static int tiff_shape(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                      struct pb_error *err) {
+  tiff_file *f = NULL;
+  PB_RETURN_NOT_OK(get_file(state, i, &f, err));
+  *dtype = f->dtype;
+  memcpy(shape, f->shape, sizeof f->shape);
+  return PB_OK;
+}
+
 static int tiff_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *err) {
   tiff_state *st = state;
   tiff_file *f = NULL;
@@ -1100,6 +1109,7 @@ const pb_format_vtable pb__format_tiff = {
     .close = tiff_close,
     .count = tiff_count,
     .meta = tiff_meta,
+    .shape = tiff_shape,
     .read = tiff_read,
     .writer_open = pb__tiff_writer_open,
     .writer_add = pb__tiff_writer_add,

@@ -295,6 +295,15 @@ static int load_image(zstate *st, int64_t i, zimg **out, struct pb_error *err) {
   return PB_OK;
 }
 
+static int zarr_shape(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                      struct pb_error *err) {
+  zimg *im;
+  PB_RETURN_NOT_OK(load_image(state, i, &im, err));
+  *dtype = im->arr.dtype;
+  memcpy(shape, im->arr.shape, sizeof im->arr.shape);
+  return PB_OK;
+}
+
 static int zarr_meta(void *state, int64_t i, pb_image_meta *out, struct pb_error *err) {
   zstate *st = state;
   zimg *im;
@@ -595,6 +604,7 @@ const pb_format_vtable pb__format_ome_zarr = {
     .close = zarr_close,
     .count = zarr_count,
     .meta = zarr_meta,
+    .shape = zarr_shape,
     .read = zarr_read,
     .writer_open = pb__zarr_writer_open,
     .writer_add = pb__zarr_writer_add,
