@@ -164,7 +164,7 @@ def compare_tables(kind, pattern):
         print(f"{kind} {label}: {len(t[('A', 1)][1])} rows, {len(compared)} of {len(head)} columns "
               f"compared; left out: {', '.join(sorted(IDENTITY & set(head)))} (when, which build, "
               f"where) and, as measurements (they differ between rounds of one build): "
-              f"{', '.join(c for c in head if c in measured) or 'none'}")
+              f"{', '.join(c for c in head if c in measured and c not in IDENTITY) or 'none'}")
 
 compare_tables("run", "data/pipebench_track*.csv")
 compare_tables("infer", "benchmark_results_*.csv")
