@@ -27,7 +27,7 @@ typedef struct pb__ome_table_sink {
   int db_is_output;
   /** Writes the rows of the table function pb_ome_rows() into out->tmp. Sets *per_chunk (the
    * rows per data chunk the row source yields) before it runs the SQL that reads them. */
-  int (*store)(pb__oa_db *db, const pb__ome_table_out *out, idx_t *per_chunk,
+  int (*store)(pb__ome_arrow_db *db, const pb__ome_table_out *out, idx_t *per_chunk,
                struct pb_error *err);
 } pb__ome_table_sink;
 
@@ -51,7 +51,7 @@ typedef struct pb__ome_table_reader pb__ome_table_reader;
  * pb__ome_table_reader_close; before the session is opened, with free(). */
 int pb__ome_table_reader_new(const char *path, const pb_read_options *opts,
                              pb__ome_table_reader **out, struct pb_error *err);
-pb__oa_db *pb__ome_table_reader_db(pb__ome_table_reader *r);
+pb__ome_arrow_db *pb__ome_table_reader_db(pb__ome_table_reader *r);
 /** Picks the OME-Arrow column among the rows (table, column, type) that sql returns:
  * `ome_arrow` if present, else the first STRUCT column with a pixels_meta field. table/col
  * receive the names, has_* which of planes and chunks it has. PB_EFORMAT otherwise. */

@@ -11,12 +11,12 @@
 
 /* The rows become table `images` of the temporary database file, checkpointed so the file
  * holds them without its write-ahead log. */
-static int ddb_store(pb__oa_db *db, const pb__ome_table_out *out, idx_t *per_chunk,
+static int ddb_store(pb__ome_arrow_db *db, const pb__ome_table_out *out, idx_t *per_chunk,
                         struct pb_error *err) {
   *per_chunk = 64;
-  int rc = pb__oa_exec(db, "CREATE TABLE images AS SELECT ome_arrow FROM pb_ome_rows()",
+  int rc = pb__ome_arrow_exec(db, "CREATE TABLE images AS SELECT ome_arrow FROM pb_ome_rows()",
                        out->path, err);
-  if (rc == PB_OK) rc = pb__oa_exec(db, "CHECKPOINT", out->path, err);
+  if (rc == PB_OK) rc = pb__ome_arrow_exec(db, "CHECKPOINT", out->path, err);
   return rc;
 }
 
@@ -30,8 +30,8 @@ static int ddb_open(const char *path, const pb_read_options *opts, void **state,
                        struct pb_error *err) {
   pb__ome_table_reader *r;
   PB_RETURN_NOT_OK(pb__ome_table_reader_new(path, opts, &r, err));
-  pb__oa_db *db = pb__ome_table_reader_db(r);
-  int rc = pb__oa_db_open_reader(db, path, NULL, 0, err);
+  pb__ome_arrow_db *db = pb__ome_table_reader_db(r);
+  int rc = pb__ome_arrow_db_open_reader(db, path, NULL, 0, err);
   if (rc != PB_OK) {
     free(r);
     return rc;
@@ -40,14 +40,14 @@ static int ddb_open(const char *path, const pb_read_options *opts, void **state,
    * is read (a view runs whatever SQL it holds). */
   char table[256] = "", col[256], src[300];
   int has_chunks = 0, has_planes = 0;
-  rc = pb__oa_db_check_stored(db, path, err);
+  rc = pb__ome_arrow_db_check_stored(db, path, err);
   if (rc == PB_OK)
     rc = pb__ome_table_find_column(
         r,
         "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE "
         "database_name = current_database() ORDER BY table_name <> 'images', column_index",
         table, sizeof table, col, sizeof col, &has_chunks, &has_planes, err);
-  if (rc == PB_OK) rc = pb__oa_db_check_table(db, path, table, err);
+  if (rc == PB_OK) rc = pb__ome_arrow_db_check_table(db, path, table, err);
   if (rc == PB_OK && (strchr(col, '"') != NULL || strchr(table, '"') != NULL))
     rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: column or table name with '\"'", path);
   if (rc == PB_OK) {
