@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/proc.h"
 #include "pb_gitinfo.h"
 #include "pipebench/core.h"
 
@@ -134,14 +135,32 @@ void pb__cpu_model(char *buf, size_t size) {
 
 /* ---- collecting ---------------------------------------------------------------------------- */
 
+/* nvidia-smi is the one portable way to name the GPU without linking CUDA. It runs through the
+ * process runner (no shell, its own process group, a time limit): a driver that hangs costs
+ * GPU_QUERY_S, not the run. PIPEBENCH_NVIDIA_SMI names another program (tests; docs/results.md). */
+#define GPU_QUERY_S 10.0
+
 static void gpu_info(pb_env *env) {
-  /* nvidia-smi is the one portable way to name the GPU without linking CUDA. */
-  if (access("/usr/bin/nvidia-smi", X_OK) != 0 && access("/usr/local/bin/nvidia-smi", X_OK) != 0)
-    return;
-  FILE *p = popen("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null", "r");
-  if (p == NULL) return;
-  char line[256];
-  if (fgets(line, sizeof line, p) != NULL) {
+  const char *exe = getenv("PIPEBENCH_NVIDIA_SMI");
+  if (exe == NULL || exe[0] == '\0') {
+    exe = access("/usr/bin/nvidia-smi", X_OK) == 0         ? "/usr/bin/nvidia-smi"
+          : access("/usr/local/bin/nvidia-smi", X_OK) == 0 ? "/usr/local/bin/nvidia-smi"
+                                                           : NULL;
+  }
+  if (exe == NULL) return;
+  const char *argv[] = {exe, "--query-gpu=name,driver_version", "--format=csv,noheader", NULL};
+  pb__proc p;
+  memset(&p, 0, sizeof p);
+  p.argv = argv;
+  p.stderr_path = "/dev/null";
+  p.capture_stdout = 1;
+  p.timeout_s = GPU_QUERY_S;
+  pb__proc_result res;
+  int rc = pb__proc_run(&p, &res, NULL);
+  if (rc == PB_OK && res.out != NULL) {
+    char line[256];
+    size_t n = strcspn(res.out, "\n");
+    snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), res.out);
     trim(line);
     char *comma = strchr(line, ',');
     if (comma != NULL) {
@@ -150,7 +169,7 @@ static void gpu_info(pb_env *env) {
       snprintf(env->gpu_driver, sizeof env->gpu_driver, "%s", comma + 1 + (comma[1] == ' '));
     }
   }
-  pclose(p);
+  free(res.out);
 }
 
 int pb_env_collect(pb_env *env, struct pb_error *err) {

@@ -277,25 +277,78 @@ int64_t pb_dataset_ignored(const pb_dataset *ds) {
   return ds->vt->ignored(ds->state);
 }
 
+/* Every read enters through check_read, the one place that checks what a caller passes: the
+ * index, the image's dtype and shape as the format reports them, the region (each axis inside
+ * the image, computed without overflow; NULL: the whole image) and the bytes dst must hold.
+ * Readers trust what passes (docs/formats.md); they check only what a file's own contents
+ * could get wrong. */
+static int check_read(pb_dataset *ds, int64_t i, const pb_region *region, const void *dst,
+                      size_t dst_size, struct pb_error *err) {
+  static const char axes[] = "TCZYX";
+  PB_RETURN_NOT_OK(check_index(ds, i, err));
+  pb_dtype dtype;
+  int64_t shape[PB_NDIM];
+  if (ds->vt->shape != NULL) {
+    PB_RETURN_NOT_OK(ds->vt->shape(ds->state, i, &dtype, shape, err));
+  } else {
+    pb_image_meta meta;
+    PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
+    dtype = meta.dtype;
+    memcpy(shape, meta.shape, sizeof shape);
+  }
+  size_t need = pb_dtype_size(dtype);
+  if (need == 0)
+    return pb_error_set(err, PB_EFORMAT, "%s: image %lld: unknown pixel type %d", ds->path,
+                        (long long)i, (int)dtype);
+  for (int k = 0; k < PB_NDIM; k++) {
+    int64_t size = shape[k];
+    if (size < 1)
+      return pb_error_set(err, PB_EFORMAT, "%s: image %lld: axis %c has size %lld", ds->path,
+                          (long long)i, axes[k], (long long)size);
+    int64_t n = size;
+    if (region != NULL) {
+      int64_t start = region->start[k], count = region->count[k];
+      /* start <= size - count: no sum that could overflow */
+      if (start < 0 || count < 1 || count > size || start > size - count)
+        return pb_error_set(err, PB_ERANGE,
+                            "%s: image %lld: region axis %c [%lld, +%lld) lies outside the "
+                            "image (size %lld)",
+                            ds->path, (long long)i, axes[k], (long long)start,
+                            (long long)count, (long long)size);
+      n = count;
+    }
+    if ((uint64_t)n > SIZE_MAX / need)
+      return pb_error_set(err, PB_ERANGE, "%s: image %lld: %s of more than %zu bytes", ds->path,
+                          (long long)i, region != NULL ? "region" : "image", SIZE_MAX);
+    need *= (size_t)n;
+  }
+  if (dst == NULL || dst_size < need)
+    return pb_error_set(err, PB_EINVAL, "%s: image %lld: destination holds %zu bytes, the %s needs %zu",
+                        ds->path, (long long)i, dst == NULL ? (size_t)0 : dst_size,
+                        region != NULL ? "region" : "image", need);
+  return PB_OK;
+}
+
 int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
                     pb_stage_times *times, struct pb_error *err) {
-  PB_RETURN_NOT_OK(check_index(ds, i, err));
+  PB_RETURN_NOT_OK(check_read(ds, i, NULL, dst, dst_size, err));
   if (times != NULL) memset(times, 0, sizeof *times);
   return ds->vt->read(ds->state, i, NULL, dst, dst_size, times, err);
 }
 
+static int read_region(pb_dataset *ds, int64_t i, const pb_region *region, void *dst,
+                       size_t dst_size, pb_stage_times *times, struct pb_error *err) {
+  if (region == NULL)
+    return pb_error_set(err, PB_EINVAL, "%s: image %lld: no region given", ds->path,
+                        (long long)i);
+  PB_RETURN_NOT_OK(check_read(ds, i, region, dst, dst_size, err));
+  if (times != NULL) memset(times, 0, sizeof *times);
+  return PB_OK;
+}
+
 int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region, void *dst,
                            size_t dst_size, pb_stage_times *times, struct pb_error *err) {
-  PB_RETURN_NOT_OK(check_index(ds, i, err));
-  pb_image_meta meta;
-  PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
-  PB_RETURN_NOT_OK(pb__region_check(region, meta.shape, err));
-  size_t need = pb_dtype_size(meta.dtype);
-  for (int k = 0; k < PB_NDIM; k++) need *= (size_t)region->count[k];
-  if (dst_size < need)
-    return pb_error_set(err, PB_EINVAL, "destination holds %zu bytes, region needs %zu", dst_size,
-                        need);
-  if (times != NULL) memset(times, 0, sizeof *times);
+  PB_RETURN_NOT_OK(read_region(ds, i, region, dst, dst_size, times, err));
   return ds->vt->read(ds->state, i, region, dst, dst_size, times, err);
 }
 
@@ -313,21 +366,12 @@ int pb__read_scaled(pb_dataset *ds, int64_t i, const pb_region *region, int *sca
                     size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err) {
   if (*scale != 1 && *scale != 2 && *scale != 4 && *scale != 8)
     return pb_error_set(err, PB_EINVAL, "scale 1/%d: want 1, 2, 4 or 8", *scale);
+  PB_RETURN_NOT_OK(read_region(ds, i, region, dst, dst_size, times, err));
   if (ds->vt->read_scaled == NULL) {
     *scale = 1;
     *out = *region;
-    return pb_dataset_read_region(ds, i, region, dst, dst_size, times, err);
+    return ds->vt->read(ds->state, i, region, dst, dst_size, times, err);
   }
-  PB_RETURN_NOT_OK(check_index(ds, i, err));
-  pb_image_meta meta;
-  PB_RETURN_NOT_OK(ds->vt->meta(ds->state, i, &meta, err));
-  PB_RETURN_NOT_OK(pb__region_check(region, meta.shape, err));
-  size_t need = pb_dtype_size(meta.dtype);
-  for (int k = 0; k < PB_NDIM; k++) need *= (size_t)region->count[k];
-  if (dst_size < need)
-    return pb_error_set(err, PB_EINVAL, "destination holds %zu bytes, region needs %zu", dst_size,
-                        need);
-  if (times != NULL) memset(times, 0, sizeof *times);
   return ds->vt->read_scaled(ds->state, i, region, scale, dst, dst_size, out, times, err);
 }
 

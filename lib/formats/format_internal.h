@@ -19,7 +19,9 @@ typedef struct pb_format_vtable {
   void (*close)(void *state);
   int64_t (*count)(void *state);
   int (*meta)(void *state, int64_t i, pb_image_meta *out, struct pb_error *err);
-  /** region NULL: the whole image. dst holds exactly the region's pixels in C order. */
+  /** region NULL: the whole image. dst holds exactly the region's pixels in C order. format.c
+   * has checked i, the region (inside the shape meta gives) and dst_size before: a reader
+   * trusts them and checks only what its file's own contents could get wrong. */
   int (*read)(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
               pb_stage_times *times, struct pb_error *err);
   int (*writer_open)(const char *path, const pb_write_params *params, void **wstate,
@@ -45,6 +47,10 @@ typedef struct pb_format_vtable {
                      size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
   /** Files passed over at open (pb_dataset_ignored); NULL: none. */
   int64_t (*ignored)(void *state);
+  /** The dtype and shape of image i: the part of meta that format.c checks every read against,
+   * for formats whose full meta costs more than the read it guards. NULL: meta is used. */
+  int (*shape)(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+               struct pb_error *err);
 } pb_format_vtable;
 
 /** The box of an image scaled by 1/scale that covers region: on Y and X from floor(start / scale)
@@ -70,8 +76,6 @@ int pb__opt_check(const char *format, const char *options, const char *const *ke
 /** Looks up key in a "k=v,k=v" option string; copies its value into buf. 1 found, 0 not. */
 int pb__opt_get(const char *options, const char *key, char *buf, size_t size);
 
-/** Checks a region against a shape: PB_ERANGE with a message when it does not fit. */
-int pb__region_check(const pb_region *r, const int64_t shape[PB_NDIM], struct pb_error *err);
 /** Whole-image region of shape. */
 void pb__region_full(pb_region *r, const int64_t shape[PB_NDIM]);
 

@@ -5,7 +5,8 @@
 
 extern const pb_format_vtable pb__format_lance, pb__format_vortex;
 extern const pb_format_vtable pb__format_ome_zarr;
-extern const pb_format_vtable pb__format_ome_parquet, pb__format_oa_dataset, pb__format_duckdb;
+extern const pb_format_vtable pb__format_ome_parquet, pb__format_oa_dataset; /* arrow/ */
+extern const pb_format_vtable pb__format_duckdb; /* duckdb/: the OME-Arrow table in a DuckDB file */
 extern const pb_format_vtable pb__format_raw;
 extern const pb_format_vtable pb__format_tiff;
 extern const pb_format_vtable pb__format_imagefolder;

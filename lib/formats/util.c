@@ -1,4 +1,4 @@
-/* Helpers the backends share: options, regions and box copies (files and folders: common/fs.c). */
+/* Helpers the backends share: options, whole-image regions and box copies (files and folders: common/fs.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,18 +21,6 @@ int pb__opt_get(const char *options, const char *key, char *buf, size_t size) {
     p = *end == ',' ? end + 1 : end;
   }
   return 0;
-}
-
-int pb__region_check(const pb_region *r, const int64_t shape[PB_NDIM], struct pb_error *err) {
-  static const char axes[] = "TCZYX";
-  for (int k = 0; k < PB_NDIM; k++) {
-    if (r->start[k] < 0 || r->count[k] < 1 || r->start[k] + r->count[k] > shape[k])
-      return pb_error_set(err, PB_ERANGE,
-                          "region axis %c [%lld, +%lld) lies outside the image (size %lld)",
-                          axes[k], (long long)r->start[k], (long long)r->count[k],
-                          (long long)shape[k]);
-  }
-  return PB_OK;
 }
 
 void pb__region_full(pb_region *r, const int64_t shape[PB_NDIM]) {

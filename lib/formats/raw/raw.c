@@ -288,6 +288,15 @@ static int raw_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err
   return PB_OK;
 }
 
+static int raw_shape(void *p, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
+                     struct pb_error *err) {
+  (void)err;
+  const unsigned char *r = ((raw_state *)p)->records + (size_t)i * RAW_RECORD_SIZE;
+  *dtype = (pb_dtype)get_u32(r + 16);
+  for (int k = 0; k < PB_NDIM; k++) shape[k] = (int64_t)get_u64(r + 32 + 8 * (size_t)k);
+  return PB_OK;
+}
+
 const void *pb__raw_pixels(void *state, int64_t i, size_t *nbytes) {
   raw_state *s = state;
   const unsigned char *r = s->records + (size_t)i * RAW_RECORD_SIZE;
@@ -332,6 +341,7 @@ int (*pb__raw_read_hook)(const char *path, int64_t i, struct pb_error *err);
 static int raw_read(void *p, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                     pb_stage_times *times, struct pb_error *err) {
   raw_state *s = p;
+  (void)dst_size; /* i, region and dst_size: checked by format.c */
   if (pb__raw_read_hook != NULL) PB_RETURN_NOT_OK(pb__raw_read_hook(s->path, i, err));
   size_t nbytes;
   const void *src = pb__raw_pixels(s, i, &nbytes);
@@ -345,14 +355,8 @@ static int raw_read(void *p, int64_t i, const pb_region *region, void *dst, size
     const pb_region *want = region != NULL ? region : &full;
     copied = pb_dtype_size(meta.dtype);
     for (int k = 0; k < PB_NDIM; k++) copied *= (size_t)want->count[k];
-    if (dst_size < copied)
-      return pb_error_set(err, PB_EINVAL, "%s: image %lld needs %zu bytes, destination holds %zu",
-                          s->path, (long long)i, copied, dst_size);
     PB_RETURN_NOT_OK(read_rows(s, i, want, dst, err));
-  } else if (region == NULL) {
-    if (dst_size < nbytes)
-      return pb_error_set(err, PB_EINVAL, "%s: image %lld needs %zu bytes, destination holds %zu",
-                          s->path, (long long)i, nbytes, dst_size);
+  } else if (region == NULL) { /* nbytes is the shape's (check_record, at open) */
     memcpy(dst, src, nbytes);
     copied = nbytes;
   } else {
@@ -560,6 +564,7 @@ const pb_format_vtable pb__format_raw = {
     .close = raw_close,
     .count = raw_count,
     .meta = raw_meta,
+    .shape = raw_shape,
     .read = raw_read,
     .writer_open = raw_writer_open,
     .writer_add = raw_writer_add,
