@@ -213,6 +213,8 @@ int pb_dataset_open_opts(const char *path, const char *format, const pb_read_opt
   if (format != NULL) {
     vt = pb__format_vtable_find(format);
     if (vt == NULL) return unknown_format(format, err);
+  } else if (url) {
+    PB_RETURN_NOT_OK(pb__format_detect_url(path, &ro, &vt, err));
   } else {
     int best = 0;
     for (int i = 0; i < pb__format_vtable_count(); i++) {
@@ -229,6 +231,7 @@ int pb_dataset_open_opts(const char *path, const char *format, const pb_read_opt
   if (vt->open == NULL)
     return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be read: %s", vt->info.name,
                         vt->refuse ? vt->refuse : "no reader");
+  if (url) PB_RETURN_NOT_OK(pb__format_url_check(path, vt->info.name, err));
   pb_dataset *ds = calloc(1, sizeof *ds);
   if (ds == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   ds->vt = vt;

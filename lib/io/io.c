@@ -139,7 +139,9 @@ void pb__io_close(pb__io_file *f) {
 int pb__io_stat(const char *location, const pb_read_options *opts, pb__io_kind *kind,
                 uint64_t *size, struct pb_error *err) {
   *kind = PB__IO_MISSING;
-  if (size != NULL) *size = 0;
+  uint64_t ignored;
+  if (size == NULL) size = &ignored; /* the backends always set it */
+  *size = 0;
   const pb__io_backend *be = pb__io_backend_for(location, err);
   if (be == NULL) return location == NULL ? PB_EINVAL : PB_EUNSUPPORTED;
   return be->stat(be == &pb__io_file_backend ? local_path(location) : location, opts, kind, size,

@@ -34,20 +34,31 @@ static int sidecar_path(const char *path, char *buf, size_t size) {
 }
 
 static int is_file(const char *p) {
+  if (pb_location_is_url(p)) { /* a HEAD; a server that fails it fails the read after too */
+    int kind = 0;
+    return pb_location_stat(p, &kind, NULL, NULL) == PB_OK && kind == 1;
+  }
   struct stat st;
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 static int read_json(const char *file, cJSON **out, struct pb_error *err) {
   *out = NULL;
-  struct stat st;
-  if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_MANIFEST_BYTES)
-    return pb_error_set(err, PB_EFORMAT, "%s: %lld bytes, too large for a manifest (at most %zu)",
-                        file, (long long)st.st_size, MAX_MANIFEST_BYTES);
   void *data = NULL;
   size_t n = 0;
-  int rc = pb_read_file(file, &data, &n, err);
-  if (rc != PB_OK) return rc == PB_EIO ? PB_EFORMAT : rc;
+  int rc;
+  if (pb_location_is_url(file)) {
+    rc = pb_location_read(file, MAX_MANIFEST_BYTES, &data, &n, err);
+    if (rc != PB_OK) return rc;
+  } else {
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_MANIFEST_BYTES)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: %lld bytes, too large for a manifest (at most %zu)", file,
+                          (long long)st.st_size, MAX_MANIFEST_BYTES);
+    rc = pb_read_file(file, &data, &n, err);
+    if (rc != PB_OK) return rc == PB_EIO ? PB_EFORMAT : rc;
+  }
   cJSON *root = NULL;
   rc = pb_json_parse(data, n, file, &root, err); /* trailing data refused too */
   pb_free(data, n);

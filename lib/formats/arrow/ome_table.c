@@ -1434,6 +1434,14 @@ static int ot_open_kind(int kind, const char *path, const pb_read_options *opts,
     if ((rc = meta_row_groups(r, &meta, err)) != PB_OK) goto fail;
     direct_open(r, &meta, col, &meta_done); /* releases the footer */
   }
+  if (pb__io_is_url(path) && (!meta_done || !r->direct)) {
+    /* DuckDB reads no URL here (its httpfs extension cannot be installed offline) */
+    rc = pb_error_set(err, PB_EUNSUPPORTED,
+                      "%s: this file's layout is read through DuckDB, which reads local paths "
+                      "only; over a URL pipebench reads OME-Arrow Parquet files its page reader "
+                      "takes (as gen and convert write them; docs/remote.md)", path);
+    goto fail;
+  }
   if (!meta_done && (rc = query_meta(r, key, col, src, err)) != PB_OK) goto fail;
   size_t cache_limit = r->ro.cache_mb >= 0 ? (size_t)r->ro.cache_mb << 20
                                             : pb__pq_cache_budget((size_t)OT_CACHE_DEFAULT_MB << 20);

@@ -137,8 +137,16 @@ static int tiff_open(const char *path, const pb_read_options *opts, void **state
                      struct pb_error *err) {
   *state = NULL;
   struct stat sb;
-  if (stat(path, &sb) != 0)
+  int url = pb__io_is_url(path);
+  if (url) { /* a HEAD (or a one-key listing), not a stat */
+    pb__io_kind kind;
+    PB_RETURN_NOT_OK(pb__io_stat(path, opts, &kind, NULL, err));
+    if (kind == PB__IO_MISSING) return pb_error_set(err, PB_ENOTFOUND, "%s: not found", path);
+    memset(&sb, 0, sizeof sb);
+    sb.st_mode = kind == PB__IO_FILE ? S_IFREG : kind == PB__IO_DIR ? S_IFDIR : 0;
+  } else if (stat(path, &sb) != 0) {
     return pb_error_set(err, PB_ENOTFOUND, "%s: %s", path, strerror(errno));
+  }
   tiff_state *st = calloc(1, sizeof *st);
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->ro = *opts;
@@ -163,7 +171,7 @@ static int tiff_open(const char *path, const pb_read_options *opts, void **state
   } else if (S_ISDIR(sb.st_mode)) {
     char **all;
     size_t n_all;
-    rc = pb__list_dir(path, &all, &n_all, err);
+    rc = url ? pb__io_list(path, opts, &all, &n_all, err) : pb__list_dir(path, &all, &n_all, err);
     if (rc != PB_OK) goto fail;
     size_t k = 0;
     char *other = NULL; /* one unrelated name, for the message */
@@ -585,7 +593,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (file_path(st, i, path, sizeof path) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", st->root);
   /* A file of a folder that is a link out of it is not the folder's. */
-  if (!st->single)
+  if (!st->single && !pb__io_is_url(st->root))
     PB_RETURN_NOT_OK(pb__entry_inside(st->root, st->names[i], "the dataset folder", err));
   pb__tiff_io io;
   PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, err));
