@@ -182,13 +182,54 @@ static int not_a_dataset(const char *path, const struct stat *st, struct pb_erro
                       "%s: not a dataset in any known format (give one with --format)", path);
 }
 
+/* A URL's user:password never reaches a message: the I/O layer masks what it writes, and this
+ * masks the formats' own messages, which name the dataset's URL (or one under it) as given. */
+static int masked(const char *path, int rc, struct pb_error *err) {
+  if (rc == PB_OK || err == NULL || path == NULL || !pb__io_is_url(path)) return rc;
+  const char *host = strstr(path, "://");
+  if (host == NULL) return rc;
+  host += 3;
+  size_t alen = strcspn(host, "/?#");
+  const char *at = NULL;
+  for (const char *q = host; q < host + alen; q++)
+    if (*q == '@') at = q;
+  if (at == NULL) return rc;
+  size_t ulen = (size_t)(at + 1 - host); /* "user:password@" */
+  char user[1024];
+  if (ulen >= sizeof user) return rc;
+  memcpy(user, host, ulen);
+  user[ulen] = '\0';
+  char out[sizeof err->message];
+  size_t o = 0;
+  for (const char *m = err->message; *m != '\0' && o + 5 < sizeof out;) {
+    if (strncmp(m, user, ulen) == 0) {
+      memcpy(out + o, "***@", 4);
+      o += 4;
+      m += ulen;
+    } else {
+      out[o++] = *m++;
+    }
+  }
+  out[o] = '\0';
+  memcpy(err->message, out, o + 1);
+  return rc;
+}
+
 int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
                     struct pb_error *err) {
   return pb_dataset_open_opts(path, format, NULL, out, err);
 }
 
+static int dataset_open(const char *path, const char *format, const pb_read_options *opts,
+                        pb_dataset **out, struct pb_error *err);
+
 int pb_dataset_open_opts(const char *path, const char *format, const pb_read_options *opts,
                          pb_dataset **out, struct pb_error *err) {
+  return masked(path, dataset_open(path, format, opts, out, err), err);
+}
+
+static int dataset_open(const char *path, const char *format, const pb_read_options *opts,
+                        pb_dataset **out, struct pb_error *err) {
   *out = NULL;
   pb_read_options ro;
   pb__io_options_resolve(opts, &ro);
@@ -267,7 +308,7 @@ static int check_index(const pb_dataset *ds, int64_t i, struct pb_error *err) {
 
 int pb_dataset_meta(pb_dataset *ds, int64_t i, pb_image_meta *out, struct pb_error *err) {
   PB_RETURN_NOT_OK(check_index(ds, i, err));
-  return ds->vt->meta(ds->state, i, out, err);
+  return masked(ds->path, ds->vt->meta(ds->state, i, out, err), err);
 }
 
 int64_t pb_dataset_label(pb_dataset *ds, int64_t i) {
@@ -284,7 +325,7 @@ int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
                     pb_stage_times *times, struct pb_error *err) {
   PB_RETURN_NOT_OK(check_index(ds, i, err));
   if (times != NULL) memset(times, 0, sizeof *times);
-  return ds->vt->read(ds->state, i, NULL, dst, dst_size, times, err);
+  return masked(ds->path, ds->vt->read(ds->state, i, NULL, dst, dst_size, times, err), err);
 }
 
 int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region, void *dst,
@@ -299,7 +340,7 @@ int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region, v
     return pb_error_set(err, PB_EINVAL, "destination holds %zu bytes, region needs %zu", dst_size,
                         need);
   if (times != NULL) memset(times, 0, sizeof *times);
-  return ds->vt->read(ds->state, i, region, dst, dst_size, times, err);
+  return masked(ds->path, ds->vt->read(ds->state, i, region, dst, dst_size, times, err), err);
 }
 
 void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int scale, pb_region *out) {

@@ -786,6 +786,22 @@ static int http_open(const char *location, const pb_read_options *opts, pb__io_f
   return rc;
 }
 
+/* The path of a URL (from the first '/' after the host), or the URL itself when relative. */
+static const char *url_path(const char *u) {
+  const char *h = strstr(u, "://");
+  if (h == NULL) return u;
+  const char *p = strchr(h + 3, '/');
+  return p != NULL ? p : "";
+}
+
+/* Is target location + "/" (the same path; a proxy between may make the host differ)? */
+static int slash_redirect(const char *location, const char *target) {
+  if (target == NULL) return 0;
+  const char *a = url_path(location), *b = url_path(target);
+  size_t n = strlen(a);
+  return strlen(b) == n + 1 && b[n] == '/' && strncmp(a, b, n) == 0;
+}
+
 static int http_stat(const char *location, const pb_read_options *opts, pb__io_kind *kind,
                      uint64_t *size, struct pb_error *err) {
   char *shown = pb__http_mask(location);
@@ -797,14 +813,31 @@ static int http_stat(const char *location, const pb_read_options *opts, pb__io_k
   if (rc == PB_OK) {
     size_t ll = strlen(location);
     *size = 0;
-    if (status == 200 && ll && location[ll - 1] == '/') {
+    const char *host = strstr(location, "://");
+    int root = host != NULL && strchr(host + 3, '/') == NULL; /* "http://host:port": its "/" */
+    if (status == 200 && ((ll && location[ll - 1] == '/') || root)) {
       *kind = PB__IO_DIR;
     } else if (status == 200) {
       *kind = PB__IO_FILE;
       *size = len < 0 ? 0 : (uint64_t)len;
-    } else if ((status == 301 || status == 302 || status == 307 || status == 308) && loc &&
-               strlen(loc) == ll + 1 && loc[ll] == '/' && strncmp(loc, location, ll) == 0) {
+    } else if ((status == 301 || status == 302 || status == 307 || status == 308) &&
+               slash_redirect(location, loc)) {
       *kind = PB__IO_DIR; /* nginx sends a folder's name without its slash to name/ */
+    } else if (status == 301 || status == 302 || status == 303 || status == 307 ||
+               status == 308) {
+      /* another redirect: followed (at most 5), as a read would */
+      free(loc);
+      loc = NULL;
+      rc = pb__http_request(location, shown, opts, NULL, 1, &status, NULL, 0, &len, NULL, err);
+      if (rc == PB_OK && status == 200) {
+        *kind = PB__IO_FILE;
+        *size = len < 0 ? 0 : (uint64_t)len;
+      } else if (rc == PB_OK && (status == 404 || status == 410)) {
+        *kind = PB__IO_MISSING;
+      } else if (rc == PB_OK) {
+        rc = pb_error_set(err, status_code(status), "%s: %s (HTTP %ld)", shown,
+                          status_text(status), status);
+      }
     } else if (status == 404 || status == 410) {
       *kind = PB__IO_MISSING;
     } else {

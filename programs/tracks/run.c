@@ -119,7 +119,9 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
+  int url = pb_location_is_url(dir);
+  if (url) PB_RETURN_NOT_OK(pb_location_read(path, (size_t)256 << 20, &data, &size, err));
+  else PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
   cJSON *root = NULL;
   int prc = pb_json_parse(data, size, path, &root, err);
   pb_free(data, size);
@@ -139,7 +141,7 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
       return rc;
     }
     /* ... nor through a symbolic link that points out of it. */
-    int irc = cJSON_IsString(f) && f->string != NULL
+    int irc = cJSON_IsString(f) && f->string != NULL && !url
                   ? pb_entry_inside(dir, f->valuestring, "the dataset folder", err)
                   : PB_OK;
     if (irc != PB_OK) {
@@ -181,12 +183,21 @@ static void gen_progress(void *ctx, int64_t done, int64_t total) {
 static int prepare_data(pb_run_ctx *c, struct pb_error *err) {
   struct stat st;
   if (c->p.data != NULL) {
-    if (stat(c->p.data, &st) != 0)
-      return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or folder", c->p.data);
     char m[4200];
     snprintf(m, sizeof m, "%s/manifest.json", c->p.data);
     snprintf(c->data_dir, sizeof c->data_dir, "%s", c->p.data);
-    if (S_ISDIR(st.st_mode) && stat(m, &st) == 0) return read_manifest(c, c->p.data, err);
+    if (pb_location_is_url(c->p.data)) { /* a folder gen wrote has its manifest inside */
+      int kind = 0;
+      PB_RETURN_NOT_OK(pb_location_stat(c->p.data, &kind, NULL, err));
+      if (kind == 0) return pb_error_set(err, PB_ENOTFOUND, "%s: not found", c->p.data);
+      if (kind == 2) PB_RETURN_NOT_OK(pb_location_stat(m, &kind, NULL, err));
+      else kind = 0;
+      if (kind == 1) return read_manifest(c, c->p.data, err);
+    } else {
+      if (stat(c->p.data, &st) != 0)
+        return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or folder", c->p.data);
+      if (S_ISDIR(st.st_mode) && stat(m, &st) == 0) return read_manifest(c, c->p.data, err);
+    }
     /* A single dataset: measure it in the format it is in. */
     pb_dataset *ds = NULL;
     const char *fmt = NULL;

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The commands over http(s):// against nginx: inspect, verify and run --data read OME-Zarr (v2
+# and v3 sharded), OME-Parquet, TIFF, raw and an image folder from a URL with the same pixels as
+# from the local path; every fault (404, 403, 500, a cut or wrong-length answer, a server that
+# stops answering, a redirect loop, an object changed mid-run, an untrusted certificate) exits 2
+# naming the URL (credentials masked) and the cause, and earlier results stay as they were.
+# Env: PB_CLI, PB_NETEM, PB_SOURCE_DIR.
+set -u
+. "$PB_SOURCE_DIR/tests/cli/lib.sh"
+servers=$PB_SOURCE_DIR/tests/remote/servers.sh
+pb=$PB_CLI
+data=$work/data
+"$pb" gen --out "$data" --rows 6 --size 40x30 --formats ome-zarr,ome-parquet,tiff,raw \
+  >/dev/null 2>&1 || { echo "gen failed"; exit 1; }
+"$pb" gen --out "$data" --rows 6 --size 40x30 --formats imagefolder >/dev/null 2>&1 ||
+  { echo "gen imagefolder failed"; exit 1; }
+"$pb" convert "$data/images.pbraw" --to ome-zarr --out "$data/v3.zarr" \
+  --options zarr=3,shard=1x1x1x2x2 --chunk 1x1x1x20x15 >/dev/null 2>&1 ||
+  { echo "convert to sharded Zarr v3 failed"; exit 1; }
+chmod -R a+rX "$work"
+"$servers" http-start "$data" "$work/state" >/dev/null
+rc=$?
+if [[ $rc -eq 77 ]]; then echo "SKIP: nginx not installed"; exit 0; fi
+[[ $rc -eq 0 ]] || { echo "nginx did not start"; exit 1; }
+proxy=
+trap '[[ -n $proxy ]] && kill $proxy; "$servers" http-stop "$work/state"; rm -rf "$work"' EXIT
+target=127.0.0.1:$(cat "$work/state/http.port")
+base=http://$target
+sbase=https://127.0.0.1:$(cat "$work/state/https.port")
+
+start() { # netem args...: sets purl (the proxy's URL)
+  rm -f "$work/port"
+  "$PB_NETEM" --target "$target" --port-file "$work/port" "$@" >/dev/null &
+  proxy=$!
+  for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
+  purl=http://127.0.0.1:$(cat "$work/port")
+}
+stop() { kill "$proxy"; wait "$proxy" 2>/dev/null; proxy=; }
+
+# the same pixels over HTTP as from the local path, every format
+for d in ome-zarr:ome-zarr v3.zarr:ome-zarr images.parquet:ome-parquet tiff:tiff \
+         images.pbraw:raw imagefolder:imagefolder; do
+  name=${d%%:*} fmt=${d##*:}
+  run "$pb" inspect "$data/$name"
+  local_out=$(sed 1d <<<"$out")
+  run "$pb" inspect "$base/$name"
+  expect_rc 0 "inspect $name over http"
+  expect_out "^$base/$name: format $fmt, 6 images" "inspect names the URL and the format ($name)"
+  if [[ $(sed 1d <<<"$out") == "$local_out" ]]; then pass; else fail "$name: the CRC-32s over http differ from the local ones"; fi
+done
+for name in ome-zarr images.parquet tiff images.pbraw; do
+  run "$pb" verify "$base/$name"
+  expect_rc 0 "verify $name over http"
+  expect_err "^verify: 6 images of $base/$name match $base/manifest.json" "verify reads the manifest beside it ($name)"
+done
+run "$pb" verify "$base/v3.zarr"
+expect_rc 0 "verify of a converted dataset over http (DST.manifest.json)"
+
+# convert takes a URL as its source
+run "$pb" convert "$base/ome-zarr" --to raw --out "$work/back.pbraw"
+expect_rc 0 "convert from a URL"
+run "$pb" verify "$work/back.pbraw"
+expect_rc 0 "what convert read over http verifies"
+
+# formats read through DuckDB or lancedb are refused with the reason
+run "$pb" inspect "$base/images.parquet" --format duckdb
+expect_rc 2 "duckdb over a URL"
+expect_err "format duckdb, which pipebench reads from local paths only" "names why"
+
+# --trace-requests: one line per request; a chunk of a sharded array is one range of its shard
+run "$pb" inspect --trace-requests --no-crc "$base/images.pbraw"
+expect_rc 0 "inspect --trace-requests"
+expect_err "^pipebench: HEAD $base/images.pbraw - -> 200 HTTP/1.1 [0-9.]+ ms$" "trace of the open"
+run "$pb" inspect --trace-requests "$base/v3.zarr"
+expect_err "^pipebench: GET $base/v3.zarr/img_00000.zarr/0/c/0/0/0/0/0 bytes=[0-9]+-[0-9]+ -> 206" "a shard read by ranges"
+
+# run --data over http: tracks 1 and 2 measure every format of the folder gen wrote
+runargs=(--tracks 1,2 --repeats 1 --samples 4 --warmup 1 --batches 2 --window-ms 1
+         --batch-sizes 2 --workers 0 --caches none --transforms none --no-peer)
+run "$pb" run --data "$base" --formats ome-zarr,tiff,raw,ome-parquet --out "$work/res" "${runargs[@]}"
+expect_rc 0 "run --data over http"
+[[ -s $work/res/data/pipebench_track1.parquet ]] && pass || fail "run wrote track 1"
+sum1=$(md5sum "$work/res/data/pipebench_track1.parquet" 2>/dev/null)
+
+# errors: each exits 2 naming the URL (credentials masked) and the cause
+run "$pb" inspect "http://user:secret@$target/nothing"
+expect_rc 2 "404"
+expect_err "^pipebench inspect: http://\*\*\*@127.0.0.1:[0-9]+/nothing: not found" "404 names the URL, credentials masked"
+if [[ $errout != *secret* ]]; then pass; else fail "the password was printed"; fi
+mkdir -p "$data/_forbidden"
+run "$pb" inspect "$base/_forbidden/images.pbraw"
+expect_rc 2 "403"
+expect_err "/_forbidden/images.pbraw: access denied \(HTTP 403\)" "403 names the cause"
+run "$pb" verify --retries 1 "$base/_error/images.pbraw"
+expect_rc 2 "500"
+expect_err "/_error/images.pbraw.*server error \(HTTP 500\)" "500 names the cause"
+run "$pb" inspect "$base/_loop"
+expect_rc 2 "redirect loop"
+expect_err "/_loop: too many redirects" "a redirect loop is refused"
+run "$pb" inspect "$sbase/images.pbraw"
+expect_rc 2 "untrusted certificate"
+expect_err "^pipebench inspect: https://127.0.0.1:[0-9]+/images.pbraw: certificate not trusted" "names the URL and the cause"
+run "$pb" inspect --insecure "$sbase/images.pbraw"
+expect_rc 0 "--insecure accepts it"
+
+# a run that fails leaves the earlier results as they were
+run "$pb" run --data "$base/nothing" --out "$work/res" "${runargs[@]}"
+expect_rc 2 "run --data of a missing URL"
+expect_err "$base/nothing: not found" "run names the URL"
+if [[ $(md5sum "$work/res/data/pipebench_track1.parquet" 2>/dev/null) == "$sum1" ]]; then pass; else fail "a failed run changed the earlier results"; fi
+
+# faults through the proxy: the connection cut mid-body, a wrong Content-Length, no answer
+start --fault close --after 300 --first 3
+run timeout 60 "$pb" inspect --retries 1 "$purl/images.pbraw"
+expect_rc 2 "close mid-body"
+expect_err "^pipebench inspect: http://127.0.0.1:[0-9]+/images.pbraw: bytes [0-9]+-[0-9]+: (truncated|connection closed)" "names the URL, the range and the cause"
+stop
+start --fault wrong-length --first 3
+run timeout 60 "$pb" verify --retries 0 "$purl/tiff"
+expect_rc 2 "wrong Content-Length"
+expect_err "^pipebench verify: http://127.0.0.1:[0-9]+/[^ ]+: bytes [0-9]+-[0-9]+: (wrong Content-Length|truncated body)" "names the file, the range and the cause"
+stop
+start --fault stall --after 0 --first 3
+t0=$(date +%s)
+run timeout 60 "$pb" inspect --timeout 1 --retries 0 "$purl/ome-zarr"
+expect_rc 2 "a server that stops answering"
+expect_err "http://127.0.0.1:[0-9]+/ome-zarr.*no answer within the timeout" "timeout names the cause"
+if (($(date +%s) - t0 < 20)); then pass; else fail "the timeout did not bound the wait"; fi
+stop
+
+# an object changed while a command reads it: an error, never mixed data
+"$pb" gen --out "$work/big" --rows 60 --size 64x64 --formats raw >/dev/null 2>&1
+cp "$work/big/images.pbraw" "$data/big.pbraw"
+chmod a+r "$data/big.pbraw"
+start --delay 15
+( sleep 1; touch -d '2001-01-01' "$data/big.pbraw" ) &
+toucher=$!
+run timeout 60 "$pb" inspect --in-flight 1 "$purl/big.pbraw"
+wait $toucher
+expect_rc 2 "object changed mid-run"
+expect_err "/big.pbraw.*the object changed since it was opened" "changed object names the cause"
+stop
+finish
