@@ -125,6 +125,18 @@ PB_API int pb_location_stat(const char *location, int *kind, uint64_t *size,
  * pb_free(*data, *size). Missing: PB_ENOTFOUND. */
 PB_API int pb_location_read(const char *location, size_t max, void **data, size_t *size,
                             struct pb_error *err);
+/** Storage requests and bytes fetched so far by this process, all threads and datasets
+ * together: range requests, HEADs and listings over HTTP and S3, preads of local files (a
+ * mapped file's reads are not counted). Deltas around a read give requests per image. */
+PB_API void pb_io_counters(int64_t *requests, int64_t *bytes);
+/** The kind of storage at location: "file", "http", "https" or "s3" (static storage). */
+PB_API const char *pb_location_endpoint(const char *location);
+/** location as messages and results show it: a URL's "user:password@" written "***@" (S3
+ * keys never stand in a URL). Into buf (size bytes, cut short when it does not fit). */
+PB_API void pb_location_shown(const char *location, char *buf, size_t size);
+/** Rewrites err's message so that location's "user:password@" (wherever it appears, also in
+ * the URLs under it) reads "***@". err may be NULL. */
+PB_API void pb_location_mask_error(const char *location, struct pb_error *err);
 /** @} */
 /** Name of the format of an open dataset ("ome-zarr", ...). */
 PB_API const char *pb_dataset_format(const pb_dataset *ds);

@@ -185,33 +185,7 @@ static int not_a_dataset(const char *path, const struct stat *st, struct pb_erro
 /* A URL's user:password never reaches a message: the I/O layer masks what it writes, and this
  * masks the formats' own messages, which name the dataset's URL (or one under it) as given. */
 static int masked(const char *path, int rc, struct pb_error *err) {
-  if (rc == PB_OK || err == NULL || path == NULL || !pb__io_is_url(path)) return rc;
-  const char *host = strstr(path, "://");
-  if (host == NULL) return rc;
-  host += 3;
-  size_t alen = strcspn(host, "/?#");
-  const char *at = NULL;
-  for (const char *q = host; q < host + alen; q++)
-    if (*q == '@') at = q;
-  if (at == NULL) return rc;
-  size_t ulen = (size_t)(at + 1 - host); /* "user:password@" */
-  char user[1024];
-  if (ulen >= sizeof user) return rc;
-  memcpy(user, host, ulen);
-  user[ulen] = '\0';
-  char out[sizeof err->message];
-  size_t o = 0;
-  for (const char *m = err->message; *m != '\0' && o + 5 < sizeof out;) {
-    if (strncmp(m, user, ulen) == 0) {
-      memcpy(out + o, "***@", 4);
-      o += 4;
-      m += ulen;
-    } else {
-      out[o++] = *m++;
-    }
-  }
-  out[o] = '\0';
-  memcpy(err->message, out, o + 1);
+  if (rc != PB_OK) pb_location_mask_error(path, err);
   return rc;
 }
 

@@ -249,6 +249,9 @@ static void common_opts(CURL *e, const pb_read_options *o, char *errbuf) {
 static void trace(const pb_read_options *o, CURL *e, const char *method, const char *shown,
                   uint64_t off, size_t len, int ranged, long status, int64_t start_ns,
                   const char *fail) {
+  curl_off_t got = 0;
+  curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &got);
+  pb__io_count(1, (int64_t)got); /* every request passes here: the rows' requests per image */
   if (!o->trace_requests) return;
   long v = 0;
   curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v);

@@ -1,11 +1,24 @@
 /* The I/O layer's dispatch: a location's scheme picks the backend; what every backend shares
  * (read_all, join, the options and their environment overrides) lives here once. */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
+
+static _Atomic int64_t io_requests, io_bytes;
+
+void pb__io_count(int64_t requests, int64_t bytes) {
+  atomic_fetch_add_explicit(&io_requests, requests, memory_order_relaxed);
+  atomic_fetch_add_explicit(&io_bytes, bytes, memory_order_relaxed);
+}
+
+void pb_io_counters(int64_t *requests, int64_t *bytes) {
+  *requests = atomic_load_explicit(&io_requests, memory_order_relaxed);
+  *bytes = atomic_load_explicit(&io_bytes, memory_order_relaxed);
+}
 
 /* The remote backends (lib/io/http.c, lib/io/s3.c) are optional parts of a build: weak, so a
  * build without them links and names the scheme as unreadable. */

@@ -110,6 +110,9 @@ int pb__io_check(pb__io_file *f, struct pb_error *err);
  * open, through pb_dataset_open_opts). */
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
 
+/* Adds to the process-wide counters pb_io_counters reads (relaxed atomics: any thread). */
+void pb__io_count(int64_t requests, int64_t bytes);
+
 extern const pb__io_backend pb__io_file_backend;
 /* The remote backends, where the build has them: pb__io_http_backend serves http:// and https://,
  * pb__io_s3_backend s3://. io.c refers to them weakly, so a build without them links and refuses

@@ -180,7 +180,15 @@ static void gen_progress(void *ctx, int64_t done, int64_t total) {
     c->p.progress(c->p.progress_ctx, "generating the dataset", (long)done, (long)total);
 }
 
+static int prepare_data_in(pb_run_ctx *c, struct pb_error *err);
+
 static int prepare_data(pb_run_ctx *c, struct pb_error *err) {
+  int rc = prepare_data_in(c, err);
+  if (rc != PB_OK && c->p.data != NULL) pb_location_mask_error(c->p.data, err);
+  return rc;
+}
+
+static int prepare_data_in(pb_run_ctx *c, struct pb_error *err) {
   struct stat st;
   if (c->p.data != NULL) {
     char m[4200];
@@ -276,7 +284,9 @@ static void add_calibration(cJSON *root, const pb_calibration *cal) {
 /* The run's settings, environment and (once measured) calibration into root. */
 static void add_run(pb_run_ctx *c, cJSON *root) {
   cJSON *cfg = cJSON_AddObjectToObject(root, "configuration");
-  cJSON_AddStringToObject(cfg, "data", c->data_dir);
+  char shown[sizeof c->data_dir];
+  pb_location_shown(c->data_dir, shown, sizeof shown); /* a URL's credentials stay out */
+  cJSON_AddStringToObject(cfg, "data", shown);
   cJSON_AddStringToObject(cfg, "tracks", c->p.tracks);
   cJSON_AddStringToObject(cfg, "preset", c->p.preset);
   cJSON_AddStringToObject(cfg, "cache_state", c->p.cold ? "cold" : "warm");

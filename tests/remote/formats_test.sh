@@ -81,6 +81,35 @@ run "$pb" run --data "$base" --formats ome-zarr,tiff,raw,ome-parquet --out "$wor
 expect_rc 0 "run --data over http"
 [[ -s $work/res/data/pipebench_track1.parquet ]] && pass || fail "run wrote track 1"
 sum1=$(md5sum "$work/res/data/pipebench_track1.parquet" 2>/dev/null)
+# rows say where the data came from and what it cost in requests
+run python3 - "$work/res/data" <<'PY'
+import csv, sys
+for track in ("track1", "track2"):
+    rows = list(csv.DictReader(open(f"{sys.argv[1]}/pipebench_{track}.csv")))
+    assert rows and all(r["endpoint"] == "http" for r in rows), rows
+    raw = [r for r in rows if r["format"] == "raw" and r.get("cache", "none") == "none"]
+    assert raw and all(float(r["requests_per_image"]) >= 1 for r in raw), raw
+    assert all(float(r["fetched_bytes_per_image"]) >= 2400 for r in raw), raw
+PY
+expect_rc 0 "track 1 and 2 rows carry endpoint, requests and bytes per image"
+
+# infer --data-source and the Python Dataset and Loader take the URL; a password stays out of
+# the results
+run "$pb" infer --framework pipebench --model embed --batch-sizes 2 --iterations 2 --warmup 1 \
+  --device cpu --data-source "http://user:secret@$target" --format raw --output-dir "$work/inf"
+expect_rc 0 "infer --data-source over http"
+if ! grep -rq secret "$work/inf"; then pass; else fail "infer wrote the password into its results"; fi
+run env PYTHONPATH="$PB_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PB_LIBRARY" /usr/bin/python3 - "$base" <<'PY'
+import sys
+import pipebench
+base = sys.argv[1]
+ds = pipebench.Dataset(base + "/ome-zarr")
+assert len(ds) == 6, len(ds)
+n = sum(b.shape[0] if hasattr(b, "shape") else len(b) for b in
+        pipebench.Loader(base + "/tiff", batch_size=2, workers=1, transform="none"))
+assert n == 6, n
+PY
+expect_rc 0 "pipebench.Dataset and Loader over http"
 
 # errors: each exits 2 naming the URL (credentials masked) and the cause
 run "$pb" inspect "http://user:secret@$target/nothing"
