@@ -805,6 +805,14 @@ static int slash_redirect(const char *location, const char *target) {
   return strlen(b) == n + 1 && b[n] == '/' && strncmp(a, b, n) == 0;
 }
 
+static int manifest_lists(const char *location, const pb_read_options *opts) {
+  char **names = NULL;
+  size_t n = 0;
+  if (pb__http_list_manifest(location, opts, &names, &n, NULL) != PB_OK) return 0;
+  pb__io_free_names(names, n);
+  return 1;
+}
+
 static int http_stat(const char *location, const pb_read_options *opts, pb__io_kind *kind,
                      uint64_t *size, struct pb_error *err) {
   char *shown = pb__http_mask(location);
@@ -841,6 +849,9 @@ static int http_stat(const char *location, const pb_read_options *opts, pb__io_k
         rc = pb_error_set(err, status_code(status), "%s: %s (HTTP %ld)", shown,
                           status_text(status), status);
       }
+    } else if ((status == 403 || status == 404) && ll && location[ll - 1] == '/' &&
+               manifest_lists(location, opts)) {
+      *kind = PB__IO_DIR; /* a folder without an index, listed by its manifest */
     } else if (status == 404 || status == 410) {
       *kind = PB__IO_MISSING;
     } else {
@@ -911,6 +922,14 @@ static int http_list(const char *location, const pb_read_options *opts, char ***
   cJSON_Delete(j);
   free(body);
   free(shown);
+  /* no JSON index (autoindex off, another server): the manifest beside the dataset lists it */
+  if (rc == PB_EFORMAT || rc == PB_ENOTFOUND || status == 403) {
+    struct pb_error e2;
+    int mrc = pb__http_list_manifest(location, opts, names, n, &e2);
+    if (mrc == PB_OK) return PB_OK;
+    if (mrc != PB_ENOTFOUND && err != NULL) *err = e2;
+    if (mrc != PB_ENOTFOUND) rc = mrc;
+  }
   return rc;
 }
 

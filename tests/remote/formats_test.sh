@@ -56,6 +56,17 @@ done
 run "$pb" verify "$base/v3.zarr"
 expect_rc 0 "verify of a converted dataset over http (DST.manifest.json)"
 
+# a server without a folder index: listings come from the manifest gen or convert wrote
+for d in ome-zarr:ome-zarr v3.zarr:ome-zarr tiff:tiff imagefolder:imagefolder; do
+  name=${d%%:*} fmt=${d##*:}
+  run "$pb" inspect "$base/_plain/$name"
+  expect_rc 0 "inspect $name without a folder index"
+  expect_out "^$base/_plain/$name: format $fmt, 6 images" "found from the manifest ($name)"
+done
+run "$pb" inspect "$base/_plain/"
+expect_rc 2 "a gen folder without a folder index"
+expect_err "a folder .pipebench gen. wrote" "is named as one from its manifest"
+
 # convert takes a URL as its source
 run "$pb" convert "$base/ome-zarr" --to raw --out "$work/back.pbraw"
 expect_rc 0 "convert from a URL"
