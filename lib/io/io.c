@@ -201,6 +201,15 @@ int pb__io_read_file(const char *location, const pb_read_options *opts, size_t m
                      size_t *size, struct pb_error *err) {
   *data = NULL;
   *size = 0;
+  const pb__io_backend *be = pb__io_backend_for(location, NULL);
+  if (be != NULL && be->read_file != NULL) {
+    pb_read_options o;
+    if (opts == NULL) {
+      pb__io_options_resolve(NULL, &o);
+      opts = &o;
+    }
+    return be->read_file(location, opts, max, data, size, err);
+  }
   pb__io_file *f;
   PB_RETURN_NOT_OK(pb__io_open(location, opts, &f, err));
   int rc = pb__io_read_all(f, max, data, size, err);

@@ -58,6 +58,9 @@ typedef struct pb__io_backend {
   /* Sorted entry names of a folder (no "." or ".."), freed with pb__io_free_names. */
   int (*list)(const char *location, const pb_read_options *opts, char ***names, size_t *n,
               struct pb_error *err);
+  /* The whole object in one request (pb__io_read_file); NULL: open, read_all, close. */
+  int (*read_file)(const char *location, const pb_read_options *opts, size_t max, void **data,
+                   size_t *size, struct pb_error *err);
 } pb__io_backend;
 
 /* Every open file starts with this header; backends put their own state after it. */

@@ -82,6 +82,10 @@ expect_err "format duckdb, which pipebench reads from local paths only" "names w
 run "$pb" inspect --trace-requests --no-crc "$base/images.pbraw"
 expect_rc 0 "inspect --trace-requests"
 expect_err "^pipebench: HEAD $base/images.pbraw - -> 200 HTTP/1.1 [0-9.]+ ms$" "trace of the open"
+run "$pb" inspect --trace-requests "$base/ome-zarr"
+chunks=$(grep -cE "^pipebench: GET $base/ome-zarr/img_0000[0-9].zarr/0/0/0/0/0/0 " <<<"$errout")
+heads=$(grep -cE "^pipebench: HEAD $base/ome-zarr/img_0000[0-9].zarr/0/0/" <<<"$errout")
+if ((chunks == 6 && heads == 0)); then pass; else fail "a chunk should be one GET ($chunks GETs, $heads HEADs for 6)"; fi
 run "$pb" inspect --trace-requests "$base/v3.zarr"
 expect_err "^pipebench: GET $base/v3.zarr/img_00000.zarr/0/c/0/0/0/0/0 bytes=[0-9]+-[0-9]+ -> 206" "a shard read by ranges"
 

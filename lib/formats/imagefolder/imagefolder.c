@@ -509,6 +509,27 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
   *data = NULL;
   *size = 0;
   snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
+  if (limit == 0 && pb__io_is_url(path)) { /* one request, not open's HEAD and then a range */
+    void *d = NULL;
+    size_t n = 0;
+    PB_RETURN_NOT_OK(pb__io_read_file(path, &s->ro, (size_t)1 << 31, &d, &n, err));
+    if (n > s->buf_cap || s->buf == NULL) {
+      size_t cap = n + n / 4 + 4096;
+      unsigned char *b = realloc(s->buf, cap);
+      if (b == NULL) {
+        pb_free(d, n);
+        return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+      }
+      s->buf = b;
+      s->buf_cap = cap;
+    }
+    if (n > 0) memcpy(s->buf, d, n);
+    pb_free(d, n);
+    *data = s->buf;
+    *size = n;
+    *whole = 1;
+    return PB_OK;
+  }
   pb__io_file *f;
   PB_RETURN_NOT_OK(pb__io_open(path, &s->ro, &f, err));
   size_t want = (size_t)pb__io_size(f);
@@ -550,12 +571,14 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
      * over 10,000 photographs reads 40 MB to learn their sizes, not 640 MB); a large EXIF or
      * ICC block before a JPEG's frame header needs 64 KiB, or at worst the whole file. */
     static const size_t limits[] = {(size_t)4 << 10, (size_t)64 << 10, 0};
+    int url = pb__io_is_url(s->root); /* over a URL a request costs more than the bytes */
     char path[8192];
     unsigned char *data;
     size_t size;
     int whole = 0, rc = PB_OK;
     for (int k = 0; k < 3 && (k == 0 || (rc != PB_OK && !whole)); k++) {
-      PB_RETURN_NOT_OK(load_file(s, i, limits[k], path, sizeof path, &data, &size, &whole, err));
+      PB_RETURN_NOT_OK(load_file(s, i, url ? 0 : limits[k], path, sizeof path, &data, &size,
+                                 &whole, err));
       rc = pb__if_header(path, data, size, &s->info[i], err);
     }
     if (rc != PB_OK) {

@@ -502,8 +502,26 @@ static int list_chunks(zstate *st, const zimg *im, const int64_t g0[PB_NDIM],
 static int read_url_chunk(zstate *st, const pb__zarr_array *a, const int64_t g[PB_NDIM],
                           const pb_region *region, void *dst, pb_stage_times *times, int64_t t0,
                           struct pb_error *err) {
-  pb__io_file *f = NULL;
   struct pb_error e2;
+  if (!a->sharded) { /* a chunk whole: one request */
+    void *data = NULL;
+    size_t size = 0;
+    int rc = pb__io_read_file(st->path, &st->ro, (size_t)a->max_stored, &data, &size, &e2);
+    if (rc == PB_ENOTFOUND) {
+      rc = pb__zarr_place_unit(a, &st->s, NULL, g, region, dst, times, err);
+      return rc == PB_OK ? PB_ENOTFOUND : rc;
+    }
+    if (rc != PB_OK) {
+      if (err != NULL) *err = e2;
+      return rc;
+    }
+    if (times != NULL) times->read_ns += pb_now_ns() - t0;
+    pb__zarr_src src = {NULL, data, size};
+    rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
+    pb_free(data, size);
+    return rc;
+  }
+  pb__io_file *f = NULL;
   int rc = pb__io_open(st->path, &st->ro, &f, &e2);
   if (rc == PB_ENOTFOUND) {
     rc = pb__zarr_place_unit(a, &st->s, NULL, g, region, dst, times, err);
