@@ -31,6 +31,7 @@ typedef struct http_file {
   pthread_mutex_t lock; /* one read at a time drives the multi handle */
   char etag[256];
   char modified[128];
+  char *cache_dir; /* the disk cache of ranges (read option cache "disk:PATH"), or NULL */
 } http_file;
 
 /* A part of a request's bytes that goes somewhere: absolute offset, length, destination. */
@@ -504,6 +505,8 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
   f->base.location = strdup(shown);
   f->url = strdup(url);
   resolve(opts, &f->o);
+  const char *cdir = pb__io_cache_dir(opts);
+  f->cache_dir = cdir != NULL ? strdup(cdir) : NULL;
   f->o.cache = NULL;
   if (signer) f->signer = *signer;
   f->free_ctx = free_ctx;
@@ -588,6 +591,7 @@ void pb__http_close(pb__io_file *file) {
   if (f->free_ctx) f->free_ctx(f->signer.ctx);
   pthread_mutex_destroy(&f->lock);
   free(f->url);
+  free(f->cache_dir);
   free(f->base.location);
   free(f);
 }
@@ -828,8 +832,74 @@ static int run_all(http_file *f, xfer *xs, size_t count, struct pb_error *err) {
   return rc;
 }
 
+static int preadv_net(http_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
+
+/* A range's key in the disk cache: the object as opened (URL and validator) and the bytes. */
+static void cache_key(const http_file *f, const pb__io_range *r, char *key, size_t size) {
+  snprintf(key, size, "%s\n%s\n%s\n%llu+%zu", f->url, f->etag, f->modified,
+           (unsigned long long)r->off, r->len);
+}
+
+static int cmp_range_off(const void *a, const void *b) {
+  const pb__io_range *x = *(pb__io_range *const *)a, *y = *(pb__io_range *const *)b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* With a disk cache: the caller's ranges joined where they touch or overlap into spans (a raw
+ * image's rows are one span), each span one entry; spans on disk are copied out, the rest
+ * fetched in one scattered read, then kept. */
 int pb__http_preadv(pb__io_file *file, const pb__io_range *r, size_t n, struct pb_error *err) {
   http_file *f = (http_file *)file;
+  if (f->cache_dir == NULL || (f->etag[0] == '\0' && f->modified[0] == '\0'))
+    return preadv_net(f, r, n, err);
+  const pb__io_range **by = malloc((n ? n : 1) * sizeof *by);
+  pb__io_range *span = malloc((n ? n : 1) * sizeof *span);
+  size_t *first = malloc((n ? n : 1) * sizeof *first), ns = 0, m = 0;
+  int rc = by && span && first ? PB_OK : pb_error_set(err, PB_ENOMEM, "%s: out of memory",
+                                                      f->base.location);
+  for (size_t i = 0; i < n && rc == PB_OK; i++)
+    if (r[i].len > 0) by[m++] = &r[i];
+  if (rc == PB_OK) qsort(by, m, sizeof *by, cmp_range_off);
+  for (size_t i = 0; i < m && rc == PB_OK; i++) {
+    uint64_t end = by[i]->off + by[i]->len;
+    if (ns > 0 && by[i]->off <= span[ns - 1].off + span[ns - 1].len) {
+      if (end > span[ns - 1].off + span[ns - 1].len)
+        span[ns - 1].len = (size_t)(end - span[ns - 1].off);
+    } else {
+      span[ns] = (pb__io_range){by[i]->off, by[i]->len, NULL};
+      first[ns++] = i;
+    }
+  }
+  for (size_t s = 0; s < ns && rc == PB_OK; s++)
+    if ((span[s].dst = malloc(span[s].len)) == NULL)
+      rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", f->base.location);
+  pb__io_range *miss = rc == PB_OK ? malloc((ns ? ns : 1) * sizeof *miss) : NULL;
+  if (rc == PB_OK && miss == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  size_t k = 0;
+  char key[8192];
+  for (size_t s = 0; s < ns && rc == PB_OK; s++) {
+    cache_key(f, &span[s], key, sizeof key);
+    if (!pb__io_cache_get(f->cache_dir, key, span[s].dst, span[s].len)) miss[k++] = span[s];
+  }
+  if (rc == PB_OK && k > 0) rc = preadv_net(f, miss, k, err);
+  for (size_t i = 0; i < k && rc == PB_OK; i++) {
+    cache_key(f, &miss[i], key, sizeof key);
+    pb__io_cache_put(f->cache_dir, key, miss[i].dst, miss[i].len);
+  }
+  for (size_t s = 0; s < ns && rc == PB_OK; s++) { /* each range from its span */
+    size_t end = s + 1 < ns ? first[s + 1] : m;
+    for (size_t i = first[s]; i < end; i++)
+      memcpy(by[i]->dst, (unsigned char *)span[s].dst + (by[i]->off - span[s].off), by[i]->len);
+  }
+  for (size_t s = 0; s < ns && span != NULL; s++) free(span[s].dst);
+  free(miss);
+  free(first);
+  free(span);
+  free(by);
+  return rc;
+}
+
+static int preadv_net(http_file *f, const pb__io_range *r, size_t n, struct pb_error *err) {
   for (size_t i = 0; i < n; i++)
     if (r[i].off > f->base.size || r[i].len > f->base.size - r[i].off)
       return pb_error_set(err, PB_ERANGE, "%s: bytes %llu-%llu lie past its end (%llu bytes)",

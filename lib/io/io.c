@@ -1,6 +1,7 @@
 /* The I/O layer's dispatch: a location's scheme picks the backend; what every backend shares
  * (read_all, join, the options and their environment overrides) lives here once. */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,14 +203,14 @@ int pb__io_read_file(const char *location, const pb_read_options *opts, size_t m
   *data = NULL;
   *size = 0;
   const pb__io_backend *be = pb__io_backend_for(location, NULL);
-  if (be != NULL && be->read_file != NULL) {
-    pb_read_options o;
-    if (opts == NULL) {
-      pb__io_options_resolve(NULL, &o);
-      opts = &o;
-    }
-    return be->read_file(location, opts, max, data, size, err);
+  pb_read_options o;
+  if (opts == NULL) {
+    pb__io_options_resolve(NULL, &o);
+    opts = &o;
   }
+  /* with a disk cache: open (its HEAD gives the validator the cached ranges are keyed by) */
+  if (be != NULL && be->read_file != NULL && pb__io_cache_dir(opts) == NULL)
+    return be->read_file(location, opts, max, data, size, err);
   pb__io_file *f;
   PB_RETURN_NOT_OK(pb__io_open(location, opts, &f, err));
   int rc = pb__io_read_all(f, max, data, size, err);
@@ -250,6 +251,25 @@ static const char *const ENV_TRACE[] = {"PIPEBENCH_TRACE_REQUESTS", NULL};
 static const char *const ENV_PAGES[] = {"PIPEBENCH_PAGE_READER", "PB_OA_DIRECT", NULL};
 static const char *const ENV_STRIPS[] = {"PIPEBENCH_TIFF_STRIPS", "PB_TIFF_DIRECT", NULL};
 static const char *const ENV_CACHE[] = {"PIPEBENCH_CACHE_MB", "PB_OA_CACHE_MB", NULL};
+static const char *const ENV_READ_CACHE[] = {"PIPEBENCH_READ_CACHE", NULL};
+
+/* The read cache's text for the life of the process, so that every handle may keep the pointer
+ * (a handful of distinct strings: one per cache folder a process uses). */
+static const char *intern(const char *s) {
+  static struct kept { struct kept *next; char text[]; } *head;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  if (s == NULL) return NULL;
+  pthread_mutex_lock(&lock);
+  struct kept *k = head;
+  while (k != NULL && strcmp(k->text, s) != 0) k = k->next;
+  if (k == NULL && (k = malloc(sizeof *k + strlen(s) + 1)) != NULL) {
+    strcpy(k->text, s);
+    k->next = head;
+    head = k;
+  }
+  pthread_mutex_unlock(&lock);
+  return k != NULL ? k->text : NULL;
+}
 
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out) {
   static const pb_read_options defaults = PB_READ_OPTIONS_DEFAULTS;
@@ -291,6 +311,9 @@ void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out) {
   v = o.cache_mb;
   env_int(ENV_CACHE, -1, (long long)1 << 40, &v);
   o.cache_mb = v;
+  const char *rc = env_first(ENV_READ_CACHE);
+  if (rc != NULL) o.cache = rc;
+  o.cache = intern(o.cache); /* handles keep it: formats copy the options they open with */
   /* Negative values other than the documented -1 mean the default too. */
   if (o.map < -1 || o.map > 1) o.map = -1;
   if (o.page_reader < -1) o.page_reader = -1;

@@ -113,6 +113,14 @@ int pb__io_check(pb__io_file *f, struct pb_error *err);
  * open, through pb_dataset_open_opts). */
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
 
+/* The on-disk cache of remote reads (lib/io/disk_cache.c). pb__io_cache_dir: PATH of the read
+ * option "disk:PATH" (opts->cache, else PIPEBENCH_READ_CACHE), or NULL. get: 1 when the entry
+ * of key holds exactly len bytes (copied to dst), else 0. put: stores them, best effort (a
+ * cache that cannot be written is no error). */
+const char *pb__io_cache_dir(const pb_read_options *opts);
+int pb__io_cache_get(const char *dir, const char *key, void *dst, size_t len);
+void pb__io_cache_put(const char *dir, const char *key, const void *src, size_t len);
+
 /* Adds to the process-wide counters pb_io_counters reads (relaxed atomics: any thread). */
 void pb__io_count(int64_t requests, int64_t bytes);
 

@@ -499,6 +499,11 @@ int cli_remote_apply(const cli_args *a) {
     snprintf(v, sizeof v, "%ld", n);
     setenv("PIPEBENCH_RETRIES", v, 1);
   }
+  if (cli_get(a, "disk-cache") != NULL) {
+    char c[4200];
+    snprintf(c, sizeof c, "disk:%s", cli_get(a, "disk-cache"));
+    setenv("PIPEBENCH_READ_CACHE", c, 1);
+  }
   if (cli_has(a, "in-flight")) {
     PB_RETURN_NOT_OK(cli_long(a, "in-flight", &n));
     snprintf(v, sizeof v, "%ld", n);

@@ -138,7 +138,9 @@ int cli_mkdir_parent(const char *file_path);
   {.name = "in-flight", .arg = "N", .type = CLI_INT, .lo = 1, .hi = 65536,                       \
    .help = "remote: range requests in flight per reader (default 16)"},                         \
   {.name = "trace-requests", .type = CLI_FLAG,                                                   \
-   .help = "one line per storage request on stderr (method, URL, range, status, time)"}
+   .help = "one line per storage request on stderr (method, URL, range, status, time)"},        \
+  {.name = "disk-cache", .arg = "DIR", .type = CLI_STRING,                                       \
+   .help = "remote: keep the ranges read from URLs in DIR, filled on first read"}
 /** When a's command has the remote options: sets the PIPEBENCH_* overrides of docs/io.md from
  * those given, so every dataset the command opens (loader workers and child processes too) reads
  * with them. Returns CLI_OK or CLI_USAGE (message printed). */

@@ -172,6 +172,36 @@ expect_err "http://127.0.0.1:[0-9]+/ome-zarr.*no answer within the timeout" "tim
 if (($(date +%s) - t0 < 20)); then pass; else fail "the timeout did not bound the wait"; fi
 stop
 
+# --disk-cache: ranges kept on first read; a second read makes no GET; a changed object (a new
+# ETag) is fetched again, never served from the old entry; nothing is written outside the folder
+run "$pb" inspect --disk-cache "$work/dc" "$base/images.pbraw"
+expect_rc 0 "inspect with a disk cache"
+crcs=$(sed 1d <<<"$out")
+run "$pb" inspect --disk-cache "$work/dc" --trace-requests "$base/images.pbraw"
+expect_rc 0 "inspect from the disk cache"
+if ! grep -qE "^pipebench: GET .* bytes=" <<<"$errout"; then pass; else fail "a cached range was fetched again"; fi
+if [[ $(sed 1d <<<"$out") == "$crcs" ]]; then pass; else fail "cached pixels differ"; fi
+cp "$data/images.pbraw" "$work/orig.pbraw"
+"$pb" gen --out "$work/other" --rows 6 --size 40x30 --seed 7 --formats raw >/dev/null 2>&1
+cp "$work/other/images.pbraw" "$data/images.pbraw"
+touch -d '2002-02-02' "$data/images.pbraw"
+run "$pb" inspect --disk-cache "$work/dc" --trace-requests "$base/images.pbraw"
+expect_rc 0 "inspect of a changed object with a disk cache"
+if grep -qE "^pipebench: GET .* bytes=" <<<"$errout"; then pass; else fail "a changed object was served from the cache"; fi
+if [[ $(sed 1d <<<"$out") != "$crcs" ]]; then pass; else fail "the old pixels were served for a changed object"; fi
+cp "$work/orig.pbraw" "$data/images.pbraw"
+if [[ -z $(find "$work/dc" -type l) ]] && [[ $(find "$work/dc" -type f | grep -vcE "/dc/[0-9a-f]{2}/[0-9a-f]{64}$") == 0 ]]; then pass; else fail "the disk cache holds files other than its entries"; fi
+run env PYTHONPATH="$PB_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PB_LIBRARY" /usr/bin/python3 - "$base" "$work/pydc" <<'PY'
+import os, sys
+import pipebench
+n = sum(len(b.labels) if b.labels is not None else 2 for b in
+        pipebench.Loader(sys.argv[1] + "/ome-zarr", batch_size=2, transform="none",
+                         cache="disk:" + sys.argv[2]))
+assert n == 6, n
+assert os.listdir(sys.argv[2]), "the Loader's disk cache is empty"
+PY
+expect_rc 0 "pipebench.Loader(cache='disk:PATH') over http"
+
 # an object changed while a command reads it: an error, never mixed data
 "$pb" gen --out "$work/big" --rows 60 --size 64x64 --formats raw >/dev/null 2>&1
 cp "$work/big/images.pbraw" "$data/big.pbraw"

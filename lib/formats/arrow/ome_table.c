@@ -1389,7 +1389,6 @@ static int ot_open_kind(int kind, const char *path, const pb_read_options *opts,
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   r->kind = kind;
   r->ro = *opts;
-  r->ro.cache = NULL;
   snprintf(r->path, sizeof r->path, "%s", path);
   const char *files[1] = {path};
   int rc = kind == OT_DUCKDB ? pb__oa_db_open_reader(&r->db, path, NULL, 0, err)

@@ -392,7 +392,6 @@ static int if_open(const char *path, const pb_read_options *opts, void **state,
       return pb_error_set(err, PB_ENOMEM, "out of memory");
     }
     s->ro = *opts;
-    s->ro.cache = NULL;
     int rc = if_open_url(s, err);
     if (rc != PB_OK) {
       if_close(s);
@@ -412,7 +411,6 @@ static int if_open(const char *path, const pb_read_options *opts, void **state,
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
   s->ro = *opts;
-  s->ro.cache = NULL; /* the caller's string; not read by this format */
   char **names = NULL;
   size_t n = 0;
   int rc = PB_OK;

@@ -150,7 +150,6 @@ static int tiff_open(const char *path, const pb_read_options *opts, void **state
   tiff_state *st = calloc(1, sizeof *st);
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->ro = *opts;
-  st->ro.cache = NULL;
   st->root = strdup(path);
   int rc = PB_OK;
   if (st->root == NULL) {

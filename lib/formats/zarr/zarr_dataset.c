@@ -144,7 +144,6 @@ static int zarr_open(const char *path, const pb_read_options *opts, void **state
   st->root = strdup(path);
   st->adir_fd = -1;
   st->ro = *opts;
-  st->ro.cache = NULL; /* the caller's string; not kept */
   size_t cap = 0;
   int rc = is_image_group(path, &st->ro, err);
   if (rc < 0) {
