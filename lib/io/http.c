@@ -491,9 +491,21 @@ static int http_read_file(const char *location, const pb_read_options *opts, siz
 
 /* ---- open, reads, close ------------------------------------------------------------------- */
 
+static int open_url(const pb__io_backend *be, const char *url, const char *shown,
+                    const pb_read_options *opts, const pb__http_signer *signer,
+                    void (*free_ctx)(void *), const pb__io_known *known, pb__io_file **out,
+                    struct pb_error *err);
+
 int pb__http_open_url(const pb__io_backend *be, const char *url, const char *shown,
                       const pb_read_options *opts, const pb__http_signer *signer,
                       void (*free_ctx)(void *), pb__io_file **out, struct pb_error *err) {
+  return open_url(be, url, shown, opts, signer, free_ctx, NULL, out, err);
+}
+
+static int open_url(const pb__io_backend *be, const char *url, const char *shown,
+                    const pb_read_options *opts, const pb__http_signer *signer,
+                    void (*free_ctx)(void *), const pb__io_known *known, pb__io_file **out,
+                    struct pb_error *err) {
   pthread_once(&curl_once, curl_init_once);
   *out = NULL;
   http_file *f = calloc(1, sizeof *f);
@@ -519,6 +531,13 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
   curl_multi_setopt(f->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
   curl_multi_setopt(f->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)f->o.in_flight);
   curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, (long)f->o.in_flight);
+  if (known != NULL) { /* what an earlier open's HEAD said: no request now */
+    f->base.size = known->size;
+    snprintf(f->etag, sizeof f->etag, "%s", known->etag);
+    snprintf(f->modified, sizeof f->modified, "%s", known->modified);
+    *out = &f->base;
+    return PB_OK;
+  }
 
   /* HEAD: size and validator. Its own easy handle, through the same checks as ranges. */
   CURL *e = curl_easy_init();
@@ -925,6 +944,25 @@ int pb__http_pread(pb__io_file *f, void *dst, size_t len, uint64_t off, struct p
 
 /* ---- the http/https backend --------------------------------------------------------------- */
 
+static int http_open_known(const char *location, const pb_read_options *opts,
+                           const pb__io_known *known, pb__io_file **out, struct pb_error *err) {
+  char *shown = pb__http_mask(location);
+  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  const pb__io_backend *be =
+      strncasecmp(location, "https:", 6) == 0 ? &pb__io_https_backend : &pb__io_http_backend;
+  int rc = open_url(be, location, shown, opts, NULL, NULL, known, out, err);
+  free(shown);
+  return rc;
+}
+
+static void http_describe(const pb__io_file *file, pb__io_known *k) {
+  const http_file *f = (const http_file *)file;
+  k->set = 1;
+  k->size = f->base.size;
+  snprintf(k->etag, sizeof k->etag, "%s", f->etag);
+  snprintf(k->modified, sizeof k->modified, "%s", f->modified);
+}
+
 static int http_open(const char *location, const pb_read_options *opts, pb__io_file **out,
                      struct pb_error *err) {
   char *shown = pb__http_mask(location);
@@ -1083,8 +1121,8 @@ static int http_list(const char *location, const pb_read_options *opts, char ***
 const pb__io_backend pb__io_http_backend = {
     .scheme = "http", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
     .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
-    .read_file = http_read_file};
+    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};
 const pb__io_backend pb__io_https_backend = {
     .scheme = "https", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
     .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
-    .read_file = http_read_file};
+    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};

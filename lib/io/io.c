@@ -86,6 +86,24 @@ int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file *
   return be->open(be == &pb__io_file_backend ? local_path(location) : location, opts, out, err);
 }
 
+void pb__io_known_get(const pb__io_file *f, pb__io_known *k) {
+  memset(k, 0, sizeof *k);
+  if (f != NULL && f->be->describe != NULL) f->be->describe(f, k);
+}
+
+int pb__io_open_known(const char *location, const pb_read_options *opts, const pb__io_known *k,
+                      pb__io_file **out, struct pb_error *err) {
+  const pb__io_backend *be = k != NULL && k->set ? pb__io_backend_for(location, NULL) : NULL;
+  if (be == NULL || be->open_known == NULL) return pb__io_open(location, opts, out, err);
+  *out = NULL;
+  pb_read_options o;
+  if (opts == NULL) {
+    pb__io_options_resolve(NULL, &o);
+    opts = &o;
+  }
+  return be->open_known(location, opts, k, out, err);
+}
+
 static int check_range(pb__io_file *f, uint64_t off, size_t len, struct pb_error *err) {
   if (off > f->size || len > f->size - off)
     return pb_error_set(err, PB_EFORMAT,

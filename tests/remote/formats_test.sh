@@ -86,6 +86,9 @@ run "$pb" inspect --trace-requests "$base/ome-zarr"
 chunks=$(grep -cE "^pipebench: GET $base/ome-zarr/img_0000[0-9].zarr/0/0/0/0/0/0 " <<<"$errout")
 heads=$(grep -cE "^pipebench: HEAD $base/ome-zarr/img_0000[0-9].zarr/0/0/" <<<"$errout")
 if ((chunks == 6 && heads == 0)); then pass; else fail "a chunk should be one GET ($chunks GETs, $heads HEADs for 6)"; fi
+run "$pb" inspect --trace-requests "$base/tiff"
+heads=$(grep -cE "^pipebench: HEAD $base/tiff/img_0000[0-9].ome.tif " <<<"$errout")
+if ((heads == 6)); then pass; else fail "a TIFF file should be asked for its size once, at its scan ($heads HEADs for 6)"; fi
 run "$pb" inspect --trace-requests "$base/v3.zarr"
 expect_err "^pipebench: GET $base/v3.zarr/img_00000.zarr/0/c/0/0/0/0/0 bytes=[0-9]+-[0-9]+ -> 206" "a shard read by ranges"
 
@@ -125,6 +128,10 @@ n = sum(b.shape[0] if hasattr(b, "shape") else len(b) for b in
 assert n == 6, n
 PY
 expect_rc 0 "pipebench.Dataset and Loader over http"
+
+# --cache cold: a server's page cache is not this host's to drop; the run goes on
+run "$pb" run --data "$base/images.pbraw" --out "$work/cold" --cache cold "${runargs[@]}"
+expect_rc 0 "run --cache cold over http"
 
 # errors: each exits 2 naming the URL (credentials masked) and the cause
 run "$pb" inspect "http://user:secret@$target/nothing"

@@ -21,6 +21,7 @@
 #define MAX_PLANES ((int64_t)1 << 22)
 
 typedef struct tiff_file {
+  pb__io_known known;   /* over a URL: the scan's size and validator, so a read opens without a HEAD */
   pb_dtype dtype;
   int64_t shape[PB_NDIM];
   double physical_size[3];
@@ -435,7 +436,7 @@ static int read_direct(const tiff_file *f, const char *path, const pb_read_optio
       }
   /* one open and one scattered read; the size and kind come from the scan */
   pb__tiff_io io;
-  int rc = pb__tiff_io_open(&io, path, ro, &f->st, err);
+  int rc = pb__tiff_io_open(&io, path, ro, &f->st, &f->known, err);
   if (rc == PB_OK) rc = pb__io_preadv(io.file, v, n, err);
   pb__tiff_io_close(&io);
   if (rc == PB_OK && spp > 1) { /* the region's channel out of each line of samples */
@@ -595,7 +596,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (!st->single && !pb__io_is_url(st->root))
     PB_RETURN_NOT_OK(pb__entry_inside(st->root, st->names[i], "the dataset folder", err));
   pb__tiff_io io;
-  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, err));
+  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, NULL, err));
   tiff_file *f = calloc(1, sizeof *f);
   uint64_t *offs = NULL, n_offs = 0;
   int64_t *map = NULL;
@@ -640,6 +641,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (rc != PB_OK) goto done;
   f->file_size = io.size;
   f->st = io.st;
+  if (pb__io_is_url(path)) pb__io_known_get(io.file, &f->known);
   direct_layout(f, tif, &io, st->ro.tiff_strips != 0);
 done:
   if (tif != NULL) TIFFClose(tif);
@@ -1071,7 +1073,7 @@ static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst,
   cx.dst = dst;
   cx.esize = es;
   int64_t t0 = pb_now_ns();
-  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, &f->st, err);
+  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, &f->st, &f->known, err);
   if (rc != PB_OK) goto out;
   cx.tif = pb__tiff_client_open(&cx.io, 1, err);
   if (cx.tif == NULL) {
