@@ -129,6 +129,15 @@ assert n == 6, n
 PY
 expect_rc 0 "pipebench.Dataset and Loader over http"
 
+# an array path out of the image group is refused over a URL as it is locally
+mkdir -p "$data/escape"
+cp -r "$data/ome-zarr/img_00000.zarr" "$data/escape/"
+sed -i 's|"path":[[:space:]]*"0"|"path": "../../ome-zarr/img_00001.zarr/0"|' "$data/escape/img_00000.zarr/.zattrs"
+chmod -R a+rX "$data/escape"
+run "$pb" inspect "$base/escape"
+expect_rc 2 "an array path with .. over a URL"
+expect_err "(leads outside the image group|no usable first 'path')" "names why"
+
 # --cache cold: a server's page cache is not this host's to drop; the run goes on
 run "$pb" run --data "$base/images.pbraw" --out "$work/cold" --cache cold "${runargs[@]}"
 expect_rc 0 "run --cache cold over http"

@@ -227,6 +227,17 @@ static int check_claimed_size(const pb__zarr_array *a, const char *label, struct
                       label, shape, pb_dtype_name(a->dtype), claim, (long long)limit);
 }
 
+/* rel stays beneath the folder it is joined to: not absolute, no ".." component, no query. */
+static int url_inside(const char *rel) {
+  if (rel[0] == '/' || strpbrk(rel, "?#\\") != NULL) return 0;
+  for (const char *q = rel; *q != '\0';) {
+    size_t len = strcspn(q, "/");
+    if (len == 2 && q[0] == '.' && q[1] == '.') return 0;
+    q += len + (q[len] == '/');
+  }
+  return 1;
+}
+
 static int load_meta(zimg *im, const pb_read_options *ro, struct pb_error *err) {
   char p[4096];
   char *json = NULL;
@@ -260,6 +271,10 @@ static int load_meta(zimg *im, const pb_read_options *ro, struct pb_error *err) 
   pb_free(json, n);
   if (rc == PB_OK && !pb__io_is_url(im->dir))
     rc = pb__entry_inside(im->dir, ome->path, "the image group", err);
+  else if (rc == PB_OK && !url_inside(ome->path)) /* a URL has no links: its path says it */
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: the array path '%s' leads outside the image group %s; pipebench reads "
+                      "only what lies inside the dataset", p, ome->path, im->dir);
   if (rc == PB_OK) {
     char adir[4096];
     snprintf(adir, sizeof adir, "%s/%s", im->dir, ome->path);
