@@ -6,7 +6,7 @@
 #   BUILD_DIR holds cuda_engine_bench, libpipebench.so and libpipebench-cuda.so.
 # Environment: CONFIGS="model:dtype:batch ..." replaces the mode's list; PEAKS=0 skips the GPU's
 # limits; TORCH_ROWS="model:batch,..." picks the torch rows (see cuda_torch_peer.py);
-# PB_CUDA_PROFILE=FILE appends each engine step's time to FILE.
+# PIPEBENCH_CUDA_PROFILE=FILE appends each engine step's time to FILE.
 set -u
 B=${1:?usage: bench/cuda_engine.sh BUILD_DIR [quick|full]}
 MODE=${2:-full}

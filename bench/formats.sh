@@ -13,7 +13,7 @@
 # BENCH_DIR keeps the datasets between runs (generated when missing).
 set -euo pipefail
 build=${1:-build}; images=${2:-10000}; reads=${3:-2000}; size=${4:-100x100}
-py=${PB_PYTHON:-/usr/bin/python3}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 base=${BENCH_DIR:-$(mktemp -d)}
 formats=raw,tiff,ome-zarr,oa-dataset,ome-parquet

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks on a GPU machine that the CPU-only CI cannot make, in one call from an unpacked build
-# (`. scripts/device_pack.sh --unpack .devpack /tmp/pbpack` first, which sets PB_PACK):
+# (`. scripts/device_pack.sh --unpack .devpack /tmp/pbpack` first, which sets PIPEBENCH_PACK):
 #   1. the CUDA module's API on a real GPU: cuda:N naming, a forward's CUDA-event time, the
 #      engine against oneDNN (test_engine_cuda_module, test_engine_cuda);
 #   2. `pipebench infer --device cuda`: host wall and CUDA-event latency side by side for
@@ -9,12 +9,12 @@
 #   4. the branch runner's GPU memory: nvidia-smi sampling from outside and the Lightning
 #      callback from inside (tests/revs/revs_gpu.sh).
 # usage: bench/gpu_checks.sh [OUT]      (default /tmp/gpu_checks)
-# env:   PB_PYTHON   Python with torch (CUDA) and Lightning (default: python3 on PATH)
+# env:   PIPEBENCH_PYTHON   Python with torch (CUDA) and Lightning (default: python3 on PATH)
 #        SKIP_TO     start at step 2, 3 or 4, skipping the steps before it
 set -uo pipefail
-pack=${PB_PACK:?unpack a build first: . scripts/device_pack.sh --unpack .devpack /tmp/pbpack}
+pack=${PIPEBENCH_PACK:?unpack a build first: . scripts/device_pack.sh --unpack .devpack /tmp/pbpack}
 out=${1:-/tmp/gpu_checks}
-py=${PB_PYTHON:-$(command -v python3)}
+py=${PIPEBENCH_PYTHON:-$(command -v python3)}
 pb=$pack/bin/pipebench
 mkdir -p "$out"
 status=0
@@ -65,7 +65,7 @@ grep -q "out of device memory" "$out/oom.log" && echo "ok   message gives free a
 
 }
 step "4. revs: GPU memory from outside (nvidia-smi) and inside (Lightning)"
-PB_CLI=$pb PB_PYTHON=$py timeout 200 bash tests/revs/revs_gpu.sh >"$out/revs.log" 2>&1
+PIPEBENCH_CLI=$pb PIPEBENCH_PYTHON=$py timeout 200 bash tests/revs/revs_gpu.sh >"$out/revs.log" 2>&1
 check "revs_gpu" $? 0
 grep -E "nvidia-smi sampled|Lightning on the GPU|FAIL|passed" "$out/revs.log" | tail -6
 

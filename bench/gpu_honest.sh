@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Track 3's GPU rows, checked on a GPU in one call (issue 30, "honest GPU steps"):
-#   1. the build: an unpacked pack when PB_PACK is set (`. scripts/device_pack.sh --unpack .devpack
+#   1. the build: an unpacked pack when PIPEBENCH_PACK is set (`. scripts/device_pack.sh --unpack .devpack
 #      /tmp/pbpack` first; a GPU machine without this project's packages), else cmake into BUILD;
 #   2. the GPU tests: test_gpu_window (the window arithmetic), test_engine_native cuda, and
 #      cli_gpu_track3 (a short Track 3 on the default device: AU <= 1, images/s within the rows'
@@ -11,12 +11,12 @@
 #      times, and whether the row is honest (AU <= 1, images/s <= bound + 1%).
 # Exits 1 when a test fails or a row is not honest.
 # usage: bench/gpu_honest.sh [OUT]          (default /tmp/gpu_honest)
-# env:   PB_PACK (see 1), BUILD (build-gpu), ROWS (4096), STEPS (40), REPEATS (2), BATCH (256),
-#        PB_PYTHON (python3)
+# env:   PIPEBENCH_PACK (see 1), BUILD (build-gpu), ROWS (4096), STEPS (40), REPEATS (2), BATCH (256),
+#        PIPEBENCH_PYTHON (python3)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-/tmp/gpu_honest}
-py=${PB_PYTHON:-$(command -v python3)}
+py=${PIPEBENCH_PYTHON:-$(command -v python3)}
 ROWS=${ROWS:-4096} STEPS=${STEPS:-40} REPEATS=${REPEATS:-2} BATCH=${BATCH:-256}
 mkdir -p "$out" || exit 2
 status=0
@@ -26,9 +26,9 @@ check() { # check NAME RC
 }
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null
 
-if [[ -n ${PB_PACK:-} ]]; then
-  pb=$PB_PACK/bin/pipebench tests=$PB_PACK/tests
-  step "1. the build: pack $PB_PACK"
+if [[ -n ${PIPEBENCH_PACK:-} ]]; then
+  pb=$PIPEBENCH_PACK/bin/pipebench tests=$PIPEBENCH_PACK/tests
+  step "1. the build: pack $PIPEBENCH_PACK"
 else
   build=${BUILD:-$here/build-gpu}
   step "1. the build: cmake into $build"
@@ -49,10 +49,10 @@ t=$(find_test test_gpu_window)
 [[ -n $t ]] && { "$t" >"$out/test_gpu_window.log" 2>&1; check "test_gpu_window" $?; }
 t=$(find_test test_engine_native)
 [[ -n $t ]] && { timeout 300 "$t" cuda >"$out/test_engine_native_cuda.log" 2>&1; check "test_engine_native cuda" $?; }
-PB_CLI=$pb PB_PYTHON=$py timeout 600 bash "$here/tests/cli/cli_gpu_track3.sh" >"$out/cli_gpu_track3.log" 2>&1
+PIPEBENCH_CLI=$pb PIPEBENCH_PYTHON=$py timeout 600 bash "$here/tests/cli/cli_gpu_track3.sh" >"$out/cli_gpu_track3.log" 2>&1
 check "cli_gpu_track3" $?
 grep -E "AU |FAIL" "$out/cli_gpu_track3.log"
-if [[ -z ${PB_PACK:-} ]]; then
+if [[ -z ${PIPEBENCH_PACK:-} ]]; then
   (cd "$build" && timeout 1200 ctest -L gpu --output-on-failure >"$out/ctest_gpu.log" 2>&1)
   check "ctest -L gpu" $?
   grep -E "tests passed|Failed|\*\*\*" "$out/ctest_gpu.log"

@@ -4,7 +4,7 @@
 # eager, torch.compile, JAX jit), the rows in OUT/raw, one summary table on stdout.
 #
 # usage: bench/gpu_peers.sh [BUILD_DIR] [OUT]      (defaults: build, results/gpu_peers)
-# env:   PB_PYTHON    Python with torch (CUDA build) and jax[cuda] + flax (default: python3 on PATH)
+# env:   PIPEBENCH_PYTHON    Python with torch (CUDA build) and jax[cuda] + flax (default: python3 on PATH)
 #        ITERATIONS   timed passes per batch size (default 200; p99 needs 662)
 #        WARMUP       dropped passes (default 20)
 #        DTYPE        bfloat16 (default), float16, float32
@@ -13,7 +13,7 @@ set -euo pipefail
 build=${1:-build}
 out=${2:-results/gpu_peers}
 pb=$build/pipebench
-py=${PB_PYTHON:-$(command -v python3)}
+py=${PIPEBENCH_PYTHON:-$(command -v python3)}
 iters=${ITERATIONS:-200}
 warmup=${WARMUP:-20}
 dtype=${DTYPE:-bfloat16}

@@ -3,14 +3,14 @@
 #   preload, batch 16, 2 workers: >= 50% of the memory-copy limit and >= 10x the torch
 #   DataLoader peer on the same cache; on-demand tiff and ome-zarr >= 5x the peer;
 #   1 -> 2 workers >= 1.7x where not memory-bound; timer overhead < 1% of the shortest interval.
-#   bench/loader.sh [BUILD_DIR] [OUT]      (extra `pipebench run` options via PB_RUN_ARGS)
+#   bench/loader.sh [BUILD_DIR] [OUT]      (extra `pipebench run` options via PIPEBENCH_RUN_ARGS)
 # Also prints how opening and reading the TIFF files alone scales from 1 to 2 threads
 # (bench/files_scaling): the limit for formats with one file per image.
 set -euo pipefail
 build=${1:-build}; out=${2:-results/bench-loader}
-py=${PB_PYTHON:-/usr/bin/python3}
-"$build/pipebench" run --out "$out" --tracks 2 --formats "${PB_FORMATS:-raw,tiff,ome-zarr}" \
-  --batch-sizes 16,64 --workers 0,1,2,4 --caches none,preload --repeats 3 --python "$py" ${PB_RUN_ARGS:-}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
+"$build/pipebench" run --out "$out" --tracks 2 --formats "${PIPEBENCH_FORMATS:-raw,tiff,ome-zarr}" \
+  --batch-sizes 16,64 --workers 0,1,2,4 --caches none,preload --repeats 3 --python "$py" ${PIPEBENCH_RUN_ARGS:-}
 # The machine's own limit for one file per image: open + read + close of the same TIFF files
 # with 1 and 2 threads, no parsing. Its 1 -> 2 ratio is what file-per-image loading can reach.
 scaling=$(mktemp)

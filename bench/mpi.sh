@@ -11,8 +11,8 @@
 # Rounds alternate between the two sides of each ratio; ratios are of medians over rounds.
 #
 # usage: bench/mpi.sh [N...]            (default: 2; e.g. bench/mpi.sh 8 16)
-# env:   PB_CLI      pipebench (default: build-mp/pipebench, build/pipebench, or pipebench on PATH)
-#        PB_MPIRUN   mpirun (default: the one on PATH; scripts/device_pack.sh --unpack sets it)
+# env:   PIPEBENCH_CLI      pipebench (default: build-mp/pipebench, build/pipebench, or pipebench on PATH)
+#        PIPEBENCH_MPIRUN   mpirun (default: the one on PATH; scripts/device_pack.sh --unpack sets it)
 #        ROUNDS      alternating rounds (default 3)     WORKERS  loader threads per rank (default 0)
 #        ROWS        images (default 2000, 128x128 uint16)    OUT  work folder (default $TMPDIR)
 #        GPU_RANKS   ranks for part 3 (default: the GPUs nvidia-smi lists; 0 skips it)
@@ -24,20 +24,20 @@ ROUNDS=${ROUNDS:-3}
 WORKERS=${WORKERS:-0}
 ROWS=${ROWS:-2000}
 PY=$(command -v python3)
-P=${PB_CLI:-}
+P=${PIPEBENCH_CLI:-}
 for c in "$here/build-mp/pipebench" "$here/build/pipebench" "$(command -v pipebench 2>/dev/null)"; do
   [[ -z $P && -n $c && -x $c ]] && P=$c
 done
-[[ -n $P && -x $P ]] || { echo "mpi.sh: no pipebench (set PB_CLI)" >&2; exit 2; }
+[[ -n $P && -x $P ]] || { echo "mpi.sh: no pipebench (set PIPEBENCH_CLI)" >&2; exit 2; }
 mkdir -p "${OUT:-${TMPDIR:-/tmp}}" || exit 2
 work=$(mktemp -d "${OUT:-${TMPDIR:-/tmp}}/pb-mpi-XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
 
-MPIRUN=${PB_MPIRUN:-$(command -v mpirun 2>/dev/null)}
+MPIRUN=${PIPEBENCH_MPIRUN:-$(command -v mpirun 2>/dev/null)}
 mpi_note=""
 if [[ -z $MPIRUN || ! -x $MPIRUN ]]; then
-  mpi_note="no mpirun on this machine (PATH, PB_MPIRUN): only one-rank numbers"
+  mpi_note="no mpirun on this machine (PATH, PIPEBENCH_MPIRUN): only one-rank numbers"
   MPIRUN=""
 fi
 source "$(dirname "$0")/mpi_lib.sh" # mpirun_n

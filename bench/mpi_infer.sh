@@ -8,8 +8,8 @@
 #
 # usage: bench/mpi_infer.sh [N...]     (default: 1 and the GPUs nvidia-smi lists, at least 2;
 #                                      N = 1 is one rank under mpirun beside the plain process)
-# env:   PB_CLI    pipebench (default: build-mp/pipebench, build/pipebench, or pipebench on PATH)
-#        PB_MPIRUN mpirun (default: the one on PATH; scripts/device_pack.sh --unpack sets it)
+# env:   PIPEBENCH_CLI    pipebench (default: build-mp/pipebench, build/pipebench, or pipebench on PATH)
+#        PIPEBENCH_MPIRUN mpirun (default: the one on PATH; scripts/device_pack.sh --unpack sets it)
 #        DEVICE    cuda when nvidia-smi lists a GPU, else cpu      MODEL  resnet50
 #        DTYPE     bfloat16     BATCHES  64,256     ITERS  100     WARMUP  10     ROUNDS  3
 #        THREADS   compute threads per process (default: 0, all CPUs; on the CPU give each rank
@@ -30,13 +30,13 @@ ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-0}
 SOURCE=${SOURCE:-synthetic}
 PY=$(command -v python3)
-P=${PB_CLI:-}
+P=${PIPEBENCH_CLI:-}
 for c in "$here/build-mp/pipebench" "$here/build/pipebench" "$(command -v pipebench 2>/dev/null)"; do
   [[ -z $P && -n $c && -x $c ]] && P=$c
 done
-[[ -n $P && -x $P ]] || { echo "mpi_infer.sh: no pipebench (set PB_CLI)" >&2; exit 2; }
-MPIRUN=${PB_MPIRUN:-$(command -v mpirun 2>/dev/null)}
-[[ -n $MPIRUN && -x $MPIRUN ]] || { echo "mpi_infer.sh: no mpirun (PATH, PB_MPIRUN)" >&2; exit 2; }
+[[ -n $P && -x $P ]] || { echo "mpi_infer.sh: no pipebench (set PIPEBENCH_CLI)" >&2; exit 2; }
+MPIRUN=${PIPEBENCH_MPIRUN:-$(command -v mpirun 2>/dev/null)}
+[[ -n $MPIRUN && -x $MPIRUN ]] || { echo "mpi_infer.sh: no mpirun (PATH, PIPEBENCH_MPIRUN)" >&2; exit 2; }
 work=$(mktemp -d "${OUT:-${TMPDIR:-/tmp}}/pb-mpi-infer-XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 cores=$(nproc)

@@ -9,13 +9,13 @@
 #   sh bench/oa_layouts_device.sh [PACK_DIR]          (PACK_DIR default .devpack)
 # or against a build here:   PIPEBENCH=build/pipebench sh bench/oa_layouts_device.sh
 set -u
-if [ -z "${PIPEBENCH:-}" ] && [ -n "${PB_PACK:-}" ] && [ -x "$PB_PACK/bin/pipebench" ]; then
-  PIPEBENCH="$PB_PACK/bin/pipebench" # a pack unpacked already
+if [ -z "${PIPEBENCH:-}" ] && [ -n "${PIPEBENCH_PACK:-}" ] && [ -x "$PIPEBENCH_PACK/bin/pipebench" ]; then
+  PIPEBENCH="$PIPEBENCH_PACK/bin/pipebench" # a pack unpacked already
 elif [ -z "${PIPEBENCH:-}" ]; then
   # a POSIX shell passes no arguments to `.`: the unpacking script reads them from $@
   set -- --unpack "${1:-.devpack}" /tmp/pbpack
   . scripts/device_pack.sh || { echo "oa_layouts: cannot unpack" >&2; exit 2; }
-  PIPEBENCH="$PB_PACK/bin/pipebench"
+  PIPEBENCH="$PIPEBENCH_PACK/bin/pipebench"
 fi
 # /usr/bin/python3 may lack numpy there: the first python3 on PATH that has numpy and pyarrow
 PY=""

@@ -12,11 +12,11 @@
 #
 # On the other machine, from the repository root:
 #   . scripts/device_pack.sh --unpack [PACK_DIR] [DEST]     (DEST default /tmp/pbpack)
-# unpacks into DEST (bin/, lib/, tests/, bench/) and exports PB_PACK=DEST, PATH, LD_LIBRARY_PATH
+# unpacks into DEST (bin/, lib/, tests/, bench/) and exports PIPEBENCH_PACK=DEST, PATH, LD_LIBRARY_PATH
 # (DEST/lib first, then the folders holding cuDNN and cuBLASLt if the loader does not find them)
 # and PIPEBENCH_CUDA_MODULE. A build with MPI: Open MPI's libraries (libmpi, libopen-rte,
 # libopen-pal) go to DEST/lib/mpi, used only when the machine has no libmpi.so.40 of its own; an
-# mpirun found there (PATH, or beside its libmpi) is exported as PB_MPIRUN, else PB_MPIRUN stays
+# mpirun found there (PATH, or beside its libmpi) is exported as PIPEBENCH_MPIRUN, else PIPEBENCH_MPIRUN stays
 # unset (bench/mpi.sh says so).
 set -u
 
@@ -40,7 +40,7 @@ pb_unpack() {
   # MPI: the machine's own Open MPI (its mpirun and libmpi.so.40, which must match) when it has
   # one, else the packed libraries (enough to load pipebench; ranks need an mpirun)
   mpi=""
-  unset PB_MPIRUN
+  unset PIPEBENCH_MPIRUN
   if [ -d "$dest/lib/mpi" ]; then
     run=$(command -v mpirun 2>/dev/null)
     for d in /opt/hpcx/ompi/bin /usr/local/mpi/bin /opt/openmpi/bin /usr/lib64/openmpi/bin; do
@@ -55,13 +55,13 @@ pb_unpack() {
       [ -z "$lib" ] && ldconfig -p 2>/dev/null | grep -q 'libmpi.so.40 ' && lib=system
     fi
     if [ -n "$lib" ]; then
-      export PB_MPIRUN="$run"
+      export PIPEBENCH_MPIRUN="$run"
       [ "$lib" != system ] && mpi=":$lib"
     else
       mpi=":$dest/lib/mpi"
     fi
   fi
-  export PB_PACK="$dest"
+  export PIPEBENCH_PACK="$dest"
   export PATH="$dest/bin:$PATH"
   export LD_LIBRARY_PATH="$dest/lib$extra$mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PIPEBENCH_CUDA_MODULE="$dest/lib/libpipebench-cuda.so"

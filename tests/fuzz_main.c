@@ -1,7 +1,7 @@
 /* Standalone driver for fuzz targets (ome-zarr metadata and chunks, Parquet pages) when
  * libFuzzer is absent: replays every file of a corpus folder, then runs seeded random mutations
  * of those seeds, so CTest keeps them as regression tests.
- * Usage: TARGET [CORPUS_DIR [ITERATIONS]] (default: the target's corpus folder, PB_FUZZ_CORPUS,
+ * Usage: TARGET [CORPUS_DIR [ITERATIONS]] (default: the target's corpus folder, PIPEBENCH_FUZZ_CORPUS,
  * and 4000 mutations). Seeds are read in name order (pb__list_dir sorts with strcmp), so the
  * seeded mutations are the same in every clone, whatever order the file system lists. */
 #include <stdint.h>
@@ -11,8 +11,8 @@
 
 #include "formats/format_internal.h"
 
-#ifndef PB_FUZZ_CORPUS
-#define PB_FUZZ_CORPUS "corpus"
+#ifndef PIPEBENCH_FUZZ_CORPUS
+#define PIPEBENCH_FUZZ_CORPUS "corpus"
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -63,7 +63,7 @@ static void mutate(pb_rng *rng, uint8_t *buf, size_t *n, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : PB_FUZZ_CORPUS;
+  const char *dir = argc > 1 ? argv[1] : PIPEBENCH_FUZZ_CORPUS;
   long iters = argc > 2 ? strtol(argv[2], NULL, 10) : 4000;
   struct pb_error err;
   char **names;

@@ -56,7 +56,7 @@ typedef struct pb_infer_params {
                                 missing; the stamp is the call's start, and a name another
                                 call already took gets _2, _3, ...); NULL: no file */
   int plot;                /**< 1: also draw output_dir/../images/pipebench_infer.png */
-  const char *python;      /**< Python for the peers; NULL: $PB_PYTHON, else the configured one */
+  const char *python;      /**< Python for the peers; NULL: $PIPEBENCH_PYTHON, else the configured one */
   double peer_timeout_s;   /**< a peer that runs longer is stopped with its process group;
                                 0: one hour */
   pb_infer_note_fn note;   /**< NULL: no notes */

@@ -54,12 +54,12 @@ static inline int pb__range_in_ok(int64_t off, int64_t len, int64_t size) {
 }
 
 /* The largest image a reader believes its metadata about before allocating for it: 64 GiB,
- * or PB_MAX_IMAGE_BYTES from the environment (a byte count; docs/formats.md). A claimed size
+ * or PIPEBENCH_MAX_IMAGE_BYTES from the environment (a byte count; docs/formats.md). A claimed size
  * above it is refused with the metadata file and the claimed shape named. */
 #define PB_MAX_IMAGE_BYTES_DEFAULT ((int64_t)64 << 30)
 
 static inline int64_t pb__max_image_bytes(void) {
-  const char *s = getenv("PB_MAX_IMAGE_BYTES");
+  const char *s = getenv("PIPEBENCH_MAX_IMAGE_BYTES");
   if (s == NULL || *s == '\0') return PB_MAX_IMAGE_BYTES_DEFAULT;
   char *end;
   long long v = strtoll(s, &end, 10);

@@ -26,10 +26,10 @@ static int journal_paths(const char *dir, const char *name, char *j, size_t js, 
 }
 
 /* Tests stop a commit with SIGKILL after its k-th step (journal written, folder renamed, each
- * rename of an output): PB_TEST_COMMIT_KILL_AT=k. Nothing else reads it. */
+ * rename of an output): PIPEBENCH_TEST_COMMIT_KILL_AT=k. Nothing else reads it. */
 static void test_kill_point(void) {
   static int steps;
-  const char *at = getenv("PB_TEST_COMMIT_KILL_AT");
+  const char *at = getenv("PIPEBENCH_TEST_COMMIT_KILL_AT");
   if (at != NULL && atoi(at) == steps++) raise(SIGKILL);
 }
 

@@ -22,7 +22,7 @@ static void onednn_version(char *buf, size_t size) {
 }
 PB__ENV_VERSION(register_onednn, "onednn_version", onednn_version)
 
-int pb__dn_err(struct pb_error *err, dnnl_status_t s, const char *what) {
+int pb__onednn_err(struct pb_error *err, dnnl_status_t s, const char *what) {
   int code = s == dnnl_out_of_memory ? PB_ENOMEM
              : s == dnnl_unimplemented ? PB_EUNSUPPORTED
                                        : PB_EINVAL;
@@ -31,7 +31,7 @@ int pb__dn_err(struct pb_error *err, dnnl_status_t s, const char *what) {
 
 /* oneDNN here runs on OpenMP, whose thread count is set per calling thread; libgomp is already
  * loaded by libdnnl, so look the setter up instead of linking it. */
-void pb__dn_set_threads(int n) {
+void pb__onednn_set_threads(int n) {
   static void (*set)(int) = NULL;
   static int looked = 0;
   if (!looked) {
@@ -44,21 +44,21 @@ void pb__dn_set_threads(int n) {
 
 /* ---- bookkeeping ------------------------------------------------------------------------- */
 
-void *pb__dn_alloc(pb__dn *o, size_t n, int64_t *counter) {
+void *pb__onednn_alloc(pb__dn *o, size_t n, int64_t *counter) {
   if (o->n_allocs == o->cap_allocs) {
     int cap = o->cap_allocs ? o->cap_allocs * 2 : 64;
-    pb__dn_alloc_rec *a = realloc(o->allocs, (size_t)cap * sizeof *a);
+    pb__onednn_alloc_rec *a = realloc(o->allocs, (size_t)cap * sizeof *a);
     if (a == NULL) return NULL;
     o->allocs = a, o->cap_allocs = cap;
   }
   void *p = pb_alloc(n);
   if (p == NULL) return NULL;
-  o->allocs[o->n_allocs++] = (pb__dn_alloc_rec){p, n};
+  o->allocs[o->n_allocs++] = (pb__onednn_alloc_rec){p, n};
   *counter += (int64_t)n;
   return p;
 }
 
-dnnl_memory_t pb__dn_mem(pb__dn *o, const dnnl_memory_desc_t *md, void *ptr) {
+dnnl_memory_t pb__onednn_mem(pb__dn *o, const dnnl_memory_desc_t *md, void *ptr) {
   if (o->n_mems == o->cap_mems) {
     int cap = o->cap_mems ? o->cap_mems * 2 : 128;
     dnnl_memory_t *m = realloc(o->mems, (size_t)cap * sizeof *m);
@@ -71,24 +71,24 @@ dnnl_memory_t pb__dn_mem(pb__dn *o, const dnnl_memory_desc_t *md, void *ptr) {
   return m;
 }
 
-pb__dn_step *pb__dn_add_step(pb__dn *o, pb__dn_step **list, int *n, int *cap) {
+pb__onednn_step *pb__onednn_add_step(pb__dn *o, pb__onednn_step **list, int *n, int *cap) {
   (void)o;
   if (*n == *cap) {
     int c = *cap ? *cap * 2 : 64;
-    pb__dn_step *s = realloc(*list, (size_t)c * sizeof *s);
+    pb__onednn_step *s = realloc(*list, (size_t)c * sizeof *s);
     if (s == NULL) return NULL;
     *list = s, *cap = c;
   }
-  pb__dn_step *s = &(*list)[(*n)++];
+  pb__onednn_step *s = &(*list)[(*n)++];
   memset(s, 0, sizeof *s);
   return s;
 }
 
-static pb__dn_step *new_step(pb__dn *o) {
-  return pb__dn_add_step(o, &o->steps, &o->n_steps, &o->cap_steps);
+static pb__onednn_step *new_step(pb__dn *o) {
+  return pb__onednn_add_step(o, &o->steps, &o->n_steps, &o->cap_steps);
 }
 
-void pb__dn_arg(pb__dn_step *s, int arg, dnnl_memory_t m) {
+void pb__onednn_arg(pb__onednn_step *s, int arg, dnnl_memory_t m) {
   s->args[s->nargs].arg = arg;
   s->args[s->nargs].memory = m;
   s->nargs++;
@@ -96,19 +96,19 @@ void pb__dn_arg(pb__dn_step *s, int arg, dnnl_memory_t m) {
 
 /* Creates the primitive of an op descriptor; keeps the primitive descriptor in the step (for
  * the scratchpad size and queries). */
-int pb__dn_make(pb__dn *o, pb__dn_step *s, const void *op_desc, const dnnl_primitive_attr_t attr,
+int pb__onednn_make(pb__dn *o, pb__onednn_step *s, const void *op_desc, const dnnl_primitive_attr_t attr,
                 const_dnnl_primitive_desc_t hint, const char *what, struct pb_error *err) {
   dnnl_status_t st = dnnl_primitive_desc_create(&s->pd, op_desc, attr, o->eng, hint);
-  if (st != dnnl_success) return pb__dn_err(err, st, what);
+  if (st != dnnl_success) return pb__onednn_err(err, st, what);
   st = dnnl_primitive_create(&s->prim, s->pd);
-  if (st != dnnl_success) return pb__dn_err(err, st, what);
+  if (st != dnnl_success) return pb__onednn_err(err, st, what);
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(s->pd, dnnl_query_scratchpad_md, 0);
   s->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
   if (s->scratch_bytes > o->scratch_need) o->scratch_need = s->scratch_bytes;
   return 0;
 }
 
-int pb__dn_attr(dnnl_primitive_attr_t *attr, int sum, int act, float out_scale) {
+int pb__onednn_attr(dnnl_primitive_attr_t *attr, int sum, int act, float out_scale) {
   if (dnnl_primitive_attr_create(attr) != dnnl_success) return -1;
   dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
   if (out_scale != 1.0f) dnnl_primitive_attr_set_output_scales(*attr, 1, 0, &out_scale);
@@ -125,7 +125,7 @@ int pb__dn_attr(dnnl_primitive_attr_t *attr, int sum, int act, float out_scale) 
 }
 
 /* Runs a reorder now (weights at creation). */
-int pb__dn_reorder_now(pb__dn *o, const dnnl_memory_desc_t *src_md, void *src,
+int pb__onednn_reorder_now(pb__dn *o, const dnnl_memory_desc_t *src_md, void *src,
                        const dnnl_memory_desc_t *dst_md, void *dst, struct pb_error *err) {
   dnnl_primitive_desc_t pd = NULL;
   dnnl_primitive_t p = NULL;
@@ -143,16 +143,16 @@ int pb__dn_reorder_now(pb__dn *o, const dnnl_memory_desc_t *src_md, void *src,
   dnnl_memory_destroy(md);
   dnnl_primitive_destroy(p);
   dnnl_primitive_desc_destroy(pd);
-  return st == dnnl_success ? 0 : pb__dn_err(err, st, "weight reorder");
+  return st == dnnl_success ? 0 : pb__onednn_err(err, st, "weight reorder");
 }
 
 /* Puts float32 weights (plain layout user_md) into a fresh buffer of layout want (any dtype). */
 static int put_weights(pb__dn *o, const dnnl_memory_desc_t *user_md, float *data,
                        const dnnl_memory_desc_t *want, void **out, struct pb_error *err) {
-  void *p = pb__dn_alloc(o, dnnl_memory_desc_get_size(want), &o->bytes_w);
+  void *p = pb__onednn_alloc(o, dnnl_memory_desc_get_size(want), &o->bytes_w);
   if (p == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for weights");
   *out = p;
-  return pb__dn_reorder_now(o, user_md, data, want, p, err);
+  return pb__onednn_reorder_now(o, user_md, data, want, p, err);
 }
 
 static float *copy_param(const pb__graph *g, int id) {
@@ -175,13 +175,13 @@ static int buf_acquire(pb__dn *o, size_t size) {
   }
   if (o->n_bufs == o->cap_bufs) {
     int cap = o->cap_bufs ? o->cap_bufs * 2 : 32;
-    pb__dn_buf *b = realloc(o->bufs, (size_t)cap * sizeof *b);
+    pb__onednn_buf *b = realloc(o->bufs, (size_t)cap * sizeof *b);
     if (b == NULL) return -1;
     o->bufs = b, o->cap_bufs = cap;
   }
-  void *p = pb__dn_alloc(o, size, &o->bytes_act);
+  void *p = pb__onednn_alloc(o, size, &o->bytes_act);
   if (p == NULL) return -1;
-  o->bufs[o->n_bufs] = (pb__dn_buf){p, size, 1};
+  o->bufs[o->n_bufs] = (pb__onednn_buf){p, size, 1};
   return o->n_bufs++;
 }
 
@@ -203,7 +203,7 @@ static void *tensor_ptr(pb__dn *o, int t) {
 /* A memory object for tensor t seen through md (a different view of the same bytes). */
 static dnnl_memory_t tensor_mem(pb__dn *o, int t, const dnnl_memory_desc_t *md, size_t offset) {
   char *p = tensor_ptr(o, t);
-  dnnl_memory_t m = pb__dn_mem(o, md, p ? p + offset : NULL);
+  dnnl_memory_t m = pb__onednn_mem(o, md, p ? p + offset : NULL);
   if (m == NULL) return NULL;
   if (t == 0 && p == NULL && o->n_in_mems < PB__DN_MAX_BIND) o->in_mems[o->n_in_mems++] = m;
   if (t == o->output_id && o->n_out_mems < PB__DN_MAX_BIND) o->out_mems[o->n_out_mems++] = m;
@@ -235,18 +235,18 @@ static dnnl_memory_desc_t any_md(int nd, const dnnl_dims_t dims, dnnl_data_type_
 /* Adds a reorder step from tensor t's layout to want (into a fresh tensor slot `into`). */
 static int reorder_step(pb__dn *o, int from, int into, const dnnl_memory_desc_t *want,
                         struct pb_error *err) {
-  pb__dn_step *s = new_step(o);
+  pb__onednn_step *s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   dnnl_status_t st =
       dnnl_reorder_primitive_desc_create(&s->pd, &o->tmd[from], o->eng, want, o->eng, NULL);
-  if (st != dnnl_success) return pb__dn_err(err, st, "reorder");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "reorder");
   st = dnnl_primitive_create(&s->prim, s->pd);
-  if (st != dnnl_success) return pb__dn_err(err, st, "reorder");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "reorder");
   PB_RETURN_NOT_OK(tensor_place(o, into, want, err));
   dnnl_memory_t a = tensor_mem(o, from, &o->tmd[from], 0), b = tensor_mem(o, into, want, 0);
   if (a == NULL || b == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_FROM, a);
-  pb__dn_arg(s, DNNL_ARG_TO, b);
+  pb__onednn_arg(s, DNNL_ARG_FROM, a);
+  pb__onednn_arg(s, DNNL_ARG_TO, b);
   return 0;
 }
 
@@ -288,13 +288,13 @@ static int op_conv(pb__dn *o, const pb__graph *g, const pb__op *op, int out, int
   dnnl_status_t st = dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference,
                                                         dnnl_convolution_direct, &o->tmd[op->in],
                                                         &wmd, &bmd, &dmd, strides, pad, pad_r);
-  if (st != dnnl_success) return pb__dn_err(err, st, "convolution descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "convolution descriptor");
   dnnl_primitive_attr_t attr;
-  if (pb__dn_attr(&attr, op->res >= 0, op->act, 1.0f) != 0)
+  if (pb__onednn_attr(&attr, op->res >= 0, op->act, 1.0f) != 0)
     return pb_error_set(err, PB_ENOMEM, "attr");
-  pb__dn_step *s = new_step(o);
+  pb__onednn_step *s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  int rc = pb__dn_make(o, s, &cd, attr, NULL, "convolution", err);
+  int rc = pb__onednn_make(o, s, &cd, attr, NULL, "convolution", err);
   dnnl_primitive_attr_destroy(attr);
   if (rc != 0) return rc;
   const dnnl_memory_desc_t *src_want = dnnl_primitive_desc_query_md(s->pd, dnnl_query_src_md, 0);
@@ -310,7 +310,7 @@ static int op_conv(pb__dn *o, const pb__graph *g, const pb__op *op, int out, int
   void *wp = NULL;
   rc = put_weights(o, &wuser, w, dnnl_primitive_desc_query_md(s->pd, dnnl_query_weights_md, 0), &wp, err);
   free(w);
-  float *bp = rc == 0 ? pb__dn_alloc(o, (size_t)op->cout * sizeof(float), &o->bytes_w) : NULL;
+  float *bp = rc == 0 ? pb__onednn_alloc(o, (size_t)op->cout * sizeof(float), &o->bytes_w) : NULL;
   if (bp != NULL) memcpy(bp, b, (size_t)op->cout * sizeof(float));
   free(b);
   if (rc != 0) return rc;
@@ -318,14 +318,14 @@ static int op_conv(pb__dn *o, const pb__graph *g, const pb__op *op, int out, int
   if (op->res < 0)
     PB_RETURN_NOT_OK(tensor_place(o, out, dnnl_primitive_desc_query_md(s->pd, dnnl_query_dst_md, 0), err));
   dnnl_memory_t ms = tensor_mem(o, op->in, &o->tmd[op->in], 0);
-  dnnl_memory_t mw = pb__dn_mem(o, dnnl_primitive_desc_query_md(s->pd, dnnl_query_weights_md, 0), wp);
-  dnnl_memory_t mb = pb__dn_mem(o, &bmd, bp);
+  dnnl_memory_t mw = pb__onednn_mem(o, dnnl_primitive_desc_query_md(s->pd, dnnl_query_weights_md, 0), wp);
+  dnnl_memory_t mb = pb__onednn_mem(o, &bmd, bp);
   dnnl_memory_t md = tensor_mem(o, out, &o->tmd[out], 0);
   if (!ms || !mw || !mb || !md) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_SRC, ms);
-  pb__dn_arg(s, DNNL_ARG_WEIGHTS, mw);
-  pb__dn_arg(s, DNNL_ARG_BIAS, mb);
-  pb__dn_arg(s, DNNL_ARG_DST, md);
+  pb__onednn_arg(s, DNNL_ARG_SRC, ms);
+  pb__onednn_arg(s, DNNL_ARG_WEIGHTS, mw);
+  pb__onednn_arg(s, DNNL_ARG_BIAS, mb);
+  pb__onednn_arg(s, DNNL_ARG_DST, md);
   return 0;
 }
 
@@ -345,12 +345,12 @@ static int op_pool(pb__dn *o, const pb__graph *g, const pb__op *op, struct pb_er
   dnnl_status_t st = dnnl_pooling_forward_desc_init(&pdsc, dnnl_forward_inference,
                                                     gap ? dnnl_pooling_avg : dnnl_pooling_max,
                                                     &o->tmd[op->in], &dmd, str, k, pl, pr);
-  if (st != dnnl_success) return pb__dn_err(err, st, "pooling descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "pooling descriptor");
   dnnl_primitive_attr_t attr;
-  if (pb__dn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
-  pb__dn_step *s = new_step(o);
+  if (pb__onednn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
+  pb__onednn_step *s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  int rc = pb__dn_make(o, s, &pdsc, attr, NULL, "pooling", err);
+  int rc = pb__onednn_make(o, s, &pdsc, attr, NULL, "pooling", err);
   dnnl_primitive_attr_destroy(attr);
   if (rc != 0) return rc;
   const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(s->pd, dnnl_query_dst_md, 0);
@@ -362,8 +362,8 @@ static int op_pool(pb__dn *o, const pb__graph *g, const pb__op *op, struct pb_er
   dnnl_memory_t ms = tensor_mem(o, op->in, &o->tmd[op->in], 0);
   dnnl_memory_t md = tensor_mem(o, direct ? op->out : tmp, got, 0);
   if (!ms || !md) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_SRC, ms);
-  pb__dn_arg(s, DNNL_ARG_DST, md);
+  pb__onednn_arg(s, DNNL_ARG_SRC, ms);
+  pb__onednn_arg(s, DNNL_ARG_DST, md);
   if (direct) return 0;
   PB_RETURN_NOT_OK(reorder_step(o, tmp, op->out, &want, err));
   o->bufs[o->tbuf[tmp]].busy = 0;
@@ -382,13 +382,13 @@ static int op_linear(pb__dn *o, const pb__graph *g, const pb__op *op, struct pb_
   dnnl_memory_desc_t bmd = plain(2, bd, dnnl_f32), dmd = plain(2, dd, is_out ? dnnl_f32 : o->dt);
   dnnl_matmul_desc_t mdsc;
   dnnl_status_t st = dnnl_matmul_desc_init(&mdsc, &smd, &wmd, &bmd, &dmd);
-  if (st != dnnl_success) return pb__dn_err(err, st, "matmul descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "matmul descriptor");
   dnnl_primitive_attr_t attr;
-  if (pb__dn_attr(&attr, op->res >= 0, op->act, 1.0f) != 0)
+  if (pb__onednn_attr(&attr, op->res >= 0, op->act, 1.0f) != 0)
     return pb_error_set(err, PB_ENOMEM, "attr");
-  pb__dn_step *s = new_step(o);
+  pb__onednn_step *s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  int rc = pb__dn_make(o, s, &mdsc, attr, NULL, "matmul", err);
+  int rc = pb__onednn_make(o, s, &mdsc, attr, NULL, "matmul", err);
   dnnl_primitive_attr_destroy(attr);
   if (rc != 0) return rc;
   /* torch stores (out, in) row-major: as (in, out) that is the transposed layout "ba" */
@@ -397,19 +397,19 @@ static int op_linear(pb__dn *o, const pb__graph *g, const pb__op *op, struct pb_
   void *wp = NULL;
   PB_RETURN_NOT_OK(put_weights(o, &wuser, g->params[op->w].data,
                                dnnl_primitive_desc_query_md(s->pd, dnnl_query_weights_md, 0), &wp, err));
-  float *bp = pb__dn_alloc(o, (size_t)op->cout * sizeof(float), &o->bytes_w);
+  float *bp = pb__onednn_alloc(o, (size_t)op->cout * sizeof(float), &o->bytes_w);
   if (bp == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   memcpy(bp, g->params[op->b].data, (size_t)op->cout * sizeof(float));
   if (op->res < 0) PB_RETURN_NOT_OK(tensor_place(o, op->out, &dmd, err));
   dnnl_memory_t ms = tensor_mem(o, op->in, &smd, 0);
-  dnnl_memory_t mw = pb__dn_mem(o, dnnl_primitive_desc_query_md(s->pd, dnnl_query_weights_md, 0), wp);
-  dnnl_memory_t mb = pb__dn_mem(o, &bmd, bp);
+  dnnl_memory_t mw = pb__onednn_mem(o, dnnl_primitive_desc_query_md(s->pd, dnnl_query_weights_md, 0), wp);
+  dnnl_memory_t mb = pb__onednn_mem(o, &bmd, bp);
   dnnl_memory_t md = tensor_mem(o, op->out, &dmd, 0);
   if (!ms || !mw || !mb || !md) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_SRC, ms);
-  pb__dn_arg(s, DNNL_ARG_WEIGHTS, mw);
-  pb__dn_arg(s, DNNL_ARG_BIAS, mb);
-  pb__dn_arg(s, DNNL_ARG_DST, md);
+  pb__onednn_arg(s, DNNL_ARG_SRC, ms);
+  pb__onednn_arg(s, DNNL_ARG_WEIGHTS, mw);
+  pb__onednn_arg(s, DNNL_ARG_BIAS, mb);
+  pb__onednn_arg(s, DNNL_ARG_DST, md);
   return 0;
 }
 
@@ -420,27 +420,27 @@ static int op_layernorm(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
   dnnl_layer_normalization_desc_t ld;
   dnnl_status_t st = dnnl_layer_normalization_forward_desc_init(
       &ld, dnnl_forward_inference, &md, NULL, op->eps, dnnl_use_scale | dnnl_use_shift);
-  if (st != dnnl_success) return pb__dn_err(err, st, "layer normalization descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "layer normalization descriptor");
   dnnl_primitive_attr_t attr;
-  if (pb__dn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
-  pb__dn_step *s = new_step(o);
+  if (pb__onednn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
+  pb__onednn_step *s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  int rc = pb__dn_make(o, s, &ld, attr, NULL, "layer normalization", err);
+  int rc = pb__onednn_make(o, s, &ld, attr, NULL, "layer normalization", err);
   dnnl_primitive_attr_destroy(attr);
   if (rc != 0) return rc;
   size_t cb = (size_t)si->h * sizeof(float);
-  float *gp = pb__dn_alloc(o, cb, &o->bytes_w), *bp = pb__dn_alloc(o, cb, &o->bytes_w);
+  float *gp = pb__onednn_alloc(o, cb, &o->bytes_w), *bp = pb__onednn_alloc(o, cb, &o->bytes_w);
   if (gp == NULL || bp == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   memcpy(gp, g->params[op->w].data, cb);
   memcpy(bp, g->params[op->b].data, cb);
   PB_RETURN_NOT_OK(tensor_place(o, op->out, &md, err));
-  dnnl_memory_t ms = tensor_mem(o, op->in, &md, 0), mg = pb__dn_mem(o, &cmd, gp);
-  dnnl_memory_t mb = pb__dn_mem(o, &cmd, bp), mdst = tensor_mem(o, op->out, &md, 0);
+  dnnl_memory_t ms = tensor_mem(o, op->in, &md, 0), mg = pb__onednn_mem(o, &cmd, gp);
+  dnnl_memory_t mb = pb__onednn_mem(o, &cmd, bp), mdst = tensor_mem(o, op->out, &md, 0);
   if (!ms || !mg || !mb || !mdst) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_SRC, ms);
-  pb__dn_arg(s, DNNL_ARG_DST, mdst);
-  pb__dn_arg(s, DNNL_ARG_SCALE, mg);
-  pb__dn_arg(s, DNNL_ARG_SHIFT, mb);
+  pb__onednn_arg(s, DNNL_ARG_SRC, ms);
+  pb__onednn_arg(s, DNNL_ARG_DST, mdst);
+  pb__onednn_arg(s, DNNL_ARG_SCALE, mg);
+  pb__onednn_arg(s, DNNL_ARG_SHIFT, mb);
   return 0;
 }
 
@@ -475,20 +475,20 @@ static int op_attention(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
   dnnl_matmul_desc_t m1, m2;
   dnnl_status_t st = dnnl_matmul_desc_init(&m1, &q, &kt, NULL, &sc);
   if (st == dnnl_success) st = dnnl_matmul_desc_init(&m2, &sc, &q, NULL, &out);
-  if (st != dnnl_success) return pb__dn_err(err, st, "attention matmul descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "attention matmul descriptor");
   dnnl_softmax_desc_t smd;
   st = dnnl_softmax_forward_desc_init(&smd, dnnl_forward_inference, &sc, 3);
-  if (st != dnnl_success) return pb__dn_err(err, st, "softmax descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "softmax descriptor");
   dnnl_primitive_attr_t a1, a0;
-  if (pb__dn_attr(&a1, 0, PB__ACT_NONE, (float)(1.0 / sqrt((double)dh))) != 0 ||
-      pb__dn_attr(&a0, 0, PB__ACT_NONE, 1.0f) != 0)
+  if (pb__onednn_attr(&a1, 0, PB__ACT_NONE, (float)(1.0 / sqrt((double)dh))) != 0 ||
+      pb__onednn_attr(&a0, 0, PB__ACT_NONE, 1.0f) != 0)
     return pb_error_set(err, PB_ENOMEM, "attr");
-  pb__dn_step *s1 = new_step(o);
-  rc = s1 ? pb__dn_make(o, s1, &m1, a1, NULL, "attention scores", err) : PB_ENOMEM;
-  pb__dn_step *s2 = rc == 0 ? new_step(o) : NULL;
-  if (rc == 0) rc = s2 ? pb__dn_make(o, s2, &smd, a0, NULL, "softmax", err) : PB_ENOMEM;
-  pb__dn_step *s3 = rc == 0 ? new_step(o) : NULL;
-  if (rc == 0) rc = s3 ? pb__dn_make(o, s3, &m2, a0, NULL, "attention values", err) : PB_ENOMEM;
+  pb__onednn_step *s1 = new_step(o);
+  rc = s1 ? pb__onednn_make(o, s1, &m1, a1, NULL, "attention scores", err) : PB_ENOMEM;
+  pb__onednn_step *s2 = rc == 0 ? new_step(o) : NULL;
+  if (rc == 0) rc = s2 ? pb__onednn_make(o, s2, &smd, a0, NULL, "softmax", err) : PB_ENOMEM;
+  pb__onednn_step *s3 = rc == 0 ? new_step(o) : NULL;
+  if (rc == 0) rc = s3 ? pb__onednn_make(o, s3, &m2, a0, NULL, "attention values", err) : PB_ENOMEM;
   dnnl_primitive_attr_destroy(a1);
   dnnl_primitive_attr_destroy(a0);
   if (rc != 0) return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
@@ -503,14 +503,14 @@ static int op_attention(pb__dn *o, const pb__graph *g, const pb__op *op, struct 
   dnnl_memory_t mv = tensor_mem(o, theads, &q, 2 * one);
   dnnl_memory_t ms = tensor_mem(o, tsc, &sc, 0), mo = tensor_mem(o, op->out, &out, 0);
   if (!mq || !mk || !mv || !ms || !mo) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s1, DNNL_ARG_SRC, mq);
-  pb__dn_arg(s1, DNNL_ARG_WEIGHTS, mk);
-  pb__dn_arg(s1, DNNL_ARG_DST, ms);
-  pb__dn_arg(s2, DNNL_ARG_SRC, ms);
-  pb__dn_arg(s2, DNNL_ARG_DST, ms);
-  pb__dn_arg(s3, DNNL_ARG_SRC, ms);
-  pb__dn_arg(s3, DNNL_ARG_WEIGHTS, mv);
-  pb__dn_arg(s3, DNNL_ARG_DST, mo);
+  pb__onednn_arg(s1, DNNL_ARG_SRC, mq);
+  pb__onednn_arg(s1, DNNL_ARG_WEIGHTS, mk);
+  pb__onednn_arg(s1, DNNL_ARG_DST, ms);
+  pb__onednn_arg(s2, DNNL_ARG_SRC, ms);
+  pb__onednn_arg(s2, DNNL_ARG_DST, ms);
+  pb__onednn_arg(s3, DNNL_ARG_SRC, ms);
+  pb__onednn_arg(s3, DNNL_ARG_WEIGHTS, mv);
+  pb__onednn_arg(s3, DNNL_ARG_DST, mo);
   o->bufs[o->tbuf[tsc]].busy = 0, o->tbuf[tsc] = -1;
   o->bufs[o->tbuf[theads]].busy = 0, o->tbuf[theads] = -1;
   return 0;
@@ -535,21 +535,21 @@ static int op_patch_tokens(pb__dn *o, const pb__graph *g, const pb__op *op, stru
   dnnl_dims_t dd = {o->N, D, gh, gw}, ds = {T * D, 1, gw * D, D};
   dnnl_memory_desc_t rows;
   dnnl_memory_desc_init_by_strides(&rows, 4, dd, o->dt, ds);
-  pb__dn_step *s = new_step(o);
+  pb__onednn_step *s = new_step(o);
   if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   dnnl_status_t st =
       dnnl_reorder_primitive_desc_create(&s->pd, &o->tmd[tmp2], o->eng, &rows, o->eng, NULL);
   if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, s->pd);
-  if (st != dnnl_success) return pb__dn_err(err, st, "patch reorder");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "patch reorder");
   dnnl_memory_t a = tensor_mem(o, tmp2, &o->tmd[tmp2], 0);
   dnnl_memory_t b = tensor_mem(o, op->out, &rows, (size_t)D * es);
   if (!a || !b) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_FROM, a);
-  pb__dn_arg(s, DNNL_ARG_TO, b);
+  pb__onednn_arg(s, DNNL_ARG_FROM, a);
+  pb__onednn_arg(s, DNNL_ARG_TO, b);
   o->bufs[o->tbuf[tmp2]].busy = 0;
   o->tbuf[tmp2] = -1;
   size_t pb = (size_t)(T * D) * sizeof(float);
-  float *pos = pb__dn_alloc(o, pb, &o->bytes_w), *cls = pb__dn_alloc(o, (size_t)D * 4, &o->bytes_w);
+  float *pos = pb__onednn_alloc(o, pb, &o->bytes_w), *cls = pb__onednn_alloc(o, (size_t)D * 4, &o->bytes_w);
   if (pos == NULL || cls == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   memcpy(pos, g->params[op->pos].data, pb);
   memcpy(cls, g->params[op->cls].data, (size_t)D * 4);
@@ -563,23 +563,23 @@ static int op_patch_tokens(pb__dn *o, const pb__graph *g, const pb__op *op, stru
   dnnl_memory_desc_t x = plain(3, xd, o->dt), p1 = plain(3, pd, dnnl_f32);
   dnnl_binary_desc_t bd;
   st = dnnl_binary_desc_init(&bd, dnnl_binary_add, &x, &p1, &x);
-  if (st != dnnl_success) return pb__dn_err(err, st, "binary descriptor");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "binary descriptor");
   dnnl_primitive_attr_t attr;
-  if (pb__dn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
+  if (pb__onednn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) return pb_error_set(err, PB_ENOMEM, "attr");
   s = new_step(o);
-  int rc = s ? pb__dn_make(o, s, &bd, attr, NULL, "position embedding", err) : PB_ENOMEM;
+  int rc = s ? pb__onednn_make(o, s, &bd, attr, NULL, "position embedding", err) : PB_ENOMEM;
   dnnl_primitive_attr_destroy(attr);
   if (rc != 0) return rc == PB_ENOMEM ? pb_error_set(err, rc, "out of memory") : rc;
-  dnnl_memory_t mx = tensor_mem(o, op->out, &x, 0), mp = pb__dn_mem(o, &p1, pos);
+  dnnl_memory_t mx = tensor_mem(o, op->out, &x, 0), mp = pb__onednn_mem(o, &p1, pos);
   if (!mx || !mp) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__dn_arg(s, DNNL_ARG_SRC_0, mx);
-  pb__dn_arg(s, DNNL_ARG_SRC_1, mp);
-  pb__dn_arg(s, DNNL_ARG_DST, mx);
+  pb__onednn_arg(s, DNNL_ARG_SRC_0, mx);
+  pb__onednn_arg(s, DNNL_ARG_SRC_1, mp);
+  pb__onednn_arg(s, DNNL_ARG_DST, mx);
   return 0;
 }
 
 /* Row 0 of each image: the class token. */
-static void run_patch_tokens(const pb__dn *o, const pb__dn_step *s) {
+static void run_patch_tokens(const pb__dn *o, const pb__onednn_step *s) {
   int64_t T = s->c_T, D = s->c_D;
   for (int64_t n = 0; n < o->N; n++) {
     size_t at = (size_t)(n * T * D);
@@ -622,7 +622,7 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
 
 /* bfloat16 needs native dot products (avx512_bf16 or AMX). oneDNN 2.6 can emulate bf16 on plain
  * avx512f, but that runs slower than float32 and would mislead a benchmark, so it is refused. */
-int pb__dn_check_dtype(const char *dtype, dnnl_data_type_t *dt, struct pb_error *err) {
+int pb__onednn_check_dtype(const char *dtype, dnnl_data_type_t *dt, struct pb_error *err) {
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   if (strcmp(dtype, "float32") == 0) {
     *dt = dnnl_f32;
@@ -649,27 +649,27 @@ static void dn_destroy(pb_engine *e);
 static int dn_init(pb__dn *o, pb_engine *e, struct pb_error *err) {
   o->N = e->info.batch_size;
   o->threads = e->info.threads;
-  pb__dn_set_threads(o->threads);
+  pb__onednn_set_threads(o->threads);
   dnnl_status_t st = dnnl_engine_create(&o->eng, dnnl_cpu, 0);
   if (st == dnnl_success) st = dnnl_stream_create(&o->strm, o->eng, dnnl_stream_default_flags);
-  if (st != dnnl_success) return pb__dn_err(err, st, "engine");
+  if (st != dnnl_success) return pb__onednn_err(err, st, "engine");
   snprintf(e->info.isa, sizeof e->info.isa, "%s", isa_name(dnnl_get_effective_cpu_isa()));
   pb__cpu_model(e->info.device_name, sizeof e->info.device_name);
   return 0;
 }
 
-int pb__dn_finish_scratch(pb__dn *o, pb__dn_step *steps, int n, struct pb_error *err) {
+int pb__onednn_finish_scratch(pb__dn *o, pb__onednn_step *steps, int n, struct pb_error *err) {
   if (o->scratch == NULL && o->scratch_need > 0) {
-    o->scratch = pb__dn_alloc(o, o->scratch_need, &o->bytes_scratch);
+    o->scratch = pb__onednn_alloc(o, o->scratch_need, &o->bytes_scratch);
     if (o->scratch == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory for scratchpad");
   }
   for (int i = 0; i < n; i++) {
-    pb__dn_step *s = &steps[i];
+    pb__onednn_step *s = &steps[i];
     if (s->prim == NULL || s->pd == NULL || s->scratch_bytes == 0) continue;
     dnnl_memory_t m =
-        pb__dn_mem(o, dnnl_primitive_desc_query_md(s->pd, dnnl_query_scratchpad_md, 0), o->scratch);
+        pb__onednn_mem(o, dnnl_primitive_desc_query_md(s->pd, dnnl_query_scratchpad_md, 0), o->scratch);
     if (m == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    pb__dn_arg(s, DNNL_ARG_SCRATCHPAD, m);
+    pb__onednn_arg(s, DNNL_ARG_SCRATCHPAD, m);
   }
   return 0;
 }
@@ -700,7 +700,7 @@ static int compile_inference(pb__dn *o, const pb__graph *g, struct pb_error *err
      * convolutions take only channels-last (NHWC) activations, so on nChw16c every bf16
      * convolution fell back to the avx512_core_bf16 kernels, slower than float32 there. With
      * AMX the copy is NHWC; without it nChw16c stays, as its kernels beat the NHWC ones. */
-    pb__dn_step *s = new_step(o);
+    pb__onednn_step *s = new_step(o);
     if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
     unsigned amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
@@ -708,13 +708,13 @@ static int compile_inference(pb__dn *o, const pb__graph *g, struct pb_error *err
     dnnl_memory_desc_init_by_tag(&want, 4, id, o->dt, (isa & amx) == amx ? dnnl_acdb : dnnl_abcd);
     dnnl_status_t st = dnnl_reorder_primitive_desc_create(&s->pd, &in_f32, o->eng, &want, o->eng, NULL);
     if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, s->pd);
-    if (st != dnnl_success) return pb__dn_err(err, st, "input reorder");
+    if (st != dnnl_success) return pb__onednn_err(err, st, "input reorder");
     dnnl_memory_t a = tensor_mem(o, 0, &in_f32, 0);
     PB_RETURN_NOT_OK(tensor_place(o, 0, &want, err));
     dnnl_memory_t b = tensor_mem(o, 0, &want, 0);
     if (!a || !b) return pb_error_set(err, PB_ENOMEM, "out of memory");
-    pb__dn_arg(s, DNNL_ARG_FROM, a);
-    pb__dn_arg(s, DNNL_ARG_TO, b);
+    pb__onednn_arg(s, DNNL_ARG_FROM, a);
+    pb__onednn_arg(s, DNNL_ARG_TO, b);
   }
   for (int i = 0; i < g->n_ops; i++) {
     const pb__op *op = &g->ops[i];
@@ -737,12 +737,12 @@ static int compile_inference(pb__dn *o, const pb__graph *g, struct pb_error *err
     }
     release_dead(o, g, i);
   }
-  return pb__dn_finish_scratch(o, o->steps, o->n_steps, err);
+  return pb__onednn_finish_scratch(o, o->steps, o->n_steps, err);
 }
 
 static int dn_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   dnnl_data_type_t dt = dnnl_f32; /* set by the check; the value only quiets -O3's analysis */
-  PB_RETURN_NOT_OK(pb__dn_check_dtype(e->info.dtype, &dt, err));
+  PB_RETURN_NOT_OK(pb__onednn_check_dtype(e->info.dtype, &dt, err));
   if (e->training && (e->momentum != 0.0f || e->weight_decay != 0.0f))
     return pb_error_set(err, PB_EUNSUPPORTED, "training on cpu runs plain SGD (momentum and "
                         "weight decay are cuda only)");
@@ -752,7 +752,7 @@ static int dn_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   e->impl = o;
   int64_t t0 = pb_now_ns();
   int rc = dn_init(o, e, err);
-  if (rc == 0) rc = e->training ? pb__dn_compile_train(o, e, g, err) : compile_inference(o, g, err);
+  if (rc == 0) rc = e->training ? pb__onednn_compile_train(o, e, g, err) : compile_inference(o, g, err);
   if (rc != 0) {
     dn_destroy(e);
     e->impl = NULL;
@@ -765,9 +765,9 @@ static int dn_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   return 0;
 }
 
-int pb__dn_run(pb__dn *o, const pb__dn_step *steps, int n, struct pb_error *err) {
+int pb__onednn_run(pb__dn *o, const pb__onednn_step *steps, int n, struct pb_error *err) {
   for (int i = 0; i < n; i++) {
-    const pb__dn_step *s = &steps[i];
+    const pb__onednn_step *s = &steps[i];
     if (s->custom) {
       dnnl_stream_wait(o->strm);
       if (s->custom == 1) run_patch_tokens(o, s);
@@ -775,22 +775,22 @@ int pb__dn_run(pb__dn *o, const pb__dn_step *steps, int n, struct pb_error *err)
       continue;
     }
     dnnl_status_t st = dnnl_primitive_execute(s->prim, o->strm, s->nargs, s->args);
-    if (st != dnnl_success) return pb__dn_err(err, st, "execute");
+    if (st != dnnl_success) return pb__onednn_err(err, st, "execute");
   }
   dnnl_status_t st = dnnl_stream_wait(o->strm);
-  return st == dnnl_success ? 0 : pb__dn_err(err, st, "stream wait");
+  return st == dnnl_success ? 0 : pb__onednn_err(err, st, "stream wait");
 }
 
 static int dn_forward(pb_engine *e, const void *input, void *output, struct pb_error *err) {
   pb__dn *o = e->impl;
-  if (e->training) return pb__dn_train_forward(o, e, input, output, err);
-  pb__dn_set_threads(o->threads);
+  if (e->training) return pb__onednn_train_forward(o, e, input, output, err);
+  pb__onednn_set_threads(o->threads);
   for (int i = 0; i < o->n_in_mems; i++) dnnl_memory_set_data_handle(o->in_mems[i], (void *)input);
   for (int i = 0; i < o->n_out_mems; i++) dnnl_memory_set_data_handle(o->out_mems[i], output);
-  return pb__dn_run(o, o->steps, o->n_steps, err);
+  return pb__onednn_run(o, o->steps, o->n_steps, err);
 }
 
-static void free_steps(pb__dn_step *s, int n) {
+static void free_steps(pb__onednn_step *s, int n) {
   for (int i = 0; i < n; i++) {
     if (s[i].prim) dnnl_primitive_destroy(s[i].prim);
     if (s[i].pd) dnnl_primitive_desc_destroy(s[i].pd);
@@ -801,7 +801,7 @@ static void free_steps(pb__dn_step *s, int n) {
 static void dn_destroy(pb_engine *e) {
   pb__dn *o = e->impl;
   if (o == NULL) return;
-  pb__dn_train_free(o);
+  pb__onednn_train_free(o);
   free_steps(o->steps, o->n_steps);
   for (int i = 0; i < o->n_mems; i++) dnnl_memory_destroy(o->mems[i]);
   free(o->mems);
@@ -833,11 +833,11 @@ static int dn_copy(pb_engine *e, void *dst, const void *src, size_t bytes, struc
 static int dn_sync(pb_engine *e, struct pb_error *err) {
   pb__dn *o = e->impl;
   dnnl_status_t st = dnnl_stream_wait(o->strm);
-  return st == dnnl_success ? 0 : pb__dn_err(err, st, "stream wait");
+  return st == dnnl_success ? 0 : pb__onednn_err(err, st, "stream wait");
 }
 static int dn_train_step(pb_engine *e, const void *input, const void *target, float lr,
                          float *loss, struct pb_error *err) {
-  return pb__dn_train_step(e->impl, e, input, target, lr, loss, err);
+  return pb__onednn_train_step(e->impl, e, input, target, lr, loss, err);
 }
 
 const pb__engine_vtable pb__onednn_backend = {
@@ -861,7 +861,7 @@ int pb__onednn_peak_gflops(const char *dtype, int threads, double seconds, doubl
                            struct pb_error *err) {
   dnnl_data_type_t dt;
   *gflops = 0;
-  PB_RETURN_NOT_OK(pb__dn_check_dtype(dtype ? dtype : "float32", &dt, err));
+  PB_RETURN_NOT_OK(pb__onednn_check_dtype(dtype ? dtype : "float32", &dt, err));
   pb__dn o;
   memset(&o, 0, sizeof o);
   pb_engine fake;
@@ -874,42 +874,42 @@ int pb__onednn_peak_gflops(const char *dtype, int threads, double seconds, doubl
   const dnnl_dim_t S = 2048;
   dnnl_dims_t d = {S, S};
   dnnl_memory_desc_t a = plain(2, d, dt), w = any_md(2, d, dt), c = plain(2, d, dt);
-  pb__dn_step s;
+  pb__onednn_step s;
   memset(&s, 0, sizeof s);
   dnnl_matmul_desc_t md;
   if (rc == 0) {
     dnnl_status_t st = dnnl_matmul_desc_init(&md, &a, &w, NULL, &c);
-    if (st != dnnl_success) rc = pb__dn_err(err, st, "matmul descriptor");
+    if (st != dnnl_success) rc = pb__onednn_err(err, st, "matmul descriptor");
   }
   dnnl_primitive_attr_t attr = NULL;
-  if (rc == 0 && pb__dn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) rc = PB_ENOMEM;
-  if (rc == 0) rc = pb__dn_make(&o, &s, &md, attr, NULL, "matmul", err);
+  if (rc == 0 && pb__onednn_attr(&attr, 0, PB__ACT_NONE, 1.0f) != 0) rc = PB_ENOMEM;
+  if (rc == 0) rc = pb__onednn_make(&o, &s, &md, attr, NULL, "matmul", err);
   if (attr) dnnl_primitive_attr_destroy(attr);
   size_t es = dt == dnnl_bf16 ? 2 : 4;
   void *pa = NULL, *pw = NULL, *pc = NULL;
   if (rc == 0) {
     const dnnl_memory_desc_t *wm = dnnl_primitive_desc_query_md(s.pd, dnnl_query_weights_md, 0);
-    pa = pb__dn_alloc(&o, (size_t)(S * S) * es, &o.bytes_act);
-    pw = pb__dn_alloc(&o, dnnl_memory_desc_get_size(wm), &o.bytes_w);
-    pc = pb__dn_alloc(&o, (size_t)(S * S) * es, &o.bytes_act);
+    pa = pb__onednn_alloc(&o, (size_t)(S * S) * es, &o.bytes_act);
+    pw = pb__onednn_alloc(&o, dnnl_memory_desc_get_size(wm), &o.bytes_w);
+    pc = pb__onednn_alloc(&o, (size_t)(S * S) * es, &o.bytes_act);
     if (!pa || !pw || !pc) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     else {
       memset(pa, 0, (size_t)(S * S) * es);
       memset(pw, 0, dnnl_memory_desc_get_size(wm));
-      dnnl_memory_t ma = pb__dn_mem(&o, &a, pa), mw = pb__dn_mem(&o, wm, pw), mc = pb__dn_mem(&o, &c, pc);
+      dnnl_memory_t ma = pb__onednn_mem(&o, &a, pa), mw = pb__onednn_mem(&o, wm, pw), mc = pb__onednn_mem(&o, &c, pc);
       if (!ma || !mw || !mc) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-      pb__dn_arg(&s, DNNL_ARG_SRC, ma);
-      pb__dn_arg(&s, DNNL_ARG_WEIGHTS, mw);
-      pb__dn_arg(&s, DNNL_ARG_DST, mc);
+      pb__onednn_arg(&s, DNNL_ARG_SRC, ma);
+      pb__onednn_arg(&s, DNNL_ARG_WEIGHTS, mw);
+      pb__onednn_arg(&s, DNNL_ARG_DST, mc);
     }
   }
-  if (rc == 0) rc = pb__dn_finish_scratch(&o, &s, 1, err);
+  if (rc == 0) rc = pb__onednn_finish_scratch(&o, &s, 1, err);
   if (rc == 0) {
     double best = 1e300;
     int64_t t_end = pb_now_ns() + (int64_t)(seconds * 1e9);
     for (int it = 0; rc == 0 && (it < 3 || pb_now_ns() < t_end); it++) {
       int64_t t0 = pb_now_ns();
-      rc = pb__dn_run(&o, &s, 1, err);
+      rc = pb__onednn_run(&o, &s, 1, err);
       double dt_s = (double)(pb_now_ns() - t0) / 1e9;
       if (it > 0 && dt_s < best) best = dt_s; /* the first run warms caches and threads */
     }

@@ -367,8 +367,8 @@ static int add_rank_rows(const pb_infer_params *p, pb__infer_ctx *c, const pb__i
   int n = pb__ranks_size(), batch = mine->batch;
   double own_s = 0;
   for (int k = 0; k < p->iterations; k++) own_s += lat[k];
-  pb__rank_window w;
-  PB_RETURN_NOT_OK(pb__rank_window_gather((int64_t)batch * p->iterations, own_s, window_s, &w, err));
+  pb__ranks_window w;
+  PB_RETURN_NOT_OK(pb__ranks_window_gather((int64_t)batch * p->iterations, own_s, window_s, &w, err));
   /* what differs between ranks besides the latencies */
   int gpu = strncmp(c->device, "cuda:", 5) == 0 ? atoi(c->device + 5) : -1;
   double facts[4] = {mine->memory_mb, mine->compile_ms, (double)n_dev, (double)gpu};
@@ -405,7 +405,7 @@ static int add_rank_rows(const pb_infer_params *p, pb__infer_ctx *c, const pb__i
         pb_table_set_f64(t, "achieved_gflops", c->flops * w.rate / 1e9);
         pb_table_set_str(t, "rank", "all");
       }
-      pb__rank_window_columns(t, &w);
+      pb__ranks_window_columns(t, &w);
     }
   }
   free(lat_all);

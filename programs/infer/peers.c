@@ -19,7 +19,7 @@
 
 static const char *python_of(const pb_infer_params *p) {
   if (p->python != NULL && p->python[0] != '\0') return p->python;
-  const char *env = getenv("PB_PYTHON");
+  const char *env = getenv("PIPEBENCH_PYTHON");
   return env != NULL && env[0] != '\0' ? env : "/usr/bin/python3";
 }
 

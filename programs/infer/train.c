@@ -282,7 +282,7 @@ static int gather_ranks(const train_run *tr, train_ranks *g, struct pb_error *er
       if (ips[k] < g->ips_slowest) g->ips_slowest = ips[k];
     }
     g->ips_all = longest > 0 ? images / longest : NAN;
-    pb__rank_list(ips, g->n, g->per_rank, sizeof g->per_rank);
+    pb__ranks_list(ips, g->n, g->per_rank, sizeof g->per_rank);
   }
   free(all);
   free(ips);

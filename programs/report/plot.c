@@ -51,7 +51,7 @@ static int have_pngcairo(void) {
 }
 
 /* Runs draw between plinit and plend with tmp as the output file; 0 or -1 (plot_msg says). */
-static int run_plplot(const char *tmp, int w, int h, pb__pl_draw_fn draw, const void *ctx) {
+static int run_plplot(const char *tmp, int w, int h, pb__plot_draw_fn draw, const void *ctx) {
   static PLINT code;
   static char msg[1024];
   code = 0;
@@ -70,7 +70,7 @@ static int run_plplot(const char *tmp, int w, int h, pb__pl_draw_fn draw, const 
   plsError(&code, msg);
   plinit();
   if (code == 0) {
-    pb__pl_page pg = {w, h, 0, 0, 0};
+    pb__plot_page pg = {w, h, 0, 0, 0};
     pladv(0);
     PLFLT x0, x1, y0, y1, def, ht;
     plgspa(&x0, &x1, &y0, &y1);
@@ -92,7 +92,7 @@ static int png_complete(const char *file) {
 }
 
 /* Draws one PNG of w x h pixels into path, atomically (a temporary sibling, renamed). */
-static int plot_png(const char *path, int w, int h, pb__pl_draw_fn draw, const void *ctx,
+static int plot_png(const char *path, int w, int h, pb__plot_draw_fn draw, const void *ctx,
                     struct pb_error *err) {
   pthread_mutex_lock(&plot_lock);
   int rc = PB_OK;
@@ -146,17 +146,17 @@ out:
   return rc;
 }
 
-int pb__plot_png(const char *path, int w, int h, pb__pl_draw_fn draw, const void *ctx,
+int pb__plot_png(const char *path, int w, int h, pb__plot_draw_fn draw, const void *ctx,
                  struct pb_error *err) {
   return plot_png(path, w, h, draw, ctx, err);
 }
 
 /* ---- infer ----------------------------------------------------------------------------------- */
 
-static void draw_infer(const void *ctx, pb__pl_page *pg) {
+static void draw_infer(const void *ctx, pb__plot_page *pg) {
   const pb_table *t = ctx;
   const char *models[16];
-  int nm = pb__rp_distinct_str(t, "model", NULL, 0, models, 16);
+  int nm = pb__report_distinct_str(t, "model", NULL, 0, models, 16);
   /* One line per model x framework x dtype x device: rows of other dtypes or devices are never
    * folded into one median. Colour: the model; marker and dash: the rest within a model. */
   enum { MAXS = 32 };
@@ -165,7 +165,7 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
   int ns = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
     const char *v[4];
-    for (int k = 0; k < 4; k++) v[k] = pb__rp_str(t, r, keys[k]);
+    for (int k = 0; k < 4; k++) v[k] = pb__report_str(t, r, keys[k]);
     int seen = 0;
     for (int i = 0; i < ns && !seen; i++) {
       seen = 1;
@@ -186,26 +186,26 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
     for (int j = 0; j < i; j++) ser_rank[i] += ser_model[j] == ser_model[i];
   }
   int64_t bss[64];
-  int nb = pb__rp_distinct_i64(t, "batch_size", NULL, 0, bss, 64);
+  int nb = pb__report_distinct_i64(t, "batch_size", NULL, 0, bss, 64);
   static const uint32_t model_rgb[] = {0x222222, 0x6A3D9A, 0xB15928, 0x1B9E77, 0x999933, 0x882255, 0x0072B2};
   double llo = INFINITY, lhi = 0, tlo = INFINITY, thi = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
-    double l = pb__rp_f64(t, r, "latency_p50_ms"), v = pb__rp_f64(t, r, "throughput_ips");
+    double l = pb__report_f64(t, r, "latency_p50_ms"), v = pb__report_f64(t, r, "throughput_ips");
     if (l > 0 && l < llo) llo = l;
     if (l > lhi) lhi = l;
     if (v > 0 && v < tlo) tlo = v;
     if (v > thi) thi = v;
   }
   double la, lb, ta, tb;
-  pb__pl_log_range(llo, lhi, &la, &lb);
-  pb__pl_log_range(tlo, thi, &ta, &tb);
-  pb__pl_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 6.2 * pb__pl_chr_y(&L, PB__PL_TXT);
-  const char *dev = pb__rp_str(t, 0, "device");
+  pb__plot_log_range(llo, lhi, &la, &lb);
+  pb__plot_log_range(tlo, thi, &ta, &tb);
+  pb__plot_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  L.top = 1.0 - 4.2 * pb__plot_chr_y(&L, PB__PL_BIG);
+  L.bottom = 6.2 * pb__plot_chr_y(&L, PB__PL_TXT);
+  const char *dev = pb__report_str(t, 0, "device");
   char sub[256];
   snprintf(sub, sizeof sub, "pipebench infer; device %s; latency: p50 of timed passes", dev ? dev : "?");
-  pb__pl_title(&L, "Inference: latency and throughput by batch size", sub);
+  pb__plot_title(&L, "Inference: latency and throughput by batch size", sub);
   char bl[64][16];
   const char *blp[64];
   for (int b = 0; b < nb; b++) {
@@ -214,27 +214,27 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
   }
   for (int p = 0; p < 2; p++) {
     const char *col = p ? "throughput_ips" : "latency_p50_ms";
-    pb__pl_panel(&L, p, -0.3, nb - 0.7, p ? ta : la, p ? tb : lb, 1, p ? "throughput" : "latency (p50)", "batch size",
+    pb__plot_panel(&L, p, -0.3, nb - 0.7, p ? ta : la, p ? tb : lb, 1, p ? "throughput" : "latency (p50)", "batch size",
           p ? "images/s" : "latency per batch (ms)", blp, nb, NULL);
     for (int i = 0; i < ns; i++) {
         int fw = ser_rank[i];
         PLFLT x[64], y[64];
         int n = 0;
         for (int b = 0; b < nb; b++) {
-          pb__rp_filter fl[5];
+          pb__report_filter fl[5];
           int nf = 0;
           for (int k = 0; k < 4; k++)
-            if (ser[i][k] != NULL) fl[nf++] = (pb__rp_filter){keys[k], ser[i][k], 0};
-          fl[nf++] = (pb__rp_filter){"batch_size", NULL, bss[b]};
-          double v = pb__rp_median(t, col, fl, nf, NULL); /* repeats of one series only */
+            if (ser[i][k] != NULL) fl[nf++] = (pb__report_filter){keys[k], ser[i][k], 0};
+          fl[nf++] = (pb__report_filter){"batch_size", NULL, bss[b]};
+          double v = pb__report_median(t, col, fl, nf, NULL); /* repeats of one series only */
           if (v > 0) {
             x[n] = b;
-            y[n++] = pb__pl_lg(v);
+            y[n++] = pb__plot_lg(v);
           }
         }
         if (n == 0) continue;
         uint32_t c = model_rgb[ser_model[i] % 7];
-        pb__pl_color(c);
+        pb__plot_color(c);
         plwidth(4);
         if (fw > 0) {
           PLINT mark = 3000, space = 2000;
@@ -242,18 +242,18 @@ static void draw_infer(const void *ctx, pb__pl_page *pg) {
         }
         plline(n, x, y);
         plstyl(0, NULL, NULL);
-        for (int k = 0; k < n; k++) pb__pl_marker(&L, x[k], y[k], fw, 2.2, c, fw == 0);
+        for (int k = 0; k < n; k++) pb__plot_marker(&L, x[k], y[k], fw, 2.2, c, fw == 0);
       }
   }
-  pb__pl_legend_item it[MAXS];
+  pb__plot_legend_item it[MAXS];
   char text[MAXS][96];
   for (int i = 0; i < ns; i++) {
     int fw = ser_rank[i];
     snprintf(text[i], sizeof text[i], "%s, %s, %s, %s", ser[i][0] ? ser[i][0] : "?",
              ser[i][1] ? ser[i][1] : "?", ser[i][2] ? ser[i][2] : "?", ser[i][3] ? ser[i][3] : "?");
-    it[i] = (pb__pl_legend_item){2, model_rgb[ser_model[i] % 7], fw, fw > 0, fw > 0, text[i]};
+    it[i] = (pb__plot_legend_item){2, model_rgb[ser_model[i] % 7], fw, fw > 0, fw > 0, text[i]};
   }
-  pb__pl_legend(&L, it, ns, 5.4 * pb__pl_chr_y(&L, PB__PL_TXT));
+  pb__plot_legend(&L, it, ns, 5.4 * pb__plot_chr_y(&L, PB__PL_TXT));
 }
 
 /* ---- revs: each branch against the baseline -------------------------------------------------- */
@@ -326,9 +326,9 @@ static double revs_y(const revs_ctx *R, size_t k) {
 /* Shortens text until it is at most mm wide at scale ls: from the left ("...tail", for a
  * metric path whose end says most) or, mid != 0, in the middle ("head...tail"). The width is
  * an estimate, so a tenth is kept spare. */
-static void revs_fit(const pb__pl_layout *L, char *text, size_t size, double mm, double ls,
+static void revs_fit(const pb__plot_layout *L, char *text, size_t size, double mm, double ls,
                      int mid) {
-  if (pb__pl_text_mm(L, text, ls) <= 0.9 * mm) return;
+  if (pb__plot_text_mm(L, text, ls) <= 0.9 * mm) return;
   char orig[400];
   snprintf(orig, sizeof orig, "%s", text);
   size_t len = strlen(orig);
@@ -340,7 +340,7 @@ static void revs_fit(const pb__pl_layout *L, char *text, size_t size, double mm,
     } else {
       snprintf(text, size, "...%s", orig + len - keep);
     }
-    if (pb__pl_text_mm(L, text, ls) <= 0.9 * mm) return;
+    if (pb__plot_text_mm(L, text, ls) <= 0.9 * mm) return;
   }
 }
 
@@ -351,8 +351,8 @@ static void revs_value(const pb_revs_comparison *c, char *out, size_t size) {
 }
 
 /* The change threshold either way (dashed) and no change (solid). */
-static void revs_thresholds(const revs_ctx *R, const pb__pl_layout *Lp, int xlog) {
-  const pb__pl_layout L = *Lp;
+static void revs_thresholds(const revs_ctx *R, const pb__plot_layout *Lp, int xlog) {
+  const pb__plot_layout L = *Lp;
   const double ref[3] = {1.0 / R->factor, R->factor, 1.0};
   for (int j = 0; j < 3; j++) {
     double x = xlog ? log10(ref[j]) : ref[j];
@@ -360,10 +360,10 @@ static void revs_thresholds(const revs_ctx *R, const pb__pl_layout *Lp, int xlog
     if (j < 2) {
       PLINT mark = 2500, space = 1500;
       plstyl(1, &mark, &space);
-      pb__pl_color(0x777777);
+      pb__plot_color(0x777777);
       plwidth(2);
     } else {
-      pb__pl_color(0x000000);
+      pb__plot_color(0x000000);
       plwidth(3);
     }
     plline(2, lx, ly);
@@ -373,8 +373,8 @@ static void revs_thresholds(const revs_ctx *R, const pb__pl_layout *Lp, int xlog
 
 /* Each row: its label left, its value right, the interval as a bar and the ratio as a
  * marker (filled when significant). */
-static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, double ls, double ms) {
-  const pb__pl_layout L = *Lp;
+static void revs_rows(const revs_ctx *R, const pb__plot_layout *Lp, int xlog, double ls, double ms) {
+  const pb__plot_layout L = *Lp;
   char text[400];
   /* room left of the panel for a label, less a margin from the page edge */
   double label_mm = (L.vx0 - 0.01) * L.pg->page_w_mm - 0.8 * L.pg->chr_mm * PB__PL_TXT;
@@ -388,30 +388,30 @@ static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, doub
       revs_heading(R, c, text, sizeof text);
       revs_fit(&L, text, sizeof text, 0.96 * panel_mm, PB__PL_TXT, 1);
       /* on white, so the reference lines do not run through the words */
-      double tw = (pb__pl_text_mm(&L, text, PB__PL_TXT) + 2.0) / panel_mm * (L.wx1 - L.wx0);
+      double tw = (pb__plot_text_mm(&L, text, PB__PL_TXT) + 2.0) / panel_mm * (L.wx1 - L.wx0);
       double x0 = L.wx0 + 0.01 * (L.wx1 - L.wx0);
       if (x0 + tw > L.wx1) tw = L.wx1 - x0;
-      pb__pl_rect(L.wx0 + 0.002 * (L.wx1 - L.wx0), x0 + tw, y + 0.55, y + 1.45, 0xFFFFFF, 0);
-      pb__pl_color(0x000000);
+      pb__plot_rect(L.wx0 + 0.002 * (L.wx1 - L.wx0), x0 + tw, y + 0.55, y + 1.45, 0xFFFFFF, 0);
+      pb__plot_color(0x000000);
       plschr(0, PB__PL_TXT);
       plptex(x0, y + 1.0, 1.0, 0.0, 0.0, text);
     }
     revs_label(c, text, sizeof text);
     revs_fit(&L, text, sizeof text, label_mm, ls, 0);
-    pb__pl_color(0x000000);
+    pb__plot_color(0x000000);
     plschr(0, ls);
     plmtex("lv", 0.8 * PB__PL_TXT / ls, pos, 1.0, text);
     plschr(0, PB__PL_TXT);
     revs_value(c, text, sizeof text);
-    pb__pl_color(c->verdict == PB_SAME ? 0x000000 : rgb);
+    pb__plot_color(c->verdict == PB_SAME ? 0x000000 : rgb);
     plmtex("rv", 0.8, pos, 0.0, text);
     double a = c->ratio.lo, b = c->ratio.hi, r = c->ratio.ratio;
     if (xlog) {
-      a = pb__pl_lg(a);
-      b = pb__pl_lg(b);
-      r = pb__pl_lg(r);
+      a = pb__plot_lg(a);
+      b = pb__plot_lg(b);
+      r = pb__plot_lg(r);
     }
-    pb__pl_color(rgb);
+    pb__plot_color(rgb);
     plwidth(3);
     if (isfinite(a) && isfinite(b)) {
       PLFLT ex[2] = {a, b}, ey[2] = {y, y};
@@ -423,12 +423,12 @@ static void revs_rows(const revs_ctx *R, const pb__pl_layout *Lp, int xlog, doub
     }
     if (isfinite(r)) {
       int shape = c->verdict == PB_SAME ? 0 : revs_worse(c) ? 2 : 4;
-      pb__pl_marker(&L, r, y, shape, ms, rgb, c->verdict != PB_SAME);
+      pb__plot_marker(&L, r, y, shape, ms, rgb, c->verdict != PB_SAME);
     }
   }
 }
 
-static void draw_revs(const void *ctx, pb__pl_page *pg) {
+static void draw_revs(const void *ctx, pb__plot_page *pg) {
   const revs_ctx *R = ctx;
   /* PLplot's default character height grows with the page; a tall page of many rows keeps the
    * text size of the other plots (those are 800-1340 pixels high). */
@@ -436,7 +436,7 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
     pg->chr_mm = 9.4;
     plschr(9.4, 1.0);
   }
-  pb__pl_layout L = {pg, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  pb__plot_layout L = {pg, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   double lo = 1.0 / R->factor, hi = R->factor, wl = 0, wr = 0;
   char text[400];
   for (size_t k = 0; k < R->n; k++) {
@@ -448,22 +448,22 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
         if (v[j] > hi) hi = v[j];
       }
     revs_label(c, text, sizeof text);
-    if (pb__pl_text_mm(&L, text, PB__PL_TXT) > wl) wl = pb__pl_text_mm(&L, text, PB__PL_TXT);
+    if (pb__plot_text_mm(&L, text, PB__PL_TXT) > wl) wl = pb__plot_text_mm(&L, text, PB__PL_TXT);
     revs_value(c, text, sizeof text);
-    if (pb__pl_text_mm(&L, text, PB__PL_TXT) > wr) wr = pb__pl_text_mm(&L, text, PB__PL_TXT);
+    if (pb__plot_text_mm(&L, text, PB__PL_TXT) > wr) wr = pb__plot_text_mm(&L, text, PB__PL_TXT);
   }
   int xlog = hi / lo > 4.0;
   double xa, xb;
   if (xlog) {
-    pb__pl_log_range(lo, hi, &xa, &xb);
+    pb__plot_log_range(lo, hi, &xa, &xb);
   } else {
     double pad = 0.06 * (hi - lo);
     xa = lo - pad;
     xb = hi + pad;
     if (xa < 0) xa = 0;
   }
-  L.top = 1.0 - 4.6 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 6.6 * pb__pl_chr_y(&L, PB__PL_TXT);
+  L.top = 1.0 - 4.6 * pb__plot_chr_y(&L, PB__PL_BIG);
+  L.bottom = 6.6 * pb__plot_chr_y(&L, PB__PL_TXT);
   char sub[512];
   snprintf(sub, sizeof sub,
            "ratio = median(branch) / median(baseline); bar: 99%% bootstrap interval; significant: "
@@ -472,14 +472,14 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
   char title[400];
   snprintf(title, sizeof title, "pipebench revs: each branch against baseline '%s' (%s)",
            R->n ? R->c[R->order[0]].baseline : "?", R->source);
-  pb__pl_title(&L, title, sub);
+  pb__plot_title(&L, title, sub);
   /* label column left, value column right, the plot between */
-  double lw = wl / pg->page_w_mm + 2.0 * pb__pl_chr_x(&L, PB__PL_TXT);
-  double rw = wr / pg->page_w_mm + 3.0 * pb__pl_chr_x(&L, PB__PL_TXT);
+  double lw = wl / pg->page_w_mm + 2.0 * pb__plot_chr_x(&L, PB__PL_TXT);
+  double rw = wr / pg->page_w_mm + 3.0 * pb__plot_chr_x(&L, PB__PL_TXT);
   /* the plot keeps at least a third of the width; long labels get smaller type instead */
   double ls = PB__PL_TXT;
   if (lw > 0.42) {
-    ls = PB__PL_TXT * (0.42 - 2.0 * pb__pl_chr_x(&L, PB__PL_TXT)) / (lw - 2.0 * pb__pl_chr_x(&L, PB__PL_TXT));
+    ls = PB__PL_TXT * (0.42 - 2.0 * pb__plot_chr_x(&L, PB__PL_TXT)) / (lw - 2.0 * pb__plot_chr_x(&L, PB__PL_TXT));
     if (ls < 0.75 * PB__PL_TXT) ls = 0.75 * PB__PL_TXT;
     lw = 0.42;
   }
@@ -487,8 +487,8 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
   if (rw > 0.24) rw = 0.24;
   L.vx0 = lw;
   L.vx1 = 1.0 - rw;
-  L.vy0 = L.bottom + 4.0 * pb__pl_chr_y(&L, PB__PL_TXT);
-  L.vy1 = L.top - 1.0 * pb__pl_chr_y(&L, PB__PL_TXT);
+  L.vy0 = L.bottom + 4.0 * pb__plot_chr_y(&L, PB__PL_TXT);
+  L.vy1 = L.top - 1.0 * pb__plot_chr_y(&L, PB__PL_TXT);
   L.wx0 = xa;
   L.wx1 = xb;
   L.wy0 = -0.6;
@@ -501,23 +501,23 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
     double y = revs_y(R, k);
     if (c->verdict != PB_SAME) {
       PLFLT bx[4] = {xa, xb, xb, xa}, by[4] = {y - 0.5, y - 0.5, y + 0.5, y + 0.5};
-      pb__pl_color(pb__pl_tint(revs_rgb(c), 0.86));
+      pb__plot_color(pb__plot_tint(revs_rgb(c), 0.86));
       plpsty(0);
       plfill(4, bx, by);
     }
     if (k > 0 && revs_group_start(R, k)) {
       PLFLT sx[2] = {xa, xb}, sy[2] = {y + 1.5, y + 1.5};
-      pb__pl_color(0x888888);
+      pb__plot_color(0x888888);
       plwidth(1.5);
       plline(2, sx, sy);
     }
   }
   plschr(0, PB__PL_TXT);
   plwidth(1);
-  pb__pl_color(0xD0D0D0);
+  pb__plot_color(0xD0D0D0);
   plbox(xlog ? "gl" : "g", 0, 0, "", 0, 0);
   revs_thresholds(R, &L, xlog);
-  pb__pl_color(0x000000);
+  pb__plot_color(0x000000);
   plwidth(2.5);
   plbox(xlog ? "bcnstl" : "bcnst", 0, 0, "bc", 0, 0);
   plmtex("b", 3.0, 0.5, 0.5,
@@ -532,20 +532,20 @@ static void draw_revs(const void *ctx, pb__pl_page *pg) {
     for (size_t k = 0; k < R->n && fits; k++)
       if (revs_group_start(R, k)) {
         revs_heading(R, &R->c[R->order[k]], text, sizeof text);
-        fits = pb__pl_text_mm(&L, text, PB__PL_TXT) <= 0.9 * 0.96 * panel_mm;
+        fits = pb__plot_text_mm(&L, text, PB__PL_TXT) <= 0.9 * 0.96 * panel_mm;
       }
     if (fits || budget <= 12) break;
   }
   double row_mm = (L.vy1 - L.vy0) * pg->page_h_mm / (L.wy1 - L.wy0);
   double ms = row_mm * 0.25 < 3.2 ? row_mm * 0.25 : 3.2; /* marker radius, mm */
   revs_rows(R, &L, xlog, ls, ms);
-  pb__pl_legend_item it[4] = {
+  pb__plot_legend_item it[4] = {
       {2, 0xD55E00, 2, 0, 0, "significantly worse"},
       {2, 0x0072B2, 4, 0, 0, "significantly better"},
       {2, 0x666666, 0, 0, 1, "no significant change"},
       {3, 0, 0, 0, 0, "dashed: change threshold"},
   };
-  pb__pl_legend(&L, it, 4, 5.8 * pb__pl_chr_y(&L, PB__PL_TXT));
+  pb__plot_legend(&L, it, 4, 5.8 * pb__plot_chr_y(&L, PB__PL_TXT));
 }
 
 /* Rank of s among the first appearances of field f in c[0..n). */
@@ -684,8 +684,8 @@ int pb_report_plot_revs(const char *revs_json, const char *png_path, struct pb_e
 /* ---- entry points ---------------------------------------------------------------------------- */
 
 /* Draws track k's table through its view. */
-static int plot_view(const pb__rp_data *d, size_t k, const char *png, struct pb_error *err) {
-  const pb__rp_view *v = d->views[k];
+static int plot_view(const pb__report_data *d, size_t k, const char *png, struct pb_error *err) {
+  const pb__report_view *v = d->views[k];
   const pb_table *t = d->t[k];
   if (t == NULL || pb_table_rows(t) == 0)
     return pb_error_set(err, PB_ENOTFOUND, "%s: no rows to draw", png);
@@ -696,7 +696,7 @@ static int plot_view(const pb__rp_data *d, size_t k, const char *png, struct pb_
 }
 
 /* Draws the merged infer table. */
-static int plot_infer(const pb__rp_data *d, const char *png, struct pb_error *err) {
+static int plot_infer(const pb__report_data *d, const char *png, struct pb_error *err) {
   const pb_table *t = d->infer;
   if (t == NULL || pb_table_rows(t) == 0)
     return pb_error_set(err, PB_ENOTFOUND, "%s: no rows to draw", png);
@@ -712,24 +712,24 @@ static int mkdir_one(const char *dir, struct pb_error *err) {
   return PB_OK;
 }
 
-int pb__rp_plots(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+int pb__report_plots(const pb__report_view *const *views, size_t n_views, const char *out_dir,
                  pb_report_note_fn note, void *note_ctx, int *n_written, struct pb_error *err) {
-  return pb__rp_plots_from(views, n_views, out_dir, NULL, note, note_ctx, n_written, err);
+  return pb__report_plots_from(views, n_views, out_dir, NULL, note, note_ctx, n_written, err);
 }
 
-int pb__rp_plots_from(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+int pb__report_plots_from(const pb__report_view *const *views, size_t n_views, const char *out_dir,
                       const char *infer_root, pb_report_note_fn note, void *note_ctx,
                       int *n_written, struct pb_error *err) {
   if (n_written != NULL) *n_written = 0;
   struct stat st;
   if (out_dir == NULL || stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such results folder", out_dir ? out_dir : "(null)");
-  pb__rp_data *d = malloc(sizeof *d);
+  pb__report_data *d = malloc(sizeof *d);
   if (d == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  pb__rp_load(out_dir, infer_root, views, n_views, d, note, note_ctx);
-  int mixed = pb__rp_check_run(d, err); /* no plot of one run beside another run's */
+  pb__report_load(out_dir, infer_root, views, n_views, d, note, note_ctx);
+  int mixed = pb__report_check_run(d, err); /* no plot of one run beside another run's */
   if (mixed != PB_OK) {
-    pb__rp_free(d);
+    pb__report_free(d);
     free(d);
     return mixed;
   }
@@ -778,7 +778,7 @@ int pb__rp_plots_from(const pb__rp_view *const *views, size_t n_views, const cha
       snprintf(skipped + u, sizeof skipped - u, "%s%s", u ? "; " : "skipped: ", e.message);
     }
   }
-  pb__rp_free(d);
+  pb__report_free(d);
   free(d);
   if (n_written != NULL) *n_written = written;
   if (rc != PB_OK) return rc;
@@ -791,9 +791,9 @@ int pb__rp_plots_from(const pb__rp_view *const *views, size_t n_views, const cha
 }
 
 int pb_report_plot_infer(const char *csv_dir, const char *png_path, struct pb_error *err) {
-  pb__rp_data *d = calloc(1, sizeof *d);
+  pb__report_data *d = calloc(1, sizeof *d);
   if (d == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
-  int rc = pb__rp_load_infer(csv_dir, &d->infer, &d->infer_files, err);
+  int rc = pb__report_load_infer(csv_dir, &d->infer, &d->infer_files, err);
   if (rc == PB_OK) {
     snprintf(d->infer_dir, sizeof d->infer_dir, "%s", csv_dir);
     char png[4300];
@@ -801,7 +801,7 @@ int pb_report_plot_infer(const char *csv_dir, const char *png_path, struct pb_er
     else snprintf(png, sizeof png, "%s", png_path);
     rc = plot_infer(d, png, err);
   }
-  pb__rp_free(d);
+  pb__report_free(d);
   free(d);
   return rc;
 }

@@ -82,19 +82,19 @@ static void sb_base64(sbuf *b, const unsigned char *d, size_t n) {
 
 /* ---- the two documents ----------------------------------------------------------------------- */
 
-struct pb__rp_doc {
+struct pb__report_doc {
   sbuf md, html;
   int in_list;
 };
 
-static void doc_end_list(pb__rp_doc *d) {
+static void doc_end_list(pb__report_doc *d) {
   if (!d->in_list) return;
   sb_puts(&d->md, "\n");
   sb_puts(&d->html, "</ul>\n");
   d->in_list = 0;
 }
 
-static void doc_h(pb__rp_doc *d, int level, const char *text) {
+static void doc_h(pb__report_doc *d, int level, const char *text) {
   doc_end_list(d);
   for (int i = 0; i < level; i++) sb_puts(&d->md, "#");
   sb_printf(&d->md, " %s\n\n", text);
@@ -103,7 +103,7 @@ static void doc_h(pb__rp_doc *d, int level, const char *text) {
   sb_printf(&d->html, "</h%d>\n", level);
 }
 
-void pb__rp_p(pb__rp_doc *d, const char *fmt, ...) {
+void pb__report_p(pb__report_doc *d, const char *fmt, ...) {
   char text[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -116,7 +116,7 @@ void pb__rp_p(pb__rp_doc *d, const char *fmt, ...) {
   sb_puts(&d->html, "</p>\n");
 }
 
-void pb__rp_li(pb__rp_doc *d, const char *fmt, ...) {
+void pb__report_li(pb__report_doc *d, const char *fmt, ...) {
   char text[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -131,7 +131,7 @@ void pb__rp_li(pb__rp_doc *d, const char *fmt, ...) {
 }
 
 /* A table of nrows x ncols cells (row-major; row 0 is the header). */
-void pb__rp_table(pb__rp_doc *d, char (*cells)[64], int nrows, int ncols) {
+void pb__report_table(pb__report_doc *d, char (*cells)[64], int nrows, int ncols) {
   doc_end_list(d);
   if (nrows < 2) return;
   sb_puts(&d->html, "<table>\n");
@@ -156,7 +156,7 @@ void pb__rp_table(pb__rp_doc *d, char (*cells)[64], int nrows, int ncols) {
   sb_puts(&d->html, "</table>\n");
 }
 
-static void doc_img(pb__rp_doc *d, const char *dir, const char *name, const char *alt) {
+static void doc_img(pb__report_doc *d, const char *dir, const char *name, const char *alt) {
   char path[4300];
   snprintf(path, sizeof path, "%s/images/%s", dir, name);
   void *data = NULL;
@@ -173,7 +173,7 @@ static void doc_img(pb__rp_doc *d, const char *dir, const char *name, const char
 
 /* ---- numbers in words ------------------------------------------------------------------------ */
 
-const char *pb__rp_fmt_time(double s, char *buf, size_t size) {
+const char *pb__report_fmt_time(double s, char *buf, size_t size) {
   if (!isfinite(s)) snprintf(buf, size, "-");
   else if (s < 1e-3) snprintf(buf, size, "%.1f µs", s * 1e6);
   else if (s < 1) snprintf(buf, size, "%.2f ms", s * 1e3);
@@ -181,7 +181,7 @@ const char *pb__rp_fmt_time(double s, char *buf, size_t size) {
   return buf;
 }
 
-const char *pb__rp_fmt_num(double v, char *buf, size_t size) {
+const char *pb__report_fmt_num(double v, char *buf, size_t size) {
   if (!isfinite(v)) snprintf(buf, size, "-");
   else if (fabs(v) >= 100) snprintf(buf, size, "%.0f", v);
   else if (fabs(v) >= 10) snprintf(buf, size, "%.1f", v);
@@ -189,7 +189,7 @@ const char *pb__rp_fmt_num(double v, char *buf, size_t size) {
   return buf;
 }
 
-double pb__rp_json_num(const cJSON *o, const char *a, const char *b) {
+double pb__report_json_num(const cJSON *o, const char *a, const char *b) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
   if (b != NULL) x = cJSON_GetObjectItemCaseSensitive(x, b);
   return cJSON_IsNumber(x) ? x->valuedouble : NAN;
@@ -216,10 +216,10 @@ static cJSON *load_summary(const char *dir) {
 
 /* ---- whose files these are ------------------------------------------------------------------ */
 
-/* What report.md and report.html carry in their first lines (see pb__rp_report_ours). */
+/* What report.md and report.html carry in their first lines (see pb__report_ours). */
 #define REPORT_MARK "<!-- pipebench report"
 
-int pb__rp_report_ours(const char *path, struct pb_error *err) {
+int pb__report_ours(const char *path, struct pb_error *err) {
   struct stat st;
   if (lstat(path, &st) != 0) {
     if (errno == ENOENT) return PB_OK;
@@ -259,7 +259,7 @@ static int same_id(const char *a, const char *b) {
   return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-int pb__rp_check_run(const pb__rp_data *d, struct pb_error *err) {
+int pb__report_check_run(const pb__report_data *d, struct pb_error *err) {
   cJSON *sum = load_summary(d->dir);
   const char *ref = NULL, *ref_file = NULL;
   if (sum != NULL) {
@@ -345,16 +345,16 @@ static int rounds_unstable(const pb_table *t, const char *const *keys, int nk, c
   return bad;
 }
 
-static void answer_rounds(pb__rp_doc *d, const pb__rp_data *data) {
+static void answer_rounds(pb__report_doc *d, const pb__report_data *data) {
   for (size_t k = 0; k < data->n; k++) {
-    const pb__rp_view *v = data->views[k];
+    const pb__report_view *v = data->views[k];
     if (data->t[k] == NULL || v->round_keys == NULL) continue;
     int nk = 0, n_cfg;
     while (v->round_keys[nk] != NULL) nk++;
     double worst;
     int bad = rounds_unstable(data->t[k], v->round_keys, nk, v->round_metric, &n_cfg, &worst);
     if (n_cfg == 0) continue;
-    pb__rp_li(d, "Round to round (track %s, %s): %d of %d configurations vary by more than 5%% "
+    pb__report_li(d, "Round to round (track %s, %s): %d of %d configurations vary by more than 5%% "
               "(coefficient of variation over their rounds; worst %.1f%%).%s",
            v->id, v->round_what, bad, n_cfg, 100 * worst,
            bad > 0 ? " Differences between formats smaller than that are noise; more --repeats "
@@ -362,7 +362,7 @@ static void answer_rounds(pb__rp_doc *d, const pb__rp_data *data) {
   }
 }
 
-static void answer_unstable(pb__rp_doc *d, const pb__rp_data *data) {
+static void answer_unstable(pb__report_doc *d, const pb__report_data *data) {
   answer_rounds(d, data);
   int total_bad = 0;
   for (size_t k = 0; k < data->n; k++) {
@@ -381,32 +381,32 @@ static void answer_unstable(pb__rp_doc *d, const pb__rp_data *data) {
       bad += u;
     }
     if (bad > 0)
-      pb__rp_li(d, "Spread within a round, track %s: %d of %zu rows have single-sample or "
+      pb__report_li(d, "Spread within a round, track %s: %d of %zu rows have single-sample or "
                 "single-batch times with a coefficient of variation above 5%% or outliers by the "
                 "modified z-score (column unstable). Per-item times of a loader naturally spread "
                 "this much; the round-to-round line above says whether the results repeat.",
              data->views[k]->id, bad, rows);
     total_bad += bad;
   }
-  if (total_bad == 0) pb__rp_li(d, "No row is flagged unstable.");
+  if (total_bad == 0) pb__report_li(d, "No row is flagged unstable.");
 }
 
 /* ---- per-track sections ---------------------------------------------------------------------- */
 
-static void section_infer(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
+static void section_infer(pb__report_doc *d, const pb_table *t, char (*cells)[64]) {
   static const char *const head[] = {"framework", "model", "device", "batch", "latency p50", "images/s"};
   int nc = 6, n = 0;
   for (int c = 0; c < nc; c++) snprintf(cells[n++], 64, "%s", head[c]);
   for (size_t r = 0; r < pb_table_rows(t) && n + nc <= PB__RP_MAXCELLS; r++) {
-    const char *fw = pb__rp_str(t, r, "framework"), *m = pb__rp_str(t, r, "model"), *dev = pb__rp_str(t, r, "device_type");
+    const char *fw = pb__report_str(t, r, "framework"), *m = pb__report_str(t, r, "model"), *dev = pb__report_str(t, r, "device_type");
     snprintf(cells[n++], 64, "%s", fw ? fw : "-");
     snprintf(cells[n++], 64, "%s", m ? m : "-");
     snprintf(cells[n++], 64, "%s", dev ? dev : "-");
-    snprintf(cells[n++], 64, "%.0f", pb__rp_f64(t, r, "batch_size"));
-    pb__rp_fmt_time(pb__rp_f64(t, r, "latency_p50_ms") / 1e3, cells[n++], 64);
-    pb__rp_fmt_num(pb__rp_f64(t, r, "throughput_ips"), cells[n++], 64);
+    snprintf(cells[n++], 64, "%.0f", pb__report_f64(t, r, "batch_size"));
+    pb__report_fmt_time(pb__report_f64(t, r, "latency_p50_ms") / 1e3, cells[n++], 64);
+    pb__report_fmt_num(pb__report_f64(t, r, "throughput_ips"), cells[n++], 64);
   }
-  pb__rp_table(d, cells, n / nc, nc);
+  pb__report_table(d, cells, n / nc, nc);
 }
 
 /* ---- the whole report ------------------------------------------------------------------------ */
@@ -418,23 +418,23 @@ static const char *const css =
     "td:first-child,th:first-child{text-align:left}code{background:#f3f3f3;padding:0 0.2em}";
 
 /* The opening paragraph: which run this is. */
-static void write_intro(pb__rp_doc *d, const cJSON *sum) {
+static void write_intro(pb__report_doc *d, const cJSON *sum) {
   const char *ts = json_str(sum, "env", "timestamp_utc"), *host = json_str(sum, "env", "hostname");
   const char *cpu = json_str(sum, "env", "cpu_model"), *commit = json_str(sum, "env", "git_commit");
   const char *cache = json_str(sum, "configuration", "cache_state");
   if (sum != NULL)
-    pb__rp_p(d, "Run of %s on `%s` (%s, %s cores), pipebench commit `%s`, page cache %s, %g rounds per configuration. Results: `data/`; plots: `images/`.",
+    pb__report_p(d, "Run of %s on `%s` (%s, %s cores), pipebench commit `%s`, page cache %s, %g rounds per configuration. Results: `data/`; plots: `images/`.",
           ts ? ts : "?", host ? host : "?", cpu ? cpu : "?", json_str(sum, "env", "cpu_cores") ? json_str(sum, "env", "cpu_cores") : "?",
-          commit ? commit : "?", cache ? cache : "?", pb__rp_json_num(sum, "configuration", "repeats"));
+          commit ? commit : "?", cache ? cache : "?", pb__report_json_num(sum, "configuration", "repeats"));
   else
-    pb__rp_p(d, "No `data/pipebench_summary.json` here: calibration limits and run details are missing.");
+    pb__report_p(d, "No `data/pipebench_summary.json` here: calibration limits and run details are missing.");
   const char *err_text = json_str(sum, "error", NULL);
-  if (err_text) pb__rp_p(d, "**The run stopped early:** %s", err_text);
+  if (err_text) pb__report_p(d, "**The run stopped early:** %s", err_text);
 }
 
 /* "The answer": each track's answer, then the peer comparisons, stability, unreadable tables
  * and the machine's limits. */
-static void write_answers(pb__rp_doc *d, const pb__rp_data *data, const cJSON *sum) {
+static void write_answers(pb__report_doc *d, const pb__report_data *data, const cJSON *sum) {
   doc_h(d, 2, "The answer");
   for (size_t k = 0; k < data->n; k++)
     if (data->views[k]->answer != NULL && (data->t[k] != NULL || data->status[k] == PB_ENOTFOUND))
@@ -445,21 +445,21 @@ static void write_answers(pb__rp_doc *d, const pb__rp_data *data, const cJSON *s
   for (size_t k = 0; k < data->n; k++) {
     const char *id = data->views[k]->id;
     if (data->t[k] == NULL && data->status[k] != PB_ENOTFOUND)
-      pb__rp_li(d, "Track %s could not be read, so its answer is unknown: %s", id, data->why[k]);
+      pb__report_li(d, "Track %s could not be read, so its answer is unknown: %s", id, data->why[k]);
     const char *ts = data->t[k] ? pb_table_get_meta(data->t[k], "env.timestamp_utc") : NULL;
     const char *sts = json_str(sum, "env", "timestamp_utc");
     if (ts && sts && strcmp(ts, sts) != 0)
-      pb__rp_li(d, "Track %s's table comes from another run (%s, the summary is from %s): do not compare it with the others.", id, ts, sts);
+      pb__report_li(d, "Track %s's table comes from another run (%s, the summary is from %s): do not compare it with the others.", id, ts, sts);
   }
-  double m = pb__rp_json_num(sum, "calibration", "memcpy_mt_gbps"), rw = pb__rp_json_num(sum, "calibration", "read_warm_gbps");
-  double rcd = pb__rp_json_num(sum, "calibration", "read_cold_gbps"), z = pb__rp_json_num(sum, "calibration", "zstd_gbps");
+  double m = pb__report_json_num(sum, "calibration", "memcpy_mt_gbps"), rw = pb__report_json_num(sum, "calibration", "read_warm_gbps");
+  double rcd = pb__report_json_num(sum, "calibration", "read_cold_gbps"), z = pb__report_json_num(sum, "calibration", "zstd_gbps");
   char lim[512] = "";
   size_t u = 0;
   if (isfinite(m)) u += (size_t)snprintf(lim + u, sizeof lim - u, "; memory copy %.2f GB/s (all cores)", m);
   if (isfinite(rw)) u += (size_t)snprintf(lim + u, sizeof lim - u, "; file read %.2f GB/s warm", rw);
   if (isfinite(rcd)) u += (size_t)snprintf(lim + u, sizeof lim - u, "; file read %.2f GB/s cold", rcd);
   if (isfinite(z)) snprintf(lim + u, sizeof lim - u, "; zstd decompression %.2f GB/s", z);
-  if (lim[0]) pb__rp_p(d, "This machine's limits, measured in the same run%s.", lim);
+  if (lim[0]) pb__report_p(d, "This machine's limits, measured in the same run%s.", lim);
 }
 
 /* path as the report names it: relative to the report's folder when it lies inside dir (the
@@ -474,10 +474,10 @@ static const char *rel_to(const char *path, const char *dir) {
 }
 
 /* One section per track with a table (its plot, its own text and table), then inference. */
-static void write_sections(pb__rp_doc *d, const pb__rp_data *data, const char *out_dir,
+static void write_sections(pb__report_doc *d, const pb__report_data *data, const char *out_dir,
                            const char *infer_root, char (*cells)[64]) {
   for (size_t k = 0; k < data->n; k++) {
-    const pb__rp_view *v = data->views[k];
+    const pb__report_view *v = data->views[k];
     if (data->t[k] == NULL) continue;
     char name[300];
     snprintf(name, sizeof name, "%s.png", v->table);
@@ -485,31 +485,31 @@ static void write_sections(pb__rp_doc *d, const pb__rp_data *data, const char *o
     doc_img(d, out_dir, name, v->title);
     if (v->section != NULL) v->section(d, data->t[k], cells);
     const char *rel = rel_to(data->path[k], out_dir);
-    pb__rp_p(d, "Table: [`%s`](%s).", rel, rel);
+    pb__report_p(d, "Table: [`%s`](%s).", rel, rel);
   }
   if (data->infer != NULL) {
     doc_h(d, 2, "Inference");
     doc_img(d, out_dir, "pipebench_infer.png", "inference");
     section_infer(d, data->infer, cells);
     const char *rel = rel_to(data->infer_dir, infer_root ? infer_root : out_dir);
-    pb__rp_p(d, "From %d `benchmark_results_*.csv` file(s) in [`%s`](%s).", data->infer_files, rel, rel);
+    pb__report_p(d, "From %d `benchmark_results_*.csv` file(s) in [`%s`](%s).", data->infer_files, rel, rel);
   }
 }
 
-int pb__rp_write(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+int pb__report_write(const pb__report_view *const *views, size_t n_views, const char *out_dir,
                  pb_report_note_fn note, void *note_ctx, struct pb_error *err) {
-  return pb__rp_write_from(views, n_views, out_dir, NULL, note, note_ctx, err);
+  return pb__report_write_from(views, n_views, out_dir, NULL, note, note_ctx, err);
 }
 
-int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+int pb__report_write_from(const pb__report_view *const *views, size_t n_views, const char *out_dir,
                       const char *infer_root, pb_report_note_fn note, void *note_ctx,
                       struct pb_error *err) {
   struct stat st;
   if (out_dir == NULL || stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such results folder", out_dir ? out_dir : "(null)");
-  pb__rp_data *data = malloc(sizeof *data);
+  pb__report_data *data = malloc(sizeof *data);
   char (*cells)[64] = malloc(PB__RP_MAXCELLS * sizeof *cells);
-  pb__rp_doc *d = calloc(1, sizeof *d);
+  pb__report_doc *d = calloc(1, sizeof *d);
   if (data == NULL || cells == NULL || d == NULL) {
     free(data);
     free(cells);
@@ -517,15 +517,15 @@ int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const cha
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
   /* pb_report_plots already told about bad tables */
-  pb__rp_load(out_dir, infer_root, views, n_views, data, NULL, NULL);
+  pb__report_load(out_dir, infer_root, views, n_views, data, NULL, NULL);
   cJSON *sum = load_summary(out_dir);
   int have = sum != NULL || data->infer != NULL;
   for (size_t k = 0; k < data->n; k++) have |= data->t[k] != NULL;
   char path[4300];
-  int rc = pb__rp_check_run(data, err);
+  int rc = pb__report_check_run(data, err);
   for (int i = 0; i < 2 && rc == PB_OK; i++) {
     snprintf(path, sizeof path, "%s/%s", out_dir, i == 0 ? "report.md" : "report.html");
-    rc = pb__rp_report_ours(path, err);
+    rc = pb__report_ours(path, err);
   }
   if (rc != PB_OK) goto done;
   if (!have) {
@@ -561,7 +561,7 @@ int pb__rp_write_from(const pb__rp_view *const *views, size_t n_views, const cha
   }
 done:
   cJSON_Delete(sum);
-  pb__rp_free(data);
+  pb__report_free(data);
   free(data);
   free(cells);
   free(d->md.p);
@@ -580,20 +580,20 @@ static int write_failed(int rc) {
 /* Called once at the end of pb_run: plots and report of the folder just written. Bad or
  * missing plots do not fail a run whose tables are safely written; they are reported. A plot
  * or report that could not be written (a full disk) is returned, and fails the run. */
-int pb__report_after_run(const pb__rp_view *const *views, size_t n_views, const char *out_dir,
+int pb__report_after_run(const pb__report_view *const *views, size_t n_views, const char *out_dir,
                          const char *infer_root, void (*line)(void *ctx, const char *text),
                          void *ctx) {
   struct pb_error e = {{0}};
   int n = 0;
   char text[1400];
-  int rc = pb__rp_plots_from(views, n_views, out_dir, infer_root, NULL, NULL, &n, &e);
+  int rc = pb__report_plots_from(views, n_views, out_dir, infer_root, NULL, NULL, &n, &e);
   if (line != NULL) {
     if (rc == PB_OK) snprintf(text, sizeof text, "wrote %d plots in %s/images%s%s", n, out_dir, e.message[0] ? "; " : "", e.message);
     else snprintf(text, sizeof text, "plots: %s", e.message);
     line(ctx, text);
   }
   e.message[0] = '\0';
-  int rc2 = pb__rp_write_from(views, n_views, out_dir, infer_root, NULL, NULL, &e);
+  int rc2 = pb__report_write_from(views, n_views, out_dir, infer_root, NULL, NULL, &e);
   if (line != NULL) {
     if (rc2 == PB_OK) snprintf(text, sizeof text, "wrote %s/report.md and report.html", out_dir);
     else snprintf(text, sizeof text, "report: %s", e.message);

@@ -14,7 +14,7 @@ static void note_cb(pb_report_note_fn note, void *ctx, int status, const char *p
   if (note != NULL) note(ctx, status, path, msg);
 }
 
-static int load_one(const char *dir, size_t k, pb__rp_data *d, pb_report_note_fn note, void *ctx) {
+static int load_one(const char *dir, size_t k, pb__report_data *d, pb_report_note_fn note, void *ctx) {
   const char *track = d->views[k]->id, *stem = d->views[k]->table;
   char pq[4200], csv[4200];
   snprintf(pq, sizeof pq, "%s/data/%s.parquet", dir, stem);
@@ -63,10 +63,10 @@ static int cmp_str(const void *a, const void *b) {
 static int same_key(const pb_table *a, size_t ra, const pb_table *b, size_t rb) {
   static const char *const keys[] = {"framework", "model", "device_type", "dtype"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *x = pb__rp_str(a, ra, keys[i]), *y = pb__rp_str(b, rb, keys[i]);
+    const char *x = pb__report_str(a, ra, keys[i]), *y = pb__report_str(b, rb, keys[i]);
     if ((x == NULL) != (y == NULL) || (x != NULL && strcmp(x, y) != 0)) return 0;
   }
-  return pb__rp_f64(a, ra, "batch_size") == pb__rp_f64(b, rb, "batch_size");
+  return pb__report_f64(a, ra, "batch_size") == pb__report_f64(b, rb, "batch_size");
 }
 
 static void copy_row(pb_table *dst, const pb_table *src, size_t r) {
@@ -83,7 +83,7 @@ static void copy_row(pb_table *dst, const pb_table *src, size_t r) {
   }
 }
 
-int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_error *err) {
+int pb__report_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_error *err) {
   *out = NULL;
   *n_files = 0;
   DIR *dp = opendir(dir);
@@ -127,8 +127,8 @@ int pb__rp_load_infer(const char *dir, pb_table **out, int *n_files, struct pb_e
   return PB_OK;
 }
 
-void pb__rp_load(const char *dir, const char *infer_root, const pb__rp_view *const *views,
-                 size_t n, pb__rp_data *d, pb_report_note_fn note, void *ctx) {
+void pb__report_load(const char *dir, const char *infer_root, const pb__report_view *const *views,
+                 size_t n, pb__report_data *d, pb_report_note_fn note, void *ctx) {
   memset(d, 0, sizeof *d);
   snprintf(d->dir, sizeof d->dir, "%s", dir);
   d->views = views;
@@ -140,12 +140,12 @@ void pb__rp_load(const char *dir, const char *infer_root, const pb__rp_view *con
     char sub[4200];
     snprintf(sub, sizeof sub, "%s%s", infer_root, where[i]);
     struct pb_error e;
-    if (pb__rp_load_infer(sub, &d->infer, &d->infer_files, &e) == PB_OK)
+    if (pb__report_load_infer(sub, &d->infer, &d->infer_files, &e) == PB_OK)
       snprintf(d->infer_dir, sizeof d->infer_dir, "%s", sub);
   }
 }
 
-void pb__rp_free(pb__rp_data *d) {
+void pb__report_free(pb__report_data *d) {
   for (int k = 0; k < PB__RP_TRACKS; k++) pb_table_free(d->t[k]);
   pb_table_free(d->infer);
   memset(d->t, 0, sizeof d->t);
@@ -154,10 +154,10 @@ void pb__rp_free(pb__rp_data *d) {
 
 /* ---- rows ----------------------------------------------------------------------------------- */
 
-static _Thread_local pb__rp_col_watch_fn watch_fn;
+static _Thread_local pb__report_col_watch_fn watch_fn;
 static _Thread_local void *watch_ctx;
 
-void pb__rp_watch_columns(pb__rp_col_watch_fn fn, void *ctx) {
+void pb__report_watch_columns(pb__report_col_watch_fn fn, void *ctx) {
   watch_fn = fn;
   watch_ctx = ctx;
 }
@@ -169,27 +169,27 @@ static long col_index(const pb_table *t, const char *col) {
   return pb_table_col_index(t, col);
 }
 
-const char *pb__rp_str(const pb_table *t, size_t row, const char *col) {
+const char *pb__report_str(const pb_table *t, size_t row, const char *col) {
   long c = col_index(t, col);
   if (c < 0 || pb_table_is_null(t, row, (size_t)c)) return NULL;
   if (pb_table_col_type(t, (size_t)c) != PB_COL_STRING) return NULL;
   return pb_table_get_str(t, row, (size_t)c);
 }
 
-double pb__rp_f64(const pb_table *t, size_t row, const char *col) {
+double pb__report_f64(const pb_table *t, size_t row, const char *col) {
   long c = col_index(t, col);
   if (c < 0 || pb_table_is_null(t, row, (size_t)c)) return NAN;
   if (pb_table_col_type(t, (size_t)c) == PB_COL_STRING) return NAN;
   return pb_table_get_f64(t, row, (size_t)c);
 }
 
-int pb__rp_match(const pb_table *t, size_t row, const pb__rp_filter *f, int nf) {
+int pb__report_match(const pb_table *t, size_t row, const pb__report_filter *f, int nf) {
   for (int i = 0; i < nf; i++) {
     if (f[i].s != NULL) {
-      const char *v = pb__rp_str(t, row, f[i].col);
+      const char *v = pb__report_str(t, row, f[i].col);
       if (v == NULL || strcmp(v, f[i].s) != 0) return 0;
     } else {
-      double v = pb__rp_f64(t, row, f[i].col);
+      double v = pb__report_f64(t, row, f[i].col);
       if (!(v == (double)f[i].i)) return 0;
     }
   }
@@ -201,15 +201,15 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double pb__rp_median(const pb_table *t, const char *col, const pb__rp_filter *f, int nf, int *n) {
+double pb__report_median(const pb_table *t, const char *col, const pb__report_filter *f, int nf, int *n) {
   if (n != NULL) *n = 0;
   if (t == NULL) return NAN;
   size_t rows = pb_table_rows(t), m = 0;
   double *v = malloc((rows + 1) * sizeof *v);
   if (v == NULL) return NAN;
   for (size_t r = 0; r < rows; r++) {
-    if (!pb__rp_match(t, r, f, nf)) continue;
-    double x = pb__rp_f64(t, r, col);
+    if (!pb__report_match(t, r, f, nf)) continue;
+    double x = pb__report_f64(t, r, col);
     if (isfinite(x)) v[m++] = x;
   }
   double med = NAN;
@@ -222,12 +222,12 @@ double pb__rp_median(const pb_table *t, const char *col, const pb__rp_filter *f,
   return med;
 }
 
-int pb__rp_distinct_str(const pb_table *t, const char *col, const pb__rp_filter *f, int nf,
+int pb__report_distinct_str(const pb_table *t, const char *col, const pb__report_filter *f, int nf,
                         const char **out, int max) {
   int n = 0;
   for (size_t r = 0; t != NULL && r < pb_table_rows(t); r++) {
-    if (!pb__rp_match(t, r, f, nf)) continue;
-    const char *v = pb__rp_str(t, r, col);
+    if (!pb__report_match(t, r, f, nf)) continue;
+    const char *v = pb__report_str(t, r, col);
     if (v == NULL) continue;
     int seen = 0;
     for (int i = 0; i < n && !seen; i++) seen = strcmp(out[i], v) == 0;
@@ -236,12 +236,12 @@ int pb__rp_distinct_str(const pb_table *t, const char *col, const pb__rp_filter 
   return n;
 }
 
-int pb__rp_distinct_i64(const pb_table *t, const char *col, const pb__rp_filter *f, int nf,
+int pb__report_distinct_i64(const pb_table *t, const char *col, const pb__report_filter *f, int nf,
                         int64_t *out, int max) {
   int n = 0;
   for (size_t r = 0; t != NULL && r < pb_table_rows(t); r++) {
-    if (!pb__rp_match(t, r, f, nf)) continue;
-    double x = pb__rp_f64(t, r, col);
+    if (!pb__report_match(t, r, f, nf)) continue;
+    double x = pb__report_f64(t, r, col);
     if (!isfinite(x)) continue;
     int64_t v = (int64_t)x;
     int seen = 0;
@@ -257,10 +257,10 @@ int pb__rp_distinct_i64(const pb_table *t, const char *col, const pb__rp_filter 
   return n;
 }
 
-int pb__rp_count_true(const pb_table *t, const char *col, const pb__rp_filter *f, int nf) {
+int pb__report_count_true(const pb_table *t, const char *col, const pb__report_filter *f, int nf) {
   int n = 0;
   for (size_t r = 0; t != NULL && r < pb_table_rows(t); r++)
-    if (pb__rp_match(t, r, f, nf) && pb__rp_f64(t, r, col) > 0.5) n++;
+    if (pb__report_match(t, r, f, nf) && pb__report_f64(t, r, col) > 0.5) n++;
   return n;
 }
 
@@ -268,7 +268,7 @@ int pb__rp_count_true(const pb_table *t, const char *col, const pb__rp_filter *f
 
 /* Okabe-Ito colours (distinguishable with the common colour-vision deficiencies), one per
  * format, fixed so a format looks the same in every plot and every run. */
-uint32_t pb__rp_format_color(const char *format) {
+uint32_t pb__report_format_color(const char *format) {
   static const struct {
     const char *name;
     uint32_t rgb;

@@ -440,13 +440,13 @@ static int build(revs_ctx *c, worktree *w, const pb_revs_task *t, struct pb_erro
                           "build: give --build-cmd and --binary, or use a command task file",
                           w->commit);
     cmd = "cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo "
-          "-DPB_DUCKDB_DIR=\"$PB_REVS_REPO/third_party/duckdb\" >/dev/null && "
+          "-DPB_DUCKDB_DIR=\"$PIPEBENCH_REVS_REPO/third_party/duckdb\" >/dev/null && "
           "cmake --build build -j \"$(nproc)\" --target pipebench_cli";
   }
   char log[4200], env_repo[4200], env_commit[100];
   snprintf(log, sizeof log, "%s/build-%.12s.log", c->tmp, w->commit);
-  snprintf(env_repo, sizeof env_repo, "PB_REVS_REPO=%s", c->top);
-  snprintf(env_commit, sizeof env_commit, "PB_REVS_COMMIT=%s", w->commit);
+  snprintf(env_repo, sizeof env_repo, "PIPEBENCH_REVS_REPO=%s", c->top);
+  snprintf(env_commit, sizeof env_commit, "PIPEBENCH_REVS_COMMIT=%s", w->commit);
   char *env[] = {env_repo, env_commit, NULL};
   char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
   pb__revs_child res;
@@ -758,12 +758,12 @@ static void fill_env(run_env *e, const task_state *s, const worktree *w, int rep
                      const run_plan *r) {
   const pb_revs_task *t = s->t;
   int ne = 0;
-  snprintf(e->branch, sizeof e->branch, "PB_REVS_BRANCH=%s", t->branch);
-  snprintf(e->exp, sizeof e->exp, "PB_REVS_EXPERIMENT=%s", t->experiment);
-  snprintf(e->rep, sizeof e->rep, "PB_REVS_REPEAT=%d", repeat + 1);
-  snprintf(e->commit, sizeof e->commit, "PB_REVS_COMMIT=%s", s->commit);
-  snprintf(e->metrics, sizeof e->metrics, "PB_REVS_METRICS=%s", r->metrics);
-  snprintf(e->wt, sizeof e->wt, "PB_REVS_WORKTREE=%s", w->path);
+  snprintf(e->branch, sizeof e->branch, "PIPEBENCH_REVS_BRANCH=%s", t->branch);
+  snprintf(e->exp, sizeof e->exp, "PIPEBENCH_REVS_EXPERIMENT=%s", t->experiment);
+  snprintf(e->rep, sizeof e->rep, "PIPEBENCH_REVS_REPEAT=%d", repeat + 1);
+  snprintf(e->commit, sizeof e->commit, "PIPEBENCH_REVS_COMMIT=%s", s->commit);
+  snprintf(e->metrics, sizeof e->metrics, "PIPEBENCH_REVS_METRICS=%s", r->metrics);
+  snprintf(e->wt, sizeof e->wt, "PIPEBENCH_REVS_WORKTREE=%s", w->path);
   e->v[ne++] = e->branch;
   e->v[ne++] = e->exp;
   e->v[ne++] = e->rep;

@@ -92,7 +92,7 @@ void pb__ranks_abort(int status, const char *msg) {
 static int g_we_initialised = 0;
 
 static double timeout_s(void) {
-  const char *v = getenv("PB_RANKS_TIMEOUT_S");
+  const char *v = getenv("PIPEBENCH_RANKS_TIMEOUT_S");
   double t = v != NULL ? atof(v) : 0;
   return t > 0 ? t : 1800;
 }
@@ -115,7 +115,7 @@ static void wait_req(MPI_Request *req, const char *what) {
     if (pb_now_ns() > deadline) {
       char msg[256];
       snprintf(msg, sizeof msg, "the other ranks did not reach %s within %.0f s "
-               "(PB_RANKS_TIMEOUT_S); stopping the job", what, timeout_s());
+               "(PIPEBENCH_RANKS_TIMEOUT_S); stopping the job", what, timeout_s());
       pb__ranks_abort(2, msg);
     }
     if (tries > 200) nanosleep(&(struct timespec){0, 50000}, NULL);
@@ -312,7 +312,7 @@ int pb__ranks_bcast(void *buf, size_t size, struct pb_error *err) {
 
 /* ---- the common window -------------------------------------------------------------------- */
 
-void pb__rank_list(const double *v, int n, char *buf, size_t size) {
+void pb__ranks_list(const double *v, int n, char *buf, size_t size) {
   size_t u = 0;
   buf[0] = '\0';
   for (int r = 0; r < n && u < size; r++) {
@@ -325,7 +325,7 @@ void pb__rank_list(const double *v, int n, char *buf, size_t size) {
   }
 }
 
-int pb__rank_window_gather(int64_t samples, double own_s, double window_s, pb__rank_window *w,
+int pb__ranks_window_gather(int64_t samples, double own_s, double window_s, pb__ranks_window *w,
                            struct pb_error *err) {
   memset(w, 0, sizeof *w);
   int n = g_size;
@@ -358,15 +358,15 @@ int pb__rank_window_gather(int64_t samples, double own_s, double window_s, pb__r
   w->mean_rate = sum_rate / n;
   w->imbalance = w->slowest_rate > 0 ? w->fastest_rate / w->slowest_rate : NAN;
   w->rate = w->window_s > 0 ? (double)w->samples / w->window_s : NAN;
-  pb__rank_list(col, n, w->rate_list, sizeof w->rate_list);
+  pb__ranks_list(col, n, w->rate_list, sizeof w->rate_list);
   for (int r = 0; r < n; r++) col[r] = all[3 * r];
-  pb__rank_list(col, n, w->samples_list, sizeof w->samples_list);
+  pb__ranks_list(col, n, w->samples_list, sizeof w->samples_list);
   free(all);
   free(col);
   return PB_OK;
 }
 
-void pb__rank_window_columns(pb_table *t, const pb__rank_window *w) {
+void pb__ranks_window_columns(pb_table *t, const pb__ranks_window *w) {
   pb_table_set_i64(t, PB__RANK_COL_RANKS, w->n);
   pb_table_set_f64(t, PB__RANK_COL_WINDOW, w->window_s);
   pb_table_set_i64(t, PB__RANK_COL_SAMPLES, w->samples);

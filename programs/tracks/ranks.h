@@ -5,7 +5,7 @@
  * Collective calls must be made by every rank in the same order. Failures are agreed at
  * pb__ranks_agree: a rank that fails reaches the next agree call (wherever it is) and every rank
  * leaves that call with the failing rank's message, so no rank waits on one that has stopped.
- * Every collective wait is bounded (PB_RANKS_TIMEOUT_S seconds, default 1800): past it the rank
+ * Every collective wait is bounded (PIPEBENCH_RANKS_TIMEOUT_S seconds, default 1800): past it the rank
  * prints why and aborts the whole job with exit status 2, the last resort against a rank stuck
  * outside pipebench. */
 #ifndef PB_RANKS_H
@@ -72,7 +72,7 @@ int pb__ranks_local_gpu(void);
       PB__RANK_COL_IMBALANCE
 
 /** What each rank measured in one common window, gathered to every rank. */
-typedef struct pb__rank_window {
+typedef struct pb__ranks_window {
   int n;              /**< ranks */
   double window_s;    /**< the longest of the ranks' times from the window's opening agree to
                            its closing one (every rank's timed work lies inside its own) */
@@ -82,15 +82,15 @@ typedef struct pb__rank_window {
   double slowest_rate, fastest_rate, mean_rate;
   double imbalance;   /**< fastest / slowest own rate (1 = balanced) */
   char samples_list[512], rate_list[512]; /**< per rank, comma-separated, rank order */
-} pb__rank_window;
+} pb__ranks_window;
 
 /** Collective: combines each rank's samples and own time (seconds it measured them over) into
  * w. window_s is this rank's length of the common window (the longest is used). */
-int pb__rank_window_gather(int64_t samples, double own_s, double window_s, pb__rank_window *w,
+int pb__ranks_window_gather(int64_t samples, double own_s, double window_s, pb__ranks_window *w,
                            struct pb_error *err);
 /** Sets the PB__RANK_COLUMNS of t's current row from w. */
-void pb__rank_window_columns(pb_table *t, const pb__rank_window *w);
+void pb__ranks_window_columns(pb_table *t, const pb__ranks_window *w);
 /** Formats n values as "a,b,c" into buf, each the shortest text that reads back exactly. */
-void pb__rank_list(const double *v, int n, char *buf, size_t size);
+void pb__ranks_list(const double *v, int n, char *buf, size_t size);
 
 #endif

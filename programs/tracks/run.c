@@ -384,7 +384,7 @@ static int check_reports(const pb_run_ctx *c, struct pb_error *err) {
   for (size_t i = 0; i < 2; i++) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", c->out, names[i]);
-    PB_RETURN_NOT_OK(pb__rp_report_ours(path, err));
+    PB_RETURN_NOT_OK(pb__report_ours(path, err));
   }
   return PB_OK;
 }

@@ -244,7 +244,7 @@ static int t1_run(pb_run_ctx *c, struct pb_error *err) {
       cJSON_AddStringToObject(s, "fastest_random_access_format", formats[bi]);
       cJSON_AddNumberToObject(s, "fastest_random_access_p50_s", p50[bi]);
       pb__run_report(c, "track 1: fastest random single-sample access from storage: %s (median p50 %s per sample)",
-                     formats[bi], pb__rp_fmt_time(p50[bi], a, sizeof a));
+                     formats[bi], pb__report_fmt_time(p50[bi], a, sizeof a));
     }
   }
   pb_table_free(t);
@@ -253,16 +253,16 @@ static int t1_run(pb_run_ctx *c, struct pb_error *err) {
 
 /* ---- the report: plot, answer, section ------------------------------------------------------ */
 
-static void t1_draw(const void *ctx, pb__pl_page *pg) {
+static void t1_draw(const void *ctx, pb__plot_page *pg) {
   const pb_table *t = ctx;
   const char *formats[PB__RP_MAX_DISTINCT], *trs[8], *caches[4];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int ntr = pb__rp_distinct_str(t, T1_TRANSFORM, NULL, 0, trs, 8);
-  int nc = pb__rp_distinct_str(t, T1_CACHE, NULL, 0, caches, 4);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int ntr = pb__report_distinct_str(t, T1_TRANSFORM, NULL, 0, trs, 8);
+  int nc = pb__report_distinct_str(t, T1_CACHE, NULL, 0, caches, 4);
   static const char *const pats[] = {"random", "sequential"};
   double max_s = 0, lo = INFINITY, hi = 0, slo = INFINITY, shi = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
-    double p50 = pb__rp_f64(t, r, PB__SUM_P50), p99 = pb__rp_f64(t, r, PB__SUM_P99), sps = pb__rp_f64(t, r, T1_SAMPLES_PER_SEC);
+    double p50 = pb__report_f64(t, r, PB__SUM_P50), p99 = pb__report_f64(t, r, PB__SUM_P99), sps = pb__report_f64(t, r, T1_SAMPLES_PER_SEC);
     if (p50 > max_s) max_s = p50;
     if (p50 > 0 && p50 < lo) lo = p50;
     if (p99 > hi) hi = p99;
@@ -270,45 +270,45 @@ static void t1_draw(const void *ctx, pb__pl_page *pg) {
     if (sps > shi) shi = sps;
   }
   const char *unit;
-  double us = pb__pl_time_unit(max_s, &unit);
+  double us = pb__plot_time_unit(max_s, &unit);
   double ya, yb, sa, sb;
-  pb__pl_log_range(lo * us, hi * us, &ya, &yb);
-  pb__pl_log_range(slo, shi, &sa, &sb);
-  pb__pl_layout L = {pg, nc > 0 ? nc : 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 4.0 * pb__pl_chr_y(&L, PB__PL_TXT);
+  pb__plot_log_range(lo * us, hi * us, &ya, &yb);
+  pb__plot_log_range(slo, shi, &sa, &sb);
+  pb__plot_layout L = {pg, nc > 0 ? nc : 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  L.top = 1.0 - 4.2 * pb__plot_chr_y(&L, PB__PL_BIG);
+  L.bottom = 4.0 * pb__plot_chr_y(&L, PB__PL_TXT);
   char sub[256];
-  double ns = pb__rp_median(t, T1_NUM_SAMPLES, NULL, 0, NULL);
+  double ns = pb__report_median(t, T1_NUM_SAMPLES, NULL, 0, NULL);
   snprintf(sub, sizeof sub,
            "one sample at a time, no workers; page cache %s; %.0f samples per round; bars: median over rounds",
-           pb__pl_meta_or(t, "pipebench.cache_state", "?"), ns);
-  pb__pl_title(&L, "Track 1: per-sample latency by format, access pattern and cache", sub);
+           pb__plot_meta_or(t, "pipebench.cache_state", "?"), ns);
+  pb__plot_title(&L, "Track 1: per-sample latency by format, access pattern and cache", sub);
   for (int c = 0; c < nc; c++) {
     for (int a = 0; a < 2; a++) {
       char title[128], ylab[64];
       snprintf(title, sizeof title, "%s, cache %s", pats[a], caches[c]);
       snprintf(ylab, sizeof ylab, "latency per sample (%s)", unit);
       double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
-      pb__pl_panel(&L, c * 3 + a, -0.5, ntr - 0.5, ya, yb, 1, title, T1_TRANSFORM, ylab, trs, ntr, NULL);
+      pb__plot_panel(&L, c * 3 + a, -0.5, ntr - 0.5, ya, yb, 1, title, T1_TRANSFORM, ylab, trs, ntr, NULL);
       for (int k = 0; k < ntr; k++)
         for (int f = 0; f < nf; f++) {
-          pb__rp_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_CACHE, caches[c], 0},
+          pb__report_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_CACHE, caches[c], 0},
                                  {T1_ACCESS, pats[a], 0}, {T1_TRANSFORM, trs[k], 0}};
-          double p50 = pb__rp_median(t, PB__SUM_P50, fl, 4, NULL) * us;
-          double p95 = pb__rp_median(t, PB__SUM_P95, fl, 4, NULL) * us;
-          double p99 = pb__rp_median(t, PB__SUM_P99, fl, 4, NULL) * us;
+          double p50 = pb__report_median(t, PB__SUM_P50, fl, 4, NULL) * us;
+          double p95 = pb__report_median(t, PB__SUM_P95, fl, 4, NULL) * us;
+          double p99 = pb__report_median(t, PB__SUM_P99, fl, 4, NULL) * us;
           if (!(p50 > 0)) continue;
           double x0 = k - gw / 2 + f * bw, xm = x0 + bw / 2;
-          pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, ya, pb__pl_lg(p50), pb__rp_format_color(formats[f]), 0);
+          pb__plot_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, ya, pb__plot_lg(p50), pb__report_format_color(formats[f]), 0);
           if (p99 > 0) {
-            pb__pl_color(0x000000);
+            pb__plot_color(0x000000);
             plwidth(2.5);
-            PLFLT wx[2] = {xm, xm}, wy[2] = {pb__pl_lg(p50), pb__pl_lg(p99)};
+            PLFLT wx[2] = {xm, xm}, wy[2] = {pb__plot_lg(p50), pb__plot_lg(p99)};
             plline(2, wx, wy);
-            PLFLT tx[2] = {xm - 0.3 * bw, xm + 0.3 * bw}, ty[2] = {pb__pl_lg(p99), pb__pl_lg(p99)};
+            PLFLT tx[2] = {xm - 0.3 * bw, xm + 0.3 * bw}, ty[2] = {pb__plot_lg(p99), pb__plot_lg(p99)};
             plline(2, tx, ty);
             if (p95 > 0) {
-              PLFLT ux[2] = {xm - 0.18 * bw, xm + 0.18 * bw}, uy[2] = {pb__pl_lg(p95), pb__pl_lg(p95)};
+              PLFLT ux[2] = {xm - 0.18 * bw, xm + 0.18 * bw}, uy[2] = {pb__plot_lg(p95), pb__plot_lg(p95)};
               plline(2, ux, uy);
             }
           }
@@ -320,26 +320,26 @@ static void t1_draw(const void *ctx, pb__pl_page *pg) {
       if (strcmp(trs[k], "none") == 0) tr0 = trs[k];
     char title[128];
     snprintf(title, sizeof title, "samples/s, cache %s", caches[c]);
-    pb__pl_panel(&L, c * 3 + 2, -0.5, 1.5, sa, sb, 1, title, "access pattern", "samples/s", pats, 2, NULL);
+    pb__plot_panel(&L, c * 3 + 2, -0.5, 1.5, sa, sb, 1, title, "access pattern", "samples/s", pats, 2, NULL);
     double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
     for (int a = 0; a < 2; a++)
       for (int f = 0; f < nf; f++) {
-        pb__rp_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_CACHE, caches[c], 0},
+        pb__report_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_CACHE, caches[c], 0},
                                {T1_ACCESS, pats[a], 0}, {T1_TRANSFORM, tr0, 0}};
-        double v = pb__rp_median(t, T1_SAMPLES_PER_SEC, fl, 4, NULL);
+        double v = pb__report_median(t, T1_SAMPLES_PER_SEC, fl, 4, NULL);
         if (!(v > 0)) continue;
         double x0 = a - gw / 2 + f * bw;
-        pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, sa, pb__pl_lg(v), pb__rp_format_color(formats[f]), 0);
+        pb__plot_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, sa, pb__plot_lg(v), pb__report_format_color(formats[f]), 0);
       }
   }
-  pb__pl_legend_item ex[1] = {{3, 0, 0, 0, 0, "|  bar: p50;  whisker: short tick p95, top p99"}};
-  pb__pl_format_legend(&L, formats, nf, ex, 1, 3.2 * pb__pl_chr_y(&L, PB__PL_TXT));
+  pb__plot_legend_item ex[1] = {{3, 0, 0, 0, 0, "|  bar: p50;  whisker: short tick p95, top p99"}};
+  pb__plot_format_legend(&L, formats, nf, ex, 1, 3.2 * pb__plot_chr_y(&L, PB__PL_TXT));
 }
 
 /* Draws the table: one row of panels per cache mode. */
 static int t1_plot(const pb_table *t, const char *png, struct pb_error *err) {
   const char *c[4];
-  int nc = pb__rp_distinct_str(t, T1_CACHE, NULL, 0, c, 4);
+  int nc = pb__report_distinct_str(t, T1_CACHE, NULL, 0, c, 4);
   return pb__plot_png(png, 1800, 520 * (nc > 0 ? nc : 1) + 240, t1_draw, t, err);
 }
 
@@ -349,26 +349,26 @@ static int t1_plot(const pb_table *t, const char *png, struct pb_error *err) {
  * here, so the three say the same. *bi is -1 when no row qualifies. */
 static void t1_fastest(const pb_table *t, const char **formats, int *nf, double *p50,
                        const char **tr, int *bi) {
-  *nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  *nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
   /* a format of images of different sizes has the crop's rows where the others have no
    * transform (pb__run_loader_crop) */
   *bi = -1;
   for (int f = 0; f < *nf; f++) {
-    pb__rp_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_ACCESS, "random", 0},
+    pb__report_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_ACCESS, "random", 0},
                            {T1_TRANSFORM, "none", 0}, {T1_CACHE, "none", 0}};
     tr[f] = "none";
-    p50[f] = pb__rp_median(t, PB__SUM_P50, fl, 4, NULL);
+    p50[f] = pb__report_median(t, PB__SUM_P50, fl, 4, NULL);
     if (!isfinite(p50[f])) {
       fl[2].s = tr[f] = "center_crop_resize";
-      p50[f] = pb__rp_median(t, PB__SUM_P50, fl, 4, NULL);
+      p50[f] = pb__report_median(t, PB__SUM_P50, fl, 4, NULL);
     }
     if (isfinite(p50[f]) && (*bi < 0 || p50[f] < p50[*bi])) *bi = f;
   }
 }
 
-static void t1_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
+static void t1_answer(pb__report_doc *d, const pb_table *t, const cJSON *sum) {
   if (t == NULL) {
-    pb__rp_li(d, "Random access: not measured here (no track 1 table).");
+    pb__report_li(d, "Random access: not measured here (no track 1 table).");
     return;
   }
   const char *formats[PB__RP_MAX_DISTINCT];
@@ -377,7 +377,7 @@ static void t1_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
   int nf, bi;
   t1_fastest(t, formats, &nf, p50, tr, &bi);
   if (bi < 0) {
-    pb__rp_li(d, "Random access: track 1 has no row with random order, no transform and no cache.");
+    pb__report_li(d, "Random access: track 1 has no row with random order, no transform and no cache.");
     return;
   }
   char a[32], others[512] = "";
@@ -387,49 +387,49 @@ static void t1_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
     snprintf(others + u, sizeof others - u, "%s%s %.2fx slower", u ? ", " : "; then ", formats[f], p50[f] / p50[bi]);
   }
   /* the read rate against the file-read limit */
-  pb__rp_filter fl[4] = {{PB__COL_FORMAT, formats[bi], 0}, {T1_ACCESS, "random", 0},
+  pb__report_filter fl[4] = {{PB__COL_FORMAT, formats[bi], 0}, {T1_ACCESS, "random", 0},
                          {T1_TRANSFORM, tr[bi], 0}, {T1_CACHE, "none", 0}};
-  double bytes = pb__rp_median(t, T1_BYTES_READ_MEAN, fl, 4, NULL);
-  double sps = pb__rp_median(t, T1_SAMPLES_PER_SEC, fl, 4, NULL);
+  double bytes = pb__report_median(t, T1_BYTES_READ_MEAN, fl, 4, NULL);
+  double sps = pb__report_median(t, T1_SAMPLES_PER_SEC, fl, 4, NULL);
   const char *state = pb_table_get_meta(t, "pipebench.cache_state");
   int cold = state != NULL && strcmp(state, "cold") == 0;
-  double lim = pb__rp_json_num(sum, "calibration", cold ? "read_cold_gbps" : "read_warm_gbps");
+  double lim = pb__report_json_num(sum, "calibration", cold ? "read_cold_gbps" : "read_warm_gbps");
   char lim_text[256] = "";
   if (isfinite(bytes) && isfinite(sps) && lim > 0)
     snprintf(lim_text, sizeof lim_text, " It reads %.3f GB/s from its files, %.1f%% of this machine's %s file-read limit (%.2f GB/s).",
              bytes * sps / 1e9, 100.0 * bytes * sps / 1e9 / lim, cold ? "cold" : "warm", lim);
-  pb__rp_li(d, "**Fastest format for random access: %s** (track 1: random order, %s, no cache; median p50 %s per sample%s).%s",
+  pb__report_li(d, "**Fastest format for random access: %s** (track 1: random order, %s, no cache; median p50 %s per sample%s).%s",
          formats[bi], strcmp(tr[bi], "none") == 0 ? "no transform" : "center_crop_resize (images of different sizes)",
-         pb__rp_fmt_time(p50[bi], a, sizeof a), others, lim_text);
+         pb__report_fmt_time(p50[bi], a, sizeof a), others, lim_text);
 }
 
-static void t1_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
-  pb__rp_p(d, "Each sample alone through the loader (batch 1, no workers), timed from the request to a model-ready float tensor. Rows without a transform; medians over rounds.");
+static void t1_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]) {
+  pb__report_p(d, "Each sample alone through the loader (batch 1, no workers), timed from the request to a model-ready float tensor. Rows without a transform; medians over rounds.");
   static const char *const head[] = {PB__COL_FORMAT, "access", T1_CACHE, PB__SUM_P50, PB__SUM_P95, PB__SUM_P99, "samples/s", "unstable rounds"};
   int nc = 8, n = 0;
   for (int c = 0; c < nc; c++) snprintf(cells[n++], 64, "%s", head[c]);
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int ncache = pb__rp_distinct_str(t, T1_CACHE, NULL, 0, caches, 4);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int ncache = pb__report_distinct_str(t, T1_CACHE, NULL, 0, caches, 4);
   static const char *const pats[] = {"random", "sequential"};
   for (int f = 0; f < nf; f++)
     for (int c = 0; c < ncache; c++)
       for (int a = 0; a < 2 && n + nc <= PB__RP_MAXCELLS; a++) {
-        pb__rp_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_CACHE, caches[c], 0}, {T1_ACCESS, pats[a], 0},
+        pb__report_filter fl[4] = {{PB__COL_FORMAT, formats[f], 0}, {T1_CACHE, caches[c], 0}, {T1_ACCESS, pats[a], 0},
                                {T1_TRANSFORM, "none", 0}};
         int rounds = 0;
-        double p50 = pb__rp_median(t, PB__SUM_P50, fl, 4, &rounds);
+        double p50 = pb__report_median(t, PB__SUM_P50, fl, 4, &rounds);
         if (rounds == 0) continue;
         snprintf(cells[n++], 64, "%s", formats[f]);
         snprintf(cells[n++], 64, "%s", pats[a]);
         snprintf(cells[n++], 64, "%s", caches[c]);
-        pb__rp_fmt_time(p50, cells[n++], 64);
-        pb__rp_fmt_time(pb__rp_median(t, PB__SUM_P95, fl, 4, NULL), cells[n++], 64);
-        pb__rp_fmt_time(pb__rp_median(t, PB__SUM_P99, fl, 4, NULL), cells[n++], 64);
-        pb__rp_fmt_num(pb__rp_median(t, T1_SAMPLES_PER_SEC, fl, 4, NULL), cells[n++], 64);
-        snprintf(cells[n++], 64, "%d/%d", pb__rp_count_true(t, PB__SUM_UNSTABLE, fl, 4), rounds);
+        pb__report_fmt_time(p50, cells[n++], 64);
+        pb__report_fmt_time(pb__report_median(t, PB__SUM_P95, fl, 4, NULL), cells[n++], 64);
+        pb__report_fmt_time(pb__report_median(t, PB__SUM_P99, fl, 4, NULL), cells[n++], 64);
+        pb__report_fmt_num(pb__report_median(t, T1_SAMPLES_PER_SEC, fl, 4, NULL), cells[n++], 64);
+        snprintf(cells[n++], 64, "%d/%d", pb__report_count_true(t, PB__SUM_UNSTABLE, fl, 4), rounds);
       }
-  pb__rp_table(d, cells, n / nc, nc);
+  pb__report_table(d, cells, n / nc, nc);
 }
 
 /* ---- the descriptor -------------------------------------------------------------------------- */

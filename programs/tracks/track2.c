@@ -276,15 +276,15 @@ static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t ro
   if (rc == PB_OK) rc = t2_steady(c, ld, &epoch, want, &m, err);
   rc = pb__ranks_agree(rc, err);
   double window_s = (double)(pb_now_ns() - w0) / 1e9;
-  pb__rank_window rw;
+  pb__ranks_window rw;
   double *pooled = NULL;
-  if (rc == PB_OK) rc = pb__rank_window_gather(m.samples, m.steady, window_s, &rw, err);
+  if (rc == PB_OK) rc = pb__ranks_window_gather(m.samples, m.steady, window_s, &rw, err);
   if (rc == PB_OK) rc = t2_pool(&m, rw.window_s, &pooled, err); /* the ranks' longest window */
   pb_summary s;
   if (rc == PB_OK && pb__ranks_rank() == 0) rc = pb__window_summarize(&m.w, &s);
   if (rc == PB_OK && pb__ranks_rank() == 0) {
     (void)t2_row(c, t, cf, &lp, &m, &s);
-    pb__rank_window_columns(t, &rw);
+    pb__ranks_window_columns(t, &rw);
   }
   pb__window_destroy(&m.w);
   pb_loader_free(ld);
@@ -404,7 +404,7 @@ typedef struct t2_plotdata {
 } t2_plotdata;
 
 /* Samples/s against batch size, a line per worker count (dashed: the peer). */
-static void t2_draw_format(pb__pl_layout *L, const t2_plotdata *P, int f) {
+static void t2_draw_format(pb__plot_layout *L, const t2_plotdata *P, int f) {
   char bl[32][16];
   const char *blp[32];
   for (int b = 0; b < P->nb; b++) {
@@ -413,25 +413,25 @@ static void t2_draw_format(pb__pl_layout *L, const t2_plotdata *P, int f) {
   }
   char title[128];
   snprintf(title, sizeof title, "%s, cache none", P->formats[f]);
-  uint32_t col = pb__rp_format_color(P->formats[f]);
-  pb__pl_panel(L, f, -0.3, P->nb - 0.7, P->ya, P->yb, 1, title, "batch size", "samples/s", blp, P->nb, NULL);
+  uint32_t col = pb__report_format_color(P->formats[f]);
+  pb__plot_panel(L, f, -0.3, P->nb - 0.7, P->ya, P->yb, 1, title, "batch size", "samples/s", blp, P->nb, NULL);
   for (int pass = 0; pass < P->nlines; pass++) {
     const char *loader = P->lines[pass];
     for (int w = 0; w < P->nw; w++) {
       PLFLT x[32], y[32];
       int n = 0;
       for (int b = 0; b < P->nb; b++) {
-        pb__rp_filter fl[5] = {{PB__COL_FORMAT, P->formats[f], 0}, {T2_LOADER, loader, 0}, {T2_CACHE, "none", 0},
+        pb__report_filter fl[5] = {{PB__COL_FORMAT, P->formats[f], 0}, {T2_LOADER, loader, 0}, {T2_CACHE, "none", 0},
                                {T2_BATCH_SIZE, NULL, P->bss[b]}, {T2_NUM_WORKERS, NULL, P->ws[w]}};
-        double v = pb__rp_median(P->t, T2_SAMPLES_PER_SEC, fl, 5, NULL);
+        double v = pb__report_median(P->t, T2_SAMPLES_PER_SEC, fl, 5, NULL);
         if (v > 0) {
           x[n] = b;
-          y[n++] = pb__pl_lg(v);
+          y[n++] = pb__plot_lg(v);
         }
       }
       if (n == 0) continue;
-      uint32_t c = pb__pl_tint(col, 0.45 * w / (P->nw > 1 ? P->nw - 1 : 1));
-      pb__pl_color(c);
+      uint32_t c = pb__plot_tint(col, 0.45 * w / (P->nw > 1 ? P->nw - 1 : 1));
+      pb__plot_color(c);
       plwidth(4);
       if (pass) { /* each other loader its own dash */
         PLINT mark = 3000 / pass, space = 2000;
@@ -439,19 +439,19 @@ static void t2_draw_format(pb__pl_layout *L, const t2_plotdata *P, int f) {
       }
       plline(n, x, y);
       plstyl(0, NULL, NULL);
-      for (int k = 0; k < n; k++) pb__pl_marker(L, x[k], y[k], w, 2.2, c, !pass);
+      for (int k = 0; k < n; k++) pb__plot_marker(L, x[k], y[k], w, 2.2, c, !pass);
     }
   }
 }
 
 /* First batch (start-up) at the reference batch size, per worker count. */
-static void t2_draw_first(pb__pl_layout *L, const t2_plotdata *P) {
+static void t2_draw_first(pb__plot_layout *L, const t2_plotdata *P) {
   const pb_table *t = P->t;
   int nf = P->nf, nw = P->nw, ref = P->ref;
   const char *unit;
-  double us = pb__pl_time_unit(pb__rp_median(t, T2_FIRST_BATCH_TIME, NULL, 0, NULL), &unit);
+  double us = pb__plot_time_unit(pb__report_median(t, T2_FIRST_BATCH_TIME, NULL, 0, NULL), &unit);
   double fa, fb;
-  pb__pl_log_range(P->flo * us, P->fhi * us, &fa, &fb);
+  pb__plot_log_range(P->flo * us, P->fhi * us, &fa, &fb);
   char wl[32][16];
   const char *wlp[32];
   for (int w = 0; w < nw; w++) {
@@ -462,28 +462,28 @@ static void t2_draw_first(pb__pl_layout *L, const t2_plotdata *P) {
   snprintf(title, sizeof title, "first batch time, batch %lld", P->nb ? (long long)P->bss[ref] : 0LL);
   snprintf(ylab, sizeof ylab, "first batch time (%s)", unit);
   if (!(P->nb > 0 && P->fhi > 0)) {
-    pb__pl_no_data(L, nf, title, "no first-batch times");
+    pb__plot_no_data(L, nf, title, "no first-batch times");
     return;
   }
-  pb__pl_panel(L, nf, -0.5, nw - 0.5, fa, fb, 1, title, "worker threads", ylab, wlp, nw, NULL);
+  pb__plot_panel(L, nf, -0.5, nw - 0.5, fa, fb, 1, title, "worker threads", ylab, wlp, nw, NULL);
   int nbar = nf * (P->have_peer ? 2 : 1);
   double gw = 0.84, bw = gw / (nbar > 0 ? nbar : 1);
   for (int w = 0; w < nw; w++) {
     int slot = 0;
     for (int f = 0; f < nf; f++)
       for (int pass = 0; pass < (P->have_peer ? 2 : 1); pass++, slot++) {
-        pb__rp_filter fl[5] = {{PB__COL_FORMAT, P->formats[f], 0}, {T2_LOADER, pass ? peer_loader : "pipebench", 0},
+        pb__report_filter fl[5] = {{PB__COL_FORMAT, P->formats[f], 0}, {T2_LOADER, pass ? peer_loader : "pipebench", 0},
                                {T2_CACHE, "none", 0}, {T2_BATCH_SIZE, NULL, P->bss[ref]}, {T2_NUM_WORKERS, NULL, P->ws[w]}};
-        double v = pb__rp_median(t, T2_FIRST_BATCH_TIME, fl, 5, NULL) * us;
+        double v = pb__report_median(t, T2_FIRST_BATCH_TIME, fl, 5, NULL) * us;
         if (!(v > 0)) continue;
         double x0 = w - gw / 2 + slot * bw;
-        pb__pl_rect(x0 + 0.06 * bw, x0 + 0.94 * bw, fa, pb__pl_lg(v), pb__rp_format_color(P->formats[f]), pass);
+        pb__plot_rect(x0 + 0.06 * bw, x0 + 0.94 * bw, fa, pb__plot_lg(v), pb__report_format_color(P->formats[f]), pass);
       }
   }
 }
 
 /* Cache modes at the configuration every format has. */
-static void t2_draw_caches(pb__pl_layout *L, const t2_plotdata *P) {
+static void t2_draw_caches(pb__plot_layout *L, const t2_plotdata *P) {
   int nf = P->nf, nc = P->nc, nb = P->nb, nw = P->nw, ref = P->ref;
   int refw = 0;
   for (int w = 0; w < nw; w++)
@@ -492,85 +492,85 @@ static void t2_draw_caches(pb__pl_layout *L, const t2_plotdata *P) {
   snprintf(title, sizeof title, "cache modes, batch %lld, %lld worker%s", nb ? (long long)P->bss[ref] : 0LL,
            nw ? (long long)P->ws[refw] : 0LL, nw && P->ws[refw] == 1 ? "" : "s");
   if (!(nc > 0 && nb > 0 && nw > 0)) return;
-  pb__pl_panel(L, nf + 1, -0.5, nc - 0.5, P->ya, P->yb, 1, title, "cache mode", "samples/s", P->caches, nc, NULL);
+  pb__plot_panel(L, nf + 1, -0.5, nc - 0.5, P->ya, P->yb, 1, title, "cache mode", "samples/s", P->caches, nc, NULL);
   double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[5] = {{PB__COL_FORMAT, P->formats[f], 0}, {T2_LOADER, "pipebench", 0}, {T2_CACHE, P->caches[c], 0},
+      pb__report_filter fl[5] = {{PB__COL_FORMAT, P->formats[f], 0}, {T2_LOADER, "pipebench", 0}, {T2_CACHE, P->caches[c], 0},
                              {T2_BATCH_SIZE, NULL, P->bss[ref]}, {T2_NUM_WORKERS, NULL, P->ws[refw]}};
-      double v = pb__rp_median(P->t, T2_SAMPLES_PER_SEC, fl, 5, NULL);
+      double v = pb__report_median(P->t, T2_SAMPLES_PER_SEC, fl, 5, NULL);
       if (!(v > 0)) continue;
       double x0 = c - gw / 2 + f * bw;
-      pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, P->ya, pb__pl_lg(v), pb__rp_format_color(P->formats[f]), 0);
+      pb__plot_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, P->ya, pb__plot_lg(v), pb__report_format_color(P->formats[f]), 0);
     }
 }
 
-static void t2_draw(const void *ctx, pb__pl_page *pg) {
+static void t2_draw(const void *ctx, pb__plot_page *pg) {
   t2_plotdata P = {.t = ctx};
   const pb_table *t = P.t;
-  pb__rp_filter own = {T2_LOADER, "pipebench", 0};
-  P.nf = pb__rp_distinct_str(t, PB__COL_FORMAT, &own, 1, P.formats, PB__RP_MAX_DISTINCT);
-  P.nc = pb__rp_distinct_str(t, T2_CACHE, &own, 1, P.caches, 4);
-  P.nb = pb__rp_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, P.bss, 32);
-  P.nw = pb__rp_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, P.ws, 32);
-  P.have_peer = pb__rp_distinct_str(t, T2_LOADER, &(pb__rp_filter){T2_LOADER, peer_loader, 0}, 1,
+  pb__report_filter own = {T2_LOADER, "pipebench", 0};
+  P.nf = pb__report_distinct_str(t, PB__COL_FORMAT, &own, 1, P.formats, PB__RP_MAX_DISTINCT);
+  P.nc = pb__report_distinct_str(t, T2_CACHE, &own, 1, P.caches, 4);
+  P.nb = pb__report_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, P.bss, 32);
+  P.nw = pb__report_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, P.ws, 32);
+  P.have_peer = pb__report_distinct_str(t, T2_LOADER, &(pb__report_filter){T2_LOADER, peer_loader, 0}, 1,
                                     (const char *[1]){0}, 1) > 0;
   const char *loaders[PB__RP_MAX_DISTINCT];
-  int nl = pb__rp_distinct_str(t, T2_LOADER, NULL, 0, loaders, PB__RP_MAX_DISTINCT);
+  int nl = pb__report_distinct_str(t, T2_LOADER, NULL, 0, loaders, PB__RP_MAX_DISTINCT);
   P.lines[P.nlines++] = "pipebench";
   for (int i = 0; i < nl && P.nlines < 4; i++)
     if (strcmp(loaders[i], "pipebench") != 0) P.lines[P.nlines++] = loaders[i];
   double lo = INFINITY, hi = 0;
   P.flo = INFINITY;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
-    double v = pb__rp_f64(t, r, T2_SAMPLES_PER_SEC), fb = pb__rp_f64(t, r, T2_FIRST_BATCH_TIME);
+    double v = pb__report_f64(t, r, T2_SAMPLES_PER_SEC), fb = pb__report_f64(t, r, T2_FIRST_BATCH_TIME);
     if (v > 0 && v < lo) lo = v;
     if (v > hi) hi = v;
     if (fb > 0 && fb < P.flo) P.flo = fb;
     if (fb > P.fhi) P.fhi = fb;
   }
-  pb__pl_log_range(lo, hi, &P.ya, &P.yb);
+  pb__plot_log_range(lo, hi, &P.ya, &P.yb);
   int npanels = P.nf + 2, cols = npanels < 3 ? npanels : 3;
-  pb__pl_layout L = {pg, (npanels + cols - 1) / cols, cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 7.8 * pb__pl_chr_y(&L, PB__PL_TXT); /* room for three lines of legend */
+  pb__plot_layout L = {pg, (npanels + cols - 1) / cols, cols, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  L.top = 1.0 - 4.2 * pb__plot_chr_y(&L, PB__PL_BIG);
+  L.bottom = 7.8 * pb__plot_chr_y(&L, PB__PL_TXT); /* room for three lines of legend */
   char sub[256];
   const char *trs[4];
-  int ntr = pb__rp_distinct_str(t, "transform", NULL, 0, trs, 4);
+  int ntr = pb__report_distinct_str(t, "transform", NULL, 0, trs, 4);
   int cropped = 0;
   for (int k = 0; k < ntr; k++) cropped |= strcmp(trs[k], "center_crop_resize") == 0;
   snprintf(sub, sizeof sub, "steady state from the second batch; transform normalize%s; page cache %s; first batch: cache none; "
            "medians over rounds", cropped ? " (center_crop_resize where images differ in size)" : "",
-           pb__pl_meta_or(t, "pipebench.cache_state", "?"));
-  pb__pl_title(&L, "Track 2: loader throughput by batch size and worker threads", sub);
+           pb__plot_meta_or(t, "pipebench.cache_state", "?"));
+  pb__plot_title(&L, "Track 2: loader throughput by batch size and worker threads", sub);
   for (int f = 0; f < P.nf; f++) t2_draw_format(&L, &P, f);
   for (int b = 0; b < P.nb; b++)
     if (llabs(P.bss[b] - 16) < llabs(P.bss[P.ref] - 16)) P.ref = b;
   t2_draw_first(&L, &P);
   t2_draw_caches(&L, &P);
-  pb__pl_legend_item ex[20];
+  pb__plot_legend_item ex[20];
   int ne = 0, nw = P.nw;
   char wtext[16][32];
   for (int w = 0; w < nw && w < 12; w++) {
     snprintf(wtext[w], sizeof wtext[w], "%lld worker%s", (long long)P.ws[w], P.ws[w] == 1 ? "" : "s");
-    ex[ne++] = (pb__pl_legend_item){2, pb__pl_tint(0x000000, 0.45 * w / (nw > 1 ? nw - 1 : 1)), w, 0, 0, wtext[w]};
+    ex[ne++] = (pb__plot_legend_item){2, pb__plot_tint(0x000000, 0.45 * w / (nw > 1 ? nw - 1 : 1)), w, 0, 0, wtext[w]};
   }
-  ex[ne++] = (pb__pl_legend_item){2, 0x000000, -1, 0, 0, "pipebench"};
+  ex[ne++] = (pb__plot_legend_item){2, 0x000000, -1, 0, 0, "pipebench"};
   char ltext[4][96];
   for (int i = 1; i < P.nlines; i++) {
     snprintf(ltext[i], sizeof ltext[i], "%s (dashed line, hollow marker)",
              strcmp(P.lines[i], peer_loader) == 0 ? "torch DataLoader" : P.lines[i]);
-    ex[ne++] = (pb__pl_legend_item){2, 0x000000, 0, i, 1, ltext[i]};
+    ex[ne++] = (pb__plot_legend_item){2, 0x000000, 0, i, 1, ltext[i]};
   }
-  if (P.have_peer) ex[ne++] = (pb__pl_legend_item){1, 0x555555, 0, 0, 0, "torch DataLoader (bar)"};
-  pb__pl_format_legend(&L, P.formats, P.nf, ex, ne, 7.0 * pb__pl_chr_y(&L, PB__PL_TXT));
+  if (P.have_peer) ex[ne++] = (pb__plot_legend_item){1, 0x555555, 0, 0, 0, "torch DataLoader (bar)"};
+  pb__plot_format_legend(&L, P.formats, P.nf, ex, ne, 7.0 * pb__plot_chr_y(&L, PB__PL_TXT));
 }
 
 /* Draws the table: a panel per format, then first batch and cache modes, three to a row. */
 static int t2_plot(const pb_table *t, const char *png, struct pb_error *err) {
   const char *f[PB__RP_MAX_DISTINCT];
-  pb__rp_filter own = {T2_LOADER, "pipebench", 0};
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, &own, 1, f, PB__RP_MAX_DISTINCT);
+  pb__report_filter own = {T2_LOADER, "pipebench", 0};
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, &own, 1, f, PB__RP_MAX_DISTINCT);
   int rows = (nf + 2 + 2) / 3;
   return pb__plot_png(png, 1800, 520 * rows + 360, t2_draw, t, err);
 }
@@ -582,10 +582,10 @@ typedef struct best {
   int found;
 } best;
 
-static const pb__rp_filter f_own = {T2_LOADER, "pipebench", 0};
+static const pb__report_filter f_own = {T2_LOADER, "pipebench", 0};
 
 /* Track 2 rows of pipebench itself (tables without a loader column count as pipebench). */
-static int own_filter(const pb_table *t, pb__rp_filter *f) {
+static int own_filter(const pb_table *t, pb__report_filter *f) {
   if (pb_table_col_index(t, T2_LOADER) < 0) return 0;
   *f = f_own;
   return 1;
@@ -596,20 +596,20 @@ static int own_filter(const pb_table *t, pb__rp_filter *f) {
  * highest, and the best of those in *bi (-1: none). The run's console line,
  * pipebench_summary.json and the report all take it from here, so the three say the same. */
 static void t2_fastest(const pb_table *t, const char **formats, int *nf, best *per, int *bi) {
-  pb__rp_filter own;
+  pb__report_filter own;
   int no = own_filter(t, &own);
-  *nf = pb__rp_distinct_str(t, PB__COL_FORMAT, &own, no, formats, PB__RP_MAX_DISTINCT);
+  *nf = pb__report_distinct_str(t, PB__COL_FORMAT, &own, no, formats, PB__RP_MAX_DISTINCT);
   int64_t bss[32], ws[32];
-  int nb = pb__rp_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, bss, 32);
-  int nw = pb__rp_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, ws, 32);
+  int nb = pb__report_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, bss, 32);
+  int nw = pb__report_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, ws, 32);
   *bi = -1;
   for (int f = 0; f < *nf; f++) {
     per[f].found = 0;
     for (int b = 0; b < nb; b++)
       for (int w = 0; w < nw; w++) {
-        pb__rp_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, "none", 0}, {T2_BATCH_SIZE, NULL, bss[b]},
+        pb__report_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, "none", 0}, {T2_BATCH_SIZE, NULL, bss[b]},
                                {T2_NUM_WORKERS, NULL, ws[w]}, own};
-        double v = pb__rp_median(t, T2_SAMPLES_PER_SEC, fl, 4 + no, NULL);
+        double v = pb__report_median(t, T2_SAMPLES_PER_SEC, fl, 4 + no, NULL);
         if (isfinite(v) && (!per[f].found || v > per[f].value)) {
           per[f] = (best){"", v, bss[b], ws[w], 1};
           snprintf(per[f].format, sizeof per[f].format, "%s", formats[f]);
@@ -631,19 +631,19 @@ static int t2_headline(const pb_table *t, char *format, size_t size, double *sps
   return 1;
 }
 
-static void t2_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
+static void t2_answer(pb__report_doc *d, const pb_table *t, const cJSON *sum) {
   if (t == NULL) {
-    pb__rp_li(d, "Bulk loading: not measured here (no track 2 table).");
+    pb__report_li(d, "Bulk loading: not measured here (no track 2 table).");
     return;
   }
-  pb__rp_filter own;
+  pb__report_filter own;
   int no = own_filter(t, &own);
   const char *formats[PB__RP_MAX_DISTINCT];
   best per[PB__RP_MAX_DISTINCT];
   int nf, bi;
   t2_fastest(t, formats, &nf, per, &bi);
   if (bi < 0) {
-    pb__rp_li(d, "Bulk loading: track 2 has no row with cache none.");
+    pb__report_li(d, "Bulk loading: track 2 has no row with cache none.");
     return;
   }
   char others[512] = "";
@@ -652,11 +652,11 @@ static void t2_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
     size_t u = strlen(others);
     snprintf(others + u, sizeof others - u, "%s%s %.0f samples/s", u ? ", " : "; best of the others: ", formats[f], per[f].value);
   }
-  pb__rp_filter fl[5] = {{PB__COL_FORMAT, formats[bi], 0}, {T2_CACHE, "none", 0}, {T2_BATCH_SIZE, NULL, per[bi].bs},
+  pb__report_filter fl[5] = {{PB__COL_FORMAT, formats[bi], 0}, {T2_CACHE, "none", 0}, {T2_BATCH_SIZE, NULL, per[bi].bs},
                          {T2_NUM_WORKERS, NULL, per[bi].workers}, own};
-  double mbps = pb__rp_median(t, T2_MB_PER_SEC, fl, 4 + no, NULL);
-  double frac = pb__rp_median(t, T2_MEMCPY_FRACTION, fl, 4 + no, NULL);
-  double lim = pb__rp_json_num(sum, "calibration", "memcpy_mt_gbps");
+  double mbps = pb__report_median(t, T2_MB_PER_SEC, fl, 4 + no, NULL);
+  double frac = pb__report_median(t, T2_MEMCPY_FRACTION, fl, 4 + no, NULL);
+  double lim = pb__report_json_num(sum, "calibration", "memcpy_mt_gbps");
   char lim_text[512] = "";
   if (isfinite(frac) && isfinite(mbps))
     snprintf(lim_text, sizeof lim_text, " It delivers %.2f GB/s of float tensors, %.0f%% of the memory-copy limit measured in the same run (%.2f GB/s, all cores)%s",
@@ -665,41 +665,41 @@ static void t2_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
                           "the recycled batch buffers) is served from the CPU caches; a dataset "
                           "larger than the caches (--preset microscopy) shows the memory-bound rate."
                         : ".");
-  pb__rp_li(d, "**Fastest format for bulk loading: %s** (track 2, cache none): %.0f samples/s at batch size %lld with %lld workers%s.%s",
+  pb__report_li(d, "**Fastest format for bulk loading: %s** (track 2, cache none): %.0f samples/s at batch size %lld with %lld workers%s.%s",
          formats[bi], per[bi].value, (long long)per[bi].bs, (long long)per[bi].workers, others, lim_text);
 }
 
-static void t2_answer_peer(pb__rp_doc *d, const pb_table *t2) {
+static void t2_answer_peer(pb__report_doc *d, const pb_table *t2) {
   char text[1024] = "";
   const char *formats[PB__RP_MAX_DISTINCT];
-  pb__rp_filter peer = {T2_LOADER, "torch-dataloader", 0};
-  int nf = t2 ? pb__rp_distinct_str(t2, PB__COL_FORMAT, &peer, 1, formats, PB__RP_MAX_DISTINCT) : 0;
+  pb__report_filter peer = {T2_LOADER, "torch-dataloader", 0};
+  int nf = t2 ? pb__report_distinct_str(t2, PB__COL_FORMAT, &peer, 1, formats, PB__RP_MAX_DISTINCT) : 0;
   for (int f = 0; f < nf; f++) {
-    pb__rp_filter fl[3] = {{PB__COL_FORMAT, formats[f], 0}, peer, {T2_CACHE, "none", 0}};
+    pb__report_filter fl[3] = {{PB__COL_FORMAT, formats[f], 0}, peer, {T2_CACHE, "none", 0}};
     int n = 0;
-    double r = pb__rp_median(t2, T2_OVER_PEER, fl, 3, &n);
+    double r = pb__report_median(t2, T2_OVER_PEER, fl, 3, &n);
     if (!isfinite(r)) continue;
     size_t u = strlen(text);
     snprintf(text + u, sizeof text - u, "%s%s %.1fx", u ? ", " : "", formats[f], r);
   }
   if (text[0])
-    pb__rp_li(d, "pipebench against the torch DataLoader peer over the same files (track 2, cache none, median ratio of samples/s over matched batch sizes and workers): %s.",
+    pb__report_li(d, "pipebench against the torch DataLoader peer over the same files (track 2, cache none, median ratio of samples/s over matched batch sizes and workers): %s.",
            text);
 }
 
-static void t2_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
-  pb__rp_p(d, "Batches from the loader over batch sizes, worker threads and cache modes; steady state from the second batch. Per format, loader and cache mode the best configuration; medians over rounds.");
+static void t2_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]) {
+  pb__report_p(d, "Batches from the loader over batch sizes, worker threads and cache modes; steady state from the second batch. Per format, loader and cache mode the best configuration; medians over rounds.");
   static const char *const head[] = {PB__COL_FORMAT, T2_LOADER, T2_CACHE, "best samples/s", "batch", "workers", "first batch", "memcpy limit", "unstable rounds"};
   int nc = 9, n = 0;
   for (int c = 0; c < nc; c++) snprintf(cells[n++], 64, "%s", head[c]);
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4], *loaders[4];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int ncache = pb__rp_distinct_str(t, T2_CACHE, NULL, 0, caches, 4);
-  int nl = pb__rp_distinct_str(t, T2_LOADER, NULL, 0, loaders, 4);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int ncache = pb__report_distinct_str(t, T2_CACHE, NULL, 0, caches, 4);
+  int nl = pb__report_distinct_str(t, T2_LOADER, NULL, 0, loaders, 4);
   if (nl == 0) loaders[nl++] = NULL;
   int64_t bss[32], ws[32];
-  int nb = pb__rp_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, bss, 32);
-  int nw = pb__rp_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, ws, 32);
+  int nb = pb__report_distinct_i64(t, T2_BATCH_SIZE, NULL, 0, bss, 32);
+  int nw = pb__report_distinct_i64(t, T2_NUM_WORKERS, NULL, 0, ws, 32);
   for (int f = 0; f < nf; f++)
     for (int l = 0; l < nl; l++)
       for (int c = 0; c < ncache && n + nc <= PB__RP_MAXCELLS; c++) {
@@ -707,9 +707,9 @@ static void t2_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
         int bb = 0, bw = 0;
         for (int b = 0; b < nb; b++)
           for (int w = 0; w < nw; w++) {
-            pb__rp_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, caches[c], 0}, {T2_BATCH_SIZE, NULL, bss[b]},
+            pb__report_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, caches[c], 0}, {T2_BATCH_SIZE, NULL, bss[b]},
                                    {T2_NUM_WORKERS, NULL, ws[w]}, {T2_LOADER, loaders[l], 0}};
-            double v = pb__rp_median(t, T2_SAMPLES_PER_SEC, fl, loaders[l] ? 5 : 4, NULL);
+            double v = pb__report_median(t, T2_SAMPLES_PER_SEC, fl, loaders[l] ? 5 : 4, NULL);
             if (isfinite(v) && !(v <= bv)) {
               bv = v;
               bb = b;
@@ -717,23 +717,23 @@ static void t2_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
             }
           }
         if (!isfinite(bv)) continue;
-        pb__rp_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, caches[c], 0}, {T2_BATCH_SIZE, NULL, bss[bb]},
+        pb__report_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, caches[c], 0}, {T2_BATCH_SIZE, NULL, bss[bb]},
                                {T2_NUM_WORKERS, NULL, ws[bw]}, {T2_LOADER, loaders[l], 0}};
         int nfl = loaders[l] ? 5 : 4, rounds = 0;
-        pb__rp_median(t, T2_SAMPLES_PER_SEC, fl, nfl, &rounds);
+        pb__report_median(t, T2_SAMPLES_PER_SEC, fl, nfl, &rounds);
         snprintf(cells[n++], 64, "%s", formats[f]);
         snprintf(cells[n++], 64, "%s", loaders[l] ? loaders[l] : "pipebench");
         snprintf(cells[n++], 64, "%s", caches[c]);
-        pb__rp_fmt_num(bv, cells[n++], 64);
+        pb__report_fmt_num(bv, cells[n++], 64);
         snprintf(cells[n++], 64, "%lld", (long long)bss[bb]);
         snprintf(cells[n++], 64, "%lld", (long long)ws[bw]);
-        pb__rp_fmt_time(pb__rp_median(t, T2_FIRST_BATCH_TIME, fl, nfl, NULL), cells[n++], 64);
-        double fr = pb__rp_median(t, T2_MEMCPY_FRACTION, fl, nfl, NULL);
+        pb__report_fmt_time(pb__report_median(t, T2_FIRST_BATCH_TIME, fl, nfl, NULL), cells[n++], 64);
+        double fr = pb__report_median(t, T2_MEMCPY_FRACTION, fl, nfl, NULL);
         if (isfinite(fr)) snprintf(cells[n++], 64, "%.1f%%", 100 * fr);
         else snprintf(cells[n++], 64, "-");
-        snprintf(cells[n++], 64, "%d/%d", pb__rp_count_true(t, T2_SUMMARY_PREFIX PB__SUM_UNSTABLE, fl, nfl), rounds);
+        snprintf(cells[n++], 64, "%d/%d", pb__report_count_true(t, T2_SUMMARY_PREFIX PB__SUM_UNSTABLE, fl, nfl), rounds);
       }
-  pb__rp_table(d, cells, n / nc, nc);
+  pb__report_table(d, cells, n / nc, nc);
 }
 
 /* ---- the descriptor -------------------------------------------------------------------------- */

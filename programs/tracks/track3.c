@@ -277,7 +277,7 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
 /* One round of every rank, on rank 0: the common window, each rank's AU, and (with more than
  * one rank) every rank's step and wait times pooled. */
 typedef struct t3_ranks {
-  pb__rank_window w;
+  pb__ranks_window w;
   double au_mean, au_min;
   int au90;                 /* ranks at AU >= 90%: accelerators the storage keeps fed */
   char au_list[512];
@@ -304,7 +304,7 @@ static int t3_gather(const t3_steps_out *st, const t3_state *sx, double au, doub
                      struct pb_error *err) {
   memset(r, 0, sizeof *r);
   int n = pb__ranks_size();
-  PB_RETURN_NOT_OK(pb__rank_window_gather(st->samples, st->own_s, window_s, &r->w, err));
+  PB_RETURN_NOT_OK(pb__ranks_window_gather(st->samples, st->own_s, window_s, &r->w, err));
   int64_t nh = sx->h2d_n < sx->h2d_cap ? sx->h2d_n : sx->h2d_cap;
   double mine[T3_MINE] = {au, st->sum_step, st->sum_wait, st->first_step,
                           (double)sx->h2d_ns / 1e9, (double)sx->h2d_bytes, (double)sx->h2d_n,
@@ -327,7 +327,7 @@ static int t3_gather(const t3_steps_out *st, const t3_state *sx, double au, doub
       r->h2d_s_sum += a[4], r->h2d_bytes += a[5], r->h2d_n += a[6];
       r->busy_s += a[7], r->steps += a[8];
     }
-    pb__rank_list(aus, n, r->au_list, sizeof r->au_list);
+    pb__ranks_list(aus, n, r->au_list, sizeof r->au_list);
   }
   if (rc == PB_OK && n > 1) {
     size_t nw = 0;
@@ -479,7 +479,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
     pb_table_set_f64(t, T3_IMAGES_PER_SEC, ips);
-    pb__rank_window_columns(t, &rk.w);
+    pb__ranks_window_columns(t, &rk.w);
     pb_table_set_str(t, T3_RANK_AU, rk.au_list);
     pb_table_set_f64(t, T3_AU_MIN, rk.au_min);
     pb_table_set_i64(t, T3_AU90, rk.au90);
@@ -617,52 +617,52 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
 
 /* ---- the report: plot, answer, section ------------------------------------------------------ */
 
-static void t3_draw(const void *ctx, pb__pl_page *pg) {
+static void t3_draw(const void *ctx, pb__plot_page *pg) {
   const pb_table *t = ctx;
   /* rows of a torch model: one bar per feeder instead of per cache mode */
   const char *cat = pb__t3_torch_table(t) ? PB__T3_FEEDER : T3_CACHE;
   const char *cat_label = pb__t3_torch_table(t) ? "feeder" : "cache mode";
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int nc = pb__rp_distinct_str(t, cat, NULL, 0, caches, 4);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nc = pb__report_distinct_str(t, cat, NULL, 0, caches, 4);
   double hi = 0, whi = 0;
   for (size_t r = 0; r < pb_table_rows(t); r++) {
-    double v = pb__rp_f64(t, r, T3_STEP_MEAN), w = pb__rp_f64(t, r, T3_DATA_WAIT_FRACTION);
+    double v = pb__report_f64(t, r, T3_STEP_MEAN), w = pb__report_f64(t, r, T3_DATA_WAIT_FRACTION);
     if (v > hi) hi = v;
     if (w > whi) whi = w;
   }
   const char *unit;
-  double us = pb__pl_time_unit(hi, &unit);
-  pb__pl_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 4.0 * pb__pl_chr_y(&L, PB__PL_TXT);
+  double us = pb__plot_time_unit(hi, &unit);
+  pb__plot_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  L.top = 1.0 - 4.2 * pb__plot_chr_y(&L, PB__PL_BIG);
+  L.bottom = 4.0 * pb__plot_chr_y(&L, PB__PL_TXT);
   char sub[256];
-  const char *model = pb__rp_str(t, 0, T3_MODEL), *mode = pb__rp_str(t, 0, T3_MODE);
+  const char *model = pb__report_str(t, 0, T3_MODEL), *mode = pb__report_str(t, 0, T3_MODE);
   snprintf(sub, sizeof sub, "model %s (%s), batch %.0f, %.0f workers, first step excluded; medians over rounds",
-           model ? model : "?", mode ? mode : "?", pb__rp_f64(t, 0, T3_BATCH_SIZE), pb__rp_f64(t, 0, T3_NUM_WORKERS));
-  pb__pl_title(&L, "Track 3: model loop - step time and time spent waiting for data", sub);
+           model ? model : "?", mode ? mode : "?", pb__report_f64(t, 0, T3_BATCH_SIZE), pb__report_f64(t, 0, T3_NUM_WORKERS));
+  pb__plot_title(&L, "Track 3: model loop - step time and time spent waiting for data", sub);
   char ylab[64];
   snprintf(ylab, sizeof ylab, "mean step time (%s)", unit);
   double gw = 0.8, bw = gw / (nf > 0 ? nf : 1);
-  pb__pl_panel(&L, 0, -0.5, nc - 0.5, 0, hi * us * 1.15, 0, "step time: compute (solid) + data wait (hatched)",
+  pb__plot_panel(&L, 0, -0.5, nc - 0.5, 0, hi * us * 1.15, 0, "step time: compute (solid) + data wait (hatched)",
         cat_label, ylab, caches, nc, NULL);
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
-      double step = pb__rp_median(t, T3_STEP_MEAN, fl, 2, NULL) * us;
-      double wait = pb__rp_median(t, T3_DATA_WAIT_MEAN, fl, 2, NULL) * us;
+      pb__report_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
+      double step = pb__report_median(t, T3_STEP_MEAN, fl, 2, NULL) * us;
+      double wait = pb__report_median(t, T3_DATA_WAIT_MEAN, fl, 2, NULL) * us;
       if (!(step > 0)) continue;
       if (!(wait >= 0)) wait = 0;
       double x0 = c - gw / 2 + f * bw;
-      uint32_t col = pb__rp_format_color(formats[f]);
-      pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, 0, step - wait, col, 0);
-      if (wait > 0) pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, step - wait, step, col, 1);
+      uint32_t col = pb__report_format_color(formats[f]);
+      pb__plot_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, 0, step - wait, col, 0);
+      if (wait > 0) pb__plot_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, step - wait, step, col, 1);
     }
   double ymax = whi * 100 * 1.25;
   if (ymax < 15) ymax = 15;
-  pb__pl_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", cat_label,
+  pb__plot_panel(&L, 1, -0.5, nc - 0.5, 0, ymax, 0, "data-wait fraction (1 - accelerator utilisation)", cat_label,
         "data wait (% of step time)", caches, nc, NULL);
-  pb__pl_color(0xB00000);
+  pb__plot_color(0xB00000);
   plwidth(3);
   PLINT mark = 2500, space = 1500;
   plstyl(1, &mark, &space);
@@ -672,14 +672,14 @@ static void t3_draw(const void *ctx, pb__pl_page *pg) {
   plptex(nc - 0.55, 10 + ymax * 0.03, 1, 0, 1, "data-bound above 10% (AU < 90%)");
   for (int c = 0; c < nc; c++)
     for (int f = 0; f < nf; f++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
-      double v = pb__rp_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL) * 100;
+      pb__report_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {cat, caches[c], 0}};
+      double v = pb__report_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL) * 100;
       if (!isfinite(v)) continue;
       if (v < 0) v = 0;
       double x0 = c - gw / 2 + f * bw;
-      pb__pl_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, 0, v, pb__rp_format_color(formats[f]), 0);
+      pb__plot_rect(x0 + 0.08 * bw, x0 + 0.92 * bw, 0, v, pb__report_format_color(formats[f]), 0);
     }
-  pb__pl_format_legend(&L, formats, nf, NULL, 0, 3.2 * pb__pl_chr_y(&L, PB__PL_TXT));
+  pb__plot_format_legend(&L, formats, nf, NULL, 0, 3.2 * pb__plot_chr_y(&L, PB__PL_TXT));
 }
 
 static int t3_plot(const pb_table *t, const char *png, struct pb_error *err) {
@@ -693,15 +693,15 @@ static int t3_plot(const pb_table *t, const char *png, struct pb_error *err) {
 static void t3_bound(const pb_table *t, char *bound, size_t bsize, double *lo, char *lo_at,
                      size_t lsize) {
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int nc = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nc = pb__report_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
   bound[0] = '\0';
   lo_at[0] = '\0';
   *lo = INFINITY;
   for (int f = 0; f < nf; f++)
     for (int c = 0; c < nc; c++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
-      double au = pb__rp_median(t, T3_AU, fl, 2, NULL);
+      pb__report_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      double au = pb__report_median(t, T3_AU, fl, 2, NULL);
       if (!isfinite(au)) continue;
       if (au < *lo) {
         *lo = au;
@@ -723,7 +723,7 @@ static void t3_headline(const pb_table *t, char *text, size_t size) {
   char bound[768], lo_at[96];
   double lo;
   t3_bound(t, bound, sizeof bound, &lo, lo_at, sizeof lo_at);
-  const char *model = pb__rp_str(t, 0, T3_MODEL);
+  const char *model = pb__report_str(t, 0, T3_MODEL);
   if (!isfinite(lo))
     snprintf(text, size, "Data-bound: track 3 has no accelerator utilisation.");
   else if (bound[0])
@@ -745,16 +745,16 @@ static void t3_summary_medians(const pb_table *t, cJSON *per, cJSON *s) {
     char *slash = strrchr(fmt, '/');
     if (slash == NULL) continue;
     *slash = '\0';
-    pb__rp_filter fl[2] = {{PB__COL_FORMAT, fmt, 0}, {T3_CACHE, slash + 1, 0}};
+    pb__report_filter fl[2] = {{PB__COL_FORMAT, fmt, 0}, {T3_CACHE, slash + 1, 0}};
     static const char *const cols[][2] = {{T3_AU, "accelerator_utilisation"},
                                           {T3_DATA_WAIT_FRACTION, "data_wait_fraction"},
                                           {T3_STEP_P50, "step_time_p50_s"},
                                           {T3_IMAGES_PER_SEC, "images_per_sec"}};
     for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) {
-      double v = pb__rp_median(t, cols[k][0], fl, 2, NULL);
+      double v = pb__report_median(t, cols[k][0], fl, 2, NULL);
       if (isfinite(v)) cJSON_ReplaceItemInObjectCaseSensitive(o, cols[k][1], cJSON_CreateNumber(v));
     }
-    double au = pb__rp_median(t, T3_AU, fl, 2, NULL);
+    double au = pb__report_median(t, T3_AU, fl, 2, NULL);
     if (isfinite(au)) {
       cJSON_ReplaceItemInObjectCaseSensitive(o, "data_bound", cJSON_CreateBool(au < 0.9));
       bound |= au < 0.9;
@@ -763,44 +763,44 @@ static void t3_summary_medians(const pb_table *t, cJSON *per, cJSON *s) {
   cJSON_AddBoolToObject(s, "any_data_bound", bound);
 }
 
-static void t3_answer(pb__rp_doc *d, const pb_table *t, const cJSON *sum) {
+static void t3_answer(pb__report_doc *d, const pb_table *t, const cJSON *sum) {
   (void)sum;
   if (t == NULL) {
-    pb__rp_li(d, "Data-bound: not measured here (no track 3 table).");
+    pb__report_li(d, "Data-bound: not measured here (no track 3 table).");
     return;
   }
   char text[1200];
   t3_headline(t, text, sizeof text);
-  pb__rp_li(d, "%s", text);
+  pb__report_li(d, "%s", text);
 }
 
-static void t3_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
+static void t3_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]) {
   if (pb__t3_torch_table(t)) {
     pb__t3_torch_section(d, t, cells);
     return;
   }
-  pb__rp_p(d, "The loader feeding a model: step time (wait for the batch + compute), data-wait fraction = 1 - AU, first step excluded. AU below 90%% means data-bound.");
+  pb__report_p(d, "The loader feeding a model: step time (wait for the batch + compute), data-wait fraction = 1 - AU, first step excluded. AU below 90%% means data-bound.");
   static const char *const head[] = {PB__COL_FORMAT, T3_CACHE, "step p50", "data wait", "AU", "data-bound", "images/s"};
   int nc = 7, n = 0;
   for (int c = 0; c < nc; c++) snprintf(cells[n++], 64, "%s", head[c]);
   const char *formats[PB__RP_MAX_DISTINCT], *caches[4];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int ncache = pb__rp_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int ncache = pb__report_distinct_str(t, T3_CACHE, NULL, 0, caches, 4);
   for (int f = 0; f < nf; f++)
     for (int c = 0; c < ncache && n + nc <= PB__RP_MAXCELLS; c++) {
-      pb__rp_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
+      pb__report_filter fl[2] = {{PB__COL_FORMAT, formats[f], 0}, {T3_CACHE, caches[c], 0}};
       int rounds = 0;
-      double au = pb__rp_median(t, T3_AU, fl, 2, &rounds);
+      double au = pb__report_median(t, T3_AU, fl, 2, &rounds);
       if (rounds == 0) continue;
       snprintf(cells[n++], 64, "%s", formats[f]);
       snprintf(cells[n++], 64, "%s", caches[c]);
-      pb__rp_fmt_time(pb__rp_median(t, T3_STEP_P50, fl, 2, NULL), cells[n++], 64);
-      snprintf(cells[n++], 64, "%.1f%%", 100 * pb__rp_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL));
+      pb__report_fmt_time(pb__report_median(t, T3_STEP_P50, fl, 2, NULL), cells[n++], 64);
+      snprintf(cells[n++], 64, "%.1f%%", 100 * pb__report_median(t, T3_DATA_WAIT_FRACTION, fl, 2, NULL));
       snprintf(cells[n++], 64, "%.1f%%", 100 * au);
       snprintf(cells[n++], 64, "%s", au < 0.9 ? "**yes**" : "no");
-      pb__rp_fmt_num(pb__rp_median(t, T3_IMAGES_PER_SEC, fl, 2, NULL), cells[n++], 64);
+      pb__report_fmt_num(pb__report_median(t, T3_IMAGES_PER_SEC, fl, 2, NULL), cells[n++], 64);
     }
-  pb__rp_table(d, cells, n / nc, nc);
+  pb__report_table(d, cells, n / nc, nc);
 }
 
 /* ---- the descriptor -------------------------------------------------------------------------- */

@@ -234,14 +234,14 @@ static int add_rows(pb_run_ctx *c, pb_table *t, int fi, const cJSON *res, struct
 /* ---- the track --------------------------------------------------------------------------- */
 
 static double med(const pb_table *t, const char *col, const char *format, const char *feeder) {
-  pb__rp_filter f[2] = {{"format", format, 0}, {PB__T3_FEEDER, feeder, 0}};
-  return pb__rp_median(t, col, f, 2, NULL);
+  pb__report_filter f[2] = {{"format", format, 0}, {PB__T3_FEEDER, feeder, 0}};
+  return pb__report_median(t, col, f, 2, NULL);
 }
 
 static void summarise(const pb_table *t, cJSON *s) {
   const char *formats[PB__RP_MAX_DISTINCT], *feeders[8];
-  int nf = pb__rp_distinct_str(t, "format", NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int nd = pb__rp_distinct_str(t, PB__T3_FEEDER, NULL, 0, feeders, 8);
+  int nf = pb__report_distinct_str(t, "format", NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nd = pb__report_distinct_str(t, PB__T3_FEEDER, NULL, 0, feeders, 8);
   cJSON *per = cJSON_AddObjectToObject(s, "per_format");
   for (int f = 0; f < nf; f++)
     for (int k = 0; k < nd; k++) {
@@ -331,14 +331,14 @@ int pb__t3_torch_run(pb_run_ctx *c, struct pb_error *err) {
 int pb__t3_torch_table(const pb_table *t) {
   const char *feeders[8];
   return pb_table_col_index(t, PB__T3_FEEDER) >= 0 &&
-         pb__rp_distinct_str(t, PB__T3_FEEDER, NULL, 0, feeders, 8) > 0;
+         pb__report_distinct_str(t, PB__T3_FEEDER, NULL, 0, feeders, 8) > 0;
 }
 
 void pb__t3_torch_headline(const pb_table *t, char *text, size_t size) {
   const char *formats[PB__RP_MAX_DISTINCT];
-  int nf = pb__rp_distinct_str(t, "format", NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  const char *model = pb__rp_str(t, 0, "model"), *mode = pb__rp_str(t, 0, "mode");
-  const char *device = pb__rp_str(t, 0, "device");
+  int nf = pb__report_distinct_str(t, "format", NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  const char *model = pb__report_str(t, 0, "model"), *mode = pb__report_str(t, 0, "mode");
+  const char *device = pb__report_str(t, 0, "device");
   double lo = INFINITY;
   char per[900] = "";
   for (int f = 0; f < nf; f++) {
@@ -368,8 +368,8 @@ void pb__t3_torch_headline(const pb_table *t, char *text, size_t size) {
            lo >= 0.9 ? "keeps the model fed" : "leaves the model waiting for data", 100 * lo, per);
 }
 
-void pb__t3_torch_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
-  pb__rp_p(d, "A torch model fed three ways in interleaved rounds (--framework torch): pipebench's "
+void pb__t3_torch_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]) {
+  pb__report_p(d, "A torch model fed three ways in interleaved rounds (--framework torch): pipebench's "
               "loader, torch's DataLoader over the same files, and one batch resident on the "
               "device (the compute bound). images/s over a window opened and closed on a "
               "synchronised device; AU = the device's busy time over that window; data wait = "
@@ -379,19 +379,19 @@ void pb__t3_torch_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
   int nc = 7, n = 0;
   for (int k = 0; k < nc; k++) snprintf(cells[n++], 64, "%s", head[k]);
   const char *formats[PB__RP_MAX_DISTINCT], *feeders[8];
-  int nf = pb__rp_distinct_str(t, "format", NULL, 0, formats, PB__RP_MAX_DISTINCT);
-  int nd = pb__rp_distinct_str(t, PB__T3_FEEDER, NULL, 0, feeders, 8);
+  int nf = pb__report_distinct_str(t, "format", NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nd = pb__report_distinct_str(t, PB__T3_FEEDER, NULL, 0, feeders, 8);
   for (int f = 0; f < nf; f++)
     for (int k = 0; k < nd && n + nc <= PB__RP_MAXCELLS; k++) {
       double ips = med(t, "images_per_sec", formats[f], feeders[k]);
       if (!isfinite(ips)) continue;
       snprintf(cells[n++], 64, "%s", formats[f]);
       snprintf(cells[n++], 64, "%s", feeders[k]);
-      pb__rp_fmt_num(ips, cells[n++], 64);
+      pb__report_fmt_num(ips, cells[n++], 64);
       snprintf(cells[n++], 64, "%.1f%%", 100 * med(t, "accelerator_utilisation", formats[f], feeders[k]));
       snprintf(cells[n++], 64, "%.1f%%", 100 * med(t, "data_wait_fraction", formats[f], feeders[k]));
       snprintf(cells[n++], 64, "%.1f%%", 100 * med(t, PB__T3_SHARE, formats[f], feeders[k]));
-      pb__rp_fmt_time(med(t, "step_time_p50", formats[f], feeders[k]), cells[n++], 64);
+      pb__report_fmt_time(med(t, "step_time_p50", formats[f], feeders[k]), cells[n++], 64);
     }
-  pb__rp_table(d, cells, n / nc, nc);
+  pb__report_table(d, cells, n / nc, nc);
 }

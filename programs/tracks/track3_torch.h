@@ -30,6 +30,6 @@ int pb__t3_torch_table(const pb_table *t);
 /** The answer in one sentence, from the table's medians over rounds. */
 void pb__t3_torch_headline(const pb_table *t, char *text, size_t size);
 /** The report's section: one table row per format and feeder. */
-void pb__t3_torch_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]);
+void pb__t3_torch_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]);
 
 #endif

@@ -307,10 +307,10 @@ static int t4_run(pb_run_ctx *c, struct pb_error *err) {
 
 /* ---- the report: plot, answer, section ------------------------------------------------------ */
 
-static void t4_draw(const void *ctx, pb__pl_page *pg) {
+static void t4_draw(const void *ctx, pb__plot_page *pg) {
   const pb_table *t = ctx;
   const char *formats[PB__RP_MAX_DISTINCT];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
   static const char *const stage_col[] = {"read_p50", "decompress_p50", "decode_p50", "convert_p50",
                                           "transform_p50", T4_OTHER_P50, "dlpack_p50"};
   static const char *const stage_name[] = {"read", "decompress", "decode", "convert", "transform",
@@ -319,105 +319,105 @@ static void t4_draw(const void *ctx, pb__pl_page *pg) {
   static const uint32_t stage_rgb[] = {0x440154, 0x3B528B, 0x21918C, 0x5EC962, 0xFDE725, 0xBBBBBB, 0xE7298A};
   double tot[PB__RP_MAX_DISTINCT], hi = 0, ohi = 0;
   for (int f = 0; f < nf; f++) {
-    pb__rp_filter fl = {PB__COL_FORMAT, formats[f], 0};
+    pb__report_filter fl = {PB__COL_FORMAT, formats[f], 0};
     tot[f] = 0;
     for (int s = 0; s < 7; s++) {
-      double v = pb__rp_median(t, stage_col[s], &fl, 1, NULL);
+      double v = pb__report_median(t, stage_col[s], &fl, 1, NULL);
       if (v > 0) tot[f] += v;
     }
     if (tot[f] > hi) hi = tot[f];
-    double a = pb__rp_median(t, T4_DLPACK_PCT, &fl, 1, NULL), b = pb__rp_median(t, T4_CONVERSION_PCT, &fl, 1, NULL);
+    double a = pb__report_median(t, T4_DLPACK_PCT, &fl, 1, NULL), b = pb__report_median(t, T4_CONVERSION_PCT, &fl, 1, NULL);
     if (a > ohi) ohi = a;
     if (b > ohi) ohi = b;
   }
   const char *unit;
-  double us = pb__pl_time_unit(hi, &unit);
-  pb__pl_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  L.top = 1.0 - 4.2 * pb__pl_chr_y(&L, PB__PL_BIG);
-  L.bottom = 6.2 * pb__pl_chr_y(&L, PB__PL_TXT);
-  pb__pl_title(&L, "Track 4: where one sample's time goes, and the hand-off to torch",
+  double us = pb__plot_time_unit(hi, &unit);
+  pb__plot_layout L = {pg, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  L.top = 1.0 - 4.2 * pb__plot_chr_y(&L, PB__PL_BIG);
+  L.bottom = 6.2 * pb__plot_chr_y(&L, PB__PL_TXT);
+  pb__plot_title(&L, "Track 4: where one sample's time goes, and the hand-off to torch",
              "medians per stage over samples and rounds; transform normalize; torch peer: numpy array -> torch.from_numpy");
   uint32_t fcol[PB__RP_MAX_DISTINCT] = {0};
-  for (int f = 0; f < nf; f++) fcol[f] = pb__rp_format_color(formats[f]);
+  for (int f = 0; f < nf; f++) fcol[f] = pb__report_format_color(formats[f]);
   char ylab[64];
   snprintf(ylab, sizeof ylab, "time per sample, p50 (%s)", unit);
-  pb__pl_panel(&L, 0, -0.5, nf - 0.5, 0, hi * us * 1.12, 0, "stage breakdown per format", PB__COL_FORMAT, ylab, formats, nf, fcol);
+  pb__plot_panel(&L, 0, -0.5, nf - 0.5, 0, hi * us * 1.12, 0, "stage breakdown per format", PB__COL_FORMAT, ylab, formats, nf, fcol);
   for (int f = 0; f < nf; f++) {
-    pb__rp_filter fl = {PB__COL_FORMAT, formats[f], 0};
+    pb__report_filter fl = {PB__COL_FORMAT, formats[f], 0};
     double y = 0;
     for (int s = 0; s < 7; s++) {
-      double v = pb__rp_median(t, stage_col[s], &fl, 1, NULL) * us;
+      double v = pb__report_median(t, stage_col[s], &fl, 1, NULL) * us;
       if (!(v > 0)) continue;
-      pb__pl_rect(f - 0.32, f + 0.32, y, y + v, stage_rgb[s], 0);
+      pb__plot_rect(f - 0.32, f + 0.32, y, y + v, stage_rgb[s], 0);
       y += v;
     }
   }
   double ymax = ohi * 1.3;
   if (ymax < 10) ymax = 10;
-  pb__pl_panel(&L, 1, -0.5, nf - 0.5, 0, ymax, 0, "hand-off overhead; label: speed over peer", PB__COL_FORMAT,
+  pb__plot_panel(&L, 1, -0.5, nf - 0.5, 0, ymax, 0, "hand-off overhead; label: speed over peer", PB__COL_FORMAT,
         "share of path to torch (%)", formats, nf, fcol);
   for (int f = 0; f < nf; f++) {
-    pb__rp_filter fl = {PB__COL_FORMAT, formats[f], 0};
-    double a = pb__rp_median(t, T4_DLPACK_PCT, &fl, 1, NULL);
-    double b = pb__rp_median(t, T4_CONVERSION_PCT, &fl, 1, NULL);
-    double ratio = pb__rp_median(t, T4_OVER_PEER, &fl, 1, NULL);
-    if (a >= 0) pb__pl_rect(f - 0.34, f - 0.02, 0, a, fcol[f], 0);
-    if (b >= 0) pb__pl_rect(f + 0.02, f + 0.34, 0, b, fcol[f], 1);
+    pb__report_filter fl = {PB__COL_FORMAT, formats[f], 0};
+    double a = pb__report_median(t, T4_DLPACK_PCT, &fl, 1, NULL);
+    double b = pb__report_median(t, T4_CONVERSION_PCT, &fl, 1, NULL);
+    double ratio = pb__report_median(t, T4_OVER_PEER, &fl, 1, NULL);
+    if (a >= 0) pb__plot_rect(f - 0.34, f - 0.02, 0, a, fcol[f], 0);
+    if (b >= 0) pb__plot_rect(f + 0.02, f + 0.34, 0, b, fcol[f], 1);
     if (isfinite(ratio)) {
       char lab[32];
       snprintf(lab, sizeof lab, "%.2fx", ratio);
       double top = (a > b ? a : b);
       if (!isfinite(top)) top = 0;
-      pb__pl_color(0x000000);
+      pb__plot_color(0x000000);
       plptex(f, top + ymax * 0.04, 1, 0, 0.5, lab);
     }
   }
-  pb__pl_legend_item it[10];
+  pb__plot_legend_item it[10];
   int n = 0;
-  for (int s = 0; s < 7; s++) it[n++] = (pb__pl_legend_item){0, stage_rgb[s], 0, 0, 0, stage_name[s]};
-  it[n++] = (pb__pl_legend_item){0, 0x777777, 0, 0, 0, "DLPack share of pipebench->torch"};
-  it[n++] = (pb__pl_legend_item){1, 0x777777, 0, 0, 0, "numpy->torch share of peer path"};
-  pb__pl_legend(&L, it, n, 5.4 * pb__pl_chr_y(&L, PB__PL_TXT));
+  for (int s = 0; s < 7; s++) it[n++] = (pb__plot_legend_item){0, stage_rgb[s], 0, 0, 0, stage_name[s]};
+  it[n++] = (pb__plot_legend_item){0, 0x777777, 0, 0, 0, "DLPack share of pipebench->torch"};
+  it[n++] = (pb__plot_legend_item){1, 0x777777, 0, 0, 0, "numpy->torch share of peer path"};
+  pb__plot_legend(&L, it, n, 5.4 * pb__plot_chr_y(&L, PB__PL_TXT));
 }
 
 static int t4_plot(const pb_table *t, const char *png, struct pb_error *err) {
   return pb__plot_png(png, 1800, 860, t4_draw, t, err);
 }
 
-static void t4_answer_peer(pb__rp_doc *d, const pb_table *t4) {
+static void t4_answer_peer(pb__report_doc *d, const pb_table *t4) {
   char text[1024] = "";
   const char *formats[PB__RP_MAX_DISTINCT];
   int nf;
-  nf = t4 ? pb__rp_distinct_str(t4, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT) : 0;
+  nf = t4 ? pb__report_distinct_str(t4, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT) : 0;
   for (int f = 0; f < nf; f++) {
-    pb__rp_filter fl = {PB__COL_FORMAT, formats[f], 0};
-    double r = pb__rp_median(t4, T4_OVER_PEER, &fl, 1, NULL);
+    pb__report_filter fl = {PB__COL_FORMAT, formats[f], 0};
+    double r = pb__report_median(t4, T4_OVER_PEER, &fl, 1, NULL);
     if (!isfinite(r)) continue;
     size_t u = strlen(text);
     snprintf(text + u, sizeof text - u, "%s%s %.2fx", u ? ", " : "", formats[f], r);
   }
   if (text[0])
-    pb__rp_li(d, "One sample to a torch tensor, pipebench (DLPack) against numpy + torch.from_numpy (track 4, speed ratio, above 1 means pipebench is faster): %s.",
+    pb__report_li(d, "One sample to a torch tensor, pipebench (DLPack) against numpy + torch.from_numpy (track 4, speed ratio, above 1 means pipebench is faster): %s.",
            text);
 }
 
-static void t4_section(pb__rp_doc *d, const pb_table *t, char (*cells)[64]) {
-  pb__rp_p(d, "Where one sample's time goes (medians per stage), and the hand-off to torch: DLPack share of pipebench's path, numpy-to-torch conversion share of the peer's path.");
+static void t4_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]) {
+  pb__report_p(d, "Where one sample's time goes (medians per stage), and the hand-off to torch: DLPack share of pipebench's path, numpy-to-torch conversion share of the peer's path.");
   static const char *const head[] = {PB__COL_FORMAT, "read", "decompress", "decode", "convert", "transform", "DLPack", "DLPack share", "peer conversion share", "pipebench / peer"};
   static const char *const cols[] = {"read_p50", "decompress_p50", "decode_p50", "convert_p50", "transform_p50", "dlpack_p50"};
   int nc = 10, n = 0;
   for (int c = 0; c < nc; c++) snprintf(cells[n++], 64, "%s", head[c]);
   const char *formats[PB__RP_MAX_DISTINCT];
-  int nf = pb__rp_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
+  int nf = pb__report_distinct_str(t, PB__COL_FORMAT, NULL, 0, formats, PB__RP_MAX_DISTINCT);
   for (int f = 0; f < nf && n + nc <= PB__RP_MAXCELLS; f++) {
-    pb__rp_filter fl = {PB__COL_FORMAT, formats[f], 0};
+    pb__report_filter fl = {PB__COL_FORMAT, formats[f], 0};
     snprintf(cells[n++], 64, "%s", formats[f]);
-    for (int s = 0; s < 6; s++) pb__rp_fmt_time(pb__rp_median(t, cols[s], &fl, 1, NULL), cells[n++], 64);
-    snprintf(cells[n++], 64, "%.1f%%", pb__rp_median(t, T4_DLPACK_PCT, &fl, 1, NULL));
-    snprintf(cells[n++], 64, "%.1f%%", pb__rp_median(t, T4_CONVERSION_PCT, &fl, 1, NULL));
-    snprintf(cells[n++], 64, "%.2fx", pb__rp_median(t, T4_OVER_PEER, &fl, 1, NULL));
+    for (int s = 0; s < 6; s++) pb__report_fmt_time(pb__report_median(t, cols[s], &fl, 1, NULL), cells[n++], 64);
+    snprintf(cells[n++], 64, "%.1f%%", pb__report_median(t, T4_DLPACK_PCT, &fl, 1, NULL));
+    snprintf(cells[n++], 64, "%.1f%%", pb__report_median(t, T4_CONVERSION_PCT, &fl, 1, NULL));
+    snprintf(cells[n++], 64, "%.2fx", pb__report_median(t, T4_OVER_PEER, &fl, 1, NULL));
   }
-  pb__rp_table(d, cells, n / nc, nc);
+  pb__report_table(d, cells, n / nc, nc);
 }
 
 /* ---- the descriptor -------------------------------------------------------------------------- */

@@ -34,8 +34,8 @@ const char *pb_run_track(size_t i, const char **name) {
 }
 
 /* The views of every track, in the table's order. */
-static const pb__rp_view *const *views(size_t *n) {
-  static const pb__rp_view *v[PB__RP_TRACKS];
+static const pb__report_view *const *views(size_t *n) {
+  static const pb__report_view *v[PB__RP_TRACKS];
   *n = pb__track_count() < PB__RP_TRACKS ? pb__track_count() : PB__RP_TRACKS;
   for (size_t i = 0; i < *n; i++) v[i] = &tracks[i]->view;
   return v;
@@ -53,11 +53,11 @@ static int lock_folder(const char *out_dir, pb__dirlock **l, struct pb_error *er
 int pb_report_plots_ex(const char *out_dir, pb_report_note_fn note, void *note_ctx, int *n_written,
                        struct pb_error *err) {
   size_t n;
-  const pb__rp_view *const *v = views(&n);
+  const pb__report_view *const *v = views(&n);
   if (n_written != NULL) *n_written = 0;
   pb__dirlock *l;
   PB_RETURN_NOT_OK(lock_folder(out_dir, &l, err));
-  int rc = pb__rp_plots(v, n, out_dir, note, note_ctx, n_written, err);
+  int rc = pb__report_plots(v, n, out_dir, note, note_ctx, n_written, err);
   pb__dirlock_release(l);
   return rc;
 }
@@ -69,10 +69,10 @@ int pb_report_plots(const char *out_dir, int *n_written, struct pb_error *err) {
 int pb_report_write_ex(const char *out_dir, pb_report_note_fn note, void *note_ctx,
                        struct pb_error *err) {
   size_t n;
-  const pb__rp_view *const *v = views(&n);
+  const pb__report_view *const *v = views(&n);
   pb__dirlock *l;
   PB_RETURN_NOT_OK(lock_folder(out_dir, &l, err));
-  int rc = pb__rp_write(v, n, out_dir, note, note_ctx, err);
+  int rc = pb__report_write(v, n, out_dir, note, note_ctx, err);
   pb__dirlock_release(l);
   return rc;
 }
@@ -86,20 +86,20 @@ int pb_report_check(const char *out_dir, struct pb_error *err) {
   if (out_dir == NULL || stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return pb_error_set(err, PB_ENOTFOUND, "%s: no such results folder", out_dir ? out_dir : "(null)");
   size_t n;
-  const pb__rp_view *const *v = views(&n);
+  const pb__report_view *const *v = views(&n);
   pb__dirlock *l;
   PB_RETURN_NOT_OK(lock_folder(out_dir, &l, err));
-  pb__rp_data *d = malloc(sizeof *d);
+  pb__report_data *d = malloc(sizeof *d);
   int rc = d == NULL ? pb_error_set(err, PB_ENOMEM, "out of memory") : PB_OK;
   if (rc == PB_OK) {
-    pb__rp_load(out_dir, NULL, v, n, d, NULL, NULL);
-    rc = pb__rp_check_run(d, err);
-    pb__rp_free(d);
+    pb__report_load(out_dir, NULL, v, n, d, NULL, NULL);
+    rc = pb__report_check_run(d, err);
+    pb__report_free(d);
   }
   for (int i = 0; i < 2 && rc == PB_OK; i++) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", out_dir, i == 0 ? "report.md" : "report.html");
-    rc = pb__rp_report_ours(path, err);
+    rc = pb__report_ours(path, err);
   }
   free(d);
   pb__dirlock_release(l);
@@ -109,6 +109,6 @@ int pb_report_check(const char *out_dir, struct pb_error *err) {
 int pb__tracks_report(const char *out_dir, const char *infer_root,
                       void (*line)(void *ctx, const char *text), void *ctx) {
   size_t n;
-  const pb__rp_view *const *v = views(&n);
+  const pb__report_view *const *v = views(&n);
   return pb__report_after_run(v, n, out_dir, infer_root, line, ctx);
 }

@@ -19,7 +19,7 @@ typedef struct pb__track {
   int (*validate)(const pb_run_params *p, struct pb_error *err);
   /** Measures, writes OUT/data/<view.table>.parquet (and .csv) and its part of the summary. */
   int (*measure)(pb_run_ctx *c, struct pb_error *err);
-  pb__rp_view view;            /**< its table's file and schema, its plot and report section */
+  pb__report_view view;            /**< its table's file and schema, its plot and report section */
 } pb__track;
 
 /** The tracks in the order a run measures them and the report shows them. */

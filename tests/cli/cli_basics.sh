@@ -3,8 +3,8 @@
 # save, and --help for every command the top-level help lists (the fixed texts, usage errors and
 # exit codes are golden cases in tests/cli/golden/, run by golden.sh).
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 
 # Every command the top-level help lists, including any added later, has --help on stdout
 # with exit 0.

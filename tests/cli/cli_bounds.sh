@@ -4,7 +4,7 @@
 # thousands of row groups. Every command runs under its own timeout, so a return of the old
 # behaviour (minutes, gigabytes) fails here instead of stalling the suite.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
+pb=${PIPEBENCH_CLI:?}
 lim=20
 
 crc_of() { awk '$1 == "0" { print $NF }' <<<"$out"; }

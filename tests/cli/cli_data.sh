@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gen, inspect, convert: the same pixels in every format, and clear failures on bad input.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 d=$work/ds
 
 run "$pb" gen --out "$d" --rows 12 --size 24x31 --channels 2 --z 3 --dtype uint16 --seed 7

@@ -3,8 +3,8 @@
 # pointing PIPEBENCH_CUDA_MODULE at a file that is not there) each takes the cpu, says so with
 # the reason, and names the device in its results; --device cpu and cuda stay explicit choices.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=120
 nogpu="env PIPEBENCH_CUDA_MODULE=$work/no-such-module.so"
 

@@ -7,8 +7,8 @@
 # takes the GPU and says so; a --train loop trains there with the cuda engine's own step, its rows
 # held to the same rules; infer and train say which device they used.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=400
 
 run "$pb" gen --out "$work/ds" --rows 320 --size 100x100 --formats raw,tiff

@@ -5,8 +5,8 @@
 # a synchronised window), busy time within the window, images/s = batch x steps / window, and no
 # feeder faster than the compute bound by more than the rounds' noise.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=600
 # the driver of this tree (a packed build on the GPU machine does not sit beside its sources)
 export PIPEBENCH_PYTHON_DIR=${PIPEBENCH_PYTHON_DIR:-$(cd "$(dirname "$0")/../../python" && pwd)}

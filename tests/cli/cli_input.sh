@@ -5,8 +5,8 @@
 # are usage errors (exit 1) that list the valid ones. Every command that could block runs under
 # its own timeout, so a hang fails this test instead of stalling the suite.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=20
 
 no_hint() { if grep -q "try 'pipebench" <<<"$errout"; then fail "$1 (no usage hint expected)"; else pass; fi; }

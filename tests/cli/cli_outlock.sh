@@ -5,7 +5,7 @@
 # report.md or report.html of the user's own is never replaced; `report` refuses a folder whose
 # tables and summary come from different runs.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
+pb=${PIPEBENCH_CLI:?}
 small=(--tracks 1 --formats raw --repeats 1 --samples 5 --warmup 1 --transforms none)
 left=() # pids to kill on the way out, should a check fail
 trap 'for p in "${left[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT

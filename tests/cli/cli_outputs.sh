@@ -4,8 +4,8 @@
 # report links the final folder, never the staging one, and its headlines are the console's
 # and pipebench_summary.json's; `pipebench report` still reads what it needs from the CSVs.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 
 run "$pb" gen --out "$work/ds" --rows 40 --size 32x32 --formats raw,tiff
 expect_rc 0 "gen"

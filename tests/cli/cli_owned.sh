@@ -4,7 +4,7 @@
 # break (the next command finishes it), stop cleanly on SIGINT/SIGTERM, and leave no empty
 # folder behind when a first gen fails.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
+pb=${PIPEBENCH_CLI:?}
 lim=60
 
 mounts=()
@@ -130,7 +130,7 @@ rm "$work/dst.zarr/extra"
 killed_at() {
   local k=$1
   shift
-  (PB_TEST_COMMIT_KILL_AT=$k exec timeout $lim "$pb" "$@" >/dev/null 2>&1)
+  (PIPEBENCH_TEST_COMMIT_KILL_AT=$k exec timeout $lim "$pb" "$@" >/dev/null 2>&1)
   rc=$?
 } 2>/dev/null
 

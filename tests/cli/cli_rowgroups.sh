@@ -8,7 +8,7 @@
 # here; bench/rowgroups.sh measures them. Not under sanitizers (their shadow memory is not the
 # program's).
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
+pb=${PIPEBENCH_CLI:?}
 if [[ ! -x /usr/bin/time ]]; then
   echo "SKIP: no /usr/bin/time"
   exit 0

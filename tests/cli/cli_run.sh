@@ -2,8 +2,8 @@
 # pipebench run: bad options fail fast and clearly; a small real run writes every output, and a
 # failed run leaves earlier results whole.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 
 for args in "--tracks 9" "--cache lukewarm" "--preset huge" "--formats frob" \
             "--tracks 2 --batch-sizes 0" "--tracks 2 --workers -1" "--tracks 1 --transforms sharpen" \

@@ -6,8 +6,8 @@
 # multiscale array, a chunk) must stay inside the dataset's folder once its links are resolved:
 # a link out of it is refused with exit 2, naming the entry.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 small=(--repeats 1 --samples 4 --warmup 1 --batches 2 --batch-sizes 2 --workers 0 --caches none
        --transforms none --python "$py" --no-peer)
 

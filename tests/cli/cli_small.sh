@@ -2,8 +2,8 @@
 # pipebench run on datasets smaller than a timer group or a batch: every track ends, measures
 # what there is and says so (each command also runs under its own timeout, so a hang fails).
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=90
 
 run "$pb" gen --out "$work/ds" --rows 2 --size 8x8 --formats raw

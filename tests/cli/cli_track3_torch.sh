@@ -6,8 +6,8 @@
 # whose output does not match the labels, or runs out of memory in training exits 2 with one
 # line and leaves the earlier results as they were; an unknown --framework is a usage error.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 models=$(cd "$(dirname "$0")/torch_models" && pwd)
 lim=300
 if ! "$py" -c "import torch, torchvision, tifffile" 2>/dev/null; then

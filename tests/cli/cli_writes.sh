@@ -5,7 +5,7 @@
 # Device nodes (mknod) and small file systems (tmpfs) need root: without it those parts print a
 # skip line; as root, a failing mknod or mount fails the test.
 . "$(dirname "$0")/lib.sh"
-pb=${PB_CLI:?}
+pb=${PIPEBENCH_CLI:?}
 lim=120
 
 mounts=()

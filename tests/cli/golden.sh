@@ -3,7 +3,7 @@
 # stdout and stderr it must give, byte for byte after two substitutions.
 #
 #   golden.sh [NAME...]        run every case, or the named ones (NAME without .case)
-#   PB_GOLDEN_UPDATE=1 golden.sh [NAME...]
+#   PIPEBENCH_GOLDEN_UPDATE=1 golden.sh [NAME...]
 #                              run them and rewrite each case's expected exit code and output
 #                              from what the command gave (check the diff before committing)
 #
@@ -20,14 +20,14 @@
 #   the expected stderr (to the end of the file)
 #
 # Commands run with bash in a fresh empty folder, also named by $WORK, with `pipebench` on the
-# PATH ($PB_CLI), LC_ALL=C and TZ=UTC, stdin from /dev/null and a 120 s limit. The temporary
+# PATH ($PIPEBENCH_CLI), LC_ALL=C and TZ=UTC, stdin from /dev/null and a 120 s limit. The temporary
 # folder's absolute path is written $WORK in the output. An output that does not end in a
 # newline is compared as if it did.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-pb=${PB_CLI:?PB_CLI must name the pipebench binary}
-cases_dir=${PB_GOLDEN_DIR:-$here/golden}
-update=${PB_GOLDEN_UPDATE:-0}
+pb=${PIPEBENCH_CLI:?PIPEBENCH_CLI must name the pipebench binary}
+cases_dir=${PIPEBENCH_GOLDEN_DIR:-$here/golden}
+update=${PIPEBENCH_GOLDEN_UPDATE:-0}
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT

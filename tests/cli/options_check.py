@@ -15,7 +15,7 @@ ranges, help, Python keyword). This script checks, and says what differs:
   5. each option's field offset and size match pb_struct_layout for structs the library
      describes.
 
-Environment: PB_CLI (the pipebench binary); PIPEBENCH_LIBRARY (libpipebench.so) for 4 and 5.
+Environment: PIPEBENCH_CLI (the pipebench binary); PIPEBENCH_LIBRARY (libpipebench.so) for 4 and 5.
 """
 import inspect
 import json
@@ -40,7 +40,7 @@ def fail(msg):
 
 
 def tables():
-    cli = os.environ.get("PB_CLI", os.path.join(ROOT, "build", "pipebench"))
+    cli = os.environ.get("PIPEBENCH_CLI", os.path.join(ROOT, "build", "pipebench"))
     out = subprocess.run([cli, "help", "--options-json"], check=True, capture_output=True,
                          text=True).stdout
     return json.loads(out)
@@ -97,7 +97,7 @@ def check_reference(cmds, write):
         print("updated docs/options.md")
     else:
         fail("docs/options.md: the reference section differs from the option tables; "
-             "run tests/cli/options_check.py --write (PB_CLI=build/pipebench) and check the diff")
+             "run tests/cli/options_check.py --write (PIPEBENCH_CLI=build/pipebench) and check the diff")
 
 
 def check_synopses(cmds):

@@ -71,7 +71,7 @@ static void test_rng_reference(void) {
   static const uint64_t seeds[] = {0, 1, 42, 0xFFFFFFFFFFFFFFFFULL};
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s %s/tests/common/rng_reference.py 0 1 42 18446744073709551615",
-           PB_PYTHON, PB_SOURCE_DIR);
+           PIPEBENCH_PYTHON, PIPEBENCH_SOURCE_DIR);
   FILE *f = popen(cmd, "r");
   EXPECT(f != NULL);
   if (f == NULL) return;

@@ -162,11 +162,11 @@ static void test_outputs(void) {
 }
 
 static void test_env_and_cwd(void) {
-  setenv("PB_PROC_TEST_A", "ours", 1);
-  setenv("PB_PROC_TEST_B", "kept", 1);
-  const char *env[] = {"PB_PROC_TEST_A=theirs", "PB_PROC_TEST_C=new", NULL};
-  const char *argv[] = {"sh", "-c", "printf '%s %s %s %s' \"$PB_PROC_TEST_A\" \"$PB_PROC_TEST_B\" "
-                        "\"$PB_PROC_TEST_C\" \"$(pwd -P)\"", NULL};
+  setenv("PIPEBENCH_PROC_TEST_A", "ours", 1);
+  setenv("PIPEBENCH_PROC_TEST_B", "kept", 1);
+  const char *env[] = {"PIPEBENCH_PROC_TEST_A=theirs", "PIPEBENCH_PROC_TEST_C=new", NULL};
+  const char *argv[] = {"sh", "-c", "printf '%s %s %s %s' \"$PIPEBENCH_PROC_TEST_A\" \"$PIPEBENCH_PROC_TEST_B\" "
+                        "\"$PIPEBENCH_PROC_TEST_C\" \"$(pwd -P)\"", NULL};
   pb__proc p = {.argv = argv, .env = env, .cwd = dir, .capture_stdout = 1};
   pb__proc_result r;
   struct pb_error e = {{0}};
@@ -177,7 +177,7 @@ static void test_env_and_cwd(void) {
   EXPECT(r.out != NULL && strcmp(r.out, want) == 0);
   if (r.out != NULL && strcmp(r.out, want) != 0) fprintf(stderr, "got '%s', want '%s'\n", r.out, want);
   free(r.out);
-  EXPECT(strcmp(getenv("PB_PROC_TEST_A"), "ours") == 0); /* ours untouched */
+  EXPECT(strcmp(getenv("PIPEBENCH_PROC_TEST_A"), "ours") == 0); /* ours untouched */
 }
 
 /* A timeout stops the child and the grandchild it started, whether or not they honour

@@ -1,6 +1,6 @@
 /* Tests for lib/common/stats.c against tests/common/stats_reference.py, which computes every
  * expected value independently with Python's standard library (exact rationals, brute-force
- * enumeration). The test runs the script itself (PB_PYTHON, /usr/bin/python3), so the
+ * enumeration). The test runs the script itself (PIPEBENCH_PYTHON, /usr/bin/python3), so the
  * reference cannot drift from the code that produced it.
  *
  * Hand-worked textbook example (also one of the reference cases, "textbook"):
@@ -196,10 +196,10 @@ static void check_line(ref_case *c, char *line) {
 }
 
 static void run_reference(void) {
-  const char *py = getenv("PB_PYTHON");
-  const char *src = getenv("PB_SOURCE_DIR");
-  if (!py || !*py) py = PB_PYTHON;
-  if (!src || !*src) src = PB_SOURCE_DIR;
+  const char *py = getenv("PIPEBENCH_PYTHON");
+  const char *src = getenv("PIPEBENCH_SOURCE_DIR");
+  if (!py || !*py) py = PIPEBENCH_PYTHON;
+  if (!src || !*src) src = PIPEBENCH_SOURCE_DIR;
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "'%s' '%s/tests/common/stats_reference.py'", py, src);
   FILE *f = popen(cmd, "r");

@@ -27,7 +27,7 @@ class Embed(torch.nn.Module):
 
 def main():
     folder, model_name, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    torch.set_num_threads(int(os.environ.get("PB_THREADS", "2")))
+    torch.set_num_threads(int(os.environ.get("PIPEBENCH_THREADS", "2")))
     x = torch.from_numpy(np.load(os.path.join(folder, "input.npy")))
     want = np.load(os.path.join(folder, "output.npy"))
     if model_name == "embed":

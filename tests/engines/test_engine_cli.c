@@ -8,7 +8,7 @@
 
 static int run(const char *args, char *out, size_t size) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "%s %s 2>&1", PB_CLI, args);
+  snprintf(cmd, sizeof cmd, "%s %s 2>&1", PIPEBENCH_CLI, args);
   FILE *p = popen(cmd, "r");
   CHECK(p != NULL);
   size_t n = fread(out, 1, size - 1, p);

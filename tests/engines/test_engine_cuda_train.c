@@ -144,9 +144,9 @@ static int grads(const char *model, const char *dtype) {
   /* the bound, or twice what torch's own step at this precision gets (train_grads_torch.py) */
   double tol = strcmp(dtype, "float32") == 0 ? 1e-3 : 3e-2;
   char cmd[8192];
-  const char *py = getenv("PB_PYTHON"), *src = getenv("PB_SOURCE_DIR");
+  const char *py = getenv("PIPEBENCH_PYTHON"), *src = getenv("PIPEBENCH_SOURCE_DIR");
   snprintf(cmd, sizeof cmd, "%s %s/tests/engines/train_grads_torch.py %s %s %g %d %s",
-           py && *py ? py : PB_PYTHON, src && *src ? src : PB_SOURCE_DIR, dir, model, tol,
+           py && *py ? py : PIPEBENCH_PYTHON, src && *src ? src : PIPEBENCH_SOURCE_DIR, dir, model, tol,
            s.nx == (size_t)s.batch * 400 ? 1 : 3, dtype);
   int rc = system(cmd);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

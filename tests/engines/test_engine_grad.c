@@ -46,7 +46,7 @@ static void check_grads(const char *loss) {
     const char *name;
     float *w, *g;
     int64_t n;
-    if (pb__dn_train_param(e, i, &name, &w, &g, &n) != 0) break;
+    if (pb__onednn_train_param(e, i, &name, &w, &g, &n) != 0) break;
     float *ana = malloc((size_t)n * sizeof *ana);
     memcpy(ana, g, (size_t)n * sizeof *ana);
     double worst = 0;

@@ -39,8 +39,8 @@ static void check_model(const char *model, int batch, const char *dtype, double 
   snprintf(path, sizeof path, "%s/output.npy", dir);
   CHECK_OK(pb_npy_write_f32(path, y, ys, 2, &err), &err);
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s %s/tests/engines/compare_torch.py %s %s %g", PB_PYTHON,
-           PB_SOURCE_DIR, dir, model, tol);
+  snprintf(cmd, sizeof cmd, "%s %s/tests/engines/compare_torch.py %s %s %g", PIPEBENCH_PYTHON,
+           PIPEBENCH_SOURCE_DIR, dir, model, tol);
   int rc = system(cmd);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

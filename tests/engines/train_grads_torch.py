@@ -42,7 +42,7 @@ def torch_grads(model_name, c, load, x, labels, dtype):
 def main():
     folder, model_name, tol, c = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
     dtype = sys.argv[5] if len(sys.argv) > 5 else "float32"
-    torch.set_num_threads(int(os.environ.get("PB_THREADS", "4")))
+    torch.set_num_threads(int(os.environ.get("PIPEBENCH_THREADS", "4")))
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     model = build(model_name, c).double()

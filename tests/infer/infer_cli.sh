@@ -3,8 +3,8 @@
 # a missing framework skipped with one line, a failing or hanging peer stopped with a clear error,
 # Python helpers found through PIPEBENCH_PYTHON_DIR only, train through the loader.
 . "$(dirname "$0")/../cli/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=240
 
 # columns of rows from a CSV: framework,batch_size,n per line
@@ -53,10 +53,10 @@ else
 fi
 [[ -z $(ls -A "$TMPDIR") ]] && pass || fail "temporary input folder left in \$TMPDIR"
 
-# ---- fake peers: PIPEBENCH_PYTHON_DIR is where the scripts come from (PB_SOURCE_DIR is not) -----
+# ---- fake peers: PIPEBENCH_PYTHON_DIR is where the scripts come from (PIPEBENCH_SOURCE_DIR is not) -----
 fake=$work/fake
 mkdir -p "$fake"
-export PB_SOURCE_DIR=/nonexistent
+export PIPEBENCH_SOURCE_DIR=/nonexistent
 cat >"$fake/pipebench_torch_infer.py" <<'PY'
 import json, sys
 a = sys.argv
@@ -95,7 +95,7 @@ PIPEBENCH_PYTHON_DIR=$fake run timeout $lim "$pb" infer --framework torch --batc
   --iterations 2 --output-dir "$work/raw2"
 expect_rc 2 "a peer writing broken JSON"
 expect_err "pipebench_torch_infer.py wrote no valid JSON" "names the script"
-unset PB_SOURCE_DIR
+unset PIPEBENCH_SOURCE_DIR
 
 # ---- a missing framework: one line, no failure --------------------------------------------------
 block=$work/block

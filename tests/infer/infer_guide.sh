@@ -5,8 +5,8 @@
 # the guide does, throughput = batch / mean, the environment JSON beside the CSV, the plot beside
 # the output folder, and a `pipebench gen` folder as the data source.
 . "$(dirname "$0")/../cli/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=400
 csv_of() { sed -n 's/^results: \([^ ]*\).*/\1/p' <<<"$out"; }
 

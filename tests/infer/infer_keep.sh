@@ -4,8 +4,8 @@
 # out or on Ctrl-C, with no temporary folder left; two calls in the same second write two CSVs;
 # the CSV's numbers are the shortest text of each double.
 . "$(dirname "$0")/../cli/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=240
 export TMPDIR=$work/tmpdir
 mkdir -p "$TMPDIR"

@@ -4,12 +4,12 @@
 # namespace where the source tree (and every build folder in it) is hidden under an empty
 # tmpfs, `infer --framework torch`, a Track 2 run with its torch DataLoader peer, and the Python
 # API from a clean folder. Without the right to make a mount namespace (not root, or refused)
-# the same commands run with PB_SOURCE_DIR and PIPEBENCH_PYTHON_DIR unset and a skip line says
+# the same commands run with PIPEBENCH_SOURCE_DIR and PIPEBENCH_PYTHON_DIR unset and a skip line says
 # the trees were reachable.
 . "$(dirname "$0")/../cli/lib.sh"
-build=${PB_BUILD_DIR:?PB_BUILD_DIR names the build folder}
-src=${PB_SOURCE_TREE:?PB_SOURCE_TREE names the source tree}
-py=${PB_PYTHON:-/usr/bin/python3}
+build=${PIPEBENCH_BUILD_DIR:?PIPEBENCH_BUILD_DIR names the build folder}
+src=${PIPEBENCH_SOURCE_TREE:?PIPEBENCH_SOURCE_TREE names the source tree}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 lim=500
 prefix=$work/prefix
 site=$work/site
@@ -43,7 +43,7 @@ expect_rc 0 "pip install ./python with no index (nothing downloaded)"
 cat >"$work/checks.sh" <<'SH'
 set -u
 prefix=$1 site=$2 py=$3 lim=$4 hidden=$5
-unset PB_SOURCE_DIR PIPEBENCH_PYTHON_DIR PIPEBENCH_LIB PIPEBENCH_LIBRARY PYTHONPATH
+unset PIPEBENCH_SOURCE_DIR PIPEBENCH_PYTHON_DIR PIPEBENCH_LIB PIPEBENCH_LIBRARY PYTHONPATH
 export PATH="$prefix/bin:$PATH"
 clean=$(mktemp -d)
 cd "$clean" || exit 1
@@ -110,5 +110,5 @@ while IFS= read -r line; do
   esac
 done <<<"$res"
 [[ $(grep -c '^ok ' <<<"$res") -ge 8 ]] && pass || { out=$res; fail "not every check ran"; }
-[[ -n ${PB_INSTALL_VERBOSE:-} ]] && printf '%s\n' "$res"
+[[ -n ${PIPEBENCH_INSTALL_VERBOSE:-} ]] && printf '%s\n' "$res"
 finish

@@ -4,8 +4,8 @@
 # docs/python.md works, and a library that cannot be loaded is named with PIPEBENCH_LIBRARY and
 # every place tried.
 . "$(dirname "$0")/../cli/lib.sh"
-py=${PB_PYTHON:-/usr/bin/python3}
-lib=${PB_LIBRARY:?the path of libpipebench.so}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
+lib=${PIPEBENCH_TEST_LIBRARY:?the path of libpipebench.so}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 
 # The wheel's metadata declares numpy.

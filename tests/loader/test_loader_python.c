@@ -41,7 +41,7 @@ int main(void) {
   snprintf(cmd, sizeof cmd,
            "PIPEBENCH_LIB='%s' PYTHONPATH='%s/python' '%s' '%s/tests/loader/test_binding.py' "
            "'%s' '%s' '%s'",
-           PB_SHARED_LIB, PB_SOURCE_DIR, PB_PYTHON, PB_SOURCE_DIR, data, dump, idx);
+           PB_SHARED_LIB, PIPEBENCH_SOURCE_DIR, PIPEBENCH_PYTHON, PIPEBENCH_SOURCE_DIR, data, dump, idx);
   int status = system(cmd);
   pb__remove_tree(dir);
   CHECK(status != -1 && WIFEXITED(status));

@@ -2,9 +2,9 @@
 # pipebench infer across MPI ranks (docs/scaling.md): with 2 and 4 ranks rank 0 alone writes the
 # CSV and its JSON, with a row per rank and one for all ranks per batch size whose counts are the
 # sums of the ranks'; a rank that fails stops the run with its message and exit 2; a rank stuck
-# past PB_RANKS_TIMEOUT_S stops it too; the peers are refused across ranks; train prints its
-# metrics path once. Without mpirun the CSV has the columns it always had. Needs PB_CLI,
-# PB_MPIRUN and PB_PYTHON (for reading the CSV).
+# past PIPEBENCH_RANKS_TIMEOUT_S stops it too; the peers are refused across ranks; train prints its
+# metrics path once. Without mpirun the CSV has the columns it always had. Needs PIPEBENCH_CLI,
+# PIPEBENCH_MPIRUN and PIPEBENCH_PYTHON (for reading the CSV).
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/mpi_lib.sh" # P, MPIRUN, PY, TMPDIR; broken_tiff_copy
 
@@ -91,7 +91,7 @@ cat >"$work/by_rank.sh" <<'EOF'
 # the same infer on every rank but rank 1's data (BAD_DATA) and passes (SLOW_ITERS)
 data=$GOOD_DATA iters=6
 if [[ ${OMPI_COMM_WORLD_RANK:-0} == 1 ]]; then data=${BAD_DATA:-$GOOD_DATA}; iters=${SLOW_ITERS:-6}; fi
-exec "$PB_CLI" infer --data-source "$data" --iterations "$iters" "$@"
+exec "$PIPEBENCH_CLI" infer --data-source "$data" --iterations "$iters" "$@"
 EOF
 chmod +x "$work/by_rank.sh"
 one=(--model embed --batch-sizes 2 --warmup 1 --threads 1 --device cpu)
@@ -107,9 +107,9 @@ if [[ ! -e $work/outbad ]] || [[ -z $(ls -A "$work/outbad") ]]; then pass; else
   fail "a failed run wrote: $(ls -A "$work/outbad")"; fi
 
 # A rank that runs far longer than the bound (rank 1 times a million passes): rank 0, waiting for
-# it where the window closes, gives up after PB_RANKS_TIMEOUT_S and stops the job with exit 2.
+# it where the window closes, gives up after PIPEBENCH_RANKS_TIMEOUT_S and stops the job with exit 2.
 start=$SECONDS
-PB_RANKS_TIMEOUT_S=10 GOOD_DATA=$work/ds SLOW_ITERS=1000000 \
+PIPEBENCH_RANKS_TIMEOUT_S=10 GOOD_DATA=$work/ds SLOW_ITERS=1000000 \
   run timeout 150 "${MPIRUN[@]}" -np 2 "$work/by_rank.sh" --output-dir "$work/outslow" "${one[@]}"
 expect_rc 2 "a stuck rank stops infer"
 expect_err "rank 0 of 2: the other ranks did not reach .* within 10 s" "the timeout says what it waited for"

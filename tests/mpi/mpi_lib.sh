@@ -1,8 +1,8 @@
 # Sourced by the MPI tests (after tests/cli/lib.sh, which makes $work).
 
-P=${PB_CLI:?}                                                 # the pipebench under test
-MPIRUN=(${PB_MPIRUN:?} --oversubscribe --bind-to none)        # ranks unbound, any count
-PY=${PB_PYTHON:-python3}
+P=${PIPEBENCH_CLI:?}                                                 # the pipebench under test
+MPIRUN=(${PIPEBENCH_MPIRUN:?} --oversubscribe --bind-to none)        # ranks unbound, any count
+PY=${PIPEBENCH_PYTHON:-python3}
 export TMPDIR=$work/tmp
 mkdir -p "$TMPDIR"
 

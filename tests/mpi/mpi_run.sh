@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pipebench run across MPI ranks: 2 and 4 ranks write one table each (rank 0 alone), whose
 # aggregate counts are the sums of the ranks'; a rank that fails reading stops the run with its
-# message and exit 2; a rank stuck past PB_RANKS_TIMEOUT_S stops it too; run --ranks N starts the
-# ranks itself, and a SIGTERM to it alone stops every rank. Needs PB_CLI, PB_MPIRUN and
-# PB_PYTHON (for reading the CSV tables).
+# message and exit 2; a rank stuck past PIPEBENCH_RANKS_TIMEOUT_S stops it too; run --ranks N starts the
+# ranks itself, and a SIGTERM to it alone stops every rank. Needs PIPEBENCH_CLI, PIPEBENCH_MPIRUN and
+# PIPEBENCH_PYTHON (for reading the CSV tables).
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/mpi_lib.sh" # P, MPIRUN, PY, TMPDIR; broken_tiff_copy
 
@@ -84,7 +84,7 @@ cat >"$work/by_rank.sh" <<'EOF'
 # the same run on every rank but rank 1's data (BAD_DATA) and steady window (SLOW_MS)
 data=$GOOD_DATA ms=20
 if [[ ${OMPI_COMM_WORLD_RANK:-0} == 1 ]]; then data=${BAD_DATA:-$GOOD_DATA}; ms=${SLOW_MS:-20}; fi
-exec "$PB_CLI" run --data "$data" --window-ms "$ms" "$@"
+exec "$PIPEBENCH_CLI" run --data "$data" --window-ms "$ms" "$@"
 EOF
 chmod +x "$work/by_rank.sh"
 t2only=(--tracks 2 --repeats 1 --batch-sizes 8 --workers 1 --caches none --no-peer --batches 10)
@@ -100,10 +100,10 @@ grep -qE '"error":[[:space:]]*"track 2, tiff: rank 1: ' "$work/outbad/data/pipeb
   fail "the failed summary lacks rank 1's error"
 
 # A rank stuck far longer than the bound (rank 1's steady window lasts 300 s): rank 0, waiting
-# for it, gives up after PB_RANKS_TIMEOUT_S and stops the job with exit 2. The bound is longer
+# for it, gives up after PIPEBENCH_RANKS_TIMEOUT_S and stops the job with exit 2. The bound is longer
 # than rank 0's calibration, during which rank 1 waits.
 start=$SECONDS
-PB_RANKS_TIMEOUT_S=20 GOOD_DATA=$work/dz/tiff SLOW_MS=300000 \
+PIPEBENCH_RANKS_TIMEOUT_S=20 GOOD_DATA=$work/dz/tiff SLOW_MS=300000 \
   run timeout 200 "${MPIRUN[@]}" -np 2 "$work/by_rank.sh" --out "$work/outslow" "${t2only[@]}"
 expect_rc 2 "a stuck rank stops the run"
 expect_err "rank 0 of 2: the other ranks did not reach .* within 20 s" "the timeout says what it waited for"

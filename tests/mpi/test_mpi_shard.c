@@ -104,9 +104,9 @@ static void test_agree(void) {
 static void test_window(void) {
   struct pb_error err = {{0}};
   int rank = pb__ranks_rank(), world = pb__ranks_size();
-  pb__rank_window w;
+  pb__ranks_window w;
   /* rank r: 10 * (world - r) samples in one second of its own; the last rank is the slowest */
-  CHECK_OK(pb__rank_window_gather(10 * (world - rank), 1.0, 2.0, &w, &err), &err);
+  CHECK_OK(pb__ranks_window_gather(10 * (world - rank), 1.0, 2.0, &w, &err), &err);
   int64_t sum = 0;
   for (int r = 0; r < world; r++) sum += 10 * (world - r);
   EXPECT_EQ(w.n, world);

@@ -8,7 +8,7 @@
  * kind also go through the real `pipebench inspect`/`convert`/`verify`.
  *
  * Usage: mutate [MUTANTS_PER_KIND [SEED]]   (defaults 200 and 20261126)
- * PB_MUTATE_KEEP=DIR keeps each failing mutant's file there, to add to a fuzz corpus. */
+ * PIPEBENCH_MUTATE_KEEP=DIR keeps each failing mutant's file there, to add to a fuzz corpus. */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -353,7 +353,7 @@ static int child(const kind *k, const char *dataset, const char *file, const cha
 static int cli_check(const char *args, const char *dataset, const char *file) {
   char cmd[4096], errfile[600];
   snprintf(errfile, sizeof errfile, "%s/cli.err", root);
-  snprintf(cmd, sizeof cmd, "timeout %d '%s' %s >/dev/null 2>'%s'", CHILD_LIMIT_S, PB_CLI, args,
+  snprintf(cmd, sizeof cmd, "timeout %d '%s' %s >/dev/null 2>'%s'", CHILD_LIMIT_S, PIPEBENCH_CLI, args,
            errfile);
   int st = system(cmd);
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
@@ -374,7 +374,7 @@ static int cli_check(const char *args, const char *dataset, const char *file) {
 /* ---- the campaign ---------------------------------------------------------------------------- */
 
 static void keep(const char *kind_name, long k, const char *file, const buf *b) {
-  const char *dir = getenv("PB_MUTATE_KEEP");
+  const char *dir = getenv("PIPEBENCH_MUTATE_KEEP");
   if (dir == NULL || dir[0] == '\0') return;
   const char *base = strrchr(file, '/');
   char path[2048];
@@ -391,7 +391,7 @@ static void write_back(const char *file, const void *p, size_t n) {
 
 static void gen(const char *args) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "'%s' gen %s >/dev/null 2>&1", PB_CLI, args);
+  snprintf(cmd, sizeof cmd, "'%s' gen %s >/dev/null 2>&1", PIPEBENCH_CLI, args);
   CHECK_EQ(system(cmd), 0);
 }
 
@@ -500,7 +500,7 @@ int main(int argc, char **argv) {
   const char *tmp = getenv("TMPDIR");
   snprintf(root, sizeof root, "%s/pb_mutate_%d", tmp && tmp[0] ? tmp : "/tmp", (int)getpid());
   /* A claimed image above this is refused before it is allocated (docs/formats.md). */
-  setenv("PB_MAX_IMAGE_BYTES", "67108864", 1);
+  setenv("PIPEBENCH_MAX_IMAGE_BYTES", "67108864", 1);
   char args[2048];
   snprintf(args, sizeof args,
            "--out '%s/a' --rows 3 --size 20x16 --channels 2 --z 2 --seed 5 "

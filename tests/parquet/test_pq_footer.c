@@ -231,7 +231,7 @@ int main(void) {
   static const char *const corpus[] = {"good_planes", "good_chunks", "good_bytes", "codec"};
   for (int k = 0; k < 4; k++) {
     snprintf(file, sizeof file, "%s/tests/formats/arrow/corpus/ome_parquet/%s.parquet",
-             PB_SOURCE_DIR, corpus[k]);
+             PIPEBENCH_SOURCE_DIR, corpus[k]);
     check_file(c, file);
   }
   /* damaged footers: cut short (in the schema, in the row groups), a field of an unknown

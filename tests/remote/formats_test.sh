@@ -4,11 +4,11 @@
 # from the local path; every fault (404, 403, 500, a cut or wrong-length answer, a server that
 # stops answering, a redirect loop, an object changed mid-run, an untrusted certificate) exits 2
 # naming the URL (credentials masked) and the cause, and earlier results stay as they were.
-# Env: PB_CLI, PB_NETEM, PB_SOURCE_DIR.
+# Env: PIPEBENCH_CLI, PIPEBENCH_NETEM, PIPEBENCH_SOURCE_DIR.
 set -u
-. "$PB_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PB_SOURCE_DIR/tests/remote/servers.sh
-pb=$PB_CLI
+. "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
+servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
+pb=$PIPEBENCH_CLI
 data=$work/data
 "$pb" gen --out "$data" --rows 6 --size 40x30 --formats ome-zarr,ome-parquet,tiff,raw \
   >/dev/null 2>&1 || { echo "gen failed"; exit 1; }
@@ -30,7 +30,7 @@ sbase=https://127.0.0.1:$(cat "$work/state/https.port")
 
 start() { # netem args...: sets purl (the proxy's URL)
   rm -f "$work/port"
-  "$PB_NETEM" --target "$target" --port-file "$work/port" "$@" >/dev/null &
+  "$PIPEBENCH_NETEM" --target "$target" --port-file "$work/port" "$@" >/dev/null &
   proxy=$!
   for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
   purl=http://127.0.0.1:$(cat "$work/port")
@@ -117,7 +117,7 @@ run "$pb" infer --framework pipebench --model embed --batch-sizes 2 --iterations
   --device cpu --data-source "http://user:secret@$target" --format raw --output-dir "$work/inf"
 expect_rc 0 "infer --data-source over http"
 if ! grep -rq secret "$work/inf"; then pass; else fail "infer wrote the password into its results"; fi
-run env PYTHONPATH="$PB_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PB_LIBRARY" /usr/bin/python3 - "$base" <<'PY'
+run env PYTHONPATH="$PIPEBENCH_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PIPEBENCH_TEST_LIBRARY" /usr/bin/python3 - "$base" <<'PY'
 import sys
 import pipebench
 base = sys.argv[1]
@@ -207,7 +207,7 @@ if grep -qE "^pipebench: GET .* bytes=" <<<"$errout"; then pass; else fail "a ch
 if [[ $(sed 1d <<<"$out") != "$crcs" ]]; then pass; else fail "the old pixels were served for a changed object"; fi
 cp "$work/orig.pbraw" "$data/images.pbraw"
 if [[ -z $(find "$work/dc" -type l) ]] && [[ $(find "$work/dc" -type f | grep -vcE "/dc/[0-9a-f]{2}/[0-9a-f]{64}$") == 0 ]]; then pass; else fail "the disk cache holds files other than its entries"; fi
-run env PYTHONPATH="$PB_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PB_LIBRARY" /usr/bin/python3 - "$base" "$work/pydc" <<'PY'
+run env PYTHONPATH="$PIPEBENCH_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PIPEBENCH_TEST_LIBRARY" /usr/bin/python3 - "$base" "$work/pydc" <<'PY'
 import os, sys
 import pipebench
 n = sum(len(b.labels) if b.labels is not None else 2 for b in

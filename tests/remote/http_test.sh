@@ -2,11 +2,11 @@
 # The http/https backend against nginx, directly and through pipebench-netem's faults: exact
 # bytes, many ranges in flight on reused connections, and every failure an error that names the
 # URL (credentials masked) and the cause, within the timeout.
-# Env: PB_NETEM, PB_REMOTE_CHECK, PB_SOURCE_DIR.
+# Env: PIPEBENCH_NETEM, PIPEBENCH_REMOTE_CHECK, PIPEBENCH_SOURCE_DIR.
 set -u
-. "$PB_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PB_SOURCE_DIR/tests/remote/servers.sh
-check=$PB_REMOTE_CHECK
+. "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
+servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
+check=$PIPEBENCH_REMOTE_CHECK
 mkdir -p "$work/data/sub"
 head -c 3000000 /dev/urandom >"$work/data/blob"
 echo hello >"$work/data/sub/a.txt"
@@ -24,7 +24,7 @@ blob=$work/data/blob
 
 start() { # netem args...: sets purl (the proxy's URL)
   rm -f "$work/port" "$work/stats"
-  "$PB_NETEM" --target "$target" --port-file "$work/port" --stats "$work/stats" "$@" >/dev/null &
+  "$PIPEBENCH_NETEM" --target "$target" --port-file "$work/port" --stats "$work/stats" "$@" >/dev/null &
   proxy=$!
   for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
   purl=http://127.0.0.1:$(cat "$work/port")

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # pipebench-netem between curl and nginx: bytes unchanged, delay and bandwidth cap at least what
 # was asked, and each fault mode as the http backend's tests use it.
-# Env: PB_NETEM (the proxy), PB_SOURCE_DIR.
+# Env: PIPEBENCH_NETEM (the proxy), PIPEBENCH_SOURCE_DIR.
 set -u
-. "$PB_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PB_SOURCE_DIR/tests/remote/servers.sh
+. "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
+servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
 mkdir -p "$work/data"
 head -c 3000000 /dev/urandom >"$work/data/blob"
 chmod 755 "$work" "$work/data"
@@ -18,7 +18,7 @@ proxy=
 
 start() { # netem args...
   rm -f "$work/port"
-  "$PB_NETEM" --target "$target" --port-file "$work/port" --stats "$work/stats" "$@" >/dev/null &
+  "$PIPEBENCH_NETEM" --target "$target" --port-file "$work/port" --stats "$work/stats" "$@" >/dev/null &
   proxy=$!
   for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
   url=http://127.0.0.1:$(cat "$work/port")/blob

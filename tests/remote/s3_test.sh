@@ -3,11 +3,11 @@
 # CTest label s3, `make check-s3`): SigV4-signed reads exact, through the delaying proxy too,
 # ListObjectsV2, credentials from the environment and from ~/.aws files, anonymous access to a
 # public object, and 403/404 errors that name the location but never a key.
-# Env: PB_NETEM, PB_REMOTE_CHECK, PB_SOURCE_DIR.
+# Env: PIPEBENCH_NETEM, PIPEBENCH_REMOTE_CHECK, PIPEBENCH_SOURCE_DIR.
 set -u
-. "$PB_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PB_SOURCE_DIR/tests/remote/servers.sh
-check=$PB_REMOTE_CHECK
+. "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
+servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
+check=$PIPEBENCH_REMOTE_CHECK
 "$servers" s3-start "$work/state" >"$work/s3.out" 2>&1
 rc=$?
 if [[ $rc -eq 77 ]]; then echo "SKIP: radosgw not installed"; exit 0; fi
@@ -69,7 +69,7 @@ expect_rc 2 "the default profile's wrong key"
 
 # through a 10 ms round trip
 rm -f "$work/port"
-"$PB_NETEM" --target "${E#http://}" --delay 5 --port-file "$work/port" >/dev/null &
+"$PIPEBENCH_NETEM" --target "${E#http://}" --delay 5 --port-file "$work/port" >/dev/null &
 proxy=$!
 for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
 run env AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$work/port")" "$check" read s3://pbtest/ds/blob "$work/data/blob"

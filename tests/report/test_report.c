@@ -302,7 +302,7 @@ static int file_has(const char *path, const char *needle) {
 
 /* Runs the CLI with stderr into err_path; returns its exit code. */
 static int cli(const char *args, const char *err_path) {
-  const char *exe = getenv("PB_CLI") ? getenv("PB_CLI") : PB_CLI;
+  const char *exe = getenv("PIPEBENCH_CLI") ? getenv("PIPEBENCH_CLI") : PIPEBENCH_CLI;
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "'%s' %s >/dev/null 2>'%s'", exe, args, err_path);
   int st = system(cmd);

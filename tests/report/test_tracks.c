@@ -38,7 +38,7 @@ static void check_registry(void) {
   static const char *const common[] = {PB__COMMON_COLUMNS};
   for (size_t i = 0; i < n; i++) {
     const pb__track *t = pb__track_at(i);
-    const pb__rp_view *v = &t->view;
+    const pb__report_view *v = &t->view;
     CHECK(t != NULL && v->id != NULL && v->id[0] != '\0');
     fprintf(stderr, "track %s: %s\n", v->id, t->name ? t->name : "(no name)");
     EXPECT(pb__track_find(v->id) == t);
@@ -122,10 +122,10 @@ static void check_watcher(void) {
   pb_table_append_row(t);
   pb_table_set_str(t, "format", "raw");
   watch w = {{0}, 0};
-  pb__rp_watch_columns(on_lookup, &w);
-  (void)pb__rp_median(t, "no column of any schema", NULL, 0, NULL);
-  (void)pb__rp_str(t, 0, "format");
-  pb__rp_watch_columns(NULL, NULL);
+  pb__report_watch_columns(on_lookup, &w);
+  (void)pb__report_median(t, "no column of any schema", NULL, 0, NULL);
+  (void)pb__report_str(t, 0, "format");
+  pb__report_watch_columns(NULL, NULL);
   EXPECT_EQ(w.bad, 1);
   EXPECT_EQ(w.lookups[0], 2);
   pb_table_free(t);
@@ -282,15 +282,15 @@ static void check_run_and_report(const char *dir) {
   if (t4 != NULL) write_track4(out, t4);
 
   size_t n = pb__track_count();
-  const pb__rp_view *views[PB__RP_TRACKS];
+  const pb__report_view *views[PB__RP_TRACKS];
   for (size_t i = 0; i < n; i++) views[i] = &pb__track_at(i)->view;
   watch w = {{0}, 0};
-  pb__rp_watch_columns(on_lookup, &w);
+  pb__report_watch_columns(on_lookup, &w);
   int written = 0;
-  EXPECT_OK(pb__rp_plots(views, n, out, NULL, NULL, &written, &e), &e);
+  EXPECT_OK(pb__report_plots(views, n, out, NULL, NULL, &written, &e), &e);
   EXPECT_EQ(written, (int)n);
-  EXPECT_OK(pb__rp_write(views, n, out, NULL, NULL, &e), &e);
-  pb__rp_watch_columns(NULL, NULL);
+  EXPECT_OK(pb__report_write(views, n, out, NULL, NULL, &e), &e);
+  pb__report_watch_columns(NULL, NULL);
   EXPECT_EQ(w.bad, 0);
   for (size_t i = 0; i < n; i++)
     if (w.lookups[i] == 0) EXPECT_FAIL("track %s: no reader looked at its table", views[i]->id);

@@ -3,7 +3,7 @@
 # by the nvidia-smi sampler from outside, and the Lightning callback must report peak GPU memory
 # from inside when training on the GPU. Skipped (77) where nvidia-smi or torch.cuda is missing.
 source "$(dirname "$0")/lib.sh"
-py=${PB_PYTHON:-python3}
+py=${PIPEBENCH_PYTHON:-python3}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 if ! command -v nvidia-smi >/dev/null ||
    ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then

@@ -5,7 +5,7 @@
 # pipebench.revs.Recorder, the faster branch found faster, comma overrides as separate
 # arguments, a failing branch under --skip-failed, and exit 2 when every task failed.
 source "$(dirname "$0")/lib.sh"
-py=${PB_PYTHON:-python3}
+py=${PIPEBENCH_PYTHON:-python3}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 # the module as user code imports it (from pipebench.revs import Recorder); only revs.py of
 # the package, which needs nothing beyond the standard library
@@ -25,7 +25,7 @@ from pipebench.revs import Recorder
 FORWARD = $1
 args = sys.argv[1:]
 opts = dict(a.split("=", 1) for a in args if "=" in a)
-with open(os.path.join(os.environ["ARGS_DIR"], "train-%s.txt" % os.environ["PB_REVS_BRANCH"].replace("/", "_")), "w") as f:
+with open(os.path.join(os.environ["ARGS_DIR"], "train-%s.txt" % os.environ["PIPEBENCH_REVS_BRANCH"].replace("/", "_")), "w") as f:
     f.write("\n".join(args) + "\n")
 if FORWARD < 0:
     sys.exit("training crashed on purpose")
@@ -51,7 +51,7 @@ import os, sys, time
 from pipebench.revs import Recorder
 FORWARD = $1
 args = sys.argv[1:]
-with open(os.path.join(os.environ["ARGS_DIR"], "infer-%s.txt" % os.environ["PB_REVS_BRANCH"]), "w") as f:
+with open(os.path.join(os.environ["ARGS_DIR"], "infer-%s.txt" % os.environ["PIPEBENCH_REVS_BRANCH"]), "w") as f:
     f.write("\n".join(args) + "\n")
 rec = Recorder()
 with rec.time("total_inference"):

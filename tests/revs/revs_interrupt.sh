@@ -6,7 +6,7 @@ repo="$work/repo"
 new_repo "$repo"
 cat >"$repo/hang.sh" <<'TASK'
 #!/bin/sh
-echo $$ > "$PB_REVS_WORKTREE/../../hang.pid"
+echo $$ > "$PIPEBENCH_REVS_WORKTREE/../../hang.pid"
 exec sleep 60
 TASK
 chmod +x "$repo/hang.sh"

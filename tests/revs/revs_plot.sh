@@ -3,7 +3,7 @@
 # written here: a ratio of exactly 1 names no direction, each comparison draws a plot of its
 # own name, and the plot's page has a heading slot per branch group.
 source "$(dirname "$0")/lib.sh"
-py=${PB_PYTHON:-python3}
+py=${PIPEBENCH_PYTHON:-python3}
 mkdir -p "$work/results"
 "$py" - "$work/results" <<'PY'
 import json, sys

@@ -214,7 +214,7 @@ static void check_python(const char *dir) {
            "assert j[\"rows\"][4][\"s\"].endswith(\"\\u65e5\\u672c\")\n"
            "assert j[\"metadata\"][\"multi\"] == \"line one\\nline two\\\\n not an escape\"\n"
            "print(\"python ok\")' %s",
-           PB_PYTHON, dir);
+           PIPEBENCH_PYTHON, dir);
   int rc = system(cmd);
   EXPECT_EQ(rc, 0);
 }

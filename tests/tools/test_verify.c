@@ -136,19 +136,19 @@ static void flipped_pixel(const char *entry) {
   EXPECT_EQ(s.expected, crc);
   EXPECT_EQ(s.got, pb_image_crc32(&m, px2));
 
-  snprintf(cmd, sizeof cmd, "'%s' verify '%s' 2>/dev/null", PB_CLI, path);
+  snprintf(cmd, sizeof cmd, "'%s' verify '%s' 2>/dev/null", PIPEBENCH_CLI, path);
   EXPECT_EQ(run(cmd, out, sizeof out), 2);
   char line[512];
   snprintf(line, sizeof line, "image 2 '%s': expected %08x, got %08x\n", m.name, crc,
            pb_image_crc32(&m, px2));
   EXPECT_STREQ(out, line);
-  snprintf(cmd, sizeof cmd, "'%s' verify '%s' 2>&1 >/dev/null", PB_CLI, path);
+  snprintf(cmd, sizeof cmd, "'%s' verify '%s' 2>&1 >/dev/null", PIPEBENCH_CLI, path);
   EXPECT_EQ(run(cmd, out, sizeof out), 2);
   EXPECT_CONTAINS(out, "1 of 5 images");
   EXPECT_CONTAINS(out, "manifest.json");
 
   flip(file, at + nb / 2);
-  snprintf(cmd, sizeof cmd, "'%s' verify '%s' 2>/dev/null", PB_CLI, path);
+  snprintf(cmd, sizeof cmd, "'%s' verify '%s' 2>/dev/null", PIPEBENCH_CLI, path);
   EXPECT_EQ(run(cmd, out, sizeof out), 0);
   EXPECT_STREQ(out, "");
   free(px);
@@ -167,7 +167,7 @@ static void manifests(void) {
 
   /* inspect --json's output is a manifest too */
   snprintf(man, sizeof man, "%s/inspect.json", dir);
-  snprintf(cmd, sizeof cmd, "'%s' inspect --json '%s' > '%s'", PB_CLI, path, man);
+  snprintf(cmd, sizeof cmd, "'%s' inspect --json '%s' > '%s'", PIPEBENCH_CLI, path, man);
   CHECK_EQ(run(cmd, out, sizeof out), 0);
   pb_verify_params p = PB_VERIFY_PARAMS_DEFAULTS;
   p.manifest = man;
@@ -188,7 +188,7 @@ static void manifests(void) {
     int rc = pb_verify(path, &p, &r, &err);
     EXPECT_EQ(rc, PB_EFORMAT);
     EXPECT_CONTAINS(err.message, man);
-    snprintf(cmd, sizeof cmd, "'%s' verify '%s' --manifest '%s' 2>&1", PB_CLI, path, man);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' --manifest '%s' 2>&1", PIPEBENCH_CLI, path, man);
     EXPECT_EQ(run(cmd, out, sizeof out), 2);
     EXPECT_CONTAINS(out, man);
   }
@@ -207,14 +207,14 @@ static void manifests(void) {
   CHECK_OK(pb__mkdirs(lone, &err), &err);
   snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", path, lone);
   CHECK_EQ(run(cmd, out, sizeof out), 0);
-  snprintf(cmd, sizeof cmd, "'%s' verify '%s/images.pbraw' 2>&1", PB_CLI, lone);
+  snprintf(cmd, sizeof cmd, "'%s' verify '%s/images.pbraw' 2>&1", PIPEBENCH_CLI, lone);
   EXPECT_EQ(run(cmd, out, sizeof out), 2);
   EXPECT_CONTAINS(out, "no manifest");
   EXPECT_CONTAINS(out, "images.pbraw.manifest.json");
 
   /* convert writes DST.manifest.json, which verify finds; flipping a pixel there is seen */
   snprintf(cmd, sizeof cmd, "'%s' convert '%s' --to raw --out '%s/x.pbraw' 2>/dev/null",
-           PB_CLI, path, dir);
+           PIPEBENCH_CLI, path, dir);
   CHECK_EQ(run(cmd, out, sizeof out), 0);
   char conv[1024], side[1024];
   snprintf(conv, sizeof conv, "%s/x.pbraw", dir);

@@ -811,7 +811,7 @@ static int run_steps(cu_engine *o, struct pb_error *err) {
   return 0;
 }
 
-/* Diagnostics (PB_CUDA_PROFILE=FILE): each step's time, summed by label, appended to FILE. */
+/* Diagnostics (PIPEBENCH_CUDA_PROFILE=FILE): each step's time, summed by label, appended to FILE. */
 static void profile(cu_engine *o, pb_engine *e, const char *path) {
   std::map<std::string, double> ms;
   cudaEvent_t e0, e1;
@@ -882,12 +882,12 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   const pb__tshape &s0 = g->tensors[0];
   o->c0 = (int)s0.c, o->h0 = (int)s0.h, o->w0 = (int)s0.w;
   /* 16-bit tensor-core convolutions want channel counts that are multiples of 8 */
-  int cpad = env_int("PB_CUDA_CPAD", 8);
+  int cpad = env_int("PIPEBENCH_CUDA_CPAD", 8);
   if (cpad < 1) cpad = 1;
   o->cp0 = o->es == 2 ? (o->c0 + cpad - 1) / cpad * cpad : o->c0;
   o->x0 = dev_alloc(o, (size_t)(o->N * o->cp0 * o->h0 * o->w0) * o->es, &o->bytes_act, err, &rc);
   if (o->x0 == NULL) return rc;
-  o->ws_size = (size_t)env_int("PB_CUDA_WORKSPACE_MB", 512) << 20;
+  o->ws_size = (size_t)env_int("PIPEBENCH_CUDA_WORKSPACE_MB", 512) << 20;
   o->ws = dev_alloc(o, o->ws_size, &o->bytes_scratch, err, &rc);
   if (o->ws == NULL) return rc;
   o->ltws_size = (size_t)32 << 20;
@@ -935,7 +935,7 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   /* one eager pass (loads kernels, checks every step), then the CUDA graph of the same steps */
   PB_RETURN_NOT_OK(run_steps(o, err));
   CU(cudaStreamSynchronize(o->st), "first forward");
-  const char *prof = getenv("PB_CUDA_PROFILE");
+  const char *prof = getenv("PIPEBENCH_CUDA_PROFILE");
   if (prof != NULL && *prof) profile(o, e, prof);
   if (o->use_graph) {
     if (!pbc_capture_graph(o->st, [o, err] { return run_steps(o, err); }, &o->graph, &o->gexec))
@@ -957,13 +957,13 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   }
   o->cdt = o->dt == DT_BF16 ? CUDNN_DATA_BFLOAT16 : o->dt == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
   o->bdt = o->dt == DT_BF16 ? CUDA_R_16BF : o->dt == DT_F16 ? CUDA_R_16F : CUDA_R_32F;
-  o->fused = env_int("PB_CUDA_FUSED", 1);
-  o->use_graph = env_int("PB_CUDA_GRAPH", 1);
-  o->attn_batched = env_int("PB_CUDA_ATTN_BATCHED", 1);
-  o->attn_fused = env_int("PB_CUDA_ATTN_FUSED", 1);
-  o->patch_gemm = env_int("PB_CUDA_PATCH_GEMM", 1);
-  o->lt_tune = env_int("PB_CUDA_LT_TUNE", 1);
-  o->gelu_epilogue = env_int("PB_CUDA_GELU_EPILOGUE", 0);
+  o->fused = env_int("PIPEBENCH_CUDA_FUSED", 1);
+  o->use_graph = env_int("PIPEBENCH_CUDA_GRAPH", 1);
+  o->attn_batched = env_int("PIPEBENCH_CUDA_ATTN_BATCHED", 1);
+  o->attn_fused = env_int("PIPEBENCH_CUDA_ATTN_FUSED", 1);
+  o->patch_gemm = env_int("PIPEBENCH_CUDA_PATCH_GEMM", 1);
+  o->lt_tune = env_int("PIPEBENCH_CUDA_LT_TUNE", 1);
+  o->gelu_epilogue = env_int("PIPEBENCH_CUDA_GELU_EPILOGUE", 0);
   e->impl = o;
   int64_t t0 = pbc_now_ns();
   int rc = 0;

@@ -118,7 +118,7 @@ struct ct_engine {
   std::vector<int> cur; /* graph tensor id -> current value */
   std::vector<ct_buf> pool;
   std::vector<ct_step> fwd, bwd;
-  std::vector<std::string> fwd_labels, bwd_labels; /* per step (PB_CUDA_PROFILE) */
+  std::vector<std::string> fwd_labels, bwd_labels; /* per step (PIPEBENCH_CUDA_PROFILE) */
   std::vector<std::function<int(struct pb_error *)>> bwd_plan; /* built in forward order */
   std::vector<cudnnTensorDescriptor_t> tds;
   std::vector<cudnnFilterDescriptor_t> fds;
@@ -745,7 +745,7 @@ template <typename T> static int step_body(ct_engine *o, struct pb_error *err) {
   return sgd_launch<T>(o, err);
 }
 
-/* Diagnostics (PB_CUDA_PROFILE=FILE): each step's device time, summed by kind, appended to FILE
+/* Diagnostics (PIPEBENCH_CUDA_PROFILE=FILE): each step's device time, summed by kind, appended to FILE
  * after the first training step. The steps run one by one, three times each, outside the
  * graph: weights and statistics are not touched (the SGD update is left out). */
 template <typename T> static void profile(ct_engine *o, const char *path) {
@@ -793,7 +793,7 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   o->x0 = o->vals[0].y;
   o->cur.assign((size_t)g->n_tensors, -1);
   o->cur[0] = v0;
-  const char *wsmb = getenv("PB_CUDA_WORKSPACE_MB");
+  const char *wsmb = getenv("PIPEBENCH_CUDA_WORKSPACE_MB");
   o->ws_size = (size_t)(wsmb && *wsmb ? atoi(wsmb) : 512) << 20;
   TALLOC(o->ws, void *, o->ws_size, &o->bytes_scratch);
   o->ltws_size = (size_t)32 << 20;
@@ -917,7 +917,7 @@ int pbc_train_new(pb_engine *e, const pb__graph *g, cudaStream_t st, cudnnHandle
   o->st = st, o->dnn = dnn, o->lt = lt;
   o->mse = e->loss_mse;
   o->momentum = e->momentum, o->weight_decay = e->weight_decay;
-  const char *gr = getenv("PB_CUDA_GRAPH");
+  const char *gr = getenv("PIPEBENCH_CUDA_GRAPH");
   o->use_graph = gr && *gr ? atoi(gr) : 1;
   int rc = o->f32 ? compile<float>(o, e, g, err) : compile<__nv_bfloat16>(o, e, g, err);
   if (rc != 0) {
@@ -953,7 +953,7 @@ static int step_t(ct_engine *o, const void *input, const void *target, float lr,
   } else {
     PB_RETURN_NOT_OK(step_body<T>(o, err));
     o->steps_done++;
-    const char *prof = getenv("PB_CUDA_PROFILE");
+    const char *prof = getenv("PIPEBENCH_CUDA_PROFILE");
     if (o->steps_done == 1 && prof != NULL && *prof) profile<T>(o, prof);
     if (o->use_graph && o->steps_done == 1) {
       /* the first step ran eagerly (and checked every launch); capture the same work */

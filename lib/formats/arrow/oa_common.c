@@ -20,7 +20,7 @@ static void duckdb_version(char *buf, size_t size) {
 PB__ENV_VERSION(register_duckdb, "duckdb_version", duckdb_version)
 
 /* Opens path (NULL: in memory) with cfg, which it destroys, and connects. */
-static int open_with(pb__oa_db *d, const char *path, const char *shown, duckdb_config *cfg,
+static int open_with(pb__ome_arrow_db *d, const char *path, const char *shown, duckdb_config *cfg,
                      struct pb_error *err) {
   char *msg = NULL;
   duckdb_state st = duckdb_open_ext(path, &d->db, *cfg, &msg);
@@ -39,7 +39,7 @@ static int open_with(pb__oa_db *d, const char *path, const char *shown, duckdb_c
   return PB_OK;
 }
 
-int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_error *err) {
+int pb__ome_arrow_db_open(pb__ome_arrow_db *d, const char *path, int read_only, struct pb_error *err) {
   memset(d, 0, sizeof *d);
   duckdb_config cfg = NULL;
   if (duckdb_create_config(&cfg) != DuckDBSuccess)
@@ -53,11 +53,11 @@ int pb__oa_db_open(pb__oa_db *d, const char *path, int read_only, struct pb_erro
    * would keep a copy of every byte range read in memory: pipebench keeps what it needs itself
    * (its block cache), the page cache keeps the file, and with the cache on, the metadata scan
    * of a file of thousands of row groups held hundreds of MB. */
-  PB_RETURN_NOT_OK(pb__oa_exec(d, "SET parquet_metadata_cache = true", "DuckDB setup", err));
-  return pb__oa_exec(d, "SET enable_external_file_cache = false", "DuckDB setup", err);
+  PB_RETURN_NOT_OK(pb__ome_arrow_exec(d, "SET parquet_metadata_cache = true", "DuckDB setup", err));
+  return pb__ome_arrow_exec(d, "SET enable_external_file_cache = false", "DuckDB setup", err);
 }
 
-int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *files,
+int pb__ome_arrow_db_open_reader(pb__ome_arrow_db *d, const char *db_path, const char *const *files,
                           size_t nfiles, struct pb_error *err) {
   memset(d, 0, sizeof *d);
   const char *shown = db_path != NULL ? db_path : nfiles > 0 ? files[0] : "(memory)";
@@ -92,13 +92,13 @@ int pb__oa_db_open_reader(pb__oa_db *d, const char *db_path, const char *const *
   pb__strbuf_puts(&sql, "]; SET enable_external_access = false; SET lock_configuration = true");
   if (rc == PB_OK && pb__strbuf_status(&sql) != PB_OK)
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-  if (rc == PB_OK) rc = pb__oa_exec(d, pb__strbuf_str(&sql), "DuckDB setup", err);
+  if (rc == PB_OK) rc = pb__ome_arrow_exec(d, pb__strbuf_str(&sql), "DuckDB setup", err);
   pb__strbuf_destroy(&sql);
-  if (rc != PB_OK) pb__oa_db_close(d);
+  if (rc != PB_OK) pb__ome_arrow_db_close(d);
   return rc;
 }
 
-int pb__oa_db_check_stored(pb__oa_db *d, const char *path, struct pb_error *err) {
+int pb__ome_arrow_db_check_stored(pb__ome_arrow_db *d, const char *path, struct pb_error *err) {
   /* Qualified and calling no function: a macro stored in the file cannot stand in for
    * these. */
   duckdb_result res;
@@ -128,7 +128,7 @@ int pb__oa_db_check_stored(pb__oa_db *d, const char *path, struct pb_error *err)
   return rc;
 }
 
-int pb__oa_db_check_table(pb__oa_db *d, const char *path, const char *table,
+int pb__ome_arrow_db_check_table(pb__ome_arrow_db *d, const char *path, const char *table,
                           struct pb_error *err) {
   static const char *const kinds[][2] = {
       {"SELECT 1 FROM system.main.duckdb_tables() WHERE NOT temporary AND table_name = $1",
@@ -158,14 +158,14 @@ int pb__oa_db_check_table(pb__oa_db *d, const char *path, const char *table,
                       table);
 }
 
-void pb__oa_db_close(pb__oa_db *d) {
+void pb__ome_arrow_db_close(pb__ome_arrow_db *d) {
   if (d->con != NULL) duckdb_disconnect(&d->con);
   if (d->db != NULL) duckdb_close(&d->db);
   d->con = NULL;
   d->db = NULL;
 }
 
-int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error *err) {
+int pb__ome_arrow_exec(pb__ome_arrow_db *d, const char *sql, const char *what, struct pb_error *err) {
   duckdb_result r;
   if (duckdb_query(d->con, sql, &r) != DuckDBSuccess) {
     const char *m = duckdb_result_error(&r);
@@ -177,7 +177,7 @@ int pb__oa_exec(pb__oa_db *d, const char *sql, const char *what, struct pb_error
   return PB_OK;
 }
 
-duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_result *out) {
+duckdb_state pb__ome_arrow_execute_streaming(duckdb_prepared_statement st, duckdb_result *out) {
   duckdb_pending_result pending = NULL;
   if (duckdb_pending_prepared_streaming(st, &pending) == DuckDBSuccess) {
     duckdb_state s = duckdb_execute_pending(pending, out);
@@ -189,7 +189,7 @@ duckdb_state pb__oa_execute_streaming(duckdb_prepared_statement st, duckdb_resul
   return duckdb_execute_prepared(st, out);
 }
 
-int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
+int pb__ome_arrow_type(pb__ome_arrow_db *d, const char *sql_type, duckdb_logical_type *out,
                 struct pb_error *err) {
   size_t n = strlen(sql_type) + 64;
   char *sql = malloc(n);
@@ -210,15 +210,15 @@ int pb__oa_type(pb__oa_db *d, const char *sql_type, duckdb_logical_type *out,
 
 /* ---- vectors ------------------------------------------------------------------------------ */
 
-void pb__oa_set_str(duckdb_vector v, idx_t row, const char *s) {
+void pb__ome_arrow_set_str(duckdb_vector v, idx_t row, const char *s) {
   if (s == NULL) {
-    pb__oa_set_null(v, row);
+    pb__ome_arrow_set_null(v, row);
     return;
   }
   duckdb_vector_assign_string_element_len(v, row, s, strlen(s));
 }
 
-void pb__oa_set_null(duckdb_vector v, idx_t row) {
+void pb__ome_arrow_set_null(duckdb_vector v, idx_t row) {
   duckdb_vector_ensure_validity_writable(v);
   duckdb_validity_set_row_invalid(duckdb_vector_get_validity(v), row);
   /* DuckDB copies a NULL struct's fields too (ColumnDataCopyStruct, when COPY collects a row
@@ -227,28 +227,28 @@ void pb__oa_set_null(duckdb_vector v, idx_t row) {
   duckdb_logical_type t = duckdb_vector_get_column_type(v);
   if (duckdb_get_type_id(t) == DUCKDB_TYPE_STRUCT) {
     idx_t n = duckdb_struct_type_child_count(t);
-    for (idx_t k = 0; k < n; k++) pb__oa_set_null(duckdb_struct_vector_get_child(v, k), row);
+    for (idx_t k = 0; k < n; k++) pb__ome_arrow_set_null(duckdb_struct_vector_get_child(v, k), row);
   }
   duckdb_destroy_logical_type(&t);
 }
 
-void pb__oa_set_i16(duckdb_vector v, idx_t row, int16_t x) {
+void pb__ome_arrow_set_i16(duckdb_vector v, idx_t row, int16_t x) {
   ((int16_t *)duckdb_vector_get_data(v))[row] = x;
 }
-void pb__oa_set_i32(duckdb_vector v, idx_t row, int32_t x) {
+void pb__ome_arrow_set_i32(duckdb_vector v, idx_t row, int32_t x) {
   ((int32_t *)duckdb_vector_get_data(v))[row] = x;
 }
-void pb__oa_set_i64(duckdb_vector v, idx_t row, int64_t x) {
+void pb__ome_arrow_set_i64(duckdb_vector v, idx_t row, int64_t x) {
   ((int64_t *)duckdb_vector_get_data(v))[row] = x;
 }
-void pb__oa_set_u32(duckdb_vector v, idx_t row, uint32_t x) {
+void pb__ome_arrow_set_u32(duckdb_vector v, idx_t row, uint32_t x) {
   ((uint32_t *)duckdb_vector_get_data(v))[row] = x;
 }
-void pb__oa_set_f32(duckdb_vector v, idx_t row, float x) {
+void pb__ome_arrow_set_f32(duckdb_vector v, idx_t row, float x) {
   ((float *)duckdb_vector_get_data(v))[row] = x;
 }
 
-idx_t pb__oa_list_append(duckdb_vector v, idx_t row, idx_t n) {
+idx_t pb__ome_arrow_list_append(duckdb_vector v, idx_t row, idx_t n) {
   idx_t at = duckdb_list_vector_get_size(v);
   duckdb_list_vector_reserve(v, at + n);
   duckdb_list_vector_set_size(v, at + n);
@@ -258,22 +258,22 @@ idx_t pb__oa_list_append(duckdb_vector v, idx_t row, idx_t n) {
   return at;
 }
 
-int pb__oa_valid(duckdb_vector v, idx_t row) {
+int pb__ome_arrow_valid(duckdb_vector v, idx_t row) {
   uint64_t *val = duckdb_vector_get_validity(v);
   return val == NULL || duckdb_validity_row_is_valid(val, row);
 }
 
-const char *pb__oa_get_blob(duckdb_vector v, idx_t row, size_t *len) {
+const char *pb__ome_arrow_get_blob(duckdb_vector v, idx_t row, size_t *len) {
   *len = 0;
-  if (!pb__oa_valid(v, row)) return NULL;
+  if (!pb__ome_arrow_valid(v, row)) return NULL;
   duckdb_string_t *s = (duckdb_string_t *)duckdb_vector_get_data(v) + row;
   *len = duckdb_string_t_length(*s);
   return duckdb_string_t_data(s);
 }
 
-void pb__oa_get_str(duckdb_vector v, idx_t row, char *buf, size_t size) {
+void pb__ome_arrow_get_str(duckdb_vector v, idx_t row, char *buf, size_t size) {
   size_t n;
-  const char *p = pb__oa_get_blob(v, row, &n);
+  const char *p = pb__ome_arrow_get_blob(v, row, &n);
   if (p == NULL) n = 0;
   if (n >= size) n = size - 1;
   if (n > 0) memcpy(buf, p, n);
@@ -287,8 +287,8 @@ static duckdb_type vec_type(duckdb_vector v) {
   return id;
 }
 
-int64_t pb__oa_get_int(duckdb_vector v, idx_t row, int64_t def) {
-  if (!pb__oa_valid(v, row)) return def;
+int64_t pb__ome_arrow_get_int(duckdb_vector v, idx_t row, int64_t def) {
+  if (!pb__ome_arrow_valid(v, row)) return def;
   const void *p = duckdb_vector_get_data(v);
   switch (vec_type(v)) {
     case DUCKDB_TYPE_TINYINT: return ((const int8_t *)p)[row];
@@ -303,17 +303,17 @@ int64_t pb__oa_get_int(duckdb_vector v, idx_t row, int64_t def) {
   }
 }
 
-double pb__oa_get_real(duckdb_vector v, idx_t row, double def) {
-  if (!pb__oa_valid(v, row)) return def;
+double pb__ome_arrow_get_real(duckdb_vector v, idx_t row, double def) {
+  if (!pb__ome_arrow_valid(v, row)) return def;
   const void *p = duckdb_vector_get_data(v);
   switch (vec_type(v)) {
     case DUCKDB_TYPE_FLOAT: return ((const float *)p)[row];
     case DUCKDB_TYPE_DOUBLE: return ((const double *)p)[row];
-    default: return (double)pb__oa_get_int(v, row, (int64_t)def);
+    default: return (double)pb__ome_arrow_get_int(v, row, (int64_t)def);
   }
 }
 
-int pb__oa_field(duckdb_vector v, const char *name) {
+int pb__ome_arrow_field(duckdb_vector v, const char *name) {
   duckdb_logical_type t = duckdb_vector_get_column_type(v);
   int found = -1;
   if (duckdb_get_type_id(t) == DUCKDB_TYPE_STRUCT) {
@@ -328,7 +328,7 @@ int pb__oa_field(duckdb_vector v, const char *name) {
   return found;
 }
 
-duckdb_type pb__oa_dtype_duck(pb_dtype d) {
+duckdb_type pb__ome_arrow_dtype_duck(pb_dtype d) {
   switch (d) {
     case PB_UINT8: return DUCKDB_TYPE_UTINYINT;
     case PB_UINT16: return DUCKDB_TYPE_USMALLINT;
@@ -340,7 +340,7 @@ duckdb_type pb__oa_dtype_duck(pb_dtype d) {
   }
 }
 
-const char *pb__oa_dtype_sql(pb_dtype d) {
+const char *pb__ome_arrow_dtype_sql(pb_dtype d) {
   switch (d) {
     case PB_UINT8: return "UTINYINT";
     case PB_UINT16: return "USMALLINT";
@@ -352,7 +352,7 @@ const char *pb__oa_dtype_sql(pb_dtype d) {
   }
 }
 
-const char *pb__oa_ome_type(pb_dtype d) {
+const char *pb__ome_arrow_ome_type(pb_dtype d) {
   switch (d) {
     case PB_FLOAT32: return "float";
     case PB_FLOAT64: return "double";
@@ -362,19 +362,19 @@ const char *pb__oa_ome_type(pb_dtype d) {
 
 /* ---- codecs ------------------------------------------------------------------------------- */
 
-int pb__oa_codec_check(const char *name, struct pb_error *err) {
+int pb__ome_arrow_codec_check(const char *name, struct pb_error *err) {
   if (strcmp(name, "none") == 0 || strcmp(name, "zstd") == 0 || strcmp(name, "lz4") == 0)
     return PB_OK;
   return pb_error_set(err, PB_EINVAL, "leaf compression '%s' is not one of none, zstd, lz4",
                       name);
 }
 
-int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void **out,
+int pb__ome_arrow_encode(const char *codec, int level, const void *src, size_t n, void **out,
                   size_t *out_n, struct pb_error *err) {
   *out = NULL;
   *out_n = 0;
   pb__codec_id id;
-  PB_RETURN_NOT_OK(pb__oa_codec_check(codec, err));
+  PB_RETURN_NOT_OK(pb__ome_arrow_codec_check(codec, err));
   PB_RETURN_NOT_OK(pb__codec_by_name(codec, &id, err));
   size_t cap = pb__codec_bound(id, n);
   if (cap == 0 && n > 0)
@@ -391,7 +391,7 @@ int pb__oa_encode(const char *codec, int level, const void *src, size_t n, void 
   return PB_OK;
 }
 
-int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
+int pb__ome_arrow_decode(const char *codec, const void *src, size_t n, void *dst, size_t dst_n,
                   pb__codec_ctx *ctx, struct pb_error *err) {
   if (strcmp(codec, "none") == 0 || codec[0] == '\0') {
     if (n != dst_n)
@@ -400,14 +400,14 @@ int pb__oa_decode(const char *codec, const void *src, size_t n, void *dst, size_
     return PB_OK;
   }
   pb__codec_id id;
-  if (pb__oa_codec_check(codec, NULL) != PB_OK || pb__codec_by_name(codec, &id, NULL) != PB_OK)
+  if (pb__ome_arrow_codec_check(codec, NULL) != PB_OK || pb__codec_by_name(codec, &id, NULL) != PB_OK)
     return pb_error_set(err, PB_EUNSUPPORTED, "unknown leaf compression '%s'", codec);
   return pb__codec_decode_exact(ctx, id, src, n, dst, dst_n, err);
 }
 
 /* ---- spool -------------------------------------------------------------------------------- */
 
-int pb__oa_spool_open(pb__oa_spool *s, const char *near_path, struct pb_error *err) {
+int pb__ome_arrow_spool_open(pb__ome_arrow_spool *s, const char *near_path, struct pb_error *err) {
   char tmp[4096];
   pb__temp_sibling(near_path, tmp, sizeof tmp);
   snprintf(s->path, sizeof s->path, "%s.spool", tmp);
@@ -418,7 +418,7 @@ int pb__oa_spool_open(pb__oa_spool *s, const char *near_path, struct pb_error *e
   return PB_OK;
 }
 
-int pb__oa_spool_write(pb__oa_spool *s, const void *p, size_t n, int64_t *off,
+int pb__ome_arrow_spool_write(pb__ome_arrow_spool *s, const void *p, size_t n, int64_t *off,
                        struct pb_error *err) {
   *off = s->size;
   const char *c = p;
@@ -434,12 +434,12 @@ int pb__oa_spool_write(pb__oa_spool *s, const void *p, size_t n, int64_t *off,
   return PB_OK;
 }
 
-int pb__oa_spool_read(pb__oa_spool *s, int64_t off, void *p, size_t n) {
+int pb__ome_arrow_spool_read(pb__ome_arrow_spool *s, int64_t off, void *p, size_t n) {
   /* the spool is this writer's own growing file, no dataset: read by descriptor */
   return pb__io_fd_pread(s->fd, p, n, (uint64_t)off, s->path, NULL) == PB_OK ? PB_OK : PB_EIO;
 }
 
-void pb__oa_spool_close(pb__oa_spool *s) {
+void pb__ome_arrow_spool_close(pb__ome_arrow_spool *s) {
   if (s->fd >= 0) {
     close(s->fd);
     unlink(s->path);
@@ -451,17 +451,17 @@ void pb__oa_spool_close(pb__oa_spool *s) {
 
 static _Atomic int_fast64_t g_served, g_fell_back, g_meta;
 
-void pb__oa_direct_note(int served) {
+void pb__ome_arrow_direct_note(int served) {
   if (served) atomic_fetch_add(&g_served, 1);
   else atomic_fetch_add(&g_fell_back, 1);
 }
-void pb__oa_direct_stats(int64_t *served, int64_t *fell_back) {
+void pb__ome_arrow_direct_stats(int64_t *served, int64_t *fell_back) {
   if (served) *served = (int64_t)atomic_load(&g_served);
   if (fell_back) *fell_back = (int64_t)atomic_load(&g_fell_back);
 }
-void pb__oa_direct_meta_note(void) { atomic_fetch_add(&g_meta, 1); }
-int64_t pb__oa_direct_meta_count(void) { return (int64_t)atomic_load(&g_meta); }
-void pb__oa_direct_reset(void) {
+void pb__ome_arrow_direct_meta_note(void) { atomic_fetch_add(&g_meta, 1); }
+int64_t pb__ome_arrow_direct_meta_count(void) { return (int64_t)atomic_load(&g_meta); }
+void pb__ome_arrow_direct_reset(void) {
   atomic_store(&g_served, 0);
   atomic_store(&g_fell_back, 0);
   atomic_store(&g_meta, 0);

@@ -46,7 +46,7 @@ typedef struct od_writer {
   int level;
   int64_t chunk[PB_NDIM];
   int64_t per_group;
-  pb__oa_spool spool;
+  pb__ome_arrow_spool spool;
   pb_image_meta *images;
   int64_t (*cshape)[PB_NDIM];
   size_t n_images, cap_images, cap_cshape;
@@ -90,7 +90,7 @@ static int od_writer_open(const char *path, const pb_write_params *params, void 
     w->per_group = n;
   }
   pb__temp_sibling(path, w->tmp, sizeof w->tmp);
-  int rc = pb__oa_spool_open(&w->spool, path, err);
+  int rc = pb__ome_arrow_spool_open(&w->spool, path, err);
   if (rc != PB_OK) {
     free(w);
     return rc;
@@ -143,7 +143,7 @@ static int od_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
               n *= (size_t)ch->shp[k];
             }
             pb__copy_box(w->scratch, ch->org, ch->shp, pixels, zero, meta->shape, es);
-            PB_RETURN_NOT_OK(pb__oa_spool_write(&w->spool, w->scratch, n, &ch->off, err));
+            PB_RETURN_NOT_OK(pb__ome_arrow_spool_write(&w->spool, w->scratch, n, &ch->off, err));
             ch->len = n;
             ch->id = (int64_t)w->n_chunks;
             ch->image = w->n_images;
@@ -187,15 +187,15 @@ static void chunks_fn(duckdb_function_info info, duckdb_data_chunk out) {
     const od_chunk *ch = &w->chunks[w->next];
     char id[80];
     image_id(w, ch->image, id, sizeof id);
-    pb__oa_set_str(duckdb_data_chunk_get_vector(out, 0), n, id);
-    pb__oa_set_i64(duckdb_data_chunk_get_vector(out, 1), n, ch->id);
+    pb__ome_arrow_set_str(duckdb_data_chunk_get_vector(out, 0), n, id);
+    pb__ome_arrow_set_i64(duckdb_data_chunk_get_vector(out, 1), n, ch->id);
     for (int k = 0; k < PB_NDIM; k++) {
-      pb__oa_set_i32(duckdb_data_chunk_get_vector(out, (idx_t)(2 + k)), n, (int32_t)ch->org[k]);
-      pb__oa_set_i32(duckdb_data_chunk_get_vector(out, (idx_t)(7 + k)), n, (int32_t)ch->shp[k]);
+      pb__ome_arrow_set_i32(duckdb_data_chunk_get_vector(out, (idx_t)(2 + k)), n, (int32_t)ch->org[k]);
+      pb__ome_arrow_set_i32(duckdb_data_chunk_get_vector(out, (idx_t)(7 + k)), n, (int32_t)ch->shp[k]);
     }
-    pb__oa_set_str(duckdb_data_chunk_get_vector(out, 12), n,
+    pb__ome_arrow_set_str(duckdb_data_chunk_get_vector(out, 12), n,
                    pb_dtype_name(w->images[ch->image].dtype));
-    if (pb__oa_spool_read(&w->spool, ch->off, w->scratch, ch->len) != PB_OK) {
+    if (pb__ome_arrow_spool_read(&w->spool, ch->off, w->scratch, ch->len) != PB_OK) {
       char msg[600];
       snprintf(msg, sizeof msg, "spool file: chunk %lld: cannot read back pixels",
                (long long)ch->id);
@@ -232,8 +232,8 @@ static int append_str(duckdb_appender a, const char *s) {
 }
 static int failed(duckdb_state st) { return st == DuckDBSuccess ? 0 : 1; }
 
-static int write_small_tables(od_writer *w, pb__oa_db *db, struct pb_error *err) {
-  PB_RETURN_NOT_OK(pb__oa_exec(
+static int write_small_tables(od_writer *w, pb__ome_arrow_db *db, struct pb_error *err) {
+  PB_RETURN_NOT_OK(pb__ome_arrow_exec(
       db,
       "CREATE TABLE images(image_id VARCHAR, name VARCHAR, image_type VARCHAR, dtype VARCHAR, "
       "size_t INTEGER, size_c INTEGER, size_z INTEGER, size_y INTEGER, size_x INTEGER, "
@@ -308,7 +308,7 @@ static int write_small_tables(od_writer *w, pb__oa_db *db, struct pb_error *err)
       return pb_error_set(err, PB_EINVAL, "%s: path too long", w->path);
     snprintf(sql, sizeof sql, "COPY %s TO %s (FORMAT parquet, COMPRESSION zstd, %s)",
              tables[t][0], q, OD_KV);
-    PB_RETURN_NOT_OK(pb__oa_exec(db, sql, w->path, err));
+    PB_RETURN_NOT_OK(pb__ome_arrow_exec(db, sql, w->path, err));
   }
   return PB_OK;
 }
@@ -346,8 +346,8 @@ static int od_writer_finish(void *ws, struct pb_error *err) {
   od_writer *w = ws;
   if (w->n_images == 0) return pb_error_set(err, PB_EINVAL, "%s: no images were added", w->path);
   PB_RETURN_NOT_OK(pb__mkdirs(w->tmp, err));
-  pb__oa_db db;
-  int rc = pb__oa_db_open(&db, NULL, 0, err);
+  pb__ome_arrow_db db;
+  int rc = pb__ome_arrow_db_open(&db, NULL, 0, err);
   if (rc != PB_OK) return rc;
   rc = write_small_tables(w, &db, err);
   if (rc == PB_OK) {
@@ -374,10 +374,10 @@ static int od_writer_finish(void *ws, struct pb_error *err) {
                "COPY (SELECT * FROM pb_oa_chunks()) TO %s (FORMAT parquet, COMPRESSION %s%s, "
                "ROW_GROUP_SIZE %lld, %s)",
                q, w->pq_codec, level, (long long)w->per_group, OD_KV);
-      rc = pb__oa_exec(&db, sql, w->path, err);
+      rc = pb__ome_arrow_exec(&db, sql, w->path, err);
     }
   }
-  pb__oa_db_close(&db);
+  pb__ome_arrow_db_close(&db);
   if (rc == PB_OK) rc = write_manifest(w, err);
   if (rc != PB_OK) return rc;
   struct stat st;
@@ -394,14 +394,14 @@ static int od_writer_finish(void *ws, struct pb_error *err) {
     return pb_error_set(err, -errno, "%s: cannot move %s into place: %s", w->path, w->tmp,
                         strerror(errno));
   w->finished = 1;
-  pb__oa_spool_close(&w->spool);
+  pb__ome_arrow_spool_close(&w->spool);
   return PB_OK;
 }
 
 static void od_writer_free(void *ws) {
   od_writer *w = ws;
   if (w == NULL) return;
-  pb__oa_spool_close(&w->spool);
+  pb__ome_arrow_spool_close(&w->spool);
   if (!w->finished) pb__remove_tree(w->tmp);
   free(w->images);
   free(w->cshape);
@@ -428,7 +428,7 @@ typedef struct od_reader {
   pb__pq_cache cache;
   size_t window;
   char path[4096], chunks_path[4400];
-  pb__oa_db db;
+  pb__ome_arrow_db db;
   duckdb_prepared_statement st;
   od_image *images;
   size_t n_images;
@@ -447,7 +447,7 @@ static void od_close(void *state) {
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   pb__pq_free(r->px);
   pb__pq_rows_destroy(&r->rows);
-  pb__oa_db_close(&r->db);
+  pb__ome_arrow_db_close(&r->db);
   if (r->ids != NULL)
     for (size_t i = 0; i < r->n_images; i++) free(r->ids[i]);
   free(r->ids);
@@ -552,7 +552,7 @@ static int load_images(od_reader *r, struct pb_error *err) {
       rc = pb_error_set(err, PB_EUNSUPPORTED,
                         "%s: image %llu: shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s claims "
                         "more than the %lld bytes pipebench believes before reading "
-                        "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                        "(PIPEBENCH_MAX_IMAGE_BYTES; docs/formats.md)",
                         f, (unsigned long long)i, (long long)m->shape[0], (long long)m->shape[1],
                         (long long)m->shape[2], (long long)m->shape[3], (long long)m->shape[4],
                         pb_dtype_name(m->dtype), (long long)pb__max_image_bytes());
@@ -757,7 +757,7 @@ static int od_open(const char *path, const pb_read_options *opts, void **state,
   char pq[3][4400];
   const char *pqs[3] = {pq[0], pq[1], pq[2]};
   for (size_t k = 0; k < 3; k++) join(pq[k], sizeof pq[k], path, members[k + 1]);
-  if ((rc = pb__oa_db_open_reader(&r->db, NULL, pqs, 3, err)) != PB_OK) goto fail;
+  if ((rc = pb__ome_arrow_db_open_reader(&r->db, NULL, pqs, 3, err)) != PB_OK) goto fail;
   if ((rc = load_images(r, err)) != PB_OK) goto fail;
   if ((rc = load_index(r, err)) != PB_OK) goto fail;
   join(r->chunks_path, sizeof r->chunks_path, path, "chunks.parquet");
@@ -824,7 +824,7 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, pb__pq_blo
   duckdb_bind_int64(r->st, 1, r->chunks[a].id);
   duckdb_bind_int64(r->st, 2, r->chunks[b].id);
   duckdb_result res;
-  if (pb__oa_execute_streaming(r->st, &res) != DuckDBSuccess) {
+  if (pb__ome_arrow_execute_streaming(r->st, &res) != DuckDBSuccess) {
     int rc = pb_error_set(err, PB_EDUCKDB, "%s: image %lld, chunks %lld..%lld: %.*s",
                           r->chunks_path, (long long)i, (long long)r->chunks[a].id,
                           (long long)r->chunks[b].id, PB__DUCK_MSG(duckdb_result_error(&res)));
@@ -843,7 +843,7 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, pb__pq_blo
     idx_t n = duckdb_data_chunk_get_size(dc);
     duckdb_vector vid = duckdb_data_chunk_get_vector(dc, 0), vpx = duckdb_data_chunk_get_vector(dc, 1);
     for (idx_t row = 0; row < n; row++) {
-      int64_t id = pb__oa_get_int(vid, row, -1);
+      int64_t id = pb__ome_arrow_get_int(vid, row, -1);
       size_t lo = a, hi = b + 1; /* positions are sorted by chunk_id */
       while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -854,7 +854,7 @@ static int od_block_load(od_reader *r, int64_t i, size_t a, size_t b, pb__pq_blo
       bl->chunk_of[lo - a] = d;
       bl->row_of[lo - a] = (int32_t)row;
       size_t len = 0;
-      pb__oa_get_blob(vpx, row, &len);
+      pb__ome_arrow_get_blob(vpx, row, &len);
       bl->bytes += len + 64;
     }
   }
@@ -890,7 +890,7 @@ static int od_chunk_duck(od_reader *r, int64_t i, size_t j, const unsigned char 
     return pb_error_set(err, PB_EFORMAT, "%s: image %lld ('%s'): chunk %lld is missing",
                         r->chunks_path, (long long)i, r->images[i].meta.id,
                         (long long)r->chunks[j].id);
-  *p = (const unsigned char *)pb__oa_get_blob(duckdb_data_chunk_get_vector(bl->chunks[d], 1),
+  *p = (const unsigned char *)pb__ome_arrow_get_blob(duckdb_data_chunk_get_vector(bl->chunks[d], 1),
                                               (idx_t)bl->row_of[j - (size_t)bl->first], len);
   return PB_OK;
 }
@@ -981,11 +981,11 @@ static int od_read(void *state, int64_t i, const pb_region *region, void *dst, s
   fe.message[0] = '\0';
   int rc = od_read_chunks(r, i, region, need, dst, 1, times, &fe);
   if (rc == PB_OK) {
-    pb__oa_direct_note(1);
+    pb__ome_arrow_direct_note(1);
     return PB_OK;
   }
   /* DuckDB decides; when it fails too, the direct path's error is the more precise one. */
-  pb__oa_direct_note(0);
+  pb__ome_arrow_direct_note(0);
   if (od_read_chunks(r, i, region, need, dst, 0, times, err) == PB_OK) return PB_OK;
   if (err != NULL) *err = fe;
   return rc;

@@ -13,11 +13,11 @@
 /** Process-wide counters, for tests: image reads served by the direct path, and reads of files
  * open with the direct path that DuckDB served instead (rows it does not take, or a direct read
  * that failed). */
-void pb__oa_direct_note(int served);
-void pb__oa_direct_stats(int64_t *served, int64_t *fell_back);
-void pb__oa_direct_reset(void);
+void pb__ome_arrow_direct_note(int served);
+void pb__ome_arrow_direct_stats(int64_t *served, int64_t *fell_back);
+void pb__ome_arrow_direct_reset(void);
 /** Opens whose metadata (id, name, pixels_meta) the page reader read, DuckDB not queried. */
-void pb__oa_direct_meta_note(void);
-int64_t pb__oa_direct_meta_count(void);
+void pb__ome_arrow_direct_meta_note(void);
+int64_t pb__ome_arrow_direct_meta_count(void);
 
 #endif

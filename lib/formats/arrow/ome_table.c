@@ -36,7 +36,7 @@ enum { PM_DIM_ORDER, PM_TYPE, PM_SX, PM_SY, PM_SZ, PM_SC, PM_ST, PM_PHX, PM_PHY,
        PM_UX, PM_UY, PM_UZ, PM_CHANNELS };
 
 static void ome_type_sql(char *buf, size_t size, int layout, pb_dtype dtype) {
-  const char *px = layout != OT_BYTES ? pb__oa_dtype_sql(dtype) : "USMALLINT";
+  const char *px = layout != OT_BYTES ? pb__ome_arrow_dtype_sql(dtype) : "USMALLINT";
   char chunk_tail[96];
   if (layout != OT_BYTES)
     snprintf(chunk_tail, sizeof chunk_tail, "pixels %s[]", px);
@@ -86,7 +86,7 @@ typedef struct ot_writer {
   int64_t chunk[PB_NDIM];
   int64_t rg_rows;
   pb_dtype dtype;
-  pb__oa_spool spool;
+  pb__ome_arrow_spool spool;
   ot_image *images;
   size_t n_images, cap_images;
   ot_chunk *chunks;
@@ -120,7 +120,7 @@ static int ot_writer_open_kind(int kind, const char *path, const pb_write_params
   for (int k = 0; k < PB_NDIM; k++) w->chunk[k] = params->chunk[k];
   char v[64];
   int rc = PB_OK;
-  if (pb__oa_codec_check(w->codec, err) != PB_OK) {
+  if (pb__ome_arrow_codec_check(w->codec, err) != PB_OK) {
     rc = PB_EINVAL;
     goto fail;
   }
@@ -194,7 +194,7 @@ static int ot_writer_open_kind(int kind, const char *path, const pb_write_params
     w->rg_rows = n;
   }
   pb__temp_sibling(path, w->tmp, sizeof w->tmp);
-  rc = pb__oa_spool_open(&w->spool, path, err);
+  rc = pb__ome_arrow_spool_open(&w->spool, path, err);
   if (rc != PB_OK) goto fail;
   *wstate = w;
   return PB_OK;
@@ -236,7 +236,7 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
   im->meta = *meta;
   size_t es = pb_dtype_size(meta->dtype);
   if (w->layout == OT_PLANES) {
-    PB_RETURN_NOT_OK(pb__oa_spool_write(&w->spool, pixels, pb_image_bytes(meta), &im->off, err));
+    PB_RETURN_NOT_OK(pb__ome_arrow_spool_write(&w->spool, pixels, pb_image_bytes(meta), &im->off, err));
     w->n_images++;
     return PB_OK;
   }
@@ -265,7 +265,7 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
             size_t raw = (size_t)(shp[2] * shp[3] * shp[4]) * es;
             void *enc;
             size_t enc_n;
-            int rc = pb__oa_encode(w->layout == OT_BYTES ? w->codec : "none", w->level,
+            int rc = pb__ome_arrow_encode(w->layout == OT_BYTES ? w->codec : "none", w->level,
                                    w->scratch, raw, &enc, &enc_n, err);
             if (rc != PB_OK) return rc;
             if (pb__vec_reserve((void **)&w->chunks, &w->cap_chunks,
@@ -274,7 +274,7 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
               return pb_error_set(err, PB_ENOMEM, "out of memory");
             }
             ot_chunk *ch = &w->chunks[w->n_chunks];
-            rc = pb__oa_spool_write(&w->spool, enc, enc_n, &ch->off, err);
+            rc = pb__ome_arrow_spool_write(&w->spool, enc, enc_n, &ch->off, err);
             free(enc);
             if (rc != PB_OK) return rc;
             ch->len = enc_n;
@@ -294,62 +294,62 @@ static int ot_writer_add(void *ws, const pb_image_meta *meta, const void *pixels
 }
 
 static void fill_meta(duckdb_vector pm, idx_t row, const pb_image_meta *m) {
-  pb__oa_set_str(duckdb_struct_vector_get_child(pm, PM_DIM_ORDER), row,
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(pm, PM_DIM_ORDER), row,
                  m->shape[PB_Z] == 1 ? "XYCT" : "XYZCT");
-  pb__oa_set_str(duckdb_struct_vector_get_child(pm, PM_TYPE), row, pb__oa_ome_type(m->dtype));
-  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_SX), row, (int32_t)m->shape[PB_X]);
-  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_SY), row, (int32_t)m->shape[PB_Y]);
-  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_SZ), row, (int32_t)m->shape[PB_Z]);
-  pb__oa_set_i16(duckdb_struct_vector_get_child(pm, PM_SC), row, (int16_t)m->shape[PB_C]);
-  pb__oa_set_i32(duckdb_struct_vector_get_child(pm, PM_ST), row, (int32_t)m->shape[PB_T]);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(pm, PM_TYPE), row, pb__ome_arrow_ome_type(m->dtype));
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(pm, PM_SX), row, (int32_t)m->shape[PB_X]);
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(pm, PM_SY), row, (int32_t)m->shape[PB_Y]);
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(pm, PM_SZ), row, (int32_t)m->shape[PB_Z]);
+  pb__ome_arrow_set_i16(duckdb_struct_vector_get_child(pm, PM_SC), row, (int16_t)m->shape[PB_C]);
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(pm, PM_ST), row, (int32_t)m->shape[PB_T]);
   for (int k = 0; k < 3; k++) {
     duckdb_vector ps = duckdb_struct_vector_get_child(pm, (idx_t)(PM_PHX + k));
     duckdb_vector pu = duckdb_struct_vector_get_child(pm, (idx_t)(PM_UX + k));
-    if (m->physical_size[k] > 0) pb__oa_set_f32(ps, row, (float)m->physical_size[k]);
-    else pb__oa_set_null(ps, row);
-    if (m->physical_unit[k][0] != '\0') pb__oa_set_str(pu, row, m->physical_unit[k]);
-    else pb__oa_set_null(pu, row);
+    if (m->physical_size[k] > 0) pb__ome_arrow_set_f32(ps, row, (float)m->physical_size[k]);
+    else pb__ome_arrow_set_null(ps, row);
+    if (m->physical_unit[k][0] != '\0') pb__ome_arrow_set_str(pu, row, m->physical_unit[k]);
+    else pb__ome_arrow_set_null(pu, row);
   }
   duckdb_vector chl = duckdb_struct_vector_get_child(pm, PM_CHANNELS);
   int nch = m->n_channels < 0 ? 0 : (m->n_channels > PB_MAX_CHANNELS ? PB_MAX_CHANNELS : m->n_channels);
-  idx_t at = pb__oa_list_append(chl, row, (idx_t)nch);
+  idx_t at = pb__ome_arrow_list_append(chl, row, (idx_t)nch);
   duckdb_vector cs = duckdb_list_vector_get_child(chl);
   for (int i = 0; i < nch; i++) {
     const pb_channel *c = &m->channels[i];
     idx_t r = at + (idx_t)i;
-    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 0), r, c->id);
-    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 1), r, c->name);
-    pb__oa_set_f32(duckdb_struct_vector_get_child(cs, 2), r, c->emission_um);
-    pb__oa_set_f32(duckdb_struct_vector_get_child(cs, 3), r, c->excitation_um);
-    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 4), r, c->illumination);
-    pb__oa_set_u32(duckdb_struct_vector_get_child(cs, 5), r, c->color_rgba);
+    pb__ome_arrow_set_str(duckdb_struct_vector_get_child(cs, 0), r, c->id);
+    pb__ome_arrow_set_str(duckdb_struct_vector_get_child(cs, 1), r, c->name);
+    pb__ome_arrow_set_f32(duckdb_struct_vector_get_child(cs, 2), r, c->emission_um);
+    pb__ome_arrow_set_f32(duckdb_struct_vector_get_child(cs, 3), r, c->excitation_um);
+    pb__ome_arrow_set_str(duckdb_struct_vector_get_child(cs, 4), r, c->illumination);
+    pb__ome_arrow_set_u32(duckdb_struct_vector_get_child(cs, 5), r, c->color_rgba);
   }
 }
 
 /* Fills row `row` of the ome_arrow vector with image im. Returns 0 or an errno-style code. */
 static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *im) {
   const pb_image_meta *m = &im->meta;
-  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_TYPE), row, "ome.arrow");
-  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_VERSION), row, OT_VERSION);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(top, F_TYPE), row, "ome.arrow");
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(top, F_VERSION), row, OT_VERSION);
   char id[80];
   if (m->id[0] != '\0') snprintf(id, sizeof id, "%s", m->id);
   else snprintf(id, sizeof id, "img_%05zu", (size_t)(im - w->images));
-  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_ID), row, id);
-  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_NAME), row, m->name);
-  pb__oa_set_str(duckdb_struct_vector_get_child(top, F_IMAGE_TYPE), row, "image");
-  pb__oa_set_null(duckdb_struct_vector_get_child(top, F_ACQ), row);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(top, F_ID), row, id);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(top, F_NAME), row, m->name);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(top, F_IMAGE_TYPE), row, "image");
+  pb__ome_arrow_set_null(duckdb_struct_vector_get_child(top, F_ACQ), row);
   fill_meta(duckdb_struct_vector_get_child(top, F_PIXELS_META), row, m);
-  pb__oa_set_null(duckdb_struct_vector_get_child(top, F_MASKS), row);
+  pb__ome_arrow_set_null(duckdb_struct_vector_get_child(top, F_MASKS), row);
   duckdb_vector grid = duckdb_struct_vector_get_child(top, F_CHUNK_GRID);
   duckdb_vector chunks = duckdb_struct_vector_get_child(top, F_CHUNKS);
   duckdb_vector planes = duckdb_struct_vector_get_child(top, F_PLANES);
   size_t es = pb_dtype_size(m->dtype);
   if (w->layout == OT_PLANES) {
-    pb__oa_set_null(grid, row);
-    pb__oa_list_append(chunks, row, 0);
+    pb__ome_arrow_set_null(grid, row);
+    pb__ome_arrow_list_append(chunks, row, 0);
     int64_t Y = m->shape[PB_Y], X = m->shape[PB_X];
     idx_t np = (idx_t)(m->shape[PB_T] * m->shape[PB_C] * m->shape[PB_Z]);
-    idx_t at = pb__oa_list_append(planes, row, np);
+    idx_t at = pb__ome_arrow_list_append(planes, row, np);
     duckdb_vector ps = duckdb_list_vector_get_child(planes);
     duckdb_vector pix = duckdb_struct_vector_get_child(ps, 3);
     idx_t pat = duckdb_list_vector_get_size(pix);
@@ -358,30 +358,30 @@ static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *
     duckdb_list_vector_set_size(pix, pat + total);
     unsigned char *data = duckdb_vector_get_data(duckdb_list_vector_get_child(pix));
     /* The pixels land straight in DuckDB's child vector: one read, no per-value calls. */
-    if (pb__oa_spool_read(&w->spool, im->off, data + pat * es, (size_t)total * es) != PB_OK)
+    if (pb__ome_arrow_spool_read(&w->spool, im->off, data + pat * es, (size_t)total * es) != PB_OK)
       return EIO;
     duckdb_list_entry *pe = duckdb_vector_get_data(pix);
     idx_t k = 0;
     for (int64_t t = 0; t < m->shape[PB_T]; t++)
       for (int64_t c = 0; c < m->shape[PB_C]; c++)
         for (int64_t z = 0; z < m->shape[PB_Z]; z++, k++) {
-          pb__oa_set_i32(duckdb_struct_vector_get_child(ps, 0), at + k, (int32_t)z);
-          pb__oa_set_i32(duckdb_struct_vector_get_child(ps, 1), at + k, (int32_t)t);
-          pb__oa_set_i16(duckdb_struct_vector_get_child(ps, 2), at + k, (int16_t)c);
+          pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(ps, 0), at + k, (int32_t)z);
+          pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(ps, 1), at + k, (int32_t)t);
+          pb__ome_arrow_set_i16(duckdb_struct_vector_get_child(ps, 2), at + k, (int16_t)c);
           pe[at + k].offset = pat + k * (idx_t)(Y * X);
           pe[at + k].length = (idx_t)(Y * X);
         }
     return 0;
   }
-  pb__oa_set_str(duckdb_struct_vector_get_child(grid, 0), row, "TCZYX");
-  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 1), row, 1);
-  pb__oa_set_i16(duckdb_struct_vector_get_child(grid, 2), row, 1);
-  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 3), row, (int32_t)im->cshape[0]);
-  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 4), row, (int32_t)im->cshape[1]);
-  pb__oa_set_i32(duckdb_struct_vector_get_child(grid, 5), row, (int32_t)im->cshape[2]);
-  pb__oa_set_str(duckdb_struct_vector_get_child(grid, 6), row, "ZYX");
-  pb__oa_list_append(planes, row, 0);
-  idx_t at = pb__oa_list_append(chunks, row, (idx_t)im->n);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(grid, 0), row, "TCZYX");
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(grid, 1), row, 1);
+  pb__ome_arrow_set_i16(duckdb_struct_vector_get_child(grid, 2), row, 1);
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(grid, 3), row, (int32_t)im->cshape[0]);
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(grid, 4), row, (int32_t)im->cshape[1]);
+  pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(grid, 5), row, (int32_t)im->cshape[2]);
+  pb__ome_arrow_set_str(duckdb_struct_vector_get_child(grid, 6), row, "ZYX");
+  pb__ome_arrow_list_append(planes, row, 0);
+  idx_t at = pb__ome_arrow_list_append(chunks, row, (idx_t)im->n);
   duckdb_vector cs = duckdb_list_vector_get_child(chunks);
   if (w->layout == OT_CHUNKS) { /* numeric chunks: pixels straight into the list child */
     duckdb_vector pix = duckdb_struct_vector_get_child(cs, 8);
@@ -396,10 +396,10 @@ static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *
       idx_t r = at + (idx_t)j;
       int32_t box[8] = {ch->t, ch->c, ch->z, ch->y, ch->x, ch->sz, ch->sy, ch->sx};
       for (int k = 0; k < 8; k++) {
-        if (k == 1) pb__oa_set_i16(duckdb_struct_vector_get_child(cs, 1), r, ch->c);
-        else pb__oa_set_i32(duckdb_struct_vector_get_child(cs, (idx_t)k), r, box[k]);
+        if (k == 1) pb__ome_arrow_set_i16(duckdb_struct_vector_get_child(cs, 1), r, ch->c);
+        else pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, (idx_t)k), r, box[k]);
       }
-      if (pb__oa_spool_read(&w->spool, ch->off, data + pat * es, ch->len) != PB_OK) return EIO;
+      if (pb__ome_arrow_spool_read(&w->spool, ch->off, data + pat * es, ch->len) != PB_OK) return EIO;
       pe[r].offset = pat;
       pe[r].length = (idx_t)(ch->len / es);
       pat += pe[r].length;
@@ -409,18 +409,18 @@ static int fill_row(ot_writer *w, duckdb_vector top, idx_t row, const ot_image *
   for (size_t j = 0; j < im->n; j++) {
     const ot_chunk *ch = &w->chunks[im->first + j];
     idx_t r = at + (idx_t)j;
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 0), r, ch->t);
-    pb__oa_set_i16(duckdb_struct_vector_get_child(cs, 1), r, ch->c);
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 2), r, ch->z);
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 3), r, ch->y);
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 4), r, ch->x);
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 5), r, ch->sz);
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 6), r, ch->sy);
-    pb__oa_set_i32(duckdb_struct_vector_get_child(cs, 7), r, ch->sx);
-    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 8), r, pb_dtype_name(m->dtype));
-    pb__oa_set_str(duckdb_struct_vector_get_child(cs, 9), r, w->codec);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 0), r, ch->t);
+    pb__ome_arrow_set_i16(duckdb_struct_vector_get_child(cs, 1), r, ch->c);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 2), r, ch->z);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 3), r, ch->y);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 4), r, ch->x);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 5), r, ch->sz);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 6), r, ch->sy);
+    pb__ome_arrow_set_i32(duckdb_struct_vector_get_child(cs, 7), r, ch->sx);
+    pb__ome_arrow_set_str(duckdb_struct_vector_get_child(cs, 8), r, pb_dtype_name(m->dtype));
+    pb__ome_arrow_set_str(duckdb_struct_vector_get_child(cs, 9), r, w->codec);
     if (scratch_need(w, ch->len > 0 ? ch->len : 1) != PB_OK) return ENOMEM;
-    if (pb__oa_spool_read(&w->spool, ch->off, w->scratch, ch->len) != PB_OK) return EIO;
+    if (pb__ome_arrow_spool_read(&w->spool, ch->off, w->scratch, ch->len) != PB_OK) return EIO;
     duckdb_vector_assign_string_element_len(duckdb_struct_vector_get_child(cs, 10), r,
                                             w->scratch, ch->len);
   }
@@ -462,7 +462,7 @@ static void ot_fn2(duckdb_function_info info, duckdb_data_chunk out) {
   duckdb_data_chunk_set_size(out, n);
 }
 
-static int register_rows_fn(pb__oa_db *db, ot_bind_ctx *ctx, struct pb_error *err) {
+static int register_rows_fn(pb__ome_arrow_db *db, ot_bind_ctx *ctx, struct pb_error *err) {
   duckdb_table_function f = duckdb_create_table_function();
   duckdb_table_function_set_name(f, "pb_ome_rows");
   duckdb_table_function_set_extra_info(f, ctx, NULL);
@@ -482,11 +482,11 @@ static int ot_writer_finish(void *ws, struct pb_error *err) {
     return pb_error_set(err, PB_EINVAL, "%s: no images were added", w->path);
   char type_sql[3072];
   ome_type_sql(type_sql, sizeof type_sql, w->layout, w->dtype);
-  pb__oa_db db;
-  int rc = pb__oa_db_open(&db, w->kind == OT_DUCKDB ? w->tmp : NULL, 0, err);
+  pb__ome_arrow_db db;
+  int rc = pb__ome_arrow_db_open(&db, w->kind == OT_DUCKDB ? w->tmp : NULL, 0, err);
   if (rc != PB_OK) return rc;
   ot_bind_ctx ctx = {w, NULL};
-  rc = pb__oa_type(&db, type_sql, &ctx.type, err);
+  rc = pb__ome_arrow_type(&db, type_sql, &ctx.type, err);
   if (rc != PB_OK) goto done;
   rc = register_rows_fn(&db, &ctx, err);
   if (rc != PB_OK) goto done;
@@ -515,29 +515,29 @@ static int ot_writer_finish(void *ws, struct pb_error *err) {
              "'ome.arrow.column': 'ome_arrow'})",
              qpath, w->pq_codec, level, (long long)rows, OT_VERSION,
              ot_layout_names[w->layout]);
-    rc = pb__oa_exec(&db, sql, w->path, err);
+    rc = pb__ome_arrow_exec(&db, sql, w->path, err);
   } else {
     w->per_chunk = 64;
-    rc = pb__oa_exec(&db, "CREATE TABLE images AS SELECT ome_arrow FROM pb_ome_rows()", w->path,
+    rc = pb__ome_arrow_exec(&db, "CREATE TABLE images AS SELECT ome_arrow FROM pb_ome_rows()", w->path,
                      err);
-    if (rc == PB_OK) rc = pb__oa_exec(&db, "CHECKPOINT", w->path, err);
+    if (rc == PB_OK) rc = pb__ome_arrow_exec(&db, "CHECKPOINT", w->path, err);
   }
 done:
   if (ctx.type != NULL) duckdb_destroy_logical_type(&ctx.type);
-  pb__oa_db_close(&db);
+  pb__ome_arrow_db_close(&db);
   if (rc != PB_OK) return rc;
   if (rename(w->tmp, w->path) != 0)
     return pb_error_set(err, -errno, "%s: cannot move %s into place: %s", w->path, w->tmp,
                         strerror(errno));
   w->finished = 1;
-  pb__oa_spool_close(&w->spool);
+  pb__ome_arrow_spool_close(&w->spool);
   return PB_OK;
 }
 
 static void ot_writer_free(void *ws) {
   ot_writer *w = ws;
   if (w == NULL) return;
-  pb__oa_spool_close(&w->spool);
+  pb__ome_arrow_spool_close(&w->spool);
   if (!w->finished) {
     unlink(w->tmp);
     char wal[4300];
@@ -599,7 +599,7 @@ typedef struct ot_reader {
   pb_read_options ro; /* page reader, mapping, cache size (its cache string is not kept) */
   char path[4096];
   pb__codec_ctx codec_ctx; /* leaf zstd of the byte variant, its context kept between reads */
-  pb__oa_db db;
+  pb__ome_arrow_db db;
   duckdb_prepared_statement st;
   char *pixel_sql; /* the pixel query, prepared at its first use (direct reads need none) */
   ot_img *imgs;
@@ -673,7 +673,7 @@ static void ot_close(void *state) {
   free(r->cells);
   if (r->st != NULL) duckdb_destroy_prepare(&r->st);
   free(r->pixel_sql);
-  pb__oa_db_close(&r->db);
+  pb__ome_arrow_db_close(&r->db);
   for (int64_t i = 0; i < r->n; i++) {
     free(r->imgs[i].name);
     free(r->imgs[i].id);
@@ -872,7 +872,7 @@ static void read_meta_row(duckdb_vector pm, idx_t row, pb_image_meta *m, char *d
                           size_t dn) {
   int f;
 #define PM_INT(name, dst) \
-  if ((f = pb__oa_field(pm, name)) >= 0) dst = pb__oa_get_int(duckdb_struct_vector_get_child(pm, (idx_t)f), row, 0)
+  if ((f = pb__ome_arrow_field(pm, name)) >= 0) dst = pb__ome_arrow_get_int(duckdb_struct_vector_get_child(pm, (idx_t)f), row, 0)
   PM_INT("size_t", m->shape[PB_T]);
   PM_INT("size_c", m->shape[PB_C]);
   PM_INT("size_z", m->shape[PB_Z]);
@@ -880,46 +880,46 @@ static void read_meta_row(duckdb_vector pm, idx_t row, pb_image_meta *m, char *d
   PM_INT("size_x", m->shape[PB_X]);
 #undef PM_INT
   dtype_name[0] = '\0';
-  if ((f = pb__oa_field(pm, "type")) >= 0)
-    pb__oa_get_str(duckdb_struct_vector_get_child(pm, (idx_t)f), row, dtype_name, dn);
+  if ((f = pb__ome_arrow_field(pm, "type")) >= 0)
+    pb__ome_arrow_get_str(duckdb_struct_vector_get_child(pm, (idx_t)f), row, dtype_name, dn);
   static const char *const ps[3] = {"physical_size_x", "physical_size_y", "physical_size_z"};
   static const char *const pu[3] = {"physical_size_x_unit", "physical_size_y_unit",
                                     "physical_size_z_unit"};
   for (int k = 0; k < 3; k++) {
-    if ((f = pb__oa_field(pm, ps[k])) >= 0)
-      m->physical_size[k] = pb__oa_get_real(duckdb_struct_vector_get_child(pm, (idx_t)f), row, 0);
-    if ((f = pb__oa_field(pm, pu[k])) >= 0)
-      pb__oa_get_str(duckdb_struct_vector_get_child(pm, (idx_t)f), row, m->physical_unit[k],
+    if ((f = pb__ome_arrow_field(pm, ps[k])) >= 0)
+      m->physical_size[k] = pb__ome_arrow_get_real(duckdb_struct_vector_get_child(pm, (idx_t)f), row, 0);
+    if ((f = pb__ome_arrow_field(pm, pu[k])) >= 0)
+      pb__ome_arrow_get_str(duckdb_struct_vector_get_child(pm, (idx_t)f), row, m->physical_unit[k],
                      sizeof m->physical_unit[k]);
   }
-  if ((f = pb__oa_field(pm, "channels")) < 0) return;
+  if ((f = pb__ome_arrow_field(pm, "channels")) < 0) return;
   duckdb_vector cl = duckdb_struct_vector_get_child(pm, (idx_t)f);
-  if (!pb__oa_valid(cl, row)) return;
+  if (!pb__ome_arrow_valid(cl, row)) return;
   duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(cl))[row];
   duckdb_vector cs = duckdb_list_vector_get_child(cl);
-  int fid = pb__oa_field(cs, "id"), fname = pb__oa_field(cs, "name"),
-      fem = pb__oa_field(cs, "emission_um"), fex = pb__oa_field(cs, "excitation_um"),
-      fil = pb__oa_field(cs, "illumination"), fco = pb__oa_field(cs, "color_rgba");
+  int fid = pb__ome_arrow_field(cs, "id"), fname = pb__ome_arrow_field(cs, "name"),
+      fem = pb__ome_arrow_field(cs, "emission_um"), fex = pb__ome_arrow_field(cs, "excitation_um"),
+      fil = pb__ome_arrow_field(cs, "illumination"), fco = pb__ome_arrow_field(cs, "color_rgba");
   for (idx_t j = 0; j < e.length && m->n_channels < PB_MAX_CHANNELS; j++) {
     idx_t k = e.offset + j;
     pb_channel *c = &m->channels[m->n_channels++];
-    if (fid >= 0) pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fid), k, c->id, sizeof c->id);
+    if (fid >= 0) pb__ome_arrow_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fid), k, c->id, sizeof c->id);
     if (fname >= 0)
-      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fname), k, c->name, sizeof c->name);
-    if (fem >= 0) c->emission_um = (float)pb__oa_get_real(duckdb_struct_vector_get_child(cs, (idx_t)fem), k, 0);
+      pb__ome_arrow_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fname), k, c->name, sizeof c->name);
+    if (fem >= 0) c->emission_um = (float)pb__ome_arrow_get_real(duckdb_struct_vector_get_child(cs, (idx_t)fem), k, 0);
     if (fex >= 0)
-      c->excitation_um = (float)pb__oa_get_real(duckdb_struct_vector_get_child(cs, (idx_t)fex), k, 0);
+      c->excitation_um = (float)pb__ome_arrow_get_real(duckdb_struct_vector_get_child(cs, (idx_t)fex), k, 0);
     if (fil >= 0)
-      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fil), k, c->illumination,
+      pb__ome_arrow_get_str(duckdb_struct_vector_get_child(cs, (idx_t)fil), k, c->illumination,
                      sizeof c->illumination);
     if (fco >= 0)
-      c->color_rgba = (uint32_t)pb__oa_get_int(duckdb_struct_vector_get_child(cs, (idx_t)fco), k, 0);
+      c->color_rgba = (uint32_t)pb__ome_arrow_get_int(duckdb_struct_vector_get_child(cs, (idx_t)fco), k, 0);
   }
 }
 
 static char *dup_str(duckdb_vector v, idx_t row) {
   size_t n;
-  const char *p = pb__oa_get_blob(v, row, &n);
+  const char *p = pb__ome_arrow_get_blob(v, row, &n);
   char *s = malloc(n + 1);
   if (s == NULL) return NULL;
   if (n > 0) memcpy(s, p, n);
@@ -960,7 +960,7 @@ static int add_image_meta(ot_reader *r, int64_t key, char *id, char *name, pb_im
     return pb_error_set(err, PB_EUNSUPPORTED,
                         "%s: image %lld: pixels_meta shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s "
                         "claims more than the %lld bytes pipebench believes before reading "
-                        "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                        "(PIPEBENCH_MAX_IMAGE_BYTES; docs/formats.md)",
                         r->path, (long long)(r->n - 1), (long long)im->shape[0],
                         (long long)im->shape[1], (long long)im->shape[2], (long long)im->shape[3],
                         (long long)im->shape[4], pb_dtype_name(im->dtype),
@@ -981,11 +981,11 @@ static int add_image(ot_reader *r, duckdb_data_chunk ch, idx_t row, struct pb_er
   pb_image_meta m;
   memset(&m, 0, sizeof m);
   char dname[32];
-  int64_t key = pb__oa_get_int(duckdb_data_chunk_get_vector(ch, 0), row, -1);
+  int64_t key = pb__ome_arrow_get_int(duckdb_data_chunk_get_vector(ch, 0), row, -1);
   char *id = dup_str(duckdb_data_chunk_get_vector(ch, 1), row);
   char *name = dup_str(duckdb_data_chunk_get_vector(ch, 2), row);
   duckdb_vector pm = duckdb_data_chunk_get_vector(ch, 3);
-  if (!pb__oa_valid(pm, row) && id != NULL && name != NULL) {
+  if (!pb__ome_arrow_valid(pm, row) && id != NULL && name != NULL) {
     free(id);
     free(name);
     return pb_error_set(err, PB_EFORMAT, "%s: image %lld has no pixels_meta", r->path,
@@ -1130,7 +1130,7 @@ static int direct_chunks(ot_reader *r, pb__pq_col **cols, const int *in_file) {
 /* ---- direct page reads: the metadata leaves -------------------------------------------------
  * id, name and the leaves of pixels_meta, read with the page reader instead of DuckDB's scan,
  * whose cost per row group (~0.7 ms for these ~20 leaves) made files of many small row groups
- * slow to open. Values are converted as pb__oa_get_int/_real/_str convert DuckDB's, so both
+ * slow to open. Values are converted as pb__ome_arrow_get_int/_real/_str convert DuckDB's, so both
  * paths give the same images (tests/formats/arrow/test_arrow_direct.c compares them); anything
  * the page reader or these conversions do not cover (another physical or converted type, a
  * missing row, a null where a value is needed) leaves the metadata to DuckDB. */
@@ -1152,7 +1152,7 @@ static const unsigned char meta_kind[M_COUNT] = {
     MK_STR, MK_STR, MK_STR, MK_INT, MK_INT, MK_INT, MK_INT, MK_INT, MK_REAL, MK_REAL, MK_REAL,
     MK_STR, MK_STR, MK_STR, MK_STR, MK_STR, MK_REAL, MK_REAL, MK_STR, MK_INT};
 
-/* Whether DuckDB reads the leaf as a type pb__oa_get_* reads (and how, then, is known here). */
+/* Whether DuckDB reads the leaf as a type pb__ome_arrow_get_* reads (and how, then, is known here). */
 static int meta_type_ok(const pb__pq_col *c, int kind) {
   const char *cv = pb__pq_converted(c);
   int ph = pb__pq_physical(c);
@@ -1335,7 +1335,7 @@ static void direct_open(ot_reader *r, pb__pq_meta *meta, const char *col, int *m
   pb__pq_meta_destroy(meta);
   if (rc != PB_OK) return;
   *meta_done = direct_meta(r, cols + L_COUNT, in_file + L_COUNT) == PB_OK;
-  if (*meta_done) pb__oa_direct_meta_note();
+  if (*meta_done) pb__ome_arrow_direct_meta_note();
   for (int k = L_COUNT; k < N; k++) pb__pq_free(cols[k]);
   r->n_file = r->rg_first[r->n_rg]; /* the row groups: set from the footer before */
   int ok = direct_planes(r, cols, in_file) == PB_OK && direct_chunks(r, cols, in_file) == PB_OK &&
@@ -1391,8 +1391,8 @@ static int ot_open_kind(int kind, const char *path, const pb_read_options *opts,
   r->ro = *opts;
   snprintf(r->path, sizeof r->path, "%s", path);
   const char *files[1] = {path};
-  int rc = kind == OT_DUCKDB ? pb__oa_db_open_reader(&r->db, path, NULL, 0, err)
-                             : pb__oa_db_open_reader(&r->db, NULL, files, 1, err);
+  int rc = kind == OT_DUCKDB ? pb__ome_arrow_db_open_reader(&r->db, path, NULL, 0, err)
+                             : pb__ome_arrow_db_open_reader(&r->db, NULL, files, 1, err);
   if (rc != PB_OK) {
     free(r);
     return rc;
@@ -1406,7 +1406,7 @@ static int ot_open_kind(int kind, const char *path, const pb_read_options *opts,
   table[0] = '\0';
   /* A database file: no stored macro may stand in for a function the queries below call, and
    * only a base table is read (a view runs whatever SQL it holds). */
-  if (kind == OT_DUCKDB && (rc = pb__oa_db_check_stored(&r->db, path, err)) != PB_OK) goto fail;
+  if (kind == OT_DUCKDB && (rc = pb__ome_arrow_db_check_stored(&r->db, path, err)) != PB_OK) goto fail;
   if (kind == OT_PARQUET) {
     rc = pb__pq_meta_read(path, &meta, err);
     if (rc == PB_OK)
@@ -1414,7 +1414,7 @@ static int ot_open_kind(int kind, const char *path, const pb_read_options *opts,
   } else {
     rc = find_column(r, table, sizeof table, col, sizeof col, &has_chunks, &has_planes, err);
   }
-  if (rc == PB_OK && kind == OT_DUCKDB) rc = pb__oa_db_check_table(&r->db, path, table, err);
+  if (rc == PB_OK && kind == OT_DUCKDB) rc = pb__ome_arrow_db_check_table(&r->db, path, table, err);
   if (rc != PB_OK) goto fail;
   if (strchr(col, '"') != NULL || strchr(table, '"') != NULL) {
     rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: column or table name with '\"'", path);
@@ -1558,7 +1558,7 @@ static int place_chunk(ot_reader *r, int64_t i, const ot_img *im, size_t j,
       if (*scratch == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
     }
     int64_t t0 = pb_now_ns();
-    int rc = pb__oa_decode(codec, b, blen, *scratch, raw, &r->codec_ctx, err);
+    int rc = pb__ome_arrow_decode(codec, b, blen, *scratch, raw, &r->codec_ctx, err);
     if (times) times->decompress_ns += pb_now_ns() - t0;
     if (rc != PB_OK) {
       pb_error_prefix(err, "%s: image %lld, chunk %zu (%s): ", r->path, (long long)i, j, codec);
@@ -1669,7 +1669,7 @@ static int check_pieces(ot_reader *r, int64_t i, const ot_img *im, const ot_piec
 
 /* A box field read through DuckDB, as int32 (-1 when NULL or out of range: refused later). */
 static int32_t box_field(duckdb_vector v, idx_t k) {
-  int64_t x = pb__oa_get_int(v, k, -1);
+  int64_t x = pb__ome_arrow_get_int(v, k, -1);
   return x < INT32_MIN || x > INT32_MAX ? -1 : (int32_t)x;
 }
 
@@ -1691,7 +1691,7 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
                                       "dtype", "compression", "pixel_bytes", "pixels"};
   int f[12];
   for (int k = 0; k < 12; k++) {
-    f[k] = pb__oa_field(cs, names[k]);
+    f[k] = pb__ome_arrow_field(cs, names[k]);
     if (f[k] < 0 && k < 8)
       return pb_error_set(err, PB_EFORMAT, "%s: image %lld: chunks have no field '%s'", r->path,
                           (long long)i, names[k]);
@@ -1710,7 +1710,7 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
     duckdb_logical_type lt = duckdb_vector_get_column_type(data);
     duckdb_type tid = duckdb_get_type_id(lt);
     duckdb_destroy_logical_type(&lt);
-    if (tid != pb__oa_dtype_duck(im->dtype))
+    if (tid != pb__ome_arrow_dtype_duck(im->dtype))
       return pb_error_set(err, PB_EFORMAT,
                           "%s: image %lld: chunk pixels have DuckDB type %d, pixels_meta says %s",
                           r->path, (long long)i, (int)tid, pb_dtype_name(im->dtype));
@@ -1727,10 +1727,10 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
     snprintf(pc->codec, sizeof pc->codec, "%s", numeric ? "" : "none");
     pc->dtype[0] = '\0';
     if (!numeric && f[9] >= 0)
-      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[9]), k, pc->codec,
+      pb__ome_arrow_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[9]), k, pc->codec,
                      sizeof pc->codec);
     if (!numeric && f[8] >= 0)
-      pb__oa_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[8]), k, pc->dtype,
+      pb__ome_arrow_get_str(duckdb_struct_vector_get_child(cs, (idx_t)f[8]), k, pc->dtype,
                      sizeof pc->dtype);
   }
   PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, (size_t)e.length, "chunk", err));
@@ -1744,7 +1744,7 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
     int64_t shp[PB_NDIM] = {1, 1, b[5], b[6], b[7]};
     if (numeric) {
       idx_t want = (idx_t)b[5] * (idx_t)b[6] * (idx_t)b[7];
-      idx_t got = pb__oa_valid(pix, k) ? pe[k].length : 0;
+      idx_t got = pb__ome_arrow_valid(pix, k) ? pe[k].length : 0;
       if (got != want)
         return pb_error_set(err, PB_EFORMAT,
                             "%s: image %lld, chunk %llu: pixels list holds %llu values, its "
@@ -1757,7 +1757,7 @@ static int put_chunks(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector c
       continue;
     }
     size_t blen = 0;
-    const char *bytes = f[10] >= 0 ? pb__oa_get_blob(duckdb_struct_vector_get_child(cs, (idx_t)f[10]), k, &blen) : NULL;
+    const char *bytes = f[10] >= 0 ? pb__ome_arrow_get_blob(duckdb_struct_vector_get_child(cs, (idx_t)f[10]), k, &blen) : NULL;
     rc = place_chunk(r, i, im, (size_t)j, org, shp, r->pcs[j].codec, r->pcs[j].dtype, bytes,
                      blen, reg, dst, covered, &scratch, &scratch_n, times, err);
   }
@@ -1807,8 +1807,8 @@ static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector p
                       struct pb_error *err) {
   duckdb_list_entry e = ((duckdb_list_entry *)duckdb_vector_get_data(pl))[row];
   duckdb_vector ps = duckdb_list_vector_get_child(pl);
-  int fz = pb__oa_field(ps, "z"), ft = pb__oa_field(ps, "t"), fc = pb__oa_field(ps, "c"),
-      fp = pb__oa_field(ps, "pixels");
+  int fz = pb__ome_arrow_field(ps, "z"), ft = pb__ome_arrow_field(ps, "t"), fc = pb__ome_arrow_field(ps, "c"),
+      fp = pb__ome_arrow_field(ps, "pixels");
   if (fz < 0 || ft < 0 || fc < 0 || fp < 0)
     return pb_error_set(err, PB_EFORMAT, "%s: image %lld: planes lack z, t, c or pixels", r->path,
                         (long long)i);
@@ -1817,7 +1817,7 @@ static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector p
   duckdb_logical_type lt = duckdb_vector_get_column_type(data);
   duckdb_type tid = duckdb_get_type_id(lt);
   duckdb_destroy_logical_type(&lt);
-  if (tid != pb__oa_dtype_duck(im->dtype))
+  if (tid != pb__ome_arrow_dtype_duck(im->dtype))
     return pb_error_set(err, PB_EFORMAT,
                         "%s: image %lld: plane pixels have DuckDB type %d, pixels_meta says %s",
                         r->path, (long long)i, (int)tid, pb_dtype_name(im->dtype));
@@ -1840,9 +1840,9 @@ static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector p
   PB_RETURN_NOT_OK(check_pieces(r, i, im, r->pcs, (size_t)e.length, "plane", err));
   for (idx_t j = 0; j < e.length; j++) {
     idx_t k = e.offset + j;
-    int64_t org[PB_NDIM] = {pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)ft), k, -1),
-                            pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)fc), k, -1),
-                            pb__oa_get_int(duckdb_struct_vector_get_child(ps, (idx_t)fz), k, -1),
+    int64_t org[PB_NDIM] = {pb__ome_arrow_get_int(duckdb_struct_vector_get_child(ps, (idx_t)ft), k, -1),
+                            pb__ome_arrow_get_int(duckdb_struct_vector_get_child(ps, (idx_t)fc), k, -1),
+                            pb__ome_arrow_get_int(duckdb_struct_vector_get_child(ps, (idx_t)fz), k, -1),
                             0, 0};
     int64_t shp[PB_NDIM] = {1, 1, 1, Y, X};
     if (org[0] < 0 || org[0] >= im->shape[0] || org[1] < 0 || org[1] >= im->shape[1] ||
@@ -1851,11 +1851,11 @@ static int put_planes(ot_reader *r, int64_t i, const ot_img *im, duckdb_vector p
                           "lies outside the image", r->path, (long long)i,
                           (unsigned long long)j, (long long)org[0], (long long)org[1],
                           (long long)org[2]);
-    if (!pb__oa_valid(pix, k) || pe[k].length != (idx_t)(Y * X))
+    if (!pb__ome_arrow_valid(pix, k) || pe[k].length != (idx_t)(Y * X))
       return pb_error_set(err, PB_EFORMAT,
                           "%s: image %lld, plane %llu: %llu pixels, expected %lld x %lld", r->path,
                           (long long)i, (unsigned long long)j,
-                          (unsigned long long)(pb__oa_valid(pix, k) ? pe[k].length : 0),
+                          (unsigned long long)(pb__ome_arrow_valid(pix, k) ? pe[k].length : 0),
                           (long long)Y, (long long)X);
     int64_t vol = box_volume(org, shp, reg->start, reg->count);
     if (vol == 0) continue;
@@ -1900,7 +1900,7 @@ static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, pb__
   duckdb_bind_int64(r->st, 1, first);
   duckdb_bind_int64(r->st, 2, last);
   duckdb_result res;
-  if (pb__oa_execute_streaming(r->st, &res) != DuckDBSuccess) {
+  if (pb__ome_arrow_execute_streaming(r->st, &res) != DuckDBSuccess) {
     pb__pq_block_free(b);
     char what[64];
     snprintf(what, sizeof what, "image %lld", (long long)i);
@@ -1919,7 +1919,7 @@ static int block_load(ot_reader *r, int64_t i, int64_t first, int64_t last, pb__
     duckdb_vector kv = duckdb_data_chunk_get_vector(ch, 0);
     idx_t n = duckdb_data_chunk_get_size(ch);
     for (idx_t k = 0; k < n; k++) {
-      int64_t key = pb__oa_get_int(kv, k, -1);
+      int64_t key = pb__ome_arrow_get_int(kv, k, -1);
       if (key < first || key > last) continue;
       b->chunk_of[key - first] = d;
       b->row_of[key - first] = (int32_t)k;
@@ -1982,9 +1982,9 @@ static int ot_read_duck(ot_reader *r, int64_t i, const pb_region *region, void *
   idx_t row = (idx_t)b->row_of[im->key - b->first];
   int64_t t1 = pb_now_ns();
   duckdb_vector cl = duckdb_data_chunk_get_vector(ch, 1), pl = duckdb_data_chunk_get_vector(ch, 2);
-  int has_c = pb__oa_valid(cl, row) && pb__oa_field(duckdb_list_vector_get_child(cl), "t") >= 0 &&
+  int has_c = pb__ome_arrow_valid(cl, row) && pb__ome_arrow_field(duckdb_list_vector_get_child(cl), "t") >= 0 &&
               ((duckdb_list_entry *)duckdb_vector_get_data(cl))[row].length > 0;
-  int has_p = pb__oa_valid(pl, row) && pb__oa_field(duckdb_list_vector_get_child(pl), "z") >= 0 &&
+  int has_p = pb__ome_arrow_valid(pl, row) && pb__ome_arrow_field(duckdb_list_vector_get_child(pl), "z") >= 0 &&
               ((duckdb_list_entry *)duckdb_vector_get_data(pl))[row].length > 0;
   if (has_p)
     rc = put_planes(r, i, im, pl, row, region, dst, &covered, times, err);
@@ -2169,12 +2169,12 @@ static int ot_read(void *state, int64_t i, const pb_region *region, void *dst, s
   int used = 0;
   int rc = ot_read_direct(r, i, reg, dst, times, &used, &fe);
   if (used && rc == PB_OK) {
-    pb__oa_direct_note(1);
+    pb__ome_arrow_direct_note(1);
     return PB_OK;
   }
   /* Not for the direct path, or it failed: DuckDB reads it. When DuckDB fails too, the direct
    * path's error is the more precise one. */
-  pb__oa_direct_note(0);
+  pb__ome_arrow_direct_note(0);
   int rc2 = ot_read_duck(r, i, region, dst, dst_size, times, err);
   if (rc2 != PB_OK && used) {
     if (err != NULL) *err = fe;

@@ -28,14 +28,14 @@ PB__ENV_VERSION(register_libpng, "libpng_version", libpng_version)
 
 static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
-pb__if_kind pb__if_sniff(const unsigned char *data, size_t size) {
+pb__imagefolder_kind pb__imagefolder_sniff(const unsigned char *data, size_t size) {
   if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return PB__IF_JPEG;
   if (size >= 8 && memcmp(data, png_sig, 8) == 0) return PB__IF_PNG;
   return PB__IF_UNKNOWN;
 }
 
 /* Refuses a claimed size before anything is allocated for it. */
-static int check_size(const char *name, const pb__if_info *info, struct pb_error *err) {
+static int check_size(const char *name, const pb__imagefolder_info *info, struct pb_error *err) {
   if (info->width < 1 || info->height < 1)
     return pb_error_set(err, PB_EFORMAT, "%s: image header claims %d x %d pixels", name,
                         info->width, info->height);
@@ -47,7 +47,7 @@ static int check_size(const char *name, const pb__if_info *info, struct pb_error
   if (pixels > PB__IF_MAX_PIXELS || bytes > pb__max_image_bytes())
     return pb_error_set(err, PB_EUNSUPPORTED,
                         "%s: image header claims %d x %d pixels, more than the %lld pixels "
-                        "(or PB_MAX_IMAGE_BYTES) pipebench believes before decoding",
+                        "(or PIPEBENCH_MAX_IMAGE_BYTES) pipebench believes before decoding",
                         name, info->width, info->height, (long long)PB__IF_MAX_PIXELS);
   return PB_OK;
 }
@@ -86,7 +86,7 @@ static int64_t jpeg_count_scans(const unsigned char *d, size_t n) {
 /* Refuses a JPEG whose decoding would cost far more than its size suggests (if_codec.h): too
  * many scans, or scans x pixels beyond PB__IF_WORK_PER_BYTE per byte of the file. data is the
  * whole file. */
-static int check_scans(const char *name, const pb__if_info *info, const unsigned char *data,
+static int check_scans(const char *name, const pb__imagefolder_info *info, const unsigned char *data,
                        size_t size, struct pb_error *err) {
   int64_t scans = jpeg_count_scans(data, size);
   if (scans > PB__IF_MAX_SCANS)
@@ -113,7 +113,7 @@ static int jpeg_fail(const char *name, tjhandle tj, const char *what, struct pb_
   return rc;
 }
 
-static int jpeg_header(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+static int jpeg_header(const char *name, const unsigned char *data, size_t size, pb__imagefolder_info *info,
                        struct pb_error *err) {
   if (size > (size_t)0xffffffffu)
     return pb_error_set(err, PB_EUNSUPPORTED, "%s: JPEG file of %zu bytes is too large", name, size);
@@ -154,7 +154,7 @@ static void interleave(void *dst, const void *src, size_t pixels, int channels) 
 }
 
 static int jpeg_decode(const char *name, const unsigned char *data, size_t size,
-                       const pb__if_info *info, void *dst, struct pb_error *err) {
+                       const pb__imagefolder_info *info, void *dst, struct pb_error *err) {
   PB_RETURN_NOT_OK(check_scans(name, info, data, size, err));
   size_t pixels = (size_t)info->width * (size_t)info->height;
   unsigned char *tmp = dst;
@@ -216,7 +216,7 @@ static void split_rgb(const unsigned char *restrict src, unsigned char *restrict
   }
 }
 
-struct pb__if_jpeg {
+struct pb__imagefolder_jpeg {
   struct jpeg_decompress_struct cinfo;
   jpeg_fail_mgr fail;
   struct jpeg_progress_mgr progress;
@@ -237,8 +237,8 @@ static void jpeg_on_progress(j_common_ptr cinfo) {
   }
 }
 
-pb__if_jpeg *pb__if_jpeg_new(void) {
-  pb__if_jpeg *volatile dec = calloc(1, sizeof *dec); /* volatile: read after a longjmp */
+pb__imagefolder_jpeg *pb__imagefolder_jpeg_new(void) {
+  pb__imagefolder_jpeg *volatile dec = calloc(1, sizeof *dec); /* volatile: read after a longjmp */
   if (dec == NULL) return NULL;
   dec->cinfo.err = jpeg_std_error(&dec->fail.pub);
   dec->fail.pub.error_exit = jpeg_on_error;
@@ -253,7 +253,7 @@ pb__if_jpeg *pb__if_jpeg_new(void) {
   return dec;
 }
 
-void pb__if_jpeg_free(pb__if_jpeg *dec) {
+void pb__imagefolder_jpeg_free(pb__imagefolder_jpeg *dec) {
   if (dec == NULL) return;
   jpeg_destroy_decompress(&dec->cinfo);
   free(dec->row);
@@ -261,22 +261,22 @@ void pb__if_jpeg_free(pb__if_jpeg *dec) {
 }
 
 /* Ends the current image, keeping the object (and its source manager) for the next one. */
-static void jpeg_end(pb__if_jpeg *dec) {
+static void jpeg_end(pb__imagefolder_jpeg *dec) {
   jpeg_abort_decompress(&dec->cinfo);
   dec->started = 0;
 }
 
-void pb__if_jpeg_end(pb__if_jpeg *dec) {
+void pb__imagefolder_jpeg_end(pb__imagefolder_jpeg *dec) {
   if (dec != NULL && dec->started) jpeg_end(dec);
 }
 
-int pb__if_jpeg_header(pb__if_jpeg *dec, const char *name, const unsigned char *data, size_t size,
-                       pb__if_info *info, struct pb_error *err) {
+int pb__imagefolder_jpeg_header(pb__imagefolder_jpeg *dec, const char *name, const unsigned char *data, size_t size,
+                       pb__imagefolder_info *info, struct pb_error *err) {
   memset(info, 0, sizeof *info);
   if (dec->started) jpeg_end(dec);
   if (size > (size_t)0xffffffffu)
     return pb_error_set(err, PB_EUNSUPPORTED, "%s: JPEG file of %zu bytes is too large", name, size);
-  if (size == 0 || pb__if_sniff(data, size) != PB__IF_JPEG)
+  if (size == 0 || pb__imagefolder_sniff(data, size) != PB__IF_JPEG)
     return pb_error_set(err, PB_EFORMAT, "%s: not a JPEG file", name);
   struct jpeg_decompress_struct *cinfo = &dec->cinfo;
   dec->fail.message[0] = '\0';
@@ -305,7 +305,7 @@ int pb__if_jpeg_header(pb__if_jpeg *dec, const char *name, const unsigned char *
   return rc;
 }
 
-int pb__if_jpeg_box(pb__if_jpeg *dec, const char *name, const pb__if_info *info, int scale, int y0,
+int pb__imagefolder_jpeg_box(pb__imagefolder_jpeg *dec, const char *name, const pb__imagefolder_info *info, int scale, int y0,
                     int x0, int h, int w, void *dst, size_t dst_size, struct pb_error *err) {
   struct jpeg_decompress_struct *cinfo = &dec->cinfo;
   int rc = PB_OK;
@@ -392,22 +392,22 @@ int pb__if_jpeg_box(pb__if_jpeg *dec, const char *name, const pb__if_info *info,
   return PB_OK;
 }
 
-int pb__if_decode_jpeg_box(const char *name, const unsigned char *data, size_t size,
-                           const pb__if_info *info, int scale, int y0, int x0, int h, int w,
+int pb__imagefolder_decode_jpeg_box(const char *name, const unsigned char *data, size_t size,
+                           const pb__imagefolder_info *info, int scale, int y0, int x0, int h, int w,
                            void *dst, size_t dst_size, struct pb_error *err) {
   if (info->kind != PB__IF_JPEG)
     return pb_error_set(err, PB_EINVAL, "%s: not a JPEG file", name);
-  pb__if_jpeg *dec = pb__if_jpeg_new();
+  pb__imagefolder_jpeg *dec = pb__imagefolder_jpeg_new();
   if (dec == NULL) return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", name);
-  pb__if_info got;
-  int rc = pb__if_jpeg_header(dec, name, data, size, &got, err);
+  pb__imagefolder_info got;
+  int rc = pb__imagefolder_jpeg_header(dec, name, data, size, &got, err);
   if (rc == PB_OK && (got.width != info->width || got.height != info->height ||
                       got.channels != info->channels)) {
     rc = pb_error_set(err, PB_EFORMAT, "%s: JPEG is %dx%d x %d, not %dx%d x %d", name, got.width,
                       got.height, got.channels, info->width, info->height, info->channels);
   }
-  if (rc == PB_OK) rc = pb__if_jpeg_box(dec, name, info, scale, y0, x0, h, w, dst, dst_size, err);
-  pb__if_jpeg_free(dec);
+  if (rc == PB_OK) rc = pb__imagefolder_jpeg_box(dec, name, info, scale, y0, x0, h, w, dst, dst_size, err);
+  pb__imagefolder_jpeg_free(dec);
   return rc;
 }
 
@@ -440,7 +440,7 @@ static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
 }
 
 /* Header only when dst is NULL; otherwise decodes into dst (planar). */
-static int png_run(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+static int png_run(const char *name, const unsigned char *data, size_t size, pb__imagefolder_info *info,
                    void *dst, struct pb_error *err) {
   png_io io = {.data = data, .size = size};
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
@@ -464,7 +464,7 @@ static int png_run(const char *name, const unsigned char *data, size_t size, pb_
   png_uint_32 w = png_get_image_width(png, pi), h = png_get_image_height(png, pi);
   int ct = png_get_color_type(png, pi), depth = png_get_bit_depth(png, pi);
   if (w > 0x7fffffffu || h > 0x7fffffffu) png_error(png, "image size out of range");
-  pb__if_info in = {PB__IF_PNG, (int)w, (int)h, (ct & PNG_COLOR_MASK_COLOR) ? 3 : 1,
+  pb__imagefolder_info in = {PB__IF_PNG, (int)w, (int)h, (ct & PNG_COLOR_MASK_COLOR) ? 3 : 1,
                     depth == 16 ? PB_UINT16 : PB_UINT8};
   int rc = check_size(name, &in, err);
   if (rc != PB_OK || dst == NULL) {
@@ -504,11 +504,11 @@ static int png_run(const char *name, const unsigned char *data, size_t size, pb_
 
 /* ---- both ----------------------------------------------------------------------------------- */
 
-int pb__if_header(const char *name, const unsigned char *data, size_t size, pb__if_info *info,
+int pb__imagefolder_header(const char *name, const unsigned char *data, size_t size, pb__imagefolder_info *info,
                   struct pb_error *err) {
   memset(info, 0, sizeof *info);
   if (size == 0) return pb_error_set(err, PB_EFORMAT, "%s: empty file (0 bytes), not a JPEG or PNG", name);
-  switch (pb__if_sniff(data, size)) {
+  switch (pb__imagefolder_sniff(data, size)) {
   case PB__IF_JPEG: return jpeg_header(name, data, size, info, err);
   case PB__IF_PNG: return png_run(name, data, size, info, NULL, err);
   default: break;
@@ -520,15 +520,15 @@ int pb__if_header(const char *name, const unsigned char *data, size_t size, pb__
                       b[0], b[1], b[2], b[3]);
 }
 
-int pb__if_decode(const char *name, const unsigned char *data, size_t size,
-                  const pb__if_info *info, void *dst, size_t dst_size, struct pb_error *err) {
+int pb__imagefolder_decode(const char *name, const unsigned char *data, size_t size,
+                  const pb__imagefolder_info *info, void *dst, size_t dst_size, struct pb_error *err) {
   size_t need = (size_t)info->width * (size_t)info->height * (size_t)info->channels *
                 pb_dtype_size(info->dtype);
   if (dst_size < need)
     return pb_error_set(err, PB_EINVAL, "%s: image needs %zu bytes, destination holds %zu", name,
                         need, dst_size);
   if (info->kind == PB__IF_JPEG) return jpeg_decode(name, data, size, info, dst, err);
-  if (info->kind == PB__IF_PNG) return png_run(name, data, size, (pb__if_info *)info, dst, err);
+  if (info->kind == PB__IF_PNG) return png_run(name, data, size, (pb__imagefolder_info *)info, dst, err);
   return pb_error_set(err, PB_EFORMAT, "%s: not a JPEG or PNG file", name);
 }
 
@@ -590,8 +590,8 @@ static int png_encode(const char *name, const uint8_t *il, int width, int height
   return PB_OK;
 }
 
-int pb__if_encode(const char *name, const uint8_t *pixels, int width, int height, int channels,
-                  int png, int quality, pb__if_subsampling sub, unsigned char **out,
+int pb__imagefolder_encode(const char *name, const uint8_t *pixels, int width, int height, int channels,
+                  int png, int quality, pb__imagefolder_subsampling sub, unsigned char **out,
                   size_t *out_size, struct pb_error *err) {
   *out = NULL;
   *out_size = 0;

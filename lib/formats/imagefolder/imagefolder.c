@@ -93,13 +93,13 @@ typedef struct if_state {
   if_file *files;
   int64_t n, cap;
   int64_t ignored;     /* non-image files below class folders and files at the top */
-  pb__if_info *info;   /* per image, kind 0 until its header has been read */
+  pb__imagefolder_info *info;   /* per image, kind 0 until its header has been read */
   /* Kept from read to read (a handle serves one thread): the file's bytes and the JPEG
    * decoder, so a sample costs no allocation of its file's size (over glibc's mmap threshold
    * for many photographs: an mmap, page faults and an munmap per image). */
   unsigned char *buf;
   size_t buf_cap;
-  pb__if_jpeg *jpeg;
+  pb__imagefolder_jpeg *jpeg;
   pb_read_options ro; /* how image files are read */
 } if_state;
 
@@ -117,7 +117,7 @@ static void if_close(void *p) {
   free(s->real_root);
   free(s->seen.keys);
   free(s->buf);
-  pb__if_jpeg_free(s->jpeg);
+  pb__imagefolder_jpeg_free(s->jpeg);
   free(s);
 }
 
@@ -555,7 +555,7 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
 }
 
 static void fill_meta(const if_state *s, int64_t i, pb_image_meta *out) {
-  const pb__if_info *in = &s->info[i];
+  const pb__imagefolder_info *in = &s->info[i];
   const int64_t shape[PB_NDIM] = {1, in->channels, 1, in->height, in->width};
   char name[256];
   snprintf(name, sizeof name, "%s/%s", s->files[i].dir, s->files[i].name);
@@ -577,7 +577,7 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
     for (int k = 0; k < 3 && (k == 0 || (rc != PB_OK && !whole)); k++) {
       PB_RETURN_NOT_OK(load_file(s, i, url ? 0 : limits[k], path, sizeof path, &data, &size,
                                  &whole, err));
-      rc = pb__if_header(path, data, size, &s->info[i], err);
+      rc = pb__imagefolder_header(path, data, size, &s->info[i], err);
     }
     if (rc != PB_OK) {
       s->info[i].kind = PB__IF_UNKNOWN;
@@ -591,26 +591,26 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
 /* Reads image i's file and its header into *data (the handle's buffer) and *in, refusing an
  * image whose size changed since meta read it. *read_ns: the time to read the file. A JPEG's
  * header is read by the handle's decoder (started on first use), which then holds the image
- * for pb__if_jpeg_box. */
+ * for pb__imagefolder_jpeg_box. */
 static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
-                        unsigned char **data, size_t *size, pb__if_info *in, int64_t *read_ns,
+                        unsigned char **data, size_t *size, pb__imagefolder_info *in, int64_t *read_ns,
                         struct pb_error *err) {
-  if (s->jpeg == NULL && (s->jpeg = pb__if_jpeg_new()) == NULL)
+  if (s->jpeg == NULL && (s->jpeg = pb__imagefolder_jpeg_new()) == NULL)
     return pb_error_set(err, PB_ENOMEM, "%s: cannot start the JPEG decoder", s->root);
-  pb__if_jpeg *jpeg = s->jpeg;
+  pb__imagefolder_jpeg *jpeg = s->jpeg;
   int whole;
   int64_t t0 = pb_now_ns();
   PB_RETURN_NOT_OK(load_file(s, i, 0, path, path_size, data, size, &whole, err));
   *read_ns = pb_now_ns() - t0;
-  int rc = pb__if_sniff(*data, *size) == PB__IF_JPEG
-               ? pb__if_jpeg_header(jpeg, path, *data, *size, in, err)
-               : pb__if_header(path, *data, *size, in, err);
+  int rc = pb__imagefolder_sniff(*data, *size) == PB__IF_JPEG
+               ? pb__imagefolder_jpeg_header(jpeg, path, *data, *size, in, err)
+               : pb__imagefolder_header(path, *data, *size, in, err);
   if (rc == PB_OK && s->info[i].kind != PB__IF_UNKNOWN &&
       (in->width != s->info[i].width || in->height != s->info[i].height ||
        in->channels != s->info[i].channels || in->dtype != s->info[i].dtype))
     rc = pb_error_set(err, PB_EFORMAT, "%s: the image changed since its size was read", path);
   if (rc != PB_OK) {
-    if (in->kind == PB__IF_JPEG) pb__if_jpeg_end(jpeg);
+    if (in->kind == PB__IF_JPEG) pb__imagefolder_jpeg_end(jpeg);
     *data = NULL;
     return rc;
   }
@@ -630,7 +630,7 @@ static void add_times(pb_stage_times *times, int64_t read_ns, int64_t t1, size_t
 }
 
 /* Decodes a loaded file (whole, or a region of it at full resolution). */
-static int decode_loaded(const char *path, unsigned char *data, size_t size, const pb__if_info *in,
+static int decode_loaded(const char *path, unsigned char *data, size_t size, const pb__imagefolder_info *in,
                          const pb_region *region, void *dst, size_t dst_size, int64_t read_ns,
                          pb_stage_times *times, struct pb_error *err) {
   int64_t t1 = pb_now_ns();
@@ -640,12 +640,12 @@ static int decode_loaded(const char *path, unsigned char *data, size_t size, con
   size_t out_bytes = need;
   int rc;
   if (region == NULL) {
-    rc = pb__if_decode(path, data, size, in, dst, dst_size, err);
+    rc = pb__imagefolder_decode(path, data, size, in, dst, dst_size, err);
   } else {
     rc = pb__region_check(region, shape, err);
     void *tmp = rc == PB_OK ? malloc(need) : NULL;
     if (rc == PB_OK && tmp == NULL) rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", path);
-    if (rc == PB_OK) rc = pb__if_decode(path, data, size, in, tmp, need, err);
+    if (rc == PB_OK) rc = pb__imagefolder_decode(path, data, size, in, tmp, need, err);
     if (rc == PB_OK) {
       static const int64_t zero[PB_NDIM] = {0, 0, 0, 0, 0};
       out_bytes = esize;
@@ -667,7 +667,7 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   char path[8192];
   unsigned char *data;
   size_t size;
-  pb__if_info in;
+  pb__imagefolder_info in;
   int64_t read_ns;
   if_state *s = p;
   PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, err));
@@ -687,14 +687,14 @@ static int if_read(void *p, int64_t i, const pb_region *region, void *dst, size_
   int rc = region != NULL ? pb__region_check(region, shape, err) : PB_OK;
   if (rc == PB_OK && (r->count[PB_C] != in.channels || r->start[PB_C] != 0)) {
     /* A subset of channels: decoded whole by TurboJPEG and cut. */
-    pb__if_jpeg_end(s->jpeg);
+    pb__imagefolder_jpeg_end(s->jpeg);
     return decode_loaded(path, data, size, &in, region, dst, dst_size, read_ns, times, err);
   }
   if (rc == PB_OK)
-    rc = pb__if_jpeg_box(s->jpeg, path, &in, 1, (int)r->start[PB_Y], (int)r->start[PB_X],
+    rc = pb__imagefolder_jpeg_box(s->jpeg, path, &in, 1, (int)r->start[PB_Y], (int)r->start[PB_X],
                          (int)r->count[PB_Y], (int)r->count[PB_X], dst, dst_size, err);
   else
-    pb__if_jpeg_end(s->jpeg);
+    pb__imagefolder_jpeg_end(s->jpeg);
   if (rc == PB_OK)
     add_times(times, read_ns, t1, size, r->count[PB_Y] * r->count[PB_X] * in.channels);
   return rc;
@@ -708,7 +708,7 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
   char path[8192];
   unsigned char *data;
   size_t size;
-  pb__if_info in;
+  pb__imagefolder_info in;
   int64_t read_ns;
   if_state *s = p;
   PB_RETURN_NOT_OK(load_checked(s, i, path, sizeof path, &data, &size, &in, &read_ns, err));
@@ -724,11 +724,11 @@ static int if_read_scaled(void *p, int64_t i, const pb_region *region, int *scal
     rc = pb_error_set(err, PB_EUNSUPPORTED, "%s: a scaled read takes every channel", path);
   if (rc == PB_OK) {
     pb__scaled_box(region, shape, *scale, out);
-    rc = pb__if_jpeg_box(s->jpeg, path, &in, *scale, (int)out->start[PB_Y],
+    rc = pb__imagefolder_jpeg_box(s->jpeg, path, &in, *scale, (int)out->start[PB_Y],
                          (int)out->start[PB_X], (int)out->count[PB_Y], (int)out->count[PB_X], dst,
                          dst_size, err);
   } else {
-    pb__if_jpeg_end(s->jpeg); /* the header read; nothing decoded */
+    pb__imagefolder_jpeg_end(s->jpeg); /* the header read; nothing decoded */
   }
   if (rc == PB_OK)
     add_times(times, read_ns, t1, size, out->count[PB_Y] * out->count[PB_X] * in.channels);
@@ -744,7 +744,7 @@ typedef struct if_writer {
   char *path;
   char tmp[4096];
   int quality, png, classes;
-  pb__if_subsampling sub;
+  pb__imagefolder_subsampling sub;
   int64_t count;
   int finished;
 } if_writer;
@@ -779,7 +779,7 @@ static int if_writer_open(const char *path, const pb_write_params *params, void 
   PB_RETURN_NOT_OK(opt_int(opts, "quality", 1, 100, 90, &quality, err));
   PB_RETURN_NOT_OK(opt_int(opts, "png", 0, 1, 0, &png, err));
   PB_RETURN_NOT_OK(opt_int(opts, "classes", 1, 1000000, 10, &classes, err));
-  pb__if_subsampling sub = PB__IF_420;
+  pb__imagefolder_subsampling sub = PB__IF_420;
   char buf[64];
   if (pb__opt_get(opts, "subsampling", buf, sizeof buf)) {
     if (strcmp(buf, "444") == 0) sub = PB__IF_444;
@@ -874,7 +874,7 @@ static int if_writer_add(void *p, const pb_image_meta *meta, const void *pixels,
   size_t enc_size = 0;
   int rc = pb__mkdirs(dir, err);
   if (rc == PB_OK)
-    rc = pb__if_encode(file, u8, (int)sh[PB_X], (int)sh[PB_Y], (int)sh[PB_C], w->png, w->quality,
+    rc = pb__imagefolder_encode(file, u8, (int)sh[PB_X], (int)sh[PB_Y], (int)sh[PB_C], w->png, w->quality,
                        w->sub, &enc, &enc_size, err);
   free(u8);
   if (rc == PB_OK) {

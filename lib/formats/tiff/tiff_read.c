@@ -544,7 +544,7 @@ static int layout_from_pages(tiff_file *f, pb__tiff_io *io, const char *desc, co
 
 /* The size the tags and description claim, before anything is allocated for it: compressed or
  * sparse blocks may be far smaller than their pixels, so the file length bounds nothing, and
- * the claim is held to PB_MAX_IMAGE_BYTES (docs/formats.md). */
+ * the claim is held to PIPEBENCH_MAX_IMAGE_BYTES (docs/formats.md). */
 static int check_claim(const tiff_file *f, const char *path, struct pb_error *err) {
   int64_t claim_px, claim = 0;
   if (!pb__prod_i64_ok(f->shape, PB_NDIM, &claim_px) ||
@@ -553,7 +553,7 @@ static int check_claim(const tiff_file *f, const char *path, struct pb_error *er
     return pb_error_set(err, PB_EUNSUPPORTED,
                         "%s: shape %lldx%lldx%lldx%lldx%lld (TCZYX) of %s claims %s%lld bytes, "
                         "more than the %lld bytes pipebench believes before reading "
-                        "(PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                        "(PIPEBENCH_MAX_IMAGE_BYTES; docs/formats.md)",
                         path, (long long)f->shape[PB_T], (long long)f->shape[PB_C],
                         (long long)f->shape[PB_Z], (long long)f->shape[PB_Y],
                         (long long)f->shape[PB_X], pb_dtype_name(f->dtype),

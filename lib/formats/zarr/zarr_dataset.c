@@ -208,7 +208,7 @@ static int read_json(const char *path, const pb_read_options *ro, char **data, s
 
 /* The image size the array metadata claims, before anything is allocated for it. A missing
  * chunk reads as the fill value, so the chunks on disk bound nothing: the claim is held to
- * pb__max_image_bytes() (64 GiB unless PB_MAX_IMAGE_BYTES says otherwise). */
+ * pb__max_image_bytes() (64 GiB unless PIPEBENCH_MAX_IMAGE_BYTES says otherwise). */
 static int check_claimed_size(const pb__zarr_array *a, const char *label, struct pb_error *err) {
   int64_t px, bytes, limit = pb__max_image_bytes();
   int fits = pb__prod_i64_ok(a->fshape, (size_t)a->ndim, &px) &&
@@ -223,7 +223,7 @@ static int check_claimed_size(const pb__zarr_array *a, const char *label, struct
                             (long long)a->fshape[d]);
   return pb_error_set(err, PB_EUNSUPPORTED,
                       "%s: shape [%s] of %s claims %s, more than the %lld bytes pipebench "
-                      "believes before reading (PB_MAX_IMAGE_BYTES; docs/formats.md)",
+                      "believes before reading (PIPEBENCH_MAX_IMAGE_BYTES; docs/formats.md)",
                       label, shape, pb_dtype_name(a->dtype), claim, (long long)limit);
 }
 

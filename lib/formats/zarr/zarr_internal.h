@@ -17,7 +17,7 @@
 #define PB__ZARR_MAX_IMAGE_BYTES ((int64_t)1 << 48)
 /* Most chunk (or shard) files an array's grid may have. A missing chunk is legitimate (it reads
  * as the fill value), so the grid is held to this before anything is read; a 64 GiB image (the
- * default PB_MAX_IMAGE_BYTES) in this many chunks has 4 KiB chunks. docs/format-ome-zarr.md. */
+ * default PIPEBENCH_MAX_IMAGE_BYTES) in this many chunks has 4 KiB chunks. docs/format-ome-zarr.md. */
 #define PB__ZARR_MAX_GRID_CHUNKS ((int64_t)1 << 24)
 
 enum { PB__ZC_NONE = 0, PB__ZC_BLOSC, PB__ZC_ZSTD, PB__ZC_GZIP, PB__ZC_ZLIB, PB__ZC_CRC32C };

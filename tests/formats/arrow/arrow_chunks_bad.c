@@ -4,7 +4,7 @@
  * truncated list. Each is refused by both readers (direct pages and DuckDB) with the file and
  * the problem named, and `pipebench inspect` exits 2 with the same words. And a crop touches
  * only the chunks it needs: a garbage zstd leaf outside it does not stop it.
- * With PB_ARROW_CORPUS_OUT=DIR the damaged files are also copied there (how
+ * With PIPEBENCH_ARROW_CORPUS_OUT=DIR the damaged files are also copied there (how
  * corpus/ome_parquet/ was made). */
 #include <duckdb.h>
 #include <sys/wait.h>
@@ -77,7 +77,7 @@ static void expect_refused(const char *path, int direct, const char *what) {
 }
 
 static void expect_cli_exit2(const char *dir, const char *path, const char *what) {
-  const char *cli = getenv("PB_CLI") ? getenv("PB_CLI") : PB_CLI;
+  const char *cli = getenv("PIPEBENCH_CLI") ? getenv("PIPEBENCH_CLI") : PIPEBENCH_CLI;
   char cmd[4096], log[600];
   snprintf(log, sizeof log, "%s/stderr.txt", dir);
   snprintf(cmd, sizeof cmd, "'%s' inspect '%s' > /dev/null 2> '%s'", cli, path, log);
@@ -142,7 +142,7 @@ int main(void) {
       {"truncated", "chunks", "ch[1:5]", "truncated chunk list: 5 chunks"},
       {"truncated_bytes", "chunk-bytes", "ch[1:7]", "truncated chunk list: 7 chunks"},
   };
-  const char *corpus = getenv("PB_ARROW_CORPUS_OUT");
+  const char *corpus = getenv("PIPEBENCH_ARROW_CORPUS_OUT");
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     snprintf(bad, sizeof bad, "%s/%s.parquet", dir, cases[k].name);
     damage(con, strcmp(cases[k].layout, "chunks") == 0 ? good : goodb, bad, cases[k].expr);

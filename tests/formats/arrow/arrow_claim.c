@@ -1,6 +1,6 @@
 /* An oa-dataset whose images.parquet claims an image far larger than its chunks: size_y and
  * size_x rewritten to 2^31 - 1 (a real Parquet file, rewritten by DuckDB). The claim is held to
- * PB_MAX_IMAGE_BYTES (docs/formats.md) before anything is allocated: open or the metadata call
+ * PIPEBENCH_MAX_IMAGE_BYTES (docs/formats.md) before anything is allocated: open or the metadata call
  * fails naming images.parquet and the claimed shape, instead of reporting 2^63 bytes. */
 #include <duckdb.h>
 #include <stdint.h>
@@ -59,7 +59,7 @@ int main(void) {
   CHECK_EQ(rc, PB_EUNSUPPORTED);
   CHECK_CONTAINS(err.message, f);
   CHECK_CONTAINS(err.message, "2147483647x2147483647");
-  CHECK_CONTAINS(err.message, "PB_MAX_IMAGE_BYTES");
+  CHECK_CONTAINS(err.message, "PIPEBENCH_MAX_IMAGE_BYTES");
   printf("ok refused: %s\n", err.message);
   pb__remove_tree(dir);
   return 0;

@@ -72,13 +72,13 @@ static pb_dataset *open_with(const char *path, const char *format, int mode) {
 /* Reads every image whole and in three crops both ways; returns the number of direct reads. */
 static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
   struct pb_error err = {{0}};
-  pb__oa_direct_reset();
+  pb__ome_arrow_direct_reset();
   pb_dataset *fast = open_with(path, format, 1), *slow = open_with(path, format, 0);
   pb_dataset *pr = open_with(path, format, 2);
   /* ome-parquet: both direct opens read the metadata leaves themselves */
-  if (strcmp(format, "ome-parquet") == 0 && pb__oa_direct_meta_count() != 2) {
+  if (strcmp(format, "ome-parquet") == 0 && pb__ome_arrow_direct_meta_count() != 2) {
     fprintf(stderr, "%s: %lld of 2 direct opens read the metadata leaves\n", path,
-            (long long)pb__oa_direct_meta_count());
+            (long long)pb__ome_arrow_direct_meta_count());
     exit(1);
   }
   CHECK_EQ(pb_dataset_count(fast), N_IMAGES);
@@ -108,7 +108,7 @@ static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
       exit(1);
     }
   }
-  pb__oa_direct_reset();
+  pb__ome_arrow_direct_reset();
   int64_t reads = 0;
   for (int pass = 0; pass < 2; pass++) /* forward, then backward: other page-cache states */
     for (int k = 0; k < N_IMAGES; k++) {
@@ -143,7 +143,7 @@ static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
       }
     }
   int64_t served, fell;
-  pb__oa_direct_stats(&served, &fell);
+  pb__ome_arrow_direct_stats(&served, &fell);
   if (served != reads || fell != 0) {
     fprintf(stderr, "%s (%s): direct path served %lld of %lld reads, %lld fell back to DuckDB\n",
             path, format, (long long)served, (long long)reads, (long long)fell);

@@ -66,10 +66,10 @@ static void expect_error(const char *path, const char *name_in_msg, const char *
   CHECK_OK(pb_dataset_meta(ds, 0, &m, &err), &err);
   size_t nb = pb_image_bytes(&m);
   void *buf = malloc(nb);
-  pb__oa_direct_reset();
+  pb__ome_arrow_direct_reset();
   int rc = pb_dataset_read(ds, 0, buf, nb, NULL, &err);
   int64_t served, fell;
-  pb__oa_direct_stats(&served, &fell);
+  pb__ome_arrow_direct_stats(&served, &fell);
   if (rc == 0 || strstr(err.message, name_in_msg) == NULL ||
       strstr(err.message, "image 0") == NULL || (extra != NULL && strstr(err.message, extra) == NULL) || fell != 1) {
     fprintf(stderr, "%s: expected an error naming '%s', 'image 0' and '%s' (fell back %lld), got "

@@ -129,7 +129,7 @@ int main(void) {
                               {"oa-dataset", "x.oa"}};
   char file[128];
   int nf = 3;
-  const char *only = getenv("PB_ARROW_ONLY");
+  const char *only = getenv("PIPEBENCH_ARROW_ONLY");
   for (int f = 0; f < nf; f++) {
     if (only != NULL && strcmp(only, formats[f][0]) != 0) continue;
     int is_ds = f == 2;

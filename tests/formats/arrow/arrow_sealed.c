@@ -73,28 +73,28 @@ int main(void) {
   CHECK_OK(open_read_all(db, "duckdb", &err), &err);
 
   /* The reading session itself: no file functions, no ATTACH, and that setting locked. */
-  pb__oa_db d;
+  pb__ome_arrow_db d;
   char plain[512], pq[512];
   snprintf(plain, sizeof plain, "%s", db);
-  CHECK_OK(pb__oa_db_open_reader(&d, plain, NULL, 0, &err), &err);
+  CHECK_OK(pb__ome_arrow_db_open_reader(&d, plain, NULL, 0, &err), &err);
   snprintf(q, sizeof q, "SELECT content FROM read_text('%s')", secret);
-  EXPECT(pb__oa_exec(&d, q, "probe", &err) != PB_OK);
+  EXPECT(pb__ome_arrow_exec(&d, q, "probe", &err) != PB_OK);
   EXPECT_CONTAINS(err.message, "disabled by configuration");
   snprintf(q, sizeof q, "ATTACH '%s/other.duckdb' AS other", dir);
-  EXPECT(pb__oa_exec(&d, q, "probe", &err) != PB_OK);
-  EXPECT(pb__oa_exec(&d, "SET enable_external_access = true", "probe", &err) != PB_OK);
-  pb__oa_db_close(&d);
+  EXPECT(pb__ome_arrow_exec(&d, q, "probe", &err) != PB_OK);
+  EXPECT(pb__ome_arrow_exec(&d, "SET enable_external_access = true", "probe", &err) != PB_OK);
+  pb__ome_arrow_db_close(&d);
   /* In memory for Parquet: the files named read, nothing else. */
   snprintf(pq, sizeof pq, "%s/plain.parquet", dir);
   write_images(pq, "ome-parquet", NULL, NULL, shape, 2, 1);
   const char *files[1] = {pq};
-  CHECK_OK(pb__oa_db_open_reader(&d, NULL, files, 1, &err), &err);
+  CHECK_OK(pb__ome_arrow_db_open_reader(&d, NULL, files, 1, &err), &err);
   snprintf(q, sizeof q, "SELECT count(*) FROM read_parquet('%s')", pq);
-  EXPECT_OK(pb__oa_exec(&d, q, "probe", &err), &err);
+  EXPECT_OK(pb__ome_arrow_exec(&d, q, "probe", &err), &err);
   snprintf(q, sizeof q, "SELECT content FROM read_text('%s')", secret);
-  EXPECT(pb__oa_exec(&d, q, "probe", &err) != PB_OK);
-  EXPECT(pb__oa_exec(&d, "SET allowed_paths = ['/']", "probe", &err) != PB_OK);
-  pb__oa_db_close(&d);
+  EXPECT(pb__ome_arrow_exec(&d, q, "probe", &err) != PB_OK);
+  EXPECT(pb__ome_arrow_exec(&d, "SET allowed_paths = ['/']", "probe", &err) != PB_OK);
+  pb__ome_arrow_db_close(&d);
   printf("ok sessions sealed\n");
 
   /* images a VIEW that reads a host file. */

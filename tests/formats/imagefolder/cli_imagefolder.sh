@@ -3,8 +3,8 @@
 # crash or a hang), trees are detected from their top level only, gen/convert write trees that
 # inspect and run read, and writer options are checked.
 source "$(dirname "$0")/../../cli/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 T="timeout 60"
 
 # good: a tree of two classes (PIL writes the files)

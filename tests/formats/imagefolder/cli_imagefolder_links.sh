@@ -4,8 +4,8 @@
 # are followed, a folder or image linked from outside it is refused naming the link, and links
 # to nothing or to non-image files are passed over.
 source "$(dirname "$0")/../../cli/lib.sh"
-pb=${PB_CLI:?}
-py=${PB_PYTHON:-/usr/bin/python3}
+pb=${PIPEBENCH_CLI:?}
+py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 
 mk() { # mk DIR: classes cat and dog, two 24x32 JPEGs each
   mkdir -p "$1/cat" "$1/dog"

@@ -4,7 +4,7 @@
 # per image, a class folder per image up to 100; gen's own options refused when wrong; and
 # inspect's count of the non-image files it passed over.
 source "$(dirname "$0")/../../cli/lib.sh"
-pb=${PB_CLI:?}
+pb=${PIPEBENCH_CLI:?}
 T="timeout 120"
 
 run $T "$pb" gen --out "$work/in" --preset imagenet --rows 24

@@ -16,19 +16,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct pb_error err;
-  pb__if_info info;
-  if (pb__if_header("fuzz", data, size, &info, &err) != PB_OK) return 0;
+  pb__imagefolder_info info;
+  if (pb__imagefolder_header("fuzz", data, size, &info, &err) != PB_OK) return 0;
   size_t bytes = (size_t)info.width * (size_t)info.height * (size_t)info.channels *
                  pb_dtype_size(info.dtype);
   if (bytes == 0 || bytes > MAX_DECODE_BYTES) return 0;
   void *dst = malloc(bytes);
   if (dst == NULL) return 0;
-  (void)pb__if_decode("fuzz", data, size, &info, dst, bytes, &err);
+  (void)pb__imagefolder_decode("fuzz", data, size, &info, dst, bytes, &err);
   if (info.kind == PB__IF_JPEG) {
     int scale = 1 << (size % 4);
     int sw = (info.width + scale - 1) / scale, sh = (info.height + scale - 1) / scale;
     int x0 = (int)(size % (size_t)sw), y0 = (int)((size / 7) % (size_t)sh);
-    (void)pb__if_decode_jpeg_box("fuzz", data, size, &info, scale, y0, x0, sh - y0, sw - x0, dst,
+    (void)pb__imagefolder_decode_jpeg_box("fuzz", data, size, &info, scale, y0, x0, sh - y0, sw - x0, dst,
                                  bytes, &err);
   }
   free(dst);

@@ -1,5 +1,5 @@
 /* imagefolder against PIL and torchvision (Debian python3-pil, python3-torchvision, run through
- * PB_PYTHON): make_tree.py writes JPEG (baseline, progressive, 4:2:0, 4:4:4, grey, one with its
+ * PIPEBENCH_PYTHON): make_tree.py writes JPEG (baseline, progressive, 4:2:0, 4:4:4, grey, one with its
  * frame header 100 kB in) and PNG (RGB, grey, palette, RGBA, 16-bit grey) files into class
  * folders, with PIL's pixels and torchvision's ImageFolder samples; pipebench must list the same
  * files in the same order with the same labels and decode the same pixels, whole and as a
@@ -30,8 +30,8 @@ int main(void) {
   char tree[512], exp[512], cmd[2048];
   snprintf(tree, sizeof tree, "%s/tree", root);
   snprintf(exp, sizeof exp, "%s/expect", root);
-  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/formats/imagefolder/make_tree.py' '%s' '%s'", PB_PYTHON,
-           PB_SOURCE_DIR, tree, exp);
+  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/formats/imagefolder/make_tree.py' '%s' '%s'", PIPEBENCH_PYTHON,
+           PIPEBENCH_SOURCE_DIR, tree, exp);
   CHECK_EQ(system(cmd), 0);
 
   struct pb_error err = {{0}};

@@ -1,4 +1,4 @@
-/* Scaled and partial JPEG decoding (pb__if_decode_jpeg_box, the imagefolder's read_scaled):
+/* Scaled and partial JPEG decoding (pb__imagefolder_decode_jpeg_box, the imagefolder's read_scaled):
  * any box of the image decoded at 1/1, 1/2, 1/4 or 1/8 equals the same box cut from the whole
  * image decoded at that scale by TurboJPEG, for 4:2:0, 4:2:2, 4:4:4, grey and progressive files.
  * Also through the dataset (pb__read_scaled): the box it reports, PNG falling back to scale 1,
@@ -15,7 +15,7 @@
 #include "pipebench/gen.h"
 
 /* The whole image at 1/scale, planar, through TurboJPEG's scaled decoding. */
-static unsigned char *decode_whole(const unsigned char *jpg, size_t size, const pb__if_info *in,
+static unsigned char *decode_whole(const unsigned char *jpg, size_t size, const pb__imagefolder_info *in,
                                    int scale, int *sw, int *sh) {
   *sw = (in->width + scale - 1) / scale;
   *sh = (in->height + scale - 1) / scale;
@@ -37,8 +37,8 @@ static unsigned char *decode_whole(const unsigned char *jpg, size_t size, const 
 /* Every scale, boxes at the corners, the middle, one pixel, whole rows and seeded others. */
 static void check_file(const char *label, const unsigned char *jpg, size_t size) {
   struct pb_error err = {{0}};
-  pb__if_info in;
-  CHECK_OK(pb__if_header(label, jpg, size, &in, &err), &err);
+  pb__imagefolder_info in;
+  CHECK_OK(pb__imagefolder_header(label, jpg, size, &in, &err), &err);
   for (int scale = 1; scale <= 8; scale *= 2) {
     int sw, sh;
     unsigned char *whole = decode_whole(jpg, size, &in, scale, &sw, &sh);
@@ -61,7 +61,7 @@ static void check_file(const char *label, const unsigned char *jpg, size_t size)
       size_t n = (size_t)w * (size_t)h * (size_t)in.channels;
       unsigned char *box = malloc(n);
       CHECK(box != NULL);
-      CHECK_OK(pb__if_decode_jpeg_box(label, jpg, size, &in, scale, y0, x0, h, w, box, n, &err), &err);
+      CHECK_OK(pb__imagefolder_decode_jpeg_box(label, jpg, size, &in, scale, y0, x0, h, w, box, n, &err), &err);
       long bad = 0, first = -1;
       for (int c = 0; c < in.channels; c++)
         for (int y = 0; y < h; y++)
@@ -79,7 +79,7 @@ static void check_file(const char *label, const unsigned char *jpg, size_t size)
   }
 }
 
-static unsigned char *synth_jpeg(int w, int h, int channels, pb__if_subsampling sub, size_t *size) {
+static unsigned char *synth_jpeg(int w, int h, int channels, pb__imagefolder_subsampling sub, size_t *size) {
   const int64_t shape[PB_NDIM] = {1, channels, 1, h, w};
   pb_image_meta m;
   pb_image_meta_init(&m, "x", PB_UINT8, shape);
@@ -88,14 +88,14 @@ static unsigned char *synth_jpeg(int w, int h, int channels, pb__if_subsampling 
   pb_synth_image(&m, 7, w, px);
   unsigned char *jpg;
   struct pb_error err = {{0}};
-  CHECK_OK(pb__if_encode("x", px, w, h, channels, 0, 90, sub, &jpg, size, &err), &err);
+  CHECK_OK(pb__imagefolder_encode("x", px, w, h, channels, 0, 90, sub, &jpg, size, &err), &err);
   free(px);
   return jpg;
 }
 
 static void check_corpus(const char *name) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/tests/formats/imagefolder/corpus/%s", PB_SOURCE_DIR, name);
+  snprintf(path, sizeof path, "%s/tests/formats/imagefolder/corpus/%s", PIPEBENCH_SOURCE_DIR, name);
   void *data;
   size_t size;
   struct pb_error err = {{0}};
@@ -111,48 +111,48 @@ static void check_corpus(const char *name) {
 static void check_reuse(void) {
   static const struct {
     int w, h, c;
-    pb__if_subsampling sub;
+    pb__imagefolder_subsampling sub;
   } kinds[] = {{203, 157, 3, PB__IF_420}, {75, 61, 1, PB__IF_444}, {131, 77, 3, PB__IF_422},
                {99, 141, 3, PB__IF_444}};
   unsigned char *jpg[4];
   size_t size[4];
   for (int k = 0; k < 4; k++) jpg[k] = synth_jpeg(kinds[k].w, kinds[k].h, kinds[k].c, kinds[k].sub, &size[k]);
-  pb__if_jpeg *dec = pb__if_jpeg_new();
+  pb__imagefolder_jpeg *dec = pb__imagefolder_jpeg_new();
   CHECK(dec != NULL);
   struct pb_error err = {{0}};
   pb_rng rng;
   pb_rng_init(&rng, 99);
   for (int t = 0; t < 40; t++) {
     int k = (int)pb_rng_below(&rng, 4);
-    pb__if_info in;
+    pb__imagefolder_info in;
     switch (t % 5) {
     case 1: /* truncated: the header reads, the rows do not */
-      CHECK_OK(pb__if_jpeg_header(dec, "cut.jpg", jpg[k], size[k] / 3, &in, &err), &err);
+      CHECK_OK(pb__imagefolder_jpeg_header(dec, "cut.jpg", jpg[k], size[k] / 3, &in, &err), &err);
       {
         size_t n = (size_t)in.width * (size_t)in.height * (size_t)in.channels;
         unsigned char *a = malloc(n);
         CHECK(a != NULL);
-        EXPECT_EQ(pb__if_jpeg_box(dec, "cut.jpg", &in, 1, 0, 0, in.height, in.width, a, n, &err),
+        EXPECT_EQ(pb__imagefolder_jpeg_box(dec, "cut.jpg", &in, 1, 0, 0, in.height, in.width, a, n, &err),
                   PB_EFORMAT);
         EXPECT_CONTAINS(err.message, "cut.jpg");
         free(a);
       }
       continue;
     case 2: /* not a JPEG at all */
-      EXPECT_EQ(pb__if_jpeg_header(dec, "png.jpg", (const unsigned char *)"\x89PNG\r\n\x1a\n", 8, &in, &err),
+      EXPECT_EQ(pb__imagefolder_jpeg_header(dec, "png.jpg", (const unsigned char *)"\x89PNG\r\n\x1a\n", 8, &in, &err),
                 PB_EFORMAT);
       continue;
     case 3: /* a header read, then the image ended without decoding */
-      CHECK_OK(pb__if_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
-      pb__if_jpeg_end(dec);
+      CHECK_OK(pb__imagefolder_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
+      pb__imagefolder_jpeg_end(dec);
       continue;
     case 4: /* a box outside the image */
-      CHECK_OK(pb__if_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
-      EXPECT_EQ(pb__if_jpeg_box(dec, "x.jpg", &in, 1, 0, 0, in.height + 1, 1, NULL, 0, &err), PB_ERANGE);
+      CHECK_OK(pb__imagefolder_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
+      EXPECT_EQ(pb__imagefolder_jpeg_box(dec, "x.jpg", &in, 1, 0, 0, in.height + 1, 1, NULL, 0, &err), PB_ERANGE);
       continue;
     default: break;
     }
-    CHECK_OK(pb__if_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
+    CHECK_OK(pb__imagefolder_jpeg_header(dec, "x.jpg", jpg[k], size[k], &in, &err), &err);
     EXPECT_EQ(in.width, kinds[k].w);
     EXPECT_EQ(in.channels, kinds[k].c);
     int scale = 1 << pb_rng_below(&rng, 4);
@@ -162,15 +162,15 @@ static void check_reuse(void) {
     size_t n = (size_t)w * (size_t)h * (size_t)in.channels;
     unsigned char *a = malloc(n), *b = malloc(n);
     CHECK(a != NULL && b != NULL);
-    CHECK_OK(pb__if_jpeg_box(dec, "x.jpg", &in, scale, y0, x0, h, w, a, n, &err), &err);
-    CHECK_OK(pb__if_decode_jpeg_box("x.jpg", jpg[k], size[k], &in, scale, y0, x0, h, w, b, n, &err), &err);
+    CHECK_OK(pb__imagefolder_jpeg_box(dec, "x.jpg", &in, scale, y0, x0, h, w, a, n, &err), &err);
+    CHECK_OK(pb__imagefolder_decode_jpeg_box("x.jpg", jpg[k], size[k], &in, scale, y0, x0, h, w, b, n, &err), &err);
     if (memcmp(a, b, n) != 0)
       EXPECT_FAIL("reused decoder, image %d at 1/%d, box %dx%d at (%d,%d): differs from a fresh one",
                   k, scale, w, h, x0, y0);
     free(a);
     free(b);
   }
-  pb__if_jpeg_free(dec);
+  pb__imagefolder_jpeg_free(dec);
   for (int k = 0; k < 4; k++) free(jpg[k]);
 }
 
@@ -258,7 +258,7 @@ static void check_dataset(void) {
 int main(void) {
   static const struct {
     int w, h, c;
-    pb__if_subsampling sub;
+    pb__imagefolder_subsampling sub;
     const char *label;
   } cases[] = {{203, 157, 3, PB__IF_420, "synthetic 203x157 4:2:0"},
                {160, 96, 3, PB__IF_420, "synthetic 160x96 4:2:0"},

@@ -71,13 +71,13 @@ static void write_file(const char *path, const unsigned char *data, unsigned lon
 static void decode_all(const char *root, const char *tag, const unsigned char *data,
                        unsigned long size, const char *want) {
   struct pb_error err = {{0}};
-  pb__if_info info;
-  CHECK_OK(pb__if_header(tag, data, size, &info, &err), &err);
+  pb__imagefolder_info info;
+  CHECK_OK(pb__imagefolder_header(tag, data, size, &info, &err), &err);
   size_t bytes = (size_t)info.width * (size_t)info.height;
   unsigned char *dst = malloc(bytes);
   CHECK(dst != NULL);
-  int rc = pb__if_decode(tag, data, size, &info, dst, bytes, &err);
-  int rc2 = pb__if_decode_jpeg_box(tag, data, size, &info, 2, 0, 0, 8, 8, dst, bytes, &err);
+  int rc = pb__imagefolder_decode(tag, data, size, &info, dst, bytes, &err);
+  int rc2 = pb__imagefolder_decode_jpeg_box(tag, data, size, &info, 2, 0, 0, 8, 8, dst, bytes, &err);
   char dir[600], cls[700], file[800];
   snprintf(dir, sizeof dir, "%s/%s", root, tag);
   snprintf(cls, sizeof cls, "%s/cls", dir);
@@ -96,10 +96,10 @@ static void decode_all(const char *root, const char *tag, const unsigned char *d
     EXPECT_OK(rc3, &rerr);
   } else {
     struct pb_error e1 = {{0}}, e2 = {{0}};
-    EXPECT_EQ(pb__if_decode(tag, data, size, &info, dst, bytes, &e1), PB_EUNSUPPORTED);
+    EXPECT_EQ(pb__imagefolder_decode(tag, data, size, &info, dst, bytes, &e1), PB_EUNSUPPORTED);
     EXPECT_CONTAINS(e1.message, tag);
     EXPECT_CONTAINS(e1.message, want);
-    EXPECT_EQ(pb__if_decode_jpeg_box(tag, data, size, &info, 2, 0, 0, 8, 8, dst, bytes, &e2),
+    EXPECT_EQ(pb__imagefolder_decode_jpeg_box(tag, data, size, &info, 2, 0, 0, 8, 8, dst, bytes, &e2),
               PB_EUNSUPPORTED);
     EXPECT_CONTAINS(e2.message, want);
     EXPECT_EQ(rc3, PB_EUNSUPPORTED);

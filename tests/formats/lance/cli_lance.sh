@@ -3,8 +3,8 @@
 # engine, inspect reads them with the manifest's CRC-32s, convert reads them back out, probe
 # detects them, a short run measures tracks 1 and 2 inside the engine, and bad datasets exit 2
 # naming the dataset. Skips (77) where Node or the engine is not installed.
-source "${PB_SOURCE_DIR:?}/tests/cli/lib.sh"
-pb=${PB_CLI:?}
+source "${PIPEBENCH_SOURCE_DIR:?}/tests/cli/lib.sh"
+pb=${PIPEBENCH_CLI:?}
 py=/usr/bin/python3
 crcs() { "$py" -c 'import json,sys; print(" ".join(i["crc32"] for i in json.load(sys.stdin)["images"]))'; }
 

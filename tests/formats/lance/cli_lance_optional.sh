@@ -3,14 +3,14 @@
 # fields (id, version, image_type, chunk_grid, masks) opens and reads, in the planes and the
 # chunks layout; one without a size the pixels need is refused naming the field. Skips (77)
 # where Node or the engine is not installed.
-source "${PB_SOURCE_DIR:?}/tests/cli/lib.sh"
-pb=${PB_CLI:?}
-modules="$PB_SOURCE_DIR/third_party/lance/node_modules"
+source "${PIPEBENCH_SOURCE_DIR:?}/tests/cli/lib.sh"
+pb=${PIPEBENCH_CLI:?}
+modules="$PIPEBENCH_SOURCE_DIR/third_party/lance/node_modules"
 if ! command -v node >/dev/null || [[ ! -f $modules/@lancedb/lancedb/package.json ]]; then
   echo "skipped: Node.js or @lancedb/lancedb (scripts/setup.sh) is not here"
   exit 77
 fi
-make() { NODE_PATH="$modules" timeout 120 node "$PB_SOURCE_DIR/tests/formats/lance/make_optional.js" "$@"; }
+make() { NODE_PATH="$modules" timeout 120 node "$PIPEBENCH_SOURCE_DIR/tests/formats/lance/make_optional.js" "$@"; }
 want="9270c965 3944e4eb 29fc798c" # zlib CRC-32 of each image's 12 bytes (40 i + k)
 crcs() { /usr/bin/python3 -c 'import json,sys; print(" ".join(i["crc32"] for i in json.load(sys.stdin)["images"]))' 2>/dev/null; }
 

@@ -128,7 +128,7 @@ static void mutate(pb_rng *rng, unsigned char *buf, size_t *len, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-  const char *dir = argc > 1 ? argv[1] : PB_SOURCE_DIR "/tests/formats/tiff/corpus";
+  const char *dir = argc > 1 ? argv[1] : PIPEBENCH_SOURCE_DIR "/tests/formats/tiff/corpus";
   long iterations = argc > 2 ? strtol(argv[2], NULL, 10) : 3000;
   seed *seeds;
   size_t n;

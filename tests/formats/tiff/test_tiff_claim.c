@@ -1,6 +1,6 @@
 /* A TIFF whose ImageWidth and ImageLength tags claim far more pixels than the file holds. A
  * compressed or sparse TIFF may legitimately be much smaller than its pixels, so the claim is
- * held to PB_MAX_IMAGE_BYTES (docs/formats.md) before anything is allocated: the metadata call
+ * held to PIPEBENCH_MAX_IMAGE_BYTES (docs/formats.md) before anything is allocated: the metadata call
  * must fail naming the file and the claimed shape, not report a 2 TiB image for the caller to
  * allocate. Raising the limit through the environment lets a large enough claim through. */
 #include <tiffio.h>
@@ -112,13 +112,13 @@ int main(void) {
   CHECK_EQ(rc, PB_EUNSUPPORTED);
   CHECK_CONTAINS(err.message, path);
   CHECK_CONTAINS(err.message, "1048576x1048576");
-  CHECK_CONTAINS(err.message, "PB_MAX_IMAGE_BYTES");
+  CHECK_CONTAINS(err.message, "PIPEBENCH_MAX_IMAGE_BYTES");
   printf("ok refused: %s\n", err.message);
 
   /* the limit is the documented one: raised above the claim, the metadata is reported */
-  setenv("PB_MAX_IMAGE_BYTES", "3000000000000", 1);
+  setenv("PIPEBENCH_MAX_IMAGE_BYTES", "3000000000000", 1);
   rc = meta_of(path, &bytes, &err);
-  unsetenv("PB_MAX_IMAGE_BYTES");
+  unsetenv("PIPEBENCH_MAX_IMAGE_BYTES");
   CHECK_OK(rc, &err);
   CHECK_EQ(bytes, (size_t)2 << 40);
   printf("ok believed under a raised limit: %zu bytes\n", bytes);

@@ -1,4 +1,4 @@
-/* tiff backend against tifffile (Debian python3-tifffile, run through PB_PYTHON):
+/* tiff backend against tifffile (Debian python3-tifffile, run through PIPEBENCH_PYTHON):
  * tifffile writes, pipebench reads the same pixels; pipebench writes, tifffile reads the same
  * pixels and the shape the OME-XML implies. */
 #include "tiff_test.h"
@@ -23,8 +23,8 @@ static void *read_all(const char *path, size_t *size) {
 
 static void run_python(const char *mode, const char *ds, const char *exp) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/formats/tiff/interop.py' %s '%s' '%s'", PB_PYTHON,
-           PB_SOURCE_DIR, mode, ds, exp);
+  snprintf(cmd, sizeof cmd, "'%s' '%s/tests/formats/tiff/interop.py' %s '%s' '%s'", PIPEBENCH_PYTHON,
+           PIPEBENCH_SOURCE_DIR, mode, ds, exp);
   int rc = system(cmd);
   if (rc != 0) {
     fprintf(stderr, "python side failed (%d): %s\n", rc, cmd);

@@ -165,7 +165,7 @@ static void corpus(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/formats/tiff/corpus/%s", PB_SOURCE_DIR, cases[i][0]);
+    snprintf(path, sizeof path, "%s/tests/formats/tiff/corpus/%s", PIPEBENCH_SOURCE_DIR, cases[i][0]);
     struct pb_error err = {{0}};
     pb_dataset *ds = NULL;
     int rc = pb_dataset_open(path, "tiff", &ds, &err);

@@ -7,8 +7,8 @@
 
 static int run_py(const char *args) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "%s %s/tests/formats/zarr/zarr_interop.py %s", PB_PYTHON,
-           PB_SOURCE_DIR, args);
+  snprintf(cmd, sizeof cmd, "%s %s/tests/formats/zarr/zarr_interop.py %s", PIPEBENCH_PYTHON,
+           PIPEBENCH_SOURCE_DIR, args);
   int rc = system(cmd);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }

@@ -228,13 +228,13 @@ int main(void) {
 
   /* the limit is the documented one: lowered below a 16 MiB shape, the shape is refused;
    * raised above it, the image reads (missing chunks as fill value) */
-  setenv("PB_MAX_IMAGE_BYTES", "1000000", 1);
+  setenv("PIPEBENCH_MAX_IMAGE_BYTES", "1000000", 1);
   make_ds(ds, NULL, NULL);
   edit(ds, "img.zarr/0/.zarray", "shape", "[1, 1, 2, 2048, 2048]");
-  expect("shape over PB_MAX_IMAGE_BYTES", ds, ".zarray", PB_EUNSUPPORTED, "PB_MAX_IMAGE_BYTES");
-  setenv("PB_MAX_IMAGE_BYTES", "100000000", 1);
-  expect("shape under PB_MAX_IMAGE_BYTES", ds, "", PB_OK, NULL);
-  unsetenv("PB_MAX_IMAGE_BYTES");
+  expect("shape over PIPEBENCH_MAX_IMAGE_BYTES", ds, ".zarray", PB_EUNSUPPORTED, "PIPEBENCH_MAX_IMAGE_BYTES");
+  setenv("PIPEBENCH_MAX_IMAGE_BYTES", "100000000", 1);
+  expect("shape under PIPEBENCH_MAX_IMAGE_BYTES", ds, "", PB_OK, NULL);
+  unsetenv("PIPEBENCH_MAX_IMAGE_BYTES");
 
   pb__remove_tree(g_dir);
   return check_failures() != 0;
