@@ -90,7 +90,25 @@ run "$pb" inspect --trace-requests "$base/tiff"
 heads=$(grep -cE "^pipebench: HEAD $base/tiff/img_0000[0-9].ome.tif " <<<"$errout")
 if ((heads == 6)); then pass; else fail "a TIFF file should be asked for its size once, at its scan ($heads HEADs for 6)"; fi
 run "$pb" inspect --trace-requests "$base/v3.zarr"
-expect_err "^pipebench: GET $base/v3.zarr/img_00000.zarr/0/c/0/0/0/0/0 bytes=[0-9]+-[0-9]+ -> 206" "a shard read by ranges"
+expect_err "^pipebench: GET $base/v3.zarr/img_00000.zarr/0/c/0/0/0/0/0 - -> 206" "a whole image's shard is one GET"
+if ! grep -qE "^pipebench: HEAD $base/v3.zarr/img_0000[0-9].zarr/0/c/" <<<"$errout"; then pass; else fail "a whole shard read asked for its size first"; fi
+# a region inside one inner chunk: the shard's index, then that chunk's range
+run env PIPEBENCH_TRACE_REQUESTS=1 /usr/bin/python3 - "$PIPEBENCH_TEST_LIBRARY" "$base/v3.zarr" <<'PY'
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+err = ctypes.create_string_buffer(1024)
+ds = ctypes.c_void_p()
+assert lib.pb_dataset_open(sys.argv[2].encode(), None, ctypes.byref(ds), err) == 0, err.value
+region = (ctypes.c_int64 * 10)(0, 0, 0, 0, 0, 1, 1, 1, 10, 10)
+buf = ctypes.create_string_buffer(200)
+lib.pb_dataset_read_region.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                                       ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                       ctypes.c_void_p]
+assert lib.pb_dataset_read_region(ds, 0, region, buf, 200, None, err) == 0, err.value
+PY
+expect_rc 0 "a region of a sharded image over http"
+ranges=$(grep -cE "^pipebench: GET $base/v3.zarr/img_00000.zarr/0/c/0/0/0/0/0 bytes=[0-9]+-[0-9]+ -> 206" <<<"$errout")
+if ((ranges == 2)); then pass; else fail "a region in one inner chunk: want 2 ranges (index, chunk), got $ranges"; fi
 
 # run --data over http: tracks 1 and 2 measure every format of the folder gen wrote
 runargs=(--tracks 1,2 --repeats 1 --samples 4 --warmup 1 --batches 2 --window-ms 1

@@ -517,7 +517,15 @@ static int read_url_chunk(zstate *st, const pb__zarr_array *a, const int64_t g[P
                           const pb_region *region, void *dst, pb_stage_times *times, int64_t t0,
                           struct pb_error *err) {
   struct pb_error e2;
-  if (!a->sharded) { /* a chunk whole: one request */
+  int covers = 1; /* does the region need all of this unit (every inner chunk of a shard)? */
+  for (int k = 0; k < PB_NDIM && a->sharded; k++) {
+    int64_t so = g[k] * a->chunk[k], end = so + a->chunk[k] < a->shape[k] ? so + a->chunk[k]
+                                                                          : a->shape[k];
+    covers = covers && region->start[k] <= so && region->start[k] + region->count[k] >= end;
+  }
+  /* a chunk, or a shard the region needs all of: the whole object in one request (a shard read
+   * in part: its size, its index, then the chunks' ranges) */
+  if (covers) {
     void *data = NULL;
     size_t size = 0;
     int rc = pb__io_read_file(st->path, &st->ro, (size_t)a->max_stored, &data, &size, &e2);
