@@ -111,6 +111,33 @@ PB_API int pb_dataset_open(const char *path, const char *format, pb_dataset **ou
 PB_API int pb_dataset_open_opts(const char *path, const char *format, const pb_read_options *opts,
                                 pb_dataset **out, struct pb_error *err);
 PB_API void pb_dataset_free(pb_dataset *ds);
+
+/** @name Locations: local paths or URLs (http://, https://, s3://; docs/remote.md)
+ * Read with the defaults and the PIPEBENCH_* overrides of docs/io.md (the CLI's --insecure,
+ * --timeout, --retries, --in-flight and --trace-requests set those). @{ */
+/** 1 when location is a URL a remote backend reads (not a local path or file://). */
+PB_API int pb_location_is_url(const char *location);
+/** What stands at location: *kind 0 nothing, 1 a file, 2 a folder, 3 something else; *size (may
+ * be NULL) a file's bytes. An error (refused, timed out) names the location and the cause. */
+PB_API int pb_location_stat(const char *location, int *kind, uint64_t *size,
+                            struct pb_error *err);
+/** The whole file at location (at most max bytes, else PB_EUNSUPPORTED) into *data, freed with
+ * pb_free(*data, *size). Missing: PB_ENOTFOUND. */
+PB_API int pb_location_read(const char *location, size_t max, void **data, size_t *size,
+                            struct pb_error *err);
+/** Storage requests and bytes fetched so far by this process, all threads and datasets
+ * together: range requests, HEADs and listings over HTTP and S3, preads of local files (a
+ * mapped file's reads are not counted). Deltas around a read give requests per image. */
+PB_API void pb_io_counters(int64_t *requests, int64_t *bytes);
+/** The kind of storage at location: "file", "http", "https" or "s3" (static storage). */
+PB_API const char *pb_location_endpoint(const char *location);
+/** location as messages and results show it: a URL's "user:password@" written "***@" (S3
+ * keys never stand in a URL). Into buf (size bytes, cut short when it does not fit). */
+PB_API void pb_location_shown(const char *location, char *buf, size_t size);
+/** Rewrites err's message so that location's "user:password@" (wherever it appears, also in
+ * the URLs under it) reads "***@". err may be NULL. */
+PB_API void pb_location_mask_error(const char *location, struct pb_error *err);
+/** @} */
 /** Name of the format of an open dataset ("ome-zarr", ...). */
 PB_API const char *pb_dataset_format(const pb_dataset *ds);
 PB_API const char *pb_dataset_path(const pb_dataset *ds);

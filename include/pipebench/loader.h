@@ -69,7 +69,9 @@ typedef struct pb_loader_params {
   pb_out_dtype out_dtype;
   pb_cache_mode cache;
   const char *cache_path; /**< SHARED: the raw file to use (reused if it exists and matches,
-                               built otherwise); NULL: an anonymous temporary file */
+                               built otherwise); NULL: an anonymous temporary file. NONE: a
+                               folder where ranges read from URLs are kept on disk, filled on
+                               first read (docs/remote.md); NULL: none */
   int skip_errors;      /**< 1: samples that fail to read are left out of their batch and
                              counted; 0: the failure is returned by pb_loader_next */
   const pb_allocator *allocator; /**< where batch data buffers come from (nothing else: caches

@@ -182,13 +182,28 @@ static int not_a_dataset(const char *path, const struct stat *st, struct pb_erro
                       "%s: not a dataset in any known format (give one with --format)", path);
 }
 
+/* A URL's user:password never reaches a message: the I/O layer masks what it writes, and this
+ * masks the formats' own messages, which name the dataset's URL (or one under it) as given. */
+static int masked(const char *path, int rc, struct pb_error *err) {
+  if (rc != PB_OK) pb_location_mask_error(path, err);
+  return rc;
+}
+
 int pb_dataset_open(const char *path, const char *format, pb_dataset **out,
                     struct pb_error *err) {
   return pb_dataset_open_opts(path, format, NULL, out, err);
 }
 
+static int dataset_open(const char *path, const char *format, const pb_read_options *opts,
+                        pb_dataset **out, struct pb_error *err);
+
 int pb_dataset_open_opts(const char *path, const char *format, const pb_read_options *opts,
                          pb_dataset **out, struct pb_error *err) {
+  return masked(path, dataset_open(path, format, opts, out, err), err);
+}
+
+static int dataset_open(const char *path, const char *format, const pb_read_options *opts,
+                        pb_dataset **out, struct pb_error *err) {
   *out = NULL;
   pb_read_options ro;
   pb__io_options_resolve(opts, &ro);
@@ -213,6 +228,8 @@ int pb_dataset_open_opts(const char *path, const char *format, const pb_read_opt
   if (format != NULL) {
     vt = pb__format_vtable_find(format);
     if (vt == NULL) return unknown_format(format, err);
+  } else if (url) {
+    PB_RETURN_NOT_OK(pb__format_detect_url(path, &ro, &vt, err));
   } else {
     int best = 0;
     for (int i = 0; i < pb__format_vtable_count(); i++) {
@@ -229,6 +246,7 @@ int pb_dataset_open_opts(const char *path, const char *format, const pb_read_opt
   if (vt->open == NULL)
     return pb_error_set(err, PB_EUNSUPPORTED, "format '%s' cannot be read: %s", vt->info.name,
                         vt->refuse ? vt->refuse : "no reader");
+  if (url) PB_RETURN_NOT_OK(pb__format_url_check(path, vt->info.name, err));
   pb_dataset *ds = calloc(1, sizeof *ds);
   if (ds == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   ds->vt = vt;
@@ -264,7 +282,7 @@ static int check_index(const pb_dataset *ds, int64_t i, struct pb_error *err) {
 
 int pb_dataset_meta(pb_dataset *ds, int64_t i, pb_image_meta *out, struct pb_error *err) {
   PB_RETURN_NOT_OK(check_index(ds, i, err));
-  return ds->vt->meta(ds->state, i, out, err);
+  return masked(ds->path, ds->vt->meta(ds->state, i, out, err), err);
 }
 
 int64_t pb_dataset_label(pb_dataset *ds, int64_t i) {
@@ -331,9 +349,9 @@ static int check_read(pb_dataset *ds, int64_t i, const pb_region *region, const 
 
 int pb_dataset_read(pb_dataset *ds, int64_t i, void *dst, size_t dst_size,
                     pb_stage_times *times, struct pb_error *err) {
-  PB_RETURN_NOT_OK(check_read(ds, i, NULL, dst, dst_size, err));
+  PB_RETURN_NOT_OK(masked(ds->path, check_read(ds, i, NULL, dst, dst_size, err), err));
   if (times != NULL) memset(times, 0, sizeof *times);
-  return ds->vt->read(ds->state, i, NULL, dst, dst_size, times, err);
+  return masked(ds->path, ds->vt->read(ds->state, i, NULL, dst, dst_size, times, err), err);
 }
 
 static int read_region(pb_dataset *ds, int64_t i, const pb_region *region, void *dst,
@@ -348,8 +366,8 @@ static int read_region(pb_dataset *ds, int64_t i, const pb_region *region, void 
 
 int pb_dataset_read_region(pb_dataset *ds, int64_t i, const pb_region *region, void *dst,
                            size_t dst_size, pb_stage_times *times, struct pb_error *err) {
-  PB_RETURN_NOT_OK(read_region(ds, i, region, dst, dst_size, times, err));
-  return ds->vt->read(ds->state, i, region, dst, dst_size, times, err);
+  PB_RETURN_NOT_OK(masked(ds->path, read_region(ds, i, region, dst, dst_size, times, err), err));
+  return masked(ds->path, ds->vt->read(ds->state, i, region, dst, dst_size, times, err), err);
 }
 
 void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int scale, pb_region *out) {

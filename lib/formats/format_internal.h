@@ -61,6 +61,14 @@ void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int s
 int pb__read_scaled(pb_dataset *ds, int64_t i, const pb_region *region, int *scale, void *dst,
                     size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
 
+/** Over a URL: the format found from one stat and one listing or one range of the first bytes
+ * (lib/formats/detect_url.c); an error names the URL and why (not found, not a dataset). */
+int pb__format_detect_url(const char *path, const pb_read_options *ro,
+                          const pb_format_vtable **vt, struct pb_error *err);
+/** PB_OK when format can be read over a URL; PB_EUNSUPPORTED naming why not (duckdb,
+ * oa-dataset, lance). */
+int pb__format_url_check(const char *path, const char *format, struct pb_error *err);
+
 /* Registered backends (src/formats/registry.c lists them). */
 int pb__format_vtable_count(void);
 const pb_format_vtable *pb__format_vtable_at(int i);

@@ -220,6 +220,7 @@ static int direct_read(file_io *f, unsigned char *dst, size_t len, uint64_t off,
     off += take;
     f->h.stats.requests++;
     f->h.stats.bytes += r;
+    pb__io_count(1, r);
   }
   return PB_OK;
 }
@@ -236,6 +237,7 @@ static int readv_all(file_io *f, struct iovec *v, int nv, uint64_t off, struct p
     if (r == 0) return short_read(f, off, err);
     f->h.stats.requests++;
     f->h.stats.bytes += r;
+    pb__io_count(1, r);
     off += (uint64_t)r;
     size_t skip = (size_t)r;
     int j = 0;

@@ -31,6 +31,7 @@ typedef struct http_file {
   pthread_mutex_t lock; /* one read at a time drives the multi handle */
   char etag[256];
   char modified[128];
+  char *cache_dir; /* the disk cache of ranges (read option cache "disk:PATH"), or NULL */
 } http_file;
 
 /* A part of a request's bytes that goes somewhere: absolute offset, length, destination. */
@@ -249,6 +250,9 @@ static void common_opts(CURL *e, const pb_read_options *o, char *errbuf) {
 static void trace(const pb_read_options *o, CURL *e, const char *method, const char *shown,
                   uint64_t off, size_t len, int ranged, long status, int64_t start_ns,
                   const char *fail) {
+  curl_off_t got = 0;
+  curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &got);
+  pb__io_count(1, (int64_t)got); /* every request passes here: the rows' requests per image */
   if (!o->trace_requests) return;
   long v = 0;
   curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v);
@@ -329,9 +333,25 @@ static size_t on_whole(char *ptr, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
+/* pb__http_request, and for a whole-object read: ranged asks "Range: bytes=0-" (so the answer's
+ * Content-Range tells the object's size), *blen_out the body's length, *x_out the answer's
+ * headers. */
+static int request_x(const char *url, const char *shown, const pb_read_options *opts,
+                     const pb__http_signer *signer, int follow, long *status, char **body,
+                     size_t max_body, int64_t *size, char **location, struct pb_error *err,
+                     int ranged, size_t *blen_out, xfer *x_out);
+
 int pb__http_request(const char *url, const char *shown, const pb_read_options *opts,
                      const pb__http_signer *signer, int follow, long *status, char **body,
                      size_t max_body, int64_t *size, char **location, struct pb_error *err) {
+  return request_x(url, shown, opts, signer, follow, status, body, max_body, size, location, err,
+                   0, NULL, NULL);
+}
+
+static int request_x(const char *url, const char *shown, const pb_read_options *opts,
+                     const pb__http_signer *signer, int follow, long *status, char **body,
+                     size_t max_body, int64_t *size, char **location, struct pb_error *err,
+                     int ranged, size_t *blen_out, xfer *x_out) {
   pthread_once(&curl_once, curl_init_once);
   pb_read_options o;
   resolve(opts, &o);
@@ -353,6 +373,7 @@ int pb__http_request(const char *url, const char *shown, const pb_read_options *
     if (body) {
       curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_whole);
       curl_easy_setopt(e, CURLOPT_WRITEDATA, st);
+      if (ranged) curl_easy_setopt(e, CURLOPT_RANGE, "0-");
     } else {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     }
@@ -399,6 +420,8 @@ int pb__http_request(const char *url, const char *shown, const pb_read_options *
     }
     *status = st_code;
     if (size) *size = x.clen;
+    if (blen_out) *blen_out = blen;
+    if (x_out) *x_out = x;
     if (body) {
       if (!buf) buf = calloc(1, 1);
       if (!buf) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", shown);
@@ -408,11 +431,81 @@ int pb__http_request(const char *url, const char *shown, const pb_read_options *
   }
 }
 
+/* ---- a whole object in one request -------------------------------------------------------- */
+
+/* A small object whole: one GET with "Range: bytes=0-" instead of open's HEAD and then a range
+ * (a chunk, a metadata file: half the round trips). The answer is checked as a range's is: its
+ * Content-Range against the bytes received, or a 200's Content-Length. */
+static int http_read_file(const char *location, const pb_read_options *opts, size_t max,
+                          void **data, size_t *size, struct pb_error *err) {
+  *data = NULL;
+  *size = 0;
+  char *shown = pb__http_mask(location);
+  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  long status = 0;
+  char *body = NULL;
+  size_t blen = 0;
+  xfer x;
+  memset(&x, 0, sizeof x);
+  int rc = request_x(location, shown, opts, NULL, 1, &status, &body, max, NULL, NULL, err, 1,
+                     &blen, &x);
+  if (rc == PB_EUNSUPPORTED) /* larger than max */
+    rc = pb_error_set(err, PB_EUNSUPPORTED,
+                      "%s: more than the %zu bytes pipebench reads from such a file", shown, max);
+  if (rc == PB_OK && status == 416) {
+    blen = 0; /* an empty object has no byte 0 */
+  } else if (rc == PB_OK && status == 206) {
+    if (!x.have_crange || x.cr_first != 0 || x.cr_total != x.cr_last + 1)
+      rc = pb_error_set(err, PB_EIO, "%s: an answer without the whole object's Content-Range",
+                        shown);
+    else if (x.clen >= 0 && (uint64_t)x.clen != x.cr_total)
+      rc = pb_error_set(err, PB_EIO, "%s: bytes 0-%llu: wrong Content-Length %lld for %llu bytes",
+                        shown, (unsigned long long)x.cr_last, (long long)x.clen,
+                        (unsigned long long)x.cr_total);
+    else if ((uint64_t)blen != x.cr_total)
+      rc = pb_error_set(err, PB_EIO, "%s: bytes 0-%llu: truncated body (%zu of %llu bytes)",
+                        shown, (unsigned long long)x.cr_last, blen,
+                        (unsigned long long)x.cr_total);
+  } else if (rc == PB_OK && status == 200) {
+    if (x.clen >= 0 && (uint64_t)x.clen != (uint64_t)blen)
+      rc = pb_error_set(err, PB_EIO, "%s: truncated body (%zu of %lld bytes)", shown, blen,
+                        (long long)x.clen);
+  } else if (rc == PB_OK) {
+    rc = pb_error_set(err, status_code(status), "%s: %s (HTTP %ld)", shown, status_text(status),
+                      status);
+  }
+  if (rc == PB_OK) {
+    void *buf = pb_alloc(blen);
+    if (buf == NULL && blen > 0) {
+      rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", shown, blen);
+    } else {
+      if (blen > 0) memcpy(buf, body, blen);
+      *data = buf;
+      *size = blen;
+    }
+  }
+  free(body);
+  free(shown);
+  return rc;
+}
+
 /* ---- open, reads, close ------------------------------------------------------------------- */
+
+static int open_url(const pb__io_backend *be, const char *url, const char *shown,
+                    const pb_read_options *opts, const pb__http_signer *signer,
+                    void (*free_ctx)(void *), const pb__io_known *known, pb__io_file **out,
+                    struct pb_error *err);
 
 int pb__http_open_url(const pb__io_backend *be, const char *url, const char *shown,
                       const pb_read_options *opts, const pb__http_signer *signer,
                       void (*free_ctx)(void *), pb__io_file **out, struct pb_error *err) {
+  return open_url(be, url, shown, opts, signer, free_ctx, NULL, out, err);
+}
+
+static int open_url(const pb__io_backend *be, const char *url, const char *shown,
+                    const pb_read_options *opts, const pb__http_signer *signer,
+                    void (*free_ctx)(void *), const pb__io_known *known, pb__io_file **out,
+                    struct pb_error *err) {
   pthread_once(&curl_once, curl_init_once);
   *out = NULL;
   http_file *f = calloc(1, sizeof *f);
@@ -424,6 +517,8 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
   f->base.location = strdup(shown);
   f->url = strdup(url);
   resolve(opts, &f->o);
+  const char *cdir = pb__io_cache_dir(opts);
+  f->cache_dir = cdir != NULL ? strdup(cdir) : NULL;
   f->o.cache = NULL;
   if (signer) f->signer = *signer;
   f->free_ctx = free_ctx;
@@ -436,6 +531,13 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
   curl_multi_setopt(f->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
   curl_multi_setopt(f->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)f->o.in_flight);
   curl_multi_setopt(f->multi, CURLMOPT_MAXCONNECTS, (long)f->o.in_flight);
+  if (known != NULL) { /* what an earlier open's HEAD said: no request now */
+    f->base.size = known->size;
+    snprintf(f->etag, sizeof f->etag, "%s", known->etag);
+    snprintf(f->modified, sizeof f->modified, "%s", known->modified);
+    *out = &f->base;
+    return PB_OK;
+  }
 
   /* HEAD: size and validator. Its own easy handle, through the same checks as ranges. */
   CURL *e = curl_easy_init();
@@ -508,6 +610,7 @@ void pb__http_close(pb__io_file *file) {
   if (f->free_ctx) f->free_ctx(f->signer.ctx);
   pthread_mutex_destroy(&f->lock);
   free(f->url);
+  free(f->cache_dir);
   free(f->base.location);
   free(f);
 }
@@ -748,8 +851,74 @@ static int run_all(http_file *f, xfer *xs, size_t count, struct pb_error *err) {
   return rc;
 }
 
+static int preadv_net(http_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
+
+/* A range's key in the disk cache: the object as opened (URL and validator) and the bytes. */
+static void cache_key(const http_file *f, const pb__io_range *r, char *key, size_t size) {
+  snprintf(key, size, "%s\n%s\n%s\n%llu+%zu", f->url, f->etag, f->modified,
+           (unsigned long long)r->off, r->len);
+}
+
+static int cmp_range_off(const void *a, const void *b) {
+  const pb__io_range *x = *(pb__io_range *const *)a, *y = *(pb__io_range *const *)b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* With a disk cache: the caller's ranges joined where they touch or overlap into spans (a raw
+ * image's rows are one span), each span one entry; spans on disk are copied out, the rest
+ * fetched in one scattered read, then kept. */
 int pb__http_preadv(pb__io_file *file, const pb__io_range *r, size_t n, struct pb_error *err) {
   http_file *f = (http_file *)file;
+  if (f->cache_dir == NULL || (f->etag[0] == '\0' && f->modified[0] == '\0'))
+    return preadv_net(f, r, n, err);
+  const pb__io_range **by = malloc((n ? n : 1) * sizeof *by);
+  pb__io_range *span = malloc((n ? n : 1) * sizeof *span);
+  size_t *first = malloc((n ? n : 1) * sizeof *first), ns = 0, m = 0;
+  int rc = by && span && first ? PB_OK : pb_error_set(err, PB_ENOMEM, "%s: out of memory",
+                                                      f->base.location);
+  for (size_t i = 0; i < n && rc == PB_OK; i++)
+    if (r[i].len > 0) by[m++] = &r[i];
+  if (rc == PB_OK) qsort(by, m, sizeof *by, cmp_range_off);
+  for (size_t i = 0; i < m && rc == PB_OK; i++) {
+    uint64_t end = by[i]->off + by[i]->len;
+    if (ns > 0 && by[i]->off <= span[ns - 1].off + span[ns - 1].len) {
+      if (end > span[ns - 1].off + span[ns - 1].len)
+        span[ns - 1].len = (size_t)(end - span[ns - 1].off);
+    } else {
+      span[ns] = (pb__io_range){by[i]->off, by[i]->len, NULL};
+      first[ns++] = i;
+    }
+  }
+  for (size_t s = 0; s < ns && rc == PB_OK; s++)
+    if ((span[s].dst = malloc(span[s].len)) == NULL)
+      rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory", f->base.location);
+  pb__io_range *miss = rc == PB_OK ? malloc((ns ? ns : 1) * sizeof *miss) : NULL;
+  if (rc == PB_OK && miss == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  size_t k = 0;
+  char key[8192];
+  for (size_t s = 0; s < ns && rc == PB_OK; s++) {
+    cache_key(f, &span[s], key, sizeof key);
+    if (!pb__io_cache_get(f->cache_dir, key, span[s].dst, span[s].len)) miss[k++] = span[s];
+  }
+  if (rc == PB_OK && k > 0) rc = preadv_net(f, miss, k, err);
+  for (size_t i = 0; i < k && rc == PB_OK; i++) {
+    cache_key(f, &miss[i], key, sizeof key);
+    pb__io_cache_put(f->cache_dir, key, miss[i].dst, miss[i].len);
+  }
+  for (size_t s = 0; s < ns && rc == PB_OK; s++) { /* each range from its span */
+    size_t end = s + 1 < ns ? first[s + 1] : m;
+    for (size_t i = first[s]; i < end; i++)
+      memcpy(by[i]->dst, (unsigned char *)span[s].dst + (by[i]->off - span[s].off), by[i]->len);
+  }
+  for (size_t s = 0; s < ns && span != NULL; s++) free(span[s].dst);
+  free(miss);
+  free(first);
+  free(span);
+  free(by);
+  return rc;
+}
+
+static int preadv_net(http_file *f, const pb__io_range *r, size_t n, struct pb_error *err) {
   for (size_t i = 0; i < n; i++)
     if (r[i].off > f->base.size || r[i].len > f->base.size - r[i].off)
       return pb_error_set(err, PB_ERANGE, "%s: bytes %llu-%llu lie past its end (%llu bytes)",
@@ -775,6 +944,25 @@ int pb__http_pread(pb__io_file *f, void *dst, size_t len, uint64_t off, struct p
 
 /* ---- the http/https backend --------------------------------------------------------------- */
 
+static int http_open_known(const char *location, const pb_read_options *opts,
+                           const pb__io_known *known, pb__io_file **out, struct pb_error *err) {
+  char *shown = pb__http_mask(location);
+  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  const pb__io_backend *be =
+      strncasecmp(location, "https:", 6) == 0 ? &pb__io_https_backend : &pb__io_http_backend;
+  int rc = open_url(be, location, shown, opts, NULL, NULL, known, out, err);
+  free(shown);
+  return rc;
+}
+
+static void http_describe(const pb__io_file *file, pb__io_known *k) {
+  const http_file *f = (const http_file *)file;
+  k->set = 1;
+  k->size = f->base.size;
+  snprintf(k->etag, sizeof k->etag, "%s", f->etag);
+  snprintf(k->modified, sizeof k->modified, "%s", f->modified);
+}
+
 static int http_open(const char *location, const pb_read_options *opts, pb__io_file **out,
                      struct pb_error *err) {
   char *shown = pb__http_mask(location);
@@ -784,6 +972,30 @@ static int http_open(const char *location, const pb_read_options *opts, pb__io_f
   int rc = pb__http_open_url(be, location, shown, opts, NULL, NULL, out, err);
   free(shown);
   return rc;
+}
+
+/* The path of a URL (from the first '/' after the host), or the URL itself when relative. */
+static const char *url_path(const char *u) {
+  const char *h = strstr(u, "://");
+  if (h == NULL) return u;
+  const char *p = strchr(h + 3, '/');
+  return p != NULL ? p : "";
+}
+
+/* Is target location + "/" (the same path; a proxy between may make the host differ)? */
+static int slash_redirect(const char *location, const char *target) {
+  if (target == NULL) return 0;
+  const char *a = url_path(location), *b = url_path(target);
+  size_t n = strlen(a);
+  return strlen(b) == n + 1 && b[n] == '/' && strncmp(a, b, n) == 0;
+}
+
+static int manifest_lists(const char *location, const pb_read_options *opts) {
+  char **names = NULL;
+  size_t n = 0;
+  if (pb__http_list_manifest(location, opts, &names, &n, NULL) != PB_OK) return 0;
+  pb__io_free_names(names, n);
+  return 1;
 }
 
 static int http_stat(const char *location, const pb_read_options *opts, pb__io_kind *kind,
@@ -797,14 +1009,34 @@ static int http_stat(const char *location, const pb_read_options *opts, pb__io_k
   if (rc == PB_OK) {
     size_t ll = strlen(location);
     *size = 0;
-    if (status == 200 && ll && location[ll - 1] == '/') {
+    const char *host = strstr(location, "://");
+    int root = host != NULL && strchr(host + 3, '/') == NULL; /* "http://host:port": its "/" */
+    if (status == 200 && ((ll && location[ll - 1] == '/') || root)) {
       *kind = PB__IO_DIR;
     } else if (status == 200) {
       *kind = PB__IO_FILE;
       *size = len < 0 ? 0 : (uint64_t)len;
-    } else if ((status == 301 || status == 302 || status == 307 || status == 308) && loc &&
-               strlen(loc) == ll + 1 && loc[ll] == '/' && strncmp(loc, location, ll) == 0) {
+    } else if ((status == 301 || status == 302 || status == 307 || status == 308) &&
+               slash_redirect(location, loc)) {
       *kind = PB__IO_DIR; /* nginx sends a folder's name without its slash to name/ */
+    } else if (status == 301 || status == 302 || status == 303 || status == 307 ||
+               status == 308) {
+      /* another redirect: followed (at most 5), as a read would */
+      free(loc);
+      loc = NULL;
+      rc = pb__http_request(location, shown, opts, NULL, 1, &status, NULL, 0, &len, NULL, err);
+      if (rc == PB_OK && status == 200) {
+        *kind = PB__IO_FILE;
+        *size = len < 0 ? 0 : (uint64_t)len;
+      } else if (rc == PB_OK && (status == 404 || status == 410)) {
+        *kind = PB__IO_MISSING;
+      } else if (rc == PB_OK) {
+        rc = pb_error_set(err, status_code(status), "%s: %s (HTTP %ld)", shown,
+                          status_text(status), status);
+      }
+    } else if ((status == 403 || status == 404) && ll && location[ll - 1] == '/' &&
+               manifest_lists(location, opts)) {
+      *kind = PB__IO_DIR; /* a folder without an index, listed by its manifest */
     } else if (status == 404 || status == 410) {
       *kind = PB__IO_MISSING;
     } else {
@@ -875,12 +1107,22 @@ static int http_list(const char *location, const pb_read_options *opts, char ***
   cJSON_Delete(j);
   free(body);
   free(shown);
+  /* no JSON index (autoindex off, another server): the manifest beside the dataset lists it */
+  if (rc == PB_EFORMAT || rc == PB_ENOTFOUND || status == 403) {
+    struct pb_error e2;
+    int mrc = pb__http_list_manifest(location, opts, names, n, &e2);
+    if (mrc == PB_OK) return PB_OK;
+    if (mrc != PB_ENOTFOUND && err != NULL) *err = e2;
+    if (mrc != PB_ENOTFOUND) rc = mrc;
+  }
   return rc;
 }
 
 const pb__io_backend pb__io_http_backend = {
     .scheme = "http", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
-    .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list};
+    .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
+    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};
 const pb__io_backend pb__io_https_backend = {
     .scheme = "https", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
-    .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list};
+    .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
+    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};

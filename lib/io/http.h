@@ -42,6 +42,12 @@ int pb__http_request(const char *url, const char *shown, const pb_read_options *
                      const pb__http_signer *signer, int follow, long *status, char **body,
                      size_t max_body, int64_t *size, char **location, struct pb_error *err);
 
+/* The names under the folder at location from the manifest gen or convert wrote beside the
+ * dataset (lib/io/http_manifest.c), for servers without a JSON index. PB_ENOTFOUND (err not
+ * set) when no manifest lists the folder. */
+int pb__http_list_manifest(const char *location, const pb_read_options *opts, char ***names,
+                           size_t *n, struct pb_error *err);
+
 /* url with user:password@ and signature or token query values replaced by "***"; malloc'd. */
 char *pb__http_mask(const char *url);
 

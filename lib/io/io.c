@@ -1,11 +1,25 @@
 /* The I/O layer's dispatch: a location's scheme picks the backend; what every backend shares
  * (read_all, join, the options and their environment overrides) lives here once. */
 #include <ctype.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/io.h"
+
+static _Atomic int64_t io_requests, io_bytes;
+
+void pb__io_count(int64_t requests, int64_t bytes) {
+  atomic_fetch_add_explicit(&io_requests, requests, memory_order_relaxed);
+  atomic_fetch_add_explicit(&io_bytes, bytes, memory_order_relaxed);
+}
+
+void pb_io_counters(int64_t *requests, int64_t *bytes) {
+  *requests = atomic_load_explicit(&io_requests, memory_order_relaxed);
+  *bytes = atomic_load_explicit(&io_bytes, memory_order_relaxed);
+}
 
 /* The remote backends (lib/io/http.c, lib/io/s3.c) are optional parts of a build: weak, so a
  * build without them links and names the scheme as unreadable. */
@@ -70,6 +84,24 @@ int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file *
     opts = &o;
   }
   return be->open(be == &pb__io_file_backend ? local_path(location) : location, opts, out, err);
+}
+
+void pb__io_known_get(const pb__io_file *f, pb__io_known *k) {
+  memset(k, 0, sizeof *k);
+  if (f != NULL && f->be->describe != NULL) f->be->describe(f, k);
+}
+
+int pb__io_open_known(const char *location, const pb_read_options *opts, const pb__io_known *k,
+                      pb__io_file **out, struct pb_error *err) {
+  const pb__io_backend *be = k != NULL && k->set ? pb__io_backend_for(location, NULL) : NULL;
+  if (be == NULL || be->open_known == NULL) return pb__io_open(location, opts, out, err);
+  *out = NULL;
+  pb_read_options o;
+  if (opts == NULL) {
+    pb__io_options_resolve(NULL, &o);
+    opts = &o;
+  }
+  return be->open_known(location, opts, k, out, err);
 }
 
 static int check_range(pb__io_file *f, uint64_t off, size_t len, struct pb_error *err) {
@@ -139,7 +171,9 @@ void pb__io_close(pb__io_file *f) {
 int pb__io_stat(const char *location, const pb_read_options *opts, pb__io_kind *kind,
                 uint64_t *size, struct pb_error *err) {
   *kind = PB__IO_MISSING;
-  if (size != NULL) *size = 0;
+  uint64_t ignored;
+  if (size == NULL) size = &ignored; /* the backends always set it */
+  *size = 0;
   const pb__io_backend *be = pb__io_backend_for(location, err);
   if (be == NULL) return location == NULL ? PB_EINVAL : PB_EUNSUPPORTED;
   return be->stat(be == &pb__io_file_backend ? local_path(location) : location, opts, kind, size,
@@ -186,6 +220,15 @@ int pb__io_read_file(const char *location, const pb_read_options *opts, size_t m
                      size_t *size, struct pb_error *err) {
   *data = NULL;
   *size = 0;
+  const pb__io_backend *be = pb__io_backend_for(location, NULL);
+  pb_read_options o;
+  if (opts == NULL) {
+    pb__io_options_resolve(NULL, &o);
+    opts = &o;
+  }
+  /* with a disk cache: open (its HEAD gives the validator the cached ranges are keyed by) */
+  if (be != NULL && be->read_file != NULL && pb__io_cache_dir(opts) == NULL)
+    return be->read_file(location, opts, max, data, size, err);
   pb__io_file *f;
   PB_RETURN_NOT_OK(pb__io_open(location, opts, &f, err));
   int rc = pb__io_read_all(f, max, data, size, err);
@@ -226,6 +269,25 @@ static const char *const ENV_TRACE[] = {"PIPEBENCH_TRACE_REQUESTS", NULL};
 static const char *const ENV_PAGES[] = {"PIPEBENCH_PAGE_READER", "PB_OA_DIRECT", NULL};
 static const char *const ENV_STRIPS[] = {"PIPEBENCH_TIFF_STRIPS", "PB_TIFF_DIRECT", NULL};
 static const char *const ENV_CACHE[] = {"PIPEBENCH_CACHE_MB", "PB_OA_CACHE_MB", NULL};
+static const char *const ENV_READ_CACHE[] = {"PIPEBENCH_READ_CACHE", NULL};
+
+/* The read cache's text for the life of the process, so that every handle may keep the pointer
+ * (a handful of distinct strings: one per cache folder a process uses). */
+static const char *intern(const char *s) {
+  static struct kept { struct kept *next; char text[]; } *head;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  if (s == NULL) return NULL;
+  pthread_mutex_lock(&lock);
+  struct kept *k = head;
+  while (k != NULL && strcmp(k->text, s) != 0) k = k->next;
+  if (k == NULL && (k = malloc(sizeof *k + strlen(s) + 1)) != NULL) {
+    strcpy(k->text, s);
+    k->next = head;
+    head = k;
+  }
+  pthread_mutex_unlock(&lock);
+  return k != NULL ? k->text : NULL;
+}
 
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out) {
   static const pb_read_options defaults = PB_READ_OPTIONS_DEFAULTS;
@@ -267,6 +329,9 @@ void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out) {
   v = o.cache_mb;
   env_int(ENV_CACHE, -1, (long long)1 << 40, &v);
   o.cache_mb = v;
+  const char *rc = env_first(ENV_READ_CACHE);
+  if (rc != NULL) o.cache = rc;
+  o.cache = intern(o.cache); /* handles keep it: formats copy the options they open with */
   /* Negative values other than the documented -1 mean the default too. */
   if (o.map < -1 || o.map > 1) o.map = -1;
   if (o.page_reader < -1) o.page_reader = -1;

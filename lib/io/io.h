@@ -43,6 +43,15 @@ typedef struct pb__io_stats {
   int64_t retries;   /* requests repeated after a transient failure */
 } pb__io_stats;
 
+/* What an open learnt that a later open of the same object may take instead of asking again
+ * (remote: the HEAD's size and validator), so a format that opens a file per read (TIFF) pays
+ * one request per read, not two. set 0: nothing known. */
+typedef struct pb__io_known {
+  int set;
+  uint64_t size;
+  char etag[256], modified[128];
+} pb__io_known;
+
 /* A backend: one scheme. Functions return PB_OK or a negative code with err set. */
 typedef struct pb__io_backend {
   const char *scheme; /* "file", "http", "https", "s3" */
@@ -58,6 +67,13 @@ typedef struct pb__io_backend {
   /* Sorted entry names of a folder (no "." or ".."), freed with pb__io_free_names. */
   int (*list)(const char *location, const pb_read_options *opts, char ***names, size_t *n,
               struct pb_error *err);
+  /* open without asking the server again (NULL: open); known: what describe gave. */
+  int (*open_known)(const char *location, const pb_read_options *opts, const pb__io_known *known,
+                    pb__io_file **out, struct pb_error *err);
+  void (*describe)(const pb__io_file *f, pb__io_known *known);
+  /* The whole object in one request (pb__io_read_file); NULL: open, read_all, close. */
+  int (*read_file)(const char *location, const pb_read_options *opts, size_t max, void **data,
+                   size_t *size, struct pb_error *err);
 } pb__io_backend;
 
 /* Every open file starts with this header; backends put their own state after it. */
@@ -73,6 +89,13 @@ struct pb__io_file {
 const pb__io_backend *pb__io_backend_for(const char *location, struct pb_error *err);
 /* 1 when location is a URL (has a scheme other than file). */
 int pb__io_is_url(const char *location);
+
+/* What an open of f learnt (k->set 0 where the backend reuses nothing), and an open that takes
+ * it instead of asking again: the reads still check every answer against that size and
+ * validator, so an object changed since is an error as before. k NULL or not set: pb__io_open. */
+void pb__io_known_get(const pb__io_file *f, pb__io_known *k);
+int pb__io_open_known(const char *location, const pb_read_options *opts, const pb__io_known *k,
+                      pb__io_file **out, struct pb_error *err);
 
 /* opts NULL: the defaults. */
 int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file **out,
@@ -109,6 +132,17 @@ int pb__io_check(pb__io_file *f, struct pb_error *err);
  * defaults; out may alias in. Reads the environment on every call (formats call it once per
  * open, through pb_dataset_open_opts). */
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
+
+/* The on-disk cache of remote reads (lib/io/disk_cache.c). pb__io_cache_dir: PATH of the read
+ * option "disk:PATH" (opts->cache, else PIPEBENCH_READ_CACHE), or NULL. get: 1 when the entry
+ * of key holds exactly len bytes (copied to dst), else 0. put: stores them, best effort (a
+ * cache that cannot be written is no error). */
+const char *pb__io_cache_dir(const pb_read_options *opts);
+int pb__io_cache_get(const char *dir, const char *key, void *dst, size_t len);
+void pb__io_cache_put(const char *dir, const char *key, const void *src, size_t len);
+
+/* Adds to the process-wide counters pb_io_counters reads (relaxed atomics: any thread). */
+void pb__io_count(int64_t requests, int64_t bytes);
 
 extern const pb__io_backend pb__io_file_backend;
 /* The remote backends, where the build has them: pb__io_http_backend serves http:// and https://,

@@ -187,7 +187,14 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;
   }
-  rc = pb_dataset_open(path, params->format, &ds0, err);
+  /* cache none with a cache_path: remote reads kept in that folder (docs/remote.md) */
+  pb_read_options ro = PB_READ_OPTIONS_DEFAULTS;
+  char disk[4200];
+  if (params->cache == PB_CACHE_NONE && params->cache_path != NULL) {
+    snprintf(disk, sizeof disk, "disk:%s", params->cache_path);
+    ro.cache = disk; /* the I/O layer keeps its own copy */
+  }
+  rc = pb_dataset_open_opts(path, params->format, &ro, &ds0, err);
   if (rc != PB_OK) goto fail;
   l->count = pb_dataset_count(ds0);
   if (l->count < 1) {
@@ -242,7 +249,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
         l->wk[0].ds = ds0; /* the caller no longer uses it after set-up */
         ds0 = NULL;
       } else {
-        rc = pb_dataset_open(path, params->format, &l->wk[i].ds, err);
+        rc = pb_dataset_open_opts(path, params->format, &ro, &l->wk[i].ds, err);
         if (rc != PB_OK) goto fail;
       }
     }

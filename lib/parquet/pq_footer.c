@@ -13,6 +13,7 @@
 
 #include "common/checked.h"
 #include "common/vec.h"
+#include "io/io.h"
 #include "parquet/pq_footer.h"
 
 /* Thrift compact wire types. */
@@ -682,8 +683,30 @@ static int read_at(int fd, uint8_t *dst, size_t n, uint64_t off) {
   return PB_OK;
 }
 
+/* Over a URL: the last 8 bytes, then the footer (two range requests after the open's HEAD). */
+static int meta_read_url(const char *path, pb__pq_meta *m, struct pb_error *err) {
+  pb_read_options o;
+  pb__io_options_resolve(NULL, &o);
+  pb__io_file *f;
+  PB_RETURN_NOT_OK(pb__io_open(path, &o, &f, err));
+  uint64_t size = pb__io_size(f), off = 0, len = 0;
+  uint8_t tail[8];
+  int rc = size >= 12 ? pb__io_pread(f, tail, 8, size - 8, err) : PB_OK;
+  if (rc == PB_OK) rc = pb__pq_footer_locate(tail, size, path, &off, &len, err);
+  uint8_t *buf = NULL;
+  if (rc == PB_OK && (buf = malloc((size_t)len)) == NULL)
+    rc = pb_error_set(err, PB_ENOMEM, "%s: out of memory for a %llu-byte footer", path,
+                      (unsigned long long)len);
+  if (rc == PB_OK) rc = pb__io_pread(f, buf, (size_t)len, off, err);
+  pb__io_close(f);
+  if (rc == PB_OK) rc = pb__pq_meta_parse(buf, (size_t)len, path, m, err);
+  free(buf);
+  return rc;
+}
+
 int pb__pq_meta_read(const char *path, pb__pq_meta *m, struct pb_error *err) {
   memset(m, 0, sizeof *m);
+  if (pb__io_is_url(path)) return meta_read_url(path, m, err);
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return pb_error_set(err, -errno, "%s: %s", path, strerror(errno));
   struct stat st;

@@ -1484,6 +1484,7 @@ int pb__pq_open_meta(const pb__pq_meta *meta, const char *path, const char *cons
   for (size_t k = 0; k < n && rc == PB_OK; k++) {
     if (out[k] == NULL) continue;
     pb_read_options o = PB_READ_OPTIONS_DEFAULTS;
+    if (pb__io_is_url(path)) pb__io_options_resolve(NULL, &o); /* --insecure etc. */
     o.map = map ? 1 : 0;
     rc = pb__io_open(path, &o, &out[k]->src.file, err);
     if (rc != PB_OK) break;

@@ -479,3 +479,35 @@ int cli_mkdir_parent(const char *file_path) {
   errno = rc < 0 && rc > -4096 ? -rc : ENOTDIR; /* -errno, or a path that is no folder */
   return -errno;
 }
+
+/* ---- remote storage ------------------------------------------------------------------------ */
+
+int cli_remote_apply(const cli_args *a) {
+  if (index_of(a, "insecure") < 0) return CLI_OK;
+  char v[64];
+  long n;
+  double d;
+  if (cli_has(a, "insecure")) setenv("PIPEBENCH_INSECURE", "1", 1);
+  if (cli_has(a, "trace-requests")) setenv("PIPEBENCH_TRACE_REQUESTS", "1", 1);
+  if (cli_has(a, "timeout")) {
+    PB_RETURN_NOT_OK(cli_double(a, "timeout", &d));
+    snprintf(v, sizeof v, "%.17g", d);
+    setenv("PIPEBENCH_TIMEOUT", v, 1);
+  }
+  if (cli_has(a, "retries")) {
+    PB_RETURN_NOT_OK(cli_long(a, "retries", &n));
+    snprintf(v, sizeof v, "%ld", n);
+    setenv("PIPEBENCH_RETRIES", v, 1);
+  }
+  if (cli_get(a, "disk-cache") != NULL) {
+    char c[4200];
+    snprintf(c, sizeof c, "disk:%s", cli_get(a, "disk-cache"));
+    setenv("PIPEBENCH_READ_CACHE", c, 1);
+  }
+  if (cli_has(a, "in-flight")) {
+    PB_RETURN_NOT_OK(cli_long(a, "in-flight", &n));
+    snprintf(v, sizeof v, "%ld", n);
+    setenv("PIPEBENCH_IN_FLIGHT", v, 1);
+  }
+  return CLI_OK;
+}

@@ -126,6 +126,26 @@ void cli_progress(const char *what, long done, long total, double elapsed_s);
 /** Creates the folders above a file path (pb_mkdirs on its dirname); 0 or -errno. */
 int cli_mkdir_parent(const char *file_path);
 
+/** The remote-storage options (docs/remote.md), the same in every command that reads datasets:
+ * table entries without a field; main applies them (cli_remote_apply) before the command runs. */
+#define CLI_REMOTE_OPTS                                                                          \
+  {.name = "insecure", .type = CLI_FLAG,                                                         \
+   .help = "https: accept a server certificate that does not verify"},                          \
+  {.name = "timeout", .arg = "S", .type = CLI_DOUBLE, .dlo = 0.001, .dhi = 86400,                \
+   .help = "remote: seconds a request may wait for its next byte (default 30)"},                \
+  {.name = "retries", .arg = "N", .type = CLI_INT, .lo = 0, .hi = 1000,                          \
+   .help = "remote: repeats of a request after a 5xx, a reset or a cut answer (default 3)"},     \
+  {.name = "in-flight", .arg = "N", .type = CLI_INT, .lo = 1, .hi = 65536,                       \
+   .help = "remote: range requests in flight per reader (default 16)"},                         \
+  {.name = "trace-requests", .type = CLI_FLAG,                                                   \
+   .help = "one line per storage request on stderr (method, URL, range, status, time)"},        \
+  {.name = "disk-cache", .arg = "DIR", .type = CLI_STRING,                                       \
+   .help = "remote: keep the ranges read from URLs in DIR, filled on first read"}
+/** When a's command has the remote options: sets the PIPEBENCH_* overrides of docs/io.md from
+ * those given, so every dataset the command opens (loader workers and child processes too) reads
+ * with them. Returns CLI_OK or CLI_USAGE (message printed). */
+int cli_remote_apply(const cli_args *a);
+
 /* The commands, one file each. */
 extern const cli_command cli_cmd_calibrate;
 extern const cli_command cli_cmd_infer;

@@ -229,6 +229,7 @@ static const cli_opt inspect_opts[] = {
     {.name = "format", .arg = "NAME", .type = CLI_STRING, .help = "format of PATH (default: detected)"},
     {.name = "json", .type = CLI_FLAG, .help = "print JSON"},
     {.name = "no-crc", .type = CLI_FLAG, .help = "skip reading pixels (no crc32)"},
+    CLI_REMOTE_OPTS,
     {.name = NULL},
 };
 
@@ -346,6 +347,7 @@ static const cli_opt convert_opts[] = {
     {.name = "level", .arg = "N", .type = CLI_INT, CLI_AT(W, level), .lo = -100, .hi = 100, .help = "compression level"},
     {.name = "options", .arg = "K=V,...", .type = CLI_STRING, CLI_AT(W, options), .help = "target format options"},
     {.name = "force", .type = CLI_FLAG, CLI_AT(W, force), .help = "replace a file at DST that no manifest proves convert wrote (never a folder)"},
+    CLI_REMOTE_OPTS,
     {.name = NULL},
 };
 

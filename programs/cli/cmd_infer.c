@@ -38,6 +38,7 @@ static const cli_opt infer_opts[] = {
     {.name = "seed", .arg = "N", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffL, .py = "seed", .help = "weights and synthetic input (default {})"},
     {.name = "python", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, python), .py = "python", .help = "Python for the peers (default: $PIPEBENCH_PYTHON, else /usr/bin/python3)"},
     {.name = "peer-timeout", .arg = "S", .type = CLI_DOUBLE, CLI_AT(P, peer_timeout_s), .dlo = 1, .dhi = 1e7, .dflt = "3600", .py = "peer_timeout_s", .help = "stop a peer (and all it started) after S seconds (default {})"},
+    CLI_REMOTE_OPTS,
     {.name = NULL}};
 
 /* The signal that asked infer to stop (0: none); the handler only stores it. */

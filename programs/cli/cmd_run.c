@@ -50,6 +50,7 @@ static const cli_opt opts[] = {
     {.name = "seed", .arg = "S", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffffffffffL, .help = "seed (default {})"},
     {.name = "python", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, python), .help = "Python with numpy and torch (default {})"},
     {.name = "ranks", .arg = "N", .type = CLI_INT, .lo = 1, .hi = 4096, .help = "start N ranks on this host through mpirun (tracks 2 and 3; docs/scaling.md)"},
+    CLI_REMOTE_OPTS,
     {.name = NULL},
 };
 

@@ -33,6 +33,7 @@ static const P verify_defaults = PB_VERIFY_PARAMS_DEFAULTS;
 static const cli_opt verify_opts[] = {
     {.name = "manifest", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, manifest), .help = "manifest to check against (default: the dataset's own)"},
     {.name = "format", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, format), .help = "format of DATASET (default: detected)"},
+    CLI_REMOTE_OPTS,
     {.name = NULL},
 };
 

@@ -82,7 +82,8 @@ int main(int argc, char **argv) {
     int rc = cli_parse(commands[i], argc - 2, argv + 2, &args);
     if (rc == -1) return CLI_OK;
     if (rc != CLI_OK) return rc;
-    rc = commands[i]->run(&args);
+    rc = cli_remote_apply(&args);
+    if (rc == CLI_OK) rc = commands[i]->run(&args);
     cli_args_free(&args);
     return rc;
   }

@@ -268,7 +268,9 @@ void pb__infer_add_row(pb__infer_ctx *c, const pb__infer_row *r, const double *l
   pb_table_set_str(t, "input_shape", shape);
   pb_table_set_str(t, "memory_format", r->memory_format);
   pb_table_set_str(t, "dtype", c->dtype);
-  pb_table_set_str(t, "data_source", c->source);
+  char shown[4400];
+  pb_location_shown(c->source, shown, sizeof shown); /* a URL's credentials stay out */
+  pb_table_set_str(t, "data_source", shown);
   pb_table_set_f64(t, "latency_p50_ms", s.p50 * 1e3);
   pb_table_set_f64(t, "latency_p95_ms", s.p95 * 1e3);
   pb_table_set_f64(t, "latency_p99_ms", s.p99 * 1e3);

@@ -222,11 +222,19 @@ int pb__infer_resolve_source(const char *src, const char *format, char *out, siz
   snprintf(fmt_out, fmt_size, "%s", format != NULL ? format : "");
   char manifest[4200];
   snprintf(manifest, sizeof manifest, "%s/manifest.json", src);
-  struct stat st;
-  if (stat(manifest, &st) != 0 || !S_ISREG(st.st_mode)) return PB_OK;
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb_read_file(manifest, &data, &size, err));
+  int url = pb_location_is_url(src);
+  if (url) { /* a HEAD; a dataset URL that is no folder has none */
+    int kind = 0;
+    PB_RETURN_NOT_OK(pb_location_stat(manifest, &kind, NULL, err));
+    if (kind != 1) return PB_OK;
+    PB_RETURN_NOT_OK(pb_location_read(manifest, (size_t)256 << 20, &data, &size, err));
+  } else {
+    struct stat st;
+    if (stat(manifest, &st) != 0 || !S_ISREG(st.st_mode)) return PB_OK;
+    PB_RETURN_NOT_OK(pb_read_file(manifest, &data, &size, err));
+  }
   cJSON *j = NULL;
   struct pb_error pe;
   pb_json_parse(data, size, manifest, &j, &pe); /* not JSON: not gen's manifest */
@@ -247,7 +255,7 @@ int pb__infer_resolve_source(const char *src, const char *format, char *out, siz
     snprintf(listed + l, sizeof listed - l, "%s%s", l ? ", " : "", f->string);
     if (format != NULL && strcmp(format, f->string) != 0) continue;
     /* An entry is a path inside the folder: no '..', no absolute path, no link out of it. */
-    int irc = pb_entry_inside(src, f->valuestring, "the dataset folder", err);
+    int irc = url ? PB_OK : pb_entry_inside(src, f->valuestring, "the dataset folder", err);
     if (irc != PB_OK) {
       cJSON_Delete(j);
       return irc;

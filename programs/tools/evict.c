@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "pipebench/bench.h"
+#include "pipebench/format.h"
 
 static int evict(const char *path, int depth, struct pb_error *err) {
   struct stat st;
@@ -42,4 +43,7 @@ static int evict(const char *path, int depth, struct pb_error *err) {
   return total;
 }
 
-int pb_evict_path(const char *path, struct pb_error *err) { return evict(path, 0, err); }
+int pb_evict_path(const char *path, struct pb_error *err) {
+  if (pb_location_is_url(path)) return 0; /* a server's caches are its own: nothing to drop here */
+  return evict(path, 0, err);
+}

@@ -33,6 +33,19 @@ static int sidecar_path(const char *path, char *buf, size_t size) {
   return len < 0 || (size_t)len >= size ? PB_EINVAL : PB_OK;
 }
 
+static int is_file(const char *p);
+
+/* 1 a regular file, 0 not; over a URL a server that fails the HEAD (500, no answer) is that
+ * error, with err set, so it is not taken for "no manifest". */
+static int is_file_e(const char *p, struct pb_error *err) {
+  if (pb_location_is_url(p)) {
+    int kind = 0;
+    int rc = pb_location_stat(p, &kind, NULL, err);
+    return rc != PB_OK ? rc : kind == 1;
+  }
+  return is_file(p);
+}
+
 static int is_file(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
@@ -40,14 +53,21 @@ static int is_file(const char *p) {
 
 static int read_json(const char *file, cJSON **out, struct pb_error *err) {
   *out = NULL;
-  struct stat st;
-  if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_MANIFEST_BYTES)
-    return pb_error_set(err, PB_EFORMAT, "%s: %lld bytes, too large for a manifest (at most %zu)",
-                        file, (long long)st.st_size, MAX_MANIFEST_BYTES);
   void *data = NULL;
   size_t n = 0;
-  int rc = pb_read_file(file, &data, &n, err);
-  if (rc != PB_OK) return rc == PB_EIO ? PB_EFORMAT : rc;
+  int rc;
+  if (pb_location_is_url(file)) {
+    rc = pb_location_read(file, MAX_MANIFEST_BYTES, &data, &n, err);
+    if (rc != PB_OK) return rc;
+  } else {
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > MAX_MANIFEST_BYTES)
+      return pb_error_set(err, PB_EFORMAT,
+                          "%s: %lld bytes, too large for a manifest (at most %zu)", file,
+                          (long long)st.st_size, MAX_MANIFEST_BYTES);
+    rc = pb_read_file(file, &data, &n, err);
+    if (rc != PB_OK) return rc == PB_EIO ? PB_EFORMAT : rc;
+  }
   cJSON *root = NULL;
   rc = pb_json_parse(data, n, file, &root, err); /* trailing data refused too */
   pb_free(data, n);
@@ -84,7 +104,9 @@ int pb_verify_find_manifest(const char *path, char *buf, size_t size, struct pb_
   char side[4096], t[4096], gen[4096];
   if (path == NULL || trimmed(path, t, sizeof t) != PB_OK || sidecar_path(t, side, sizeof side) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long or empty", path ? path : "(null)");
-  if (is_file(side)) {
+  int side_is = is_file_e(side, err);
+  if (side_is < 0) return side_is;
+  if (side_is) {
     if (strlen(side) >= size) return pb_error_set(err, PB_EINVAL, "%s: path too long", side);
     snprintf(buf, size, "%s", side);
     return PB_OK;
@@ -95,7 +117,9 @@ int pb_verify_find_manifest(const char *path, char *buf, size_t size, struct pb_
   else if (slash == t) snprintf(gen, sizeof gen, "/manifest.json");
   else snprintf(gen, sizeof gen, "%.*s/manifest.json", (int)(slash - t), t);
   char fmt[64] = "";
-  int listed = is_file(gen) ? gen_lists(gen, base, fmt, sizeof fmt, err) : 0;
+  int gen_is = is_file_e(gen, err);
+  if (gen_is < 0) return gen_is;
+  int listed = gen_is ? gen_lists(gen, base, fmt, sizeof fmt, err) : 0;
   if (listed < 0) return PB_EFORMAT; /* there, but unreadable: say so, not "no manifest" */
   if (listed) {
     /* gen's CRC-32s are those of the images it made; imagefolder keeps them only lossily. */

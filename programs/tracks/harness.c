@@ -217,7 +217,9 @@ int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_er
   char seed[32];
   snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->p.seed);
   pb_table_set_meta(*out, "pipebench.seed", seed);
-  pb_table_set_meta(*out, "pipebench.dataset", c->data_dir);
+  char shown[sizeof c->data_dir];
+  pb_location_shown(c->data_dir, shown, sizeof shown); /* a URL's credentials stay out */
+  pb_table_set_meta(*out, "pipebench.dataset", shown);
   char overhead[64];
   snprintf(overhead, sizeof overhead, "%.1f", c->cal.timer_overhead_ns);
   pb_table_set_meta(*out, "pipebench.timer_overhead_ns", overhead);
@@ -234,6 +236,14 @@ void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat) 
   pb_table_set_str(t, PB__COL_GIT_COMMIT, c->env.git_commit);
   pb_table_set_str(t, PB__COL_HOSTNAME, c->env.hostname);
   pb_table_set_i64(t, PB__COL_SEED, (int64_t)c->p.seed);
+}
+
+void pb__io_columns(pb_table *t, const char *path, int64_t images, int64_t requests,
+                    int64_t bytes) {
+  pb_table_set_str(t, PB__COL_ENDPOINT, pb_location_endpoint(path));
+  double n = images > 0 ? (double)images : NAN;
+  pb_table_set_f64(t, PB__COL_REQUESTS_PER_IMAGE, (double)requests / n);
+  pb_table_set_f64(t, PB__COL_FETCHED_PER_IMAGE, (double)bytes / n);
 }
 
 int pb__schema_has(const char *const *schema, const char *col) {

@@ -119,7 +119,9 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   void *data = NULL;
   size_t size = 0;
-  PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
+  int url = pb_location_is_url(dir);
+  if (url) PB_RETURN_NOT_OK(pb_location_read(path, (size_t)256 << 20, &data, &size, err));
+  else PB_RETURN_NOT_OK(pb_read_file(path, &data, &size, err));
   cJSON *root = NULL;
   int prc = pb_json_parse(data, size, path, &root, err);
   pb_free(data, size);
@@ -139,7 +141,7 @@ static int read_manifest(pb_run_ctx *c, const char *dir, struct pb_error *err) {
       return rc;
     }
     /* ... nor through a symbolic link that points out of it. */
-    int irc = cJSON_IsString(f) && f->string != NULL
+    int irc = cJSON_IsString(f) && f->string != NULL && !url
                   ? pb_entry_inside(dir, f->valuestring, "the dataset folder", err)
                   : PB_OK;
     if (irc != PB_OK) {
@@ -178,15 +180,32 @@ static void gen_progress(void *ctx, int64_t done, int64_t total) {
     c->p.progress(c->p.progress_ctx, "generating the dataset", (long)done, (long)total);
 }
 
+static int prepare_data_in(pb_run_ctx *c, struct pb_error *err);
+
 static int prepare_data(pb_run_ctx *c, struct pb_error *err) {
+  int rc = prepare_data_in(c, err);
+  if (rc != PB_OK && c->p.data != NULL) pb_location_mask_error(c->p.data, err);
+  return rc;
+}
+
+static int prepare_data_in(pb_run_ctx *c, struct pb_error *err) {
   struct stat st;
   if (c->p.data != NULL) {
-    if (stat(c->p.data, &st) != 0)
-      return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or folder", c->p.data);
     char m[4200];
     snprintf(m, sizeof m, "%s/manifest.json", c->p.data);
     snprintf(c->data_dir, sizeof c->data_dir, "%s", c->p.data);
-    if (S_ISDIR(st.st_mode) && stat(m, &st) == 0) return read_manifest(c, c->p.data, err);
+    if (pb_location_is_url(c->p.data)) { /* a folder gen wrote has its manifest inside */
+      int kind = 0;
+      PB_RETURN_NOT_OK(pb_location_stat(c->p.data, &kind, NULL, err));
+      if (kind == 0) return pb_error_set(err, PB_ENOTFOUND, "%s: not found", c->p.data);
+      if (kind == 2) PB_RETURN_NOT_OK(pb_location_stat(m, &kind, NULL, err));
+      else kind = 0;
+      if (kind == 1) return read_manifest(c, c->p.data, err);
+    } else {
+      if (stat(c->p.data, &st) != 0)
+        return pb_error_set(err, PB_ENOTFOUND, "%s: no such file or folder", c->p.data);
+      if (S_ISDIR(st.st_mode) && stat(m, &st) == 0) return read_manifest(c, c->p.data, err);
+    }
     /* A single dataset: measure it in the format it is in. */
     pb_dataset *ds = NULL;
     const char *fmt = NULL;
@@ -265,7 +284,9 @@ static void add_calibration(cJSON *root, const pb_calibration *cal) {
 /* The run's settings, environment and (once measured) calibration into root. */
 static void add_run(pb_run_ctx *c, cJSON *root) {
   cJSON *cfg = cJSON_AddObjectToObject(root, "configuration");
-  cJSON_AddStringToObject(cfg, "data", c->data_dir);
+  char shown[sizeof c->data_dir];
+  pb_location_shown(c->data_dir, shown, sizeof shown); /* a URL's credentials stay out */
+  cJSON_AddStringToObject(cfg, "data", shown);
   cJSON_AddStringToObject(cfg, "tracks", c->p.tracks);
   cJSON_AddStringToObject(cfg, "preset", c->p.preset);
   cJSON_AddStringToObject(cfg, "cache_state", c->p.cold ? "cold" : "warm");

@@ -30,7 +30,8 @@ static const char *const t2_schema[] = {
     PB__SUMMARY_COLUMNS(T2_SUMMARY_PREFIX), T2_SAMPLES_PER_SEC, T2_MB_PER_SEC,
     T2_MEMCPY_FRACTION, "bytes_read_per_sec", "read_s", "decompress_s", "decode_s", "convert_s",
     "collate_s", "preload_s", "preload_bytes", PB__COL_TIMER_OVERHEAD_FRACTION,
-    PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, PB__COL_ENGINE, NULL};
+    PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, PB__COL_ENGINE,
+    PB__COL_ENDPOINT, PB__COL_REQUESTS_PER_IMAGE, PB__COL_FETCHED_PER_IMAGE, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -53,6 +54,7 @@ typedef struct t2_round {
   double steady;         /* the window's length, seconds */
   pb_loader_stats st0;   /* before the first batch: the cache build */
   int64_t capacity;      /* batches the workers can hold ready */
+  int64_t io_requests, io_bytes; /* storage requests during the steady window */
 } t2_round;
 
 static int t2_open(pb_run_ctx *c, const t2_config *cf, pb_loader_params *lp, char *cache_path,
@@ -118,7 +120,8 @@ static int t2_steady(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, int64_t want,
                      struct pb_error *err) {
   pb__window *w = &m->w;
   int rc = PB_OK;
-  int64_t steady0 = pb_now_ns();
+  int64_t steady0 = pb_now_ns(), r0, b0, r1, b1;
+  pb_io_counters(&r0, &b0);
   /* Also long enough in time: a window of a few milliseconds cannot show how workers scale. */
   int64_t min_ns = (int64_t)(c->p.window_ms * 1e6);
   while (!pb__window_opens(w) || w->items < want ||
@@ -134,6 +137,7 @@ static int t2_steady(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, int64_t want,
       memset(&m->sum, 0, sizeof m->sum);
       pb_batch_free(b);
       steady0 = pb_now_ns();
+      pb_io_counters(&r0, &b0);
       continue;
     }
     if (ev < 0) {
@@ -152,6 +156,9 @@ static int t2_steady(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, int64_t want,
     pb_batch_free(b);
   }
   m->steady = (double)(pb_now_ns() - steady0) / 1e9;
+  pb_io_counters(&r1, &b1);
+  m->io_requests = r1 - r0;
+  m->io_bytes = b1 - b0;
   return rc;
 }
 
@@ -191,6 +198,7 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   double tof = pb__window_timer_fraction(w, s);
   pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
   pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);
+  pb__io_columns(t, c->paths[cf->fi], m->samples, m->io_requests, m->io_bytes);
   return sps;
 }
 

@@ -465,6 +465,9 @@ class Loader:
     dtype "native" gives batches of the images' own pixels (no cast, no scaling; transform
     must be "none").
 
+    cache="disk:PATH" (a dataset at a URL): the ranges read are kept in the folder PATH on first
+    read and served from there after, keyed by the object's ETag (docs/remote.md).
+
     The crop transforms ("random_crop", "random_resized_crop", "center_crop_resize") take images
     of any height and width and give batches of N,C,crop,crop (crop may be an (h, w) pair);
     resize is the evaluation transform's shorter side, scale and ratio the training transform's
@@ -483,6 +486,9 @@ class Loader:
                  flip=True, reduced_decode=True, pinned=False):
         if transform not in _TRANSFORMS:
             raise ValueError("transform must be one of %s" % sorted(_TRANSFORMS))
+        if isinstance(cache, str) and cache.startswith("disk:"):
+            # remote reads kept in a folder on disk: cache none, with that folder as cache_path
+            cache, cache_path = "none", cache[5:]
         p = _LoaderParams()
         _params_init(ctypes.byref(p))
         err = _Error()

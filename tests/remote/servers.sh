@@ -15,6 +15,7 @@
 #   /_loop         a redirect to itself (a redirect loop)
 #   /_forbidden/*  403
 #   /_error/*      500
+#   /_plain/*      DIR again without a folder index (listings then come from manifests)
 # Exit 0 when started, 77 when the server's program is not installed (tests then skip), else 1.
 set -euo pipefail
 
@@ -79,6 +80,7 @@ http {
     location = /_loop { return 302 /_loop; }
     location /_forbidden/ { return 403; }
     location /_error/ { return 500; }
+    location /_plain/ { alias $dir/; autoindex off; }
   }
 }
 EOF

@@ -718,7 +718,6 @@ static int od_open(const char *path, const pb_read_options *opts, void **state,
   od_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   r->ro = *opts;
-  r->ro.cache = NULL;
   snprintf(r->path, sizeof r->path, "%s", path);
   char f[4400];
   int rc;

@@ -1371,7 +1371,6 @@ int pb__ome_table_reader_new(const char *path, const pb_read_options *opts,
   ot_reader *r = calloc(1, sizeof *r);
   if (r == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   r->ro = *opts;
-  r->ro.cache = NULL;
   snprintf(r->path, sizeof r->path, "%s", path);
   *out = r;
   return PB_OK;
@@ -1447,6 +1446,14 @@ static int ot_open_parquet(const char *path, const pb_read_options *opts, void *
   if ((rc = meta_row_groups(r, &meta, err)) != PB_OK) goto fail;
   direct_open(r, &meta, col, &meta_done); /* releases the footer */
   pb__pq_meta_destroy(&meta); /* direct_open has released it, unless it returned early */
+  if (pb__io_is_url(path) && (!meta_done || !r->direct)) {
+    /* DuckDB reads no URL here (its httpfs extension cannot be installed offline) */
+    rc = pb_error_set(err, PB_EUNSUPPORTED,
+                      "%s: this file's layout is read through DuckDB, which reads local paths "
+                      "only; over a URL pipebench reads OME-Arrow Parquet files its page reader "
+                      "takes (as gen and convert write them; docs/remote.md)", path);
+    goto fail;
+  }
   rc = open_finish(r, "file_row_number", col, src, has_chunks, has_planes, meta_done, err);
   if (rc != PB_OK) goto fail;
   *state = r;

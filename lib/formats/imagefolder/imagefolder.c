@@ -298,9 +298,108 @@ static const char *results_file(const char *path) {
   return NULL;
 }
 
+/* Over a URL: the folder under s->root/rel listed; a name that lists is a folder. 1 when it
+ * is a folder (*names, *n set), 0 when it is none (not found), or an error. */
+static int url_folder(if_state *s, const char *rel, char ***names, size_t *n,
+                      struct pb_error *err) {
+  char *abs = rel[0] != '\0' ? pb__io_join(s->root, rel) : strdup(s->root);
+  if (abs == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  struct pb_error e2;
+  int rc = pb__io_list(abs, &s->ro, names, n, &e2);
+  free(abs);
+  if (rc == PB_ENOTFOUND || rc == PB_EFORMAT) return 0;
+  if (rc != PB_OK) {
+    if (err != NULL) *err = e2;
+    return rc;
+  }
+  return 1;
+}
+
+/* walk over a URL: image names are files, other names are tried as folders (one listing
+ * each); no links to follow. */
+static int walk_url(if_state *s, const char *rel, char **names, size_t n, int64_t label,
+                    int depth, struct pb_error *err) {
+  int rc = PB_OK;
+  for (size_t k = 0; k < n && rc == PB_OK; k++) {
+    if (has_image_ext(names[k])) {
+      rc = add_file(s, rel, names[k], label, err);
+      continue;
+    }
+    char sub[4096];
+    char **inner = NULL;
+    size_t m = 0;
+    int f = 0;
+    if (depth < IF_MAX_DEPTH && names[k][0] != '.' &&
+        snprintf(sub, sizeof sub, "%s/%s", rel, names[k]) < (int)sizeof sub)
+      f = url_folder(s, sub, &inner, &m, err);
+    if (f < 0) return f;
+    if (f == 1) rc = walk_url(s, sub, inner, m, label, depth + 1, err);
+    else s->ignored++;
+    pb__io_free_names(inner, m);
+  }
+  return rc;
+}
+
+static int if_open_url(if_state *s, struct pb_error *err) {
+  char **names = NULL;
+  size_t n = 0;
+  int rc = url_folder(s, "", &names, &n, err);
+  if (rc == 0) return pb_error_set(err, PB_ENOTFOUND, "%s: not found (or not a folder)", s->root);
+  if (rc < 0) return rc;
+  rc = PB_OK;
+  s->classes = calloc(n ? n : 1, sizeof *s->classes);
+  if (s->classes == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (size_t k = 0; k < n && rc == PB_OK; k++) {
+    char **inner = NULL;
+    size_t m = 0;
+    int f = has_image_ext(names[k]) ? 0 : url_folder(s, names[k], &inner, &m, err);
+    if (f < 0) {
+      rc = f;
+      break;
+    }
+    if (f == 0) {
+      s->ignored++;
+      continue;
+    }
+    int64_t first = s->n, label = (int64_t)s->n_classes;
+    s->classes[s->n_classes++] = names[k];
+    names[k] = NULL;
+    rc = walk_url(s, s->classes[label], inner, m, label, 0, err);
+    pb__io_free_names(inner, m);
+    if (rc == PB_OK && s->n == first)
+      rc = pb_error_set(err, PB_EFORMAT,
+                        "%s/%s: class folder holds no .jpg, .jpeg or .png file (torchvision's "
+                        "ImageFolder refuses an empty class too)", s->root, s->classes[label]);
+    if (rc == PB_OK)
+      qsort(s->files + first, (size_t)(s->n - first), sizeof *s->files, cmp_files);
+  }
+  pb__io_free_names(names, n);
+  if (rc == PB_OK && s->n_classes == 0)
+    rc = pb_error_set(err, PB_EFORMAT, "%s: not an image folder: it holds no class folders",
+                      s->root);
+  if (rc == PB_OK && (s->info = calloc((size_t)s->n, sizeof *s->info)) == NULL)
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  return rc;
+}
+
 static int if_open(const char *path, const pb_read_options *opts, void **state,
                    struct pb_error *err) {
   *state = NULL;
+  if (pb__io_is_url(path)) {
+    if_state *s = calloc(1, sizeof *s);
+    if (s == NULL || (s->root = strdup(path)) == NULL) {
+      free(s);
+      return pb_error_set(err, PB_ENOMEM, "out of memory");
+    }
+    s->ro = *opts;
+    int rc = if_open_url(s, err);
+    if (rc != PB_OK) {
+      if_close(s);
+      return rc;
+    }
+    *state = s;
+    return PB_OK;
+  }
   PB_RETURN_NOT_OK(pb__check_file_kind(path, 1, "an image folder", err));
   const char *res = results_file(path);
   if (res != NULL)
@@ -312,7 +411,6 @@ static int if_open(const char *path, const pb_read_options *opts, void **state,
     return pb_error_set(err, PB_ENOMEM, "out of memory");
   }
   s->ro = *opts;
-  s->ro.cache = NULL; /* the caller's string; not read by this format */
   char **names = NULL;
   size_t n = 0;
   int rc = PB_OK;
@@ -409,6 +507,27 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
   *data = NULL;
   *size = 0;
   snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
+  if (limit == 0 && pb__io_is_url(path)) { /* one request, not open's HEAD and then a range */
+    void *d = NULL;
+    size_t n = 0;
+    PB_RETURN_NOT_OK(pb__io_read_file(path, &s->ro, (size_t)1 << 31, &d, &n, err));
+    if (n > s->buf_cap || s->buf == NULL) {
+      size_t cap = n + n / 4 + 4096;
+      unsigned char *b = realloc(s->buf, cap);
+      if (b == NULL) {
+        pb_free(d, n);
+        return pb_error_set(err, PB_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+      }
+      s->buf = b;
+      s->buf_cap = cap;
+    }
+    if (n > 0) memcpy(s->buf, d, n);
+    pb_free(d, n);
+    *data = s->buf;
+    *size = n;
+    *whole = 1;
+    return PB_OK;
+  }
   pb__io_file *f;
   PB_RETURN_NOT_OK(pb__io_open(path, &s->ro, &f, err));
   size_t want = (size_t)pb__io_size(f);
@@ -450,12 +569,14 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
      * over 10,000 photographs reads 40 MB to learn their sizes, not 640 MB); a large EXIF or
      * ICC block before a JPEG's frame header needs 64 KiB, or at worst the whole file. */
     static const size_t limits[] = {(size_t)4 << 10, (size_t)64 << 10, 0};
+    int url = pb__io_is_url(s->root); /* over a URL a request costs more than the bytes */
     char path[8192];
     unsigned char *data;
     size_t size;
     int whole = 0, rc = PB_OK;
     for (int k = 0; k < 3 && (k == 0 || (rc != PB_OK && !whole)); k++) {
-      PB_RETURN_NOT_OK(load_file(s, i, limits[k], path, sizeof path, &data, &size, &whole, err));
+      PB_RETURN_NOT_OK(load_file(s, i, url ? 0 : limits[k], path, sizeof path, &data, &size,
+                                 &whole, err));
       rc = pb__imagefolder_header(path, data, size, &s->info[i], err);
     }
     if (rc != PB_OK) {

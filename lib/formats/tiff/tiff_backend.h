@@ -31,9 +31,10 @@ typedef struct pb__tiff_io {
 
 /** Opens path for reading through the I/O layer (opts NULL: the defaults); no libtiff yet.
  * known: the fstat kept from when the file was scanned (spares one; a file cut short since
- * then reads short, an error), or NULL. */
+ * then reads short, an error), or NULL. seen: over a URL, what the scan's open learnt (spares
+ * the HEAD; the reads still check the size and validator), or NULL. */
 int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *opts,
-                     const struct stat *known, struct pb_error *err);
+                     const struct stat *known, const pb__io_known *seen, struct pb_error *err);
 void pb__tiff_io_close(pb__tiff_io *io);
 /** Reads exactly n bytes at off (through the window when small). PB_EFORMAT when the file ends
  * first, with a message naming what was read (what; NULL: "data"). */

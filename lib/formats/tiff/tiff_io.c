@@ -70,11 +70,11 @@ const char *pb__tiff_msg(const pb__tiff_io *io) {
 /* ---- the file --------------------------------------------------------------------------- */
 
 int pb__tiff_io_open(pb__tiff_io *io, const char *path, const pb_read_options *opts,
-                     const struct stat *known, struct pb_error *err) {
+                     const struct stat *known, const pb__io_known *seen, struct pb_error *err) {
   memset(io, 0, sizeof *io);
   io->path = path;
   if (pb__io_is_url(path)) {
-    PB_RETURN_NOT_OK(pb__io_open(path, opts, &io->file, err));
+    PB_RETURN_NOT_OK(pb__io_open_known(path, opts, seen, &io->file, err));
   } else { /* O_NONBLOCK: never blocks on a FIFO or a device named like a TIFF file */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)

@@ -21,6 +21,7 @@
 #define MAX_PLANES ((int64_t)1 << 22)
 
 typedef struct tiff_file {
+  pb__io_known known;   /* over a URL: the scan's size and validator, so a read opens without a HEAD */
   pb_dtype dtype;
   int64_t shape[PB_NDIM];
   double physical_size[3];
@@ -137,12 +138,19 @@ static int tiff_open(const char *path, const pb_read_options *opts, void **state
                      struct pb_error *err) {
   *state = NULL;
   struct stat sb;
-  if (stat(path, &sb) != 0)
+  int url = pb__io_is_url(path);
+  if (url) { /* a HEAD (or a one-key listing), not a stat */
+    pb__io_kind kind;
+    PB_RETURN_NOT_OK(pb__io_stat(path, opts, &kind, NULL, err));
+    if (kind == PB__IO_MISSING) return pb_error_set(err, PB_ENOTFOUND, "%s: not found", path);
+    memset(&sb, 0, sizeof sb);
+    sb.st_mode = kind == PB__IO_FILE ? S_IFREG : kind == PB__IO_DIR ? S_IFDIR : 0;
+  } else if (stat(path, &sb) != 0) {
     return pb_error_set(err, PB_ENOTFOUND, "%s: %s", path, strerror(errno));
+  }
   tiff_state *st = calloc(1, sizeof *st);
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->ro = *opts;
-  st->ro.cache = NULL;
   st->root = strdup(path);
   int rc = PB_OK;
   if (st->root == NULL) {
@@ -163,7 +171,7 @@ static int tiff_open(const char *path, const pb_read_options *opts, void **state
   } else if (S_ISDIR(sb.st_mode)) {
     char **all;
     size_t n_all;
-    rc = pb__list_dir(path, &all, &n_all, err);
+    rc = url ? pb__io_list(path, opts, &all, &n_all, err) : pb__list_dir(path, &all, &n_all, err);
     if (rc != PB_OK) goto fail;
     size_t k = 0;
     char *other = NULL; /* one unrelated name, for the message */
@@ -428,7 +436,7 @@ static int read_direct(const tiff_file *f, const char *path, const pb_read_optio
       }
   /* one open and one scattered read; the size and kind come from the scan */
   pb__tiff_io io;
-  int rc = pb__tiff_io_open(&io, path, ro, &f->st, err);
+  int rc = pb__tiff_io_open(&io, path, ro, &f->st, &f->known, err);
   if (rc == PB_OK) rc = pb__io_preadv(io.file, v, n, err);
   pb__tiff_io_close(&io);
   if (rc == PB_OK && spp > 1) { /* the region's channel out of each line of samples */
@@ -585,10 +593,10 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (file_path(st, i, path, sizeof path) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", st->root);
   /* A file of a folder that is a link out of it is not the folder's. */
-  if (!st->single)
+  if (!st->single && !pb__io_is_url(st->root))
     PB_RETURN_NOT_OK(pb__entry_inside(st->root, st->names[i], "the dataset folder", err));
   pb__tiff_io io;
-  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, err));
+  PB_RETURN_NOT_OK(pb__tiff_io_open(&io, path, &st->ro, NULL, NULL, err));
   tiff_file *f = calloc(1, sizeof *f);
   uint64_t *offs = NULL, n_offs = 0;
   int64_t *map = NULL;
@@ -633,6 +641,7 @@ static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error 
   if (rc != PB_OK) goto done;
   f->file_size = io.size;
   f->st = io.st;
+  if (pb__io_is_url(path)) pb__io_known_get(io.file, &f->known);
   direct_layout(f, tif, &io, st->ro.tiff_strips != 0);
 done:
   if (tif != NULL) TIFFClose(tif);
@@ -1070,7 +1079,7 @@ static int tiff_read(void *state, int64_t i, const pb_region *region, void *dst,
   cx.dst = dst;
   cx.esize = es;
   int64_t t0 = pb_now_ns();
-  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, &f->st, err);
+  int rc = pb__tiff_io_open(&cx.io, path, &st->ro, &f->st, &f->known, err);
   if (rc != PB_OK) goto out;
   cx.tif = pb__tiff_client_open(&cx.io, 1, err);
   if (cx.tif == NULL) {

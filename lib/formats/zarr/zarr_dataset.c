@@ -51,14 +51,14 @@ static int is_dir(const char *path) {
 
 /* A group whose attributes hold multiscales: one image rather than a folder of them. 1 yes, 0
  * no, or an error naming attributes that cannot be read (not a regular file, too large). */
-static int is_image_group(const char *dir, struct pb_error *err) {
+static int is_image_group(const char *dir, const pb_read_options *ro, struct pb_error *err) {
   const char *files[] = {".zattrs", "zarr.json"};
   for (int i = 0; i < 2; i++) {
     char p[4096];
     if (snprintf(p, sizeof p, "%s/%s", dir, files[i]) >= (int)sizeof p) return 0;
     void *data;
     size_t n;
-    int rc = pb__io_read_file(p, NULL, PB__META_MAX_BYTES, &data, &n, err);
+    int rc = pb__io_read_file(p, ro, PB__META_MAX_BYTES, &data, &n, err);
     if (rc == PB_ENOTFOUND) continue;
     if (rc != PB_OK) return rc;
     int found = memmem(data, n, "\"multiscales\"", 13) != NULL;
@@ -136,16 +136,16 @@ static int add_image(zstate *st, size_t *cap, const char *name, const char *dir)
 static int zarr_open(const char *path, const pb_read_options *opts, void **state,
                      struct pb_error *err) {
   *state = NULL;
-  if (!is_dir(path))
+  int url = pb__io_is_url(path);
+  if (!url && !is_dir(path))
     return pb_error_set(err, PB_EFORMAT, "%s: not a folder (an OME-Zarr dataset is a folder)", path);
   zstate *st = calloc(1, sizeof *st);
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->root = strdup(path);
   st->adir_fd = -1;
   st->ro = *opts;
-  st->ro.cache = NULL; /* the caller's string; not kept */
   size_t cap = 0;
-  int rc = is_image_group(path, err);
+  int rc = is_image_group(path, &st->ro, err);
   if (rc < 0) {
     zarr_close(st);
     return rc;
@@ -158,7 +158,8 @@ static int zarr_open(const char *path, const pb_read_options *opts, void **state
   } else {
     char **names;
     size_t count;
-    rc = pb__list_dir(path, &names, &count, err);
+    rc = url ? pb__io_list(path, &st->ro, &names, &count, err)
+             : pb__list_dir(path, &names, &count, err);
     if (rc != PB_OK) {
       zarr_close(st);
       return rc;
@@ -167,6 +168,11 @@ static int zarr_open(const char *path, const pb_read_options *opts, void **state
       if (names[i][0] == '.') continue;
       char child[4096];
       if (snprintf(child, sizeof child, "%s/%s", path, names[i]) >= (int)sizeof child) continue;
+      if (url) { /* a listing costs a request per look: the names say which are images */
+        size_t nl = strlen(names[i]);
+        if (nl > 5 && strcmp(names[i] + nl - 5, ".zarr") == 0) rc = add_image(st, &cap, names[i], child);
+        continue;
+      }
       if (!is_dir(child)) continue;
       if (!exists(child, ".zattrs") && !exists(child, "zarr.json")) continue;
       rc = pb__entry_inside(path, names[i], "the dataset folder", err);
@@ -190,10 +196,11 @@ static int zarr_open(const char *path, const pb_read_options *opts, void **state
 
 static int64_t zarr_count(void *state) { return ((zstate *)state)->n; }
 
-static int read_json(const char *path, char **data, size_t *n, struct pb_error *err) {
+static int read_json(const char *path, const pb_read_options *ro, char **data, size_t *n,
+                     struct pb_error *err) {
   void *p = NULL;
   *data = NULL;
-  int rc = pb__io_read_file(path, NULL, PB__META_MAX_BYTES, &p, n, err);
+  int rc = pb__io_read_file(path, ro, PB__META_MAX_BYTES, &p, n, err);
   if (rc == PB_ENOTFOUND) return pb_error_set(err, PB_EFORMAT, "%s: missing", path);
   *data = p;
   return rc;
@@ -220,13 +227,41 @@ static int check_claimed_size(const pb__zarr_array *a, const char *label, struct
                       label, shape, pb_dtype_name(a->dtype), claim, (long long)limit);
 }
 
-static int load_meta(zimg *im, struct pb_error *err) {
+/* rel stays beneath the folder it is joined to: not absolute, no ".." component, no query. */
+static int url_inside(const char *rel) {
+  if (rel[0] == '/' || strpbrk(rel, "?#\\") != NULL) return 0;
+  for (const char *q = rel; *q != '\0';) {
+    size_t len = strcspn(q, "/");
+    if (len == 2 && q[0] == '.' && q[1] == '.') return 0;
+    q += len + (q[len] == '/');
+  }
+  return 1;
+}
+
+static int load_meta(zimg *im, const pb_read_options *ro, struct pb_error *err) {
   char p[4096];
-  int version = exists(im->dir, ".zattrs") ? 2 : 3;
-  snprintf(p, sizeof p, "%s/%s", im->dir, version == 2 ? ".zattrs" : "zarr.json");
   char *json = NULL;
   size_t n = 0;
-  PB_RETURN_NOT_OK(read_json(p, &json, &n, err));
+  int version;
+  if (pb__io_is_url(im->dir)) { /* one request: .zattrs, else zarr.json */
+    void *d = NULL;
+    version = 2;
+    snprintf(p, sizeof p, "%s/.zattrs", im->dir);
+    int rc = pb__io_read_file(p, ro, PB__META_MAX_BYTES, &d, &n, err);
+    if (rc == PB_ENOTFOUND) {
+      version = 3;
+      snprintf(p, sizeof p, "%s/zarr.json", im->dir);
+      rc = pb__io_read_file(p, ro, PB__META_MAX_BYTES, &d, &n, err);
+      if (rc == PB_ENOTFOUND)
+        rc = pb_error_set(err, PB_EFORMAT, "%s: missing (nor is there a .zattrs beside it)", p);
+    }
+    PB_RETURN_NOT_OK(rc);
+    json = d;
+  } else {
+    version = exists(im->dir, ".zattrs") ? 2 : 3;
+    snprintf(p, sizeof p, "%s/%s", im->dir, version == 2 ? ".zattrs" : "zarr.json");
+    PB_RETURN_NOT_OK(read_json(p, ro, &json, &n, err));
+  }
   pb__zarr_ome *ome = malloc(sizeof *ome);
   if (ome == NULL) {
     pb_free(json, n);
@@ -234,12 +269,17 @@ static int load_meta(zimg *im, struct pb_error *err) {
   }
   int rc = pb__zarr_parse_ome(json, n, version, p, ome, err);
   pb_free(json, n);
-  if (rc == PB_OK) rc = pb__entry_inside(im->dir, ome->path, "the image group", err);
+  if (rc == PB_OK && !pb__io_is_url(im->dir))
+    rc = pb__entry_inside(im->dir, ome->path, "the image group", err);
+  else if (rc == PB_OK && !url_inside(ome->path)) /* a URL has no links: its path says it */
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: the array path '%s' leads outside the image group %s; pipebench reads "
+                      "only what lies inside the dataset", p, ome->path, im->dir);
   if (rc == PB_OK) {
     char adir[4096];
     snprintf(adir, sizeof adir, "%s/%s", im->dir, ome->path);
     snprintf(p, sizeof p, "%s/%s", adir, version == 2 ? ".zarray" : "zarr.json");
-    rc = read_json(p, &json, &n, err);
+    rc = read_json(p, ro, &json, &n, err);
     if (rc == PB_OK) {
       rc = pb__zarr_parse_array(json, n, version, p, &im->arr, err);
       pb_free(json, n);
@@ -284,7 +324,7 @@ static int load_meta(zimg *im, struct pb_error *err) {
 static int load_image(zstate *st, int64_t i, zimg **out, struct pb_error *err) {
   zimg *im = &st->imgs[i];
   if (!im->loaded) {
-    int rc = load_meta(im, err);
+    int rc = load_meta(im, &st->ro, err);
     if (rc != PB_OK) {
       pb_error_prefix(err, "image %lld: ", (long long)i);
       return rc;
@@ -480,6 +520,63 @@ static int list_chunks(zstate *st, const zimg *im, const int64_t g0[PB_NDIM],
   return PB_OK;
 }
 
+/* A chunk (or shard) over a URL, into st->path's place: not found is a missing chunk (the fill
+ * value, PB_ENOTFOUND returned once placed). */
+static int read_url_chunk(zstate *st, const pb__zarr_array *a, const int64_t g[PB_NDIM],
+                          const pb_region *region, void *dst, pb_stage_times *times, int64_t t0,
+                          struct pb_error *err) {
+  struct pb_error e2;
+  int covers = 1; /* does the region need all of this unit (every inner chunk of a shard)? */
+  for (int k = 0; k < PB_NDIM && a->sharded; k++) {
+    int64_t so = g[k] * a->chunk[k], end = so + a->chunk[k] < a->shape[k] ? so + a->chunk[k]
+                                                                          : a->shape[k];
+    covers = covers && region->start[k] <= so && region->start[k] + region->count[k] >= end;
+  }
+  /* a chunk, or a shard the region needs all of: the whole object in one request (a shard read
+   * in part: its size, its index, then the chunks' ranges) */
+  if (covers) {
+    void *data = NULL;
+    size_t size = 0;
+    int rc = pb__io_read_file(st->path, &st->ro, (size_t)a->max_stored, &data, &size, &e2);
+    if (rc == PB_ENOTFOUND) {
+      rc = pb__zarr_place_unit(a, &st->s, NULL, g, region, dst, times, err);
+      return rc == PB_OK ? PB_ENOTFOUND : rc;
+    }
+    if (rc != PB_OK) {
+      if (err != NULL) *err = e2;
+      return rc;
+    }
+    if (times != NULL) times->read_ns += pb_now_ns() - t0;
+    pb__zarr_src src = {NULL, data, size};
+    rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
+    pb_free(data, size);
+    return rc;
+  }
+  pb__io_file *f = NULL;
+  int rc = pb__io_open(st->path, &st->ro, &f, &e2);
+  if (rc == PB_ENOTFOUND) {
+    rc = pb__zarr_place_unit(a, &st->s, NULL, g, region, dst, times, err);
+    return rc == PB_OK ? PB_ENOTFOUND : rc;
+  }
+  if (rc != PB_OK) {
+    if (err != NULL) *err = e2;
+    return rc;
+  }
+  if ((int64_t)pb__io_size(f) > a->max_stored) {
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s: %s of %llu bytes, more than the %lld its decoded size can take "
+                      "encoded", st->path, a->sharded ? "shard" : "chunk",
+                      (unsigned long long)pb__io_size(f), (long long)a->max_stored);
+  } else {
+    if (times != NULL) times->read_ns += pb_now_ns() - t0;
+    pb__zarr_src src = {NULL, NULL, (size_t)pb__io_size(f)};
+    src.file = f;
+    rc = pb__zarr_place_unit(a, &st->s, &src, g, region, dst, times, err);
+  }
+  pb__io_close(f);
+  return rc;
+}
+
 static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                      pb_stage_times *times, struct pb_error *err) {
   zstate *st = state;
@@ -522,6 +619,15 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
     if (chunk_path(st, im, g, &key) != PB_OK)
       return pb_error_set(err, PB_EINVAL, "image %lld: chunk path too long", (long long)i);
     int64_t t0 = pb_now_ns();
+    if (pb__io_is_url(im->adir)) {
+      int rc = read_url_chunk(st, a, g, region, dst, times, t0, err);
+      if (rc == PB_ENOTFOUND) rc = PB_OK;
+      if (rc != PB_OK) {
+        pb_error_prefix(err, "image %lld, chunk %s: ", (long long)i, key);
+        return rc;
+      }
+      goto next;
+    }
     if (st->adir_fd < 0 || st->adir_img != i) {
       if (st->adir_fd >= 0) close(st->adir_fd);
       st->adir_img = i;
