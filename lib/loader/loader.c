@@ -165,6 +165,16 @@ static void output_layout(pb_loader *l) {
   }
 }
 
+/* The dataset's labels, where it has them: looked up once, not per sample. */
+static int load_labels(pb_loader *l, pb_dataset *ds0, struct pb_error *err) {
+  if (pb_dataset_label(ds0, 0) < 0) return PB_OK;
+  l->labels = malloc((size_t)l->count * sizeof *l->labels);
+  if (l->labels == NULL)
+    return pb_error_set(err, PB_ENOMEM, "out of memory for %lld labels", (long long)l->count);
+  for (int64_t i = 0; i < l->count; i++) l->labels[i] = pb_dataset_label(ds0, i);
+  return PB_OK;
+}
+
 int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **out,
                   struct pb_error *err) {
   *out = NULL;
@@ -204,14 +214,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   l->crop = l->p.transform >= PB_TRANSFORM_RANDOM_CROP;
   rc = check_images(l, ds0, err);
   if (rc != PB_OK) goto fail;
-  if (pb_dataset_label(ds0, 0) >= 0) { /* labels are looked up once, not per sample */
-    l->labels = malloc((size_t)l->count * sizeof *l->labels);
-    if (l->labels == NULL) {
-      rc = pb_error_set(err, PB_ENOMEM, "out of memory for %lld labels", (long long)l->count);
-      goto fail;
-    }
-    for (int64_t i = 0; i < l->count; i++) l->labels[i] = pb_dataset_label(ds0, i);
-  }
+  rc = load_labels(l, ds0, err);
+  if (rc != PB_OK) goto fail;
   output_layout(l);
   l->per_rank = pb__sampler_per_rank(l->count, l->p.world_size, l->p.shard_pad);
   if (l->per_rank < 1) {

@@ -577,6 +577,28 @@ static int read_url_chunk(zstate *st, const pb__zarr_array *a, const int64_t g[P
   return rc;
 }
 
+/* A chunk is a regular file of at most what its decoded size can need once encoded: a link to
+ * /dev/zero or a FIFO is refused, not read without end. Closes fd when it refuses. */
+static int check_chunk_file(const zstate *st, const pb__zarr_array *a, int64_t i, const char *key,
+                            int fd, struct stat *sb, struct pb_error *err) {
+  const char *unit = a->sharded ? "shard" : "chunk";
+  int rc = PB_OK;
+  if (fstat(fd, sb) != 0)
+    rc = pb_error_set(err, PB_EIO, "%s (image %lld): cannot stat: %s", st->path, (long long)i,
+                      strerror(errno));
+  else if (!S_ISREG(sb->st_mode))
+    rc = pb_error_set(err, PB_EIO, "%s (image %lld, chunk %s) is %s, not a %s file", st->path,
+                      (long long)i, key, pb__file_kind(sb->st_mode), unit);
+  else if ((int64_t)sb->st_size > a->max_stored)
+    rc = pb_error_set(err, PB_EFORMAT,
+                      "%s (image %lld, chunk %s): %s file of %lld bytes, more than the %lld its "
+                      "decoded size can take encoded",
+                      st->path, (long long)i, key, unit, (long long)sb->st_size,
+                      (long long)a->max_stored);
+  if (rc != PB_OK) close(fd);
+  return rc;
+}
+
 static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst, size_t dst_size,
                      pb_stage_times *times, struct pb_error *err) {
   zstate *st = state;
@@ -654,29 +676,8 @@ static int zarr_read(void *state, int64_t i, const pb_region *region, void *dst,
         listed = 1;
       }
     } else {
-      /* a chunk is a regular file of at most what its decoded size can need once encoded: a
-       * link to /dev/zero or a FIFO is refused, not read without end */
       struct stat sb;
-      if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return pb_error_set(err, PB_EIO, "%s (image %lld): cannot stat: %s", st->path,
-                            (long long)i, strerror(e));
-      }
-      if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return pb_error_set(err, PB_EIO, "%s (image %lld, chunk %s) is %s, not a %s file",
-                            st->path, (long long)i, key, pb__file_kind(sb.st_mode),
-                            a->sharded ? "shard" : "chunk");
-      }
-      if ((int64_t)sb.st_size > a->max_stored) {
-        close(fd);
-        return pb_error_set(err, PB_EFORMAT,
-                            "%s (image %lld, chunk %s): %s file of %lld bytes, more than the "
-                            "%lld its decoded size can take encoded",
-                            st->path, (long long)i, key, a->sharded ? "shard" : "chunk",
-                            (long long)sb.st_size, (long long)a->max_stored);
-      }
+      PB_RETURN_NOT_OK(check_chunk_file(st, a, i, key, fd, &sb, err));
       if (times != NULL) times->read_ns += pb_now_ns() - t0;
       pb__zarr_src src = {NULL, NULL, (size_t)sb.st_size};
       rc = pb__io_file_from_fd(fd, st->path, &st->ro, &sb, &src.file, err);
