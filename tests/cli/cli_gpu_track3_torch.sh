@@ -25,7 +25,7 @@ for mode in --train ""; do
   for data in img tif; do
     dest="$work/r-$data${mode:+-train}"
     run timeout $lim "$pb" run --data "$work/$data" --out "$dest" --tracks 3 --framework torch \
-      $mode --model resnet50 --t3-batch 64 --t3-workers 4 --steps 12 --repeats 2 --python "$py"
+      $mode --model resnet50 --t3-batch 64 --t3-workers 4 --steps 30 --repeats 2 --python "$py"
     expect_rc 0 "resnet50 $data ${mode:-inference} on the default device"
     expect_err "^run: track 3: torch [^ ]+ runs on cuda \(" "takes the GPU and names it"
     expect_err "^run: track 3: torch resnet50 .* on cuda: pipebench's loader" "the answer"
