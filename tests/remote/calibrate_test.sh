@@ -6,18 +6,11 @@
 # Env: PIPEBENCH_CLI, PIPEBENCH_NETEM, PIPEBENCH_SOURCE_DIR.
 set -u
 . "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
+. "$PIPEBENCH_SOURCE_DIR/tests/remote/http_lib.sh"
 pb=$PIPEBENCH_CLI
 mkdir -p "$work/data"
 head -c 6000000 /dev/urandom >"$work/data/blob"
-chmod -R a+rX "$work"
-"$servers" http-start "$work/data" "$work/state" >/dev/null
-rc=$?
-if [[ $rc -eq 77 ]]; then echo "SKIP: nginx not installed"; exit 0; fi
-[[ $rc -eq 0 ]] || { echo "nginx did not start"; exit 1; }
-proxy=
-trap '[[ -n $proxy ]] && kill $proxy; "$servers" http-stop "$work/state"; rm -rf "$work"' EXIT
-target=127.0.0.1:$(cat "$work/state/http.port")
+http_serve "$work/data"
 "$PIPEBENCH_NETEM" --target "$target" --port-file "$work/port" --delay 10 --rate 4000000 >/dev/null &
 proxy=$!
 for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done

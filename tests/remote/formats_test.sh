@@ -7,7 +7,7 @@
 # Env: PIPEBENCH_CLI, PIPEBENCH_NETEM, PIPEBENCH_SOURCE_DIR.
 set -u
 . "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
+. "$PIPEBENCH_SOURCE_DIR/tests/remote/http_lib.sh"
 pb=$PIPEBENCH_CLI
 data=$work/data
 "$pb" gen --out "$data" --rows 6 --size 40x30 --formats ome-zarr,ome-parquet,tiff,raw \
@@ -17,16 +17,7 @@ data=$work/data
 "$pb" convert "$data/images.pbraw" --to ome-zarr --out "$data/v3.zarr" \
   --options zarr=3,shard=1x1x1x2x2 --chunk 1x1x1x20x15 >/dev/null 2>&1 ||
   { echo "convert to sharded Zarr v3 failed"; exit 1; }
-chmod -R a+rX "$work"
-"$servers" http-start "$data" "$work/state" >/dev/null
-rc=$?
-if [[ $rc -eq 77 ]]; then echo "SKIP: nginx not installed"; exit 0; fi
-[[ $rc -eq 0 ]] || { echo "nginx did not start"; exit 1; }
-proxy=
-trap '[[ -n $proxy ]] && kill $proxy; "$servers" http-stop "$work/state"; rm -rf "$work"' EXIT
-target=127.0.0.1:$(cat "$work/state/http.port")
-base=http://$target
-sbase=https://127.0.0.1:$(cat "$work/state/https.port")
+http_serve "$data"
 
 start() { # netem args...: sets purl (the proxy's URL)
   rm -f "$work/port"

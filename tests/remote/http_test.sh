@@ -5,21 +5,12 @@
 # Env: PIPEBENCH_NETEM, PIPEBENCH_REMOTE_CHECK, PIPEBENCH_SOURCE_DIR.
 set -u
 . "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
-servers=$PIPEBENCH_SOURCE_DIR/tests/remote/servers.sh
+. "$PIPEBENCH_SOURCE_DIR/tests/remote/http_lib.sh"
 check=$PIPEBENCH_REMOTE_CHECK
 mkdir -p "$work/data/sub"
 head -c 3000000 /dev/urandom >"$work/data/blob"
 echo hello >"$work/data/sub/a.txt"
-chmod -R a+rX "$work"
-"$servers" http-start "$work/data" "$work/state" >/dev/null
-rc=$?
-if [[ $rc -eq 77 ]]; then echo "SKIP: nginx not installed"; exit 0; fi
-[[ $rc -eq 0 ]] || { echo "nginx did not start"; exit 1; }
-proxy=
-trap '[[ -n $proxy ]] && kill $proxy; "$servers" http-stop "$work/state"; rm -rf "$work"' EXIT
-target=127.0.0.1:$(cat "$work/state/http.port")
-base=http://$target
-sbase=https://127.0.0.1:$(cat "$work/state/https.port")
+http_serve "$work/data"
 blob=$work/data/blob
 
 start() { # netem args...: sets purl (the proxy's URL)
