@@ -45,11 +45,28 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
               {"drop_last", &p->drop_last, 0, 1},        {"rank", &p->rank, 0, 1 << 24},
               {"world_size", &p->world_size, 1, 1 << 24}, {"skip_errors", &p->skip_errors, 0, 1},
               {"shard_pad", &p->shard_pad, 0, 1},        {"resize", &p->resize, 1, 65536},
-              {"flip", &p->flip, 0, 1},                  {"reduced_decode", &p->reduced_decode, 0, 1}};
+              {"flip", &p->flip, 0, 1},                  {"reduced_decode", &p->reduced_decode, 0, 1},
+              {"reads_in_flight", &p->reads_in_flight, 0, 4096}};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (strcmp(key, ints[i].name) != 0) continue;
     PB_RETURN_NOT_OK(parse_int(key, value, ints[i].lo, ints[i].hi, &x, err));
     *ints[i].field = (int)x;
+    return PB_OK;
+  }
+  if (strcmp(key, "bytes_in_flight") == 0) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    int shift = 0;
+    if (end != value && (*end == 'K' || *end == 'k')) shift = 10;
+    else if (end != value && (*end == 'M' || *end == 'm')) shift = 20;
+    else if (end != value && (*end == 'G' || *end == 'g')) shift = 30;
+    if (shift != 0) end++;
+    if (errno != 0 || end == value || *end != '\0' || v < 0 || v > ((long long)1 << 40) >> shift)
+      return pb_error_set(err, PB_EINVAL,
+                          "loader option bytes_in_flight: '%s' (want bytes from 0 to 1T, or N "
+                          "with a K, M or G suffix; 0: auto)", value);
+    p->bytes_in_flight = (int64_t)(v << shift);
     return PB_OK;
   }
   if (strcmp(key, "seed") == 0) {
