@@ -178,6 +178,27 @@ static int load_labels(pb_loader *l, pb_dataset *ds0, struct pb_error *err) {
   return PB_OK;
 }
 
+/* The workers' contexts and, with cache none, the dataset handles: one per worker (the first
+ * takes *ds0), or the reader team's when there is one. */
+static int open_contexts(pb_loader *l, const char *path, const char *format,
+                         const pb_read_options *ro, pb_dataset **ds0, struct pb_error *err) {
+  int nctx = l->nthreads > 0 ? l->nthreads : 1;
+  l->wk = calloc((size_t)nctx, sizeof *l->wk);
+  if (l->wk == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int i = 0; i < nctx; i++) {
+    l->wk[i].home = i;
+    PB_RETURN_NOT_OK(pb__loader_worker_init(l, &l->wk[i], err));
+    if (l->p.cache != PB_CACHE_NONE || l->nreaders > 0) continue;
+    if (i == 0) {
+      l->wk[0].ds = *ds0; /* the caller no longer uses it after set-up */
+      *ds0 = NULL;
+    } else {
+      PB_RETURN_NOT_OK(pb_dataset_open_opts(path, format, ro, &l->wk[i].ds, err));
+    }
+  }
+  return l->nreaders > 0 ? pb__team_start(l, l->nreaders, ds0, ro, err) : PB_OK;
+}
+
 int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **out,
                   struct pb_error *err) {
   *out = NULL;
@@ -243,29 +264,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   if (rc != PB_OK) goto fail;
 
   int nctx = l->nthreads > 0 ? l->nthreads : 1;
-  l->wk = calloc((size_t)nctx, sizeof *l->wk);
-  if (l->wk == NULL) {
-    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-    goto fail;
-  }
-  for (int i = 0; i < nctx; i++) {
-    l->wk[i].home = i;
-    rc = pb__loader_worker_init(l, &l->wk[i], err);
-    if (rc != PB_OK) goto fail;
-    if (l->p.cache == PB_CACHE_NONE && l->nreaders == 0) {
-      if (i == 0) {
-        l->wk[0].ds = ds0; /* the caller no longer uses it after set-up */
-        ds0 = NULL;
-      } else {
-        rc = pb_dataset_open_opts(path, params->format, &ro, &l->wk[i].ds, err);
-        if (rc != PB_OK) goto fail;
-      }
-    }
-  }
-  if (l->nreaders > 0) {
-    rc = pb__team_start(l, l->nreaders, &ds0, &ro, err);
-    if (rc != PB_OK) goto fail;
-  }
+  rc = open_contexts(l, path, params->format, &ro, &ds0, err);
+  if (rc != PB_OK) goto fail;
   pb_dataset_free(ds0);
   ds0 = NULL;
   /* One free list per worker, each keeping enough batches for that worker's share of the

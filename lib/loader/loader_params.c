@@ -31,6 +31,24 @@ static int parse_int(const char *key, const char *v, long long lo, long long hi,
   return PB_OK;
 }
 
+/* Bytes: N, or N with a K, M or G suffix (powers of 1024), up to 1 TiB. */
+static int parse_size(const char *key, const char *v, int64_t *out, struct pb_error *err) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  int shift = 0;
+  if (end != v && (*end == 'K' || *end == 'k')) shift = 10;
+  else if (end != v && (*end == 'M' || *end == 'm')) shift = 20;
+  else if (end != v && (*end == 'G' || *end == 'g')) shift = 30;
+  if (shift != 0) end++;
+  if (errno != 0 || end == v || *end != '\0' || x < 0 || x > ((long long)1 << 40) >> shift)
+    return pb_error_set(err, PB_EINVAL,
+                        "loader option %s: '%s' (want bytes from 0 to 1T, or N with a K, M or G "
+                        "suffix; 0: auto)", key, v);
+  *out = (int64_t)(x << shift);
+  return PB_OK;
+}
+
 int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value,
                          struct pb_error *err) {
   if (p == NULL || key == NULL || value == NULL)
@@ -53,22 +71,7 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
     *ints[i].field = (int)x;
     return PB_OK;
   }
-  if (strcmp(key, "bytes_in_flight") == 0) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    int shift = 0;
-    if (end != value && (*end == 'K' || *end == 'k')) shift = 10;
-    else if (end != value && (*end == 'M' || *end == 'm')) shift = 20;
-    else if (end != value && (*end == 'G' || *end == 'g')) shift = 30;
-    if (shift != 0) end++;
-    if (errno != 0 || end == value || *end != '\0' || v < 0 || v > ((long long)1 << 40) >> shift)
-      return pb_error_set(err, PB_EINVAL,
-                          "loader option bytes_in_flight: '%s' (want bytes from 0 to 1T, or N "
-                          "with a K, M or G suffix; 0: auto)", value);
-    p->bytes_in_flight = (int64_t)(v << shift);
-    return PB_OK;
-  }
+  if (strcmp(key, "bytes_in_flight") == 0) return parse_size(key, value, &p->bytes_in_flight, err);
   if (strcmp(key, "seed") == 0) {
     char *end;
     errno = 0;
