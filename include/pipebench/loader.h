@@ -210,8 +210,8 @@ PB_API int64_t pb_loader_batches_per_epoch(const pb_loader *loader);
  * wrapping around so every rank has the same number). */
 PB_API int64_t pb_loader_samples_per_epoch(const pb_loader *loader);
 /** Sample reads this loader keeps in flight at most: its reader team's size, or (no team: a
- * local path with reads_in_flight 0, or a cache mode other than none) one per worker thread
- * (1 with workers 0). */
+ * local path with reads_in_flight 0, a cache mode other than none, or one read with workers 0)
+ * one per worker thread (1 with workers 0). */
 PB_API int pb_loader_reads_in_flight(const pb_loader *loader);
 /** Metadata of image 0 (all images share dtype and shape). */
 PB_API const pb_image_meta *pb_loader_meta(const pb_loader *loader);

@@ -28,6 +28,9 @@ int pb__loader_team_size(const pb_loader *l, const char *path) {
   /* More readers than samples that can be waiting would never all be busy. */
   int64_t most = (int64_t)(l->nthreads > 0 ? l->nthreads : 1) * l->p.batch_size;
   if (n > most) n = most;
+  /* One read at a time and no workers: the caller's thread reads, as without a team (track 1's
+   * single samples pay no hand-over to another thread). */
+  if (n <= 1 && l->nthreads == 0) return 0;
   return n < 1 ? 1 : (int)n;
 }
 
