@@ -27,6 +27,7 @@ int pb__loader_team_size(const pb_loader *l, const char *path) {
   if (per > 0 && cap / per < n) n = cap / per;
   /* More readers than samples that can be waiting would never all be busy. */
   int64_t most = (int64_t)(l->nthreads > 0 ? l->nthreads : 1) * l->p.batch_size;
+  if (most > l->per_rank) most = l->per_rank;
   if (n > most) n = most;
   /* One read at a time and no workers: the caller's thread reads, as without a team (track 1's
    * single samples pay no hand-over to another thread). */

@@ -102,7 +102,9 @@ typedef struct if_state {
   pb__imagefolder_jpeg *jpeg;
   pb_read_options ro; /* how image files are read */
   /* Over a URL meta fetches a whole file to learn its size: 1 + the image whose file buf then
-   * holds, until the read that follows takes it (one GET per image, not two); 0: none. */
+   * holds, until the read that follows takes it (one GET per image, not two); 0: none. Any
+   * other call in between (meta of another image, a label) drops it, so a read never takes
+   * bytes fetched long before (e.g. at a loader's set-up). */
   int64_t held;
   int64_t held_ns; /* the time that fetch took, reported as the read's */
   size_t held_size;
@@ -538,7 +540,11 @@ static int if_clone(const void *state, void **out, struct pb_error *err) {
 
 static int64_t if_count(void *p) { return ((if_state *)p)->n; }
 
-static int64_t if_label(void *p, int64_t i) { return ((if_state *)p)->files[i].label; }
+static int64_t if_label(void *p, int64_t i) {
+  if_state *s = p;
+  s->held = 0; /* no read follows a label (a loader's set-up asks them after every size) */
+  return s->files[i].label;
+}
 
 static int64_t if_ignored(void *p) { return ((if_state *)p)->ignored; }
 
@@ -608,6 +614,7 @@ static void fill_meta(const if_state *s, int64_t i, pb_image_meta *out) {
 
 static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err) {
   if_state *s = p;
+  if (s->held != i + 1) s->held = 0;
   if (s->info[i].kind == PB__IF_UNKNOWN) {
     /* Headers sit at the start: the first 4 KiB hold them in almost every file (a loader
      * over 10,000 photographs reads 40 MB to learn their sizes, not 640 MB); a large EXIF or
