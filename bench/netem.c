@@ -18,7 +18,9 @@
  *   reset        the request is answered with a TCP reset
  *   wrong-length the first Content-Length of the answer is one less than the server sent
  * The port is printed as "listening 127.0.0.1:PORT" on stdout (and written to --port-file);
- * SIGTERM or SIGINT ends it, writing "connections N up BYTES down BYTES" to --stats. */
+ * SIGTERM or SIGINT ends it, writing "connections N up BYTES down BYTES" to --stats, and on a
+ * second line "waiting_peak P": the most requests at once that had reached the proxy and not yet
+ * had a byte of their answer back (requests in flight, whichever connections carry them). */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -65,6 +67,7 @@ typedef struct conn {
   enum fault fault;
   int answered; /* http500/reset: the canned answer went out */
   int rewritten;
+  int waiting; /* bytes came from the client and none of the answer has gone back yet */
 } conn;
 
 static struct {
@@ -76,6 +79,7 @@ static struct {
   long first;  /* the first connection (1-based) that gets the fault */
   long faults; /* connections that get the fault; -1: all from first on */
   long accepted;
+  long waiting, waiting_peak;
   uint64_t up, down;
   const char *stats;
   uint64_t rng;
@@ -139,6 +143,7 @@ static void push(dir *d, const unsigned char *p, size_t n, int eof) {
 }
 
 static void conn_close(conn *c) {
+  if (c->waiting) g.waiting--;
   for (int i = 0; i < 2; i++) {
     chunk *k = c->d[i].head;
     while (k) {
@@ -251,6 +256,10 @@ static void do_read(conn *c, int i) {
   size_t len = (size_t)n;
   if (i == 0) {
     g.up += len;
+    if (!c->waiting) {
+      c->waiting = 1;
+      if (++g.waiting > g.waiting_peak) g.waiting_peak = g.waiting;
+    }
     if (c->fault == F_HTTP500 || c->fault == F_RESET) {
       answer_fault(c, buf, len);
       return;
@@ -305,6 +314,10 @@ static int do_write(conn *c, int i, int64_t now) {
     d->sent += (uint64_t)n;
     d->queued -= (size_t)n;
     if (i == 1) g.down += (uint64_t)n;
+    if (i == 1 && c->waiting) {
+      c->waiting = 0;
+      g.waiting--;
+    }
     if (g.rate > 0) {
       int64_t base = d->next_free_ns > now ? d->next_free_ns : now;
       d->next_free_ns = base + (int64_t)((double)n * 1e9 / g.rate);
@@ -322,8 +335,8 @@ static void write_stats(void) {
   if (!g.stats) return;
   FILE *f = fopen(g.stats, "w");
   if (!f) return;
-  fprintf(f, "connections %ld up %llu down %llu\n", g.accepted, (unsigned long long)g.up,
-          (unsigned long long)g.down);
+  fprintf(f, "connections %ld up %llu down %llu\nwaiting_peak %ld\n", g.accepted,
+          (unsigned long long)g.up, (unsigned long long)g.down, g.waiting_peak);
   fclose(f);
 }
 

@@ -96,6 +96,14 @@ typedef struct pb_loader_params {
   int reduced_decode;   /**< 1 (default): formats that can decode at 1/2, 1/4 or 1/8 (JPEG) do
                              so when the output still gets at least its resolution; 0: always
                              full resolution */
+  /* Sample reads in flight (cache none; docs/loader.md). A batch's samples are read at once by
+   * a team of reader threads, each with its own dataset handle, shared by all workers; this is
+   * beside the I/O layer's in_flight (requests of one read of one object, pb_read_options). */
+  int reads_in_flight;  /**< most sample reads in flight across the loader's workers; 0: auto
+                             (a URL: 32; a local path: one read per worker, no team) */
+  int64_t bytes_in_flight; /**< most bytes those reads may hold at once, counting each read as
+                             one image's decoded size; 0: auto (64 MiB). Reads in flight are
+                             min(reads_in_flight, bytes_in_flight / image bytes), at least 1 */
 } pb_loader_params;
 
 #define PB_LOADER_PARAMS_DEFAULTS                                                              \
@@ -105,7 +113,8 @@ typedef struct pb_loader_params {
     .std = 0.5f, .out_dtype = PB_OUT_FLOAT32, .cache = PB_CACHE_NONE, .cache_path = NULL,      \
     .skip_errors = 0, .allocator = NULL, .shard_pad = 0, .crop_h = 224, .crop_w = 224,       \
     .resize = 256, .scale_min = 0.08f, .scale_max = 1.0f, .ratio_min = 0.75f,                   \
-    .ratio_max = 1.33333333f, .flip = 1, .reduced_decode = 1                                   \
+    .ratio_max = 1.33333333f, .flip = 1, .reduced_decode = 1, .reads_in_flight = 0,          \
+    .bytes_in_flight = 0                                                                       \
   }
 
 /** Fills params with PB_LOADER_PARAMS_DEFAULTS (for bindings that cannot use the macro). */
@@ -115,7 +124,8 @@ PB_API void pb_loader_params_init(pb_loader_params *params);
  * workers, prefetch, shuffle, seed, drop_last, rank, world_size, transform (none | normalize |
  * augment | random_crop | random_resized_crop | center_crop_resize), mean, std, dtype (float32 |
  * float16 | bfloat16 | native), cache (none | preload | shared), skip_errors, shard_pad, crop (N or
- * HxW), resize, scale (MIN,MAX), ratio (MIN,MAX), flip, reduced_decode. String options (format, cache_path) are not set this way: the params struct
+ * HxW), resize, scale (MIN,MAX), ratio (MIN,MAX), flip, reduced_decode, reads_in_flight,
+ * bytes_in_flight (bytes, or with a K, M or G suffix: powers of 1024). String options (format, cache_path) are not set this way: the params struct
  * would only borrow the text. */
 PB_API int pb_loader_params_set(pb_loader_params *params, const char *key, const char *value,
                                 struct pb_error *err);
@@ -199,6 +209,10 @@ PB_API int64_t pb_loader_batches_per_epoch(const pb_loader *loader);
 /** Samples this rank sees per epoch (ceil(count / world_size); the order is padded by
  * wrapping around so every rank has the same number). */
 PB_API int64_t pb_loader_samples_per_epoch(const pb_loader *loader);
+/** Sample reads this loader keeps in flight at most: its reader team's size, or (no team: a
+ * local path with reads_in_flight 0, a cache mode other than none, or one read with workers 0)
+ * one per worker thread (1 with workers 0). */
+PB_API int pb_loader_reads_in_flight(const pb_loader *loader);
 /** Metadata of image 0 (all images share dtype and shape). */
 PB_API const pb_image_meta *pb_loader_meta(const pb_loader *loader);
 

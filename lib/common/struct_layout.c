@@ -36,7 +36,8 @@ static const pb_field_layout loader_params_fields[] = {
     F(pb_loader_params, resize),      F(pb_loader_params, scale_min),
     F(pb_loader_params, scale_max),   F(pb_loader_params, ratio_min),
     F(pb_loader_params, ratio_max),   F(pb_loader_params, flip),
-    F(pb_loader_params, reduced_decode)};
+    F(pb_loader_params, reduced_decode), F(pb_loader_params, reads_in_flight),
+    F(pb_loader_params, bytes_in_flight)};
 
 static const pb_field_layout batch_times_fields[] = {
     F(pb_batch_times, read_ns),      F(pb_batch_times, decompress_ns),

@@ -262,6 +262,27 @@ static int dataset_open(const char *path, const char *format, const pb_read_opti
   return PB_OK;
 }
 
+int pb__dataset_clone(const pb_dataset *ds, const pb_read_options *opts, pb_dataset **out,
+                      struct pb_error *err) {
+  *out = NULL;
+  if (ds->vt->clone == NULL) return pb_dataset_open_opts(ds->path, ds->vt->info.name, opts, out, err);
+  pb_dataset *c = calloc(1, sizeof *c);
+  if (c == NULL || (c->path = strdup(ds->path)) == NULL) {
+    free(c);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  c->vt = ds->vt;
+  c->count = ds->count;
+  int rc = ds->vt->clone(ds->state, &c->state, err);
+  if (rc != PB_OK) {
+    free(c->path);
+    free(c);
+    return masked(ds->path, rc, err);
+  }
+  *out = c;
+  return PB_OK;
+}
+
 void pb_dataset_free(pb_dataset *ds) {
   if (ds == NULL) return;
   ds->vt->close(ds->state);

@@ -51,6 +51,10 @@ typedef struct pb_format_vtable {
    * for formats whose full meta costs more than the read it guards. NULL: meta is used. */
   int (*shape)(void *state, int64_t i, pb_dtype *dtype, int64_t shape[PB_NDIM],
                struct pb_error *err);
+  /** A second handle on the same dataset from an open one, keeping what the first has learnt
+   * (listings, parsed metadata) so it costs no storage request; scratch buffers are its own.
+   * state is only read, by one thread. NULL: a second handle is opened from the path. */
+  int (*clone)(const void *state, void **out, struct pb_error *err);
 } pb_format_vtable;
 
 /** The box of an image scaled by 1/scale that covers region: on Y and X from floor(start / scale)
@@ -60,6 +64,12 @@ void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int s
  * out as there); formats without it read the region at scale 1. */
 int pb__read_scaled(pb_dataset *ds, int64_t i, const pb_region *region, int *scale, void *dst,
                     size_t dst_size, pb_region *out, pb_stage_times *times, struct pb_error *err);
+
+/** A second handle on ds for another thread: the format's clone where it has one (no storage
+ * request), else the path opened again with opts. ds is only read; *out is freed with
+ * pb_dataset_free. */
+int pb__dataset_clone(const pb_dataset *ds, const pb_read_options *opts, pb_dataset **out,
+                      struct pb_error *err);
 
 /** Over a URL: the format found from one stat and one listing or one range of the first bytes
  * (lib/formats/detect_url.c); an error names the URL and why (not found, not a dataset). */

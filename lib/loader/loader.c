@@ -46,6 +46,9 @@ static int check_params(const pb_loader_params *p, struct pb_error *err) {
   if (p->batch_size < 1) return pb_error_set(err, PB_EINVAL, "loader: batch_size must be >= 1");
   if (p->workers < 0) return pb_error_set(err, PB_EINVAL, "loader: workers must be >= 0");
   if (p->prefetch < 1) return pb_error_set(err, PB_EINVAL, "loader: prefetch must be >= 1");
+  if (p->reads_in_flight < 0 || p->bytes_in_flight < 0)
+    return pb_error_set(err, PB_EINVAL, "loader: reads_in_flight and bytes_in_flight must be >= 0 "
+                        "(0: auto)");
   if (p->world_size < 1 || p->rank < 0 || p->rank >= p->world_size)
     return pb_error_set(err, PB_EINVAL, "loader: rank %d is outside world size %d", p->rank,
                         p->world_size);
@@ -175,6 +178,27 @@ static int load_labels(pb_loader *l, pb_dataset *ds0, struct pb_error *err) {
   return PB_OK;
 }
 
+/* The workers' contexts and, with cache none, the dataset handles: one per worker (the first
+ * takes *ds0), or the reader team's when there is one. */
+static int open_contexts(pb_loader *l, const char *path, const char *format,
+                         const pb_read_options *ro, pb_dataset **ds0, struct pb_error *err) {
+  int nctx = l->nthreads > 0 ? l->nthreads : 1;
+  l->wk = calloc((size_t)nctx, sizeof *l->wk);
+  if (l->wk == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  for (int i = 0; i < nctx; i++) {
+    l->wk[i].home = i;
+    PB_RETURN_NOT_OK(pb__loader_worker_init(l, &l->wk[i], err));
+    if (l->p.cache != PB_CACHE_NONE || l->nreaders > 0) continue;
+    if (i == 0) {
+      l->wk[0].ds = *ds0; /* the caller no longer uses it after set-up */
+      *ds0 = NULL;
+    } else {
+      PB_RETURN_NOT_OK(pb_dataset_open_opts(path, format, ro, &l->wk[i].ds, err));
+    }
+  }
+  return l->nreaders > 0 ? pb__team_start(l, l->nreaders, ds0, ro, err) : PB_OK;
+}
+
 int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **out,
                   struct pb_error *err) {
   *out = NULL;
@@ -227,6 +251,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   }
   l->nbatches = pb__loader_epoch_batches(l);
   l->stats.dataset_count = l->count;
+  l->nreaders = pb__loader_team_size(l, path);
 
   if (l->p.cache == PB_CACHE_PRELOAD) rc = pb__loader_build_preload(l, ds0, err);
   else if (l->p.cache == PB_CACHE_SHARED) {
@@ -239,25 +264,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   if (rc != PB_OK) goto fail;
 
   int nctx = l->nthreads > 0 ? l->nthreads : 1;
-  l->wk = calloc((size_t)nctx, sizeof *l->wk);
-  if (l->wk == NULL) {
-    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
-    goto fail;
-  }
-  for (int i = 0; i < nctx; i++) {
-    l->wk[i].home = i;
-    rc = pb__loader_worker_init(l, &l->wk[i], err);
-    if (rc != PB_OK) goto fail;
-    if (l->p.cache == PB_CACHE_NONE) {
-      if (i == 0) {
-        l->wk[0].ds = ds0; /* the caller no longer uses it after set-up */
-        ds0 = NULL;
-      } else {
-        rc = pb_dataset_open_opts(path, params->format, &ro, &l->wk[i].ds, err);
-        if (rc != PB_OK) goto fail;
-      }
-    }
-  }
+  rc = open_contexts(l, path, params->format, &ro, &ds0, err);
+  if (rc != PB_OK) goto fail;
   pb_dataset_free(ds0);
   ds0 = NULL;
   /* One free list per worker, each keeping enough batches for that worker's share of the
@@ -405,6 +413,9 @@ int pb_loader_reset(pb_loader *l, int64_t epoch, struct pb_error *err) {
 int64_t pb_loader_batches_per_epoch(const pb_loader *l) { return l->nbatches; }
 int64_t pb_loader_samples_per_epoch(const pb_loader *l) { return l->per_rank; }
 const pb_image_meta *pb_loader_meta(const pb_loader *l) { return &l->meta; }
+int pb_loader_reads_in_flight(const pb_loader *l) {
+  return l->nreaders > 0 ? l->nreaders : l->nthreads > 0 ? l->nthreads : 1;
+}
 
 void pb_loader_get_stats(const pb_loader *loader, pb_loader_stats *out) {
   pb_loader *l = (pb_loader *)(uintptr_t)loader; /* the lock is not part of the value */
@@ -425,6 +436,7 @@ void pb_loader_free(pb_loader *l) {
       if (l->wk[i].started) pthread_join(l->wk[i].thread, NULL);
     for (int i = 0; i < nctx; i++) pb__loader_worker_destroy(l, &l->wk[i]);
   }
+  pb__team_free(l, l->team); /* after the workers: none waits on it now */
   for (int64_t i = 0; l->slots != NULL && i < l->nslots; i++) pb__batch_release(l->slots[i].batch);
   free(l->slots);
   pb__pool_close(l->pool);

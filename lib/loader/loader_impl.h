@@ -68,7 +68,37 @@ typedef struct worker {
   pthread_t thread;
   int started;
   int home; /* its free list in the batch pool */
+  int *rc;  /* with a reader team: each sample's result, batch_size entries */
 } worker;
+
+/* One batch's samples handed to the reader team (readers.c): sample j of idx lands in slot j
+ * of data. Lives on the stack of the thread building the batch, which waits for done == n. */
+typedef struct read_job {
+  int64_t epoch;
+  const int64_t *idx;
+  int64_t n;
+  unsigned char *data;
+  int *rc;               /* per sample: its read's result; PB__READ_NOT_DONE when left unread */
+  int64_t next, done;    /* next sample to claim; samples finished */
+  int64_t fail;          /* the first failed sample, n when none */
+  pb_batch_times times;  /* the samples' stage times, summed */
+  char message[sizeof(((struct pb_error *)0)->message)]; /* sample fail's error */
+  struct read_job *after; /* the queue */
+} read_job;
+
+/* A sample the team left unread: an earlier one of its batch had failed (skip_errors 0). */
+#define PB__READ_NOT_DONE 1
+
+/* The reader team: nreaders threads, each with its own dataset handle and scratch buffers (a
+ * worker struct without a batch), reading the samples of the queued batches, oldest first. */
+typedef struct read_team {
+  int n;
+  worker *rd;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work, cv_done;
+  read_job *head, *tail;
+  int stop;
+} read_team;
 
 typedef struct slot {
   int ready;
@@ -118,8 +148,16 @@ struct pb_loader {
   int64_t base, next_claim, next_deliver;
   int running, pausing, stop, busy;
 
+  int nreaders;    /* the team's size (pb__loader_team_size), 0: no team */
+  read_team *team; /* NULL: each worker reads its batch's samples itself, one after another */
+
   pb_loader_stats stats;
 };
+
+/* The stages a sample's own timers report (a native crop times its transform as well). */
+static inline int64_t pb__stages_ns(const pb_batch_times *t) {
+  return t->read_ns + t->decompress_ns + t->decode_ns + t->transform_ns + t->convert_ns;
+}
 
 /* ---- batch_pool.c ---------------------------------------------------------------------------- */
 
@@ -150,6 +188,22 @@ int pb__loader_build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t
 void *pb__loader_worker_main(void *arg);
 int pb__loader_worker_init(pb_loader *l, worker *w, struct pb_error *err);
 void pb__loader_worker_destroy(pb_loader *l, worker *w);
+
+/* ---- readers.c ------------------------------------------------------------------------------- */
+
+/** The reader team's size for this loader (0: no team), from reads_in_flight, bytes_in_flight,
+ * the cache mode, whether path is a URL, the workers and the batch size. */
+int pb__loader_team_size(const pb_loader *l, const char *path);
+/** Starts a team of n readers; reader 0 takes *ds0 (set to NULL), the others clone it. */
+int pb__team_start(pb_loader *l, int n, pb_dataset **ds0, const pb_read_options *ro,
+                   struct pb_error *err);
+/** Stops and frees the team (no batch may be waiting on it). NULL is ignored. */
+void pb__team_free(pb_loader *l, read_team *t);
+/** Reads samples idx[0..n) of the batch at once into their slots of data; returns when every
+ * one is done. rc[j]: each sample's result; the first failure's message in err (its rc
+ * returned), PB_OK when none failed. */
+int pb__team_read(pb_loader *l, int64_t epoch, const int64_t *idx, int64_t n, unsigned char *data,
+                  int *rc, pb_batch_times *t, struct pb_error *err);
 
 /* ---- cache_modes.c --------------------------------------------------------------------------- */
 

@@ -31,6 +31,24 @@ static int parse_int(const char *key, const char *v, long long lo, long long hi,
   return PB_OK;
 }
 
+/* Bytes: N, or N with a K, M or G suffix (powers of 1024), up to 1 TiB. */
+static int parse_size(const char *key, const char *v, int64_t *out, struct pb_error *err) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  int shift = 0;
+  if (end != v && (*end == 'K' || *end == 'k')) shift = 10;
+  else if (end != v && (*end == 'M' || *end == 'm')) shift = 20;
+  else if (end != v && (*end == 'G' || *end == 'g')) shift = 30;
+  if (shift != 0) end++;
+  if (errno != 0 || end == v || *end != '\0' || x < 0 || x > ((long long)1 << 40) >> shift)
+    return pb_error_set(err, PB_EINVAL,
+                        "loader option %s: '%s' (want bytes from 0 to 1T, or N with a K, M or G "
+                        "suffix; 0: auto)", key, v);
+  *out = (int64_t)(x << shift);
+  return PB_OK;
+}
+
 int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value,
                          struct pb_error *err) {
   if (p == NULL || key == NULL || value == NULL)
@@ -45,13 +63,15 @@ int pb_loader_params_set(pb_loader_params *p, const char *key, const char *value
               {"drop_last", &p->drop_last, 0, 1},        {"rank", &p->rank, 0, 1 << 24},
               {"world_size", &p->world_size, 1, 1 << 24}, {"skip_errors", &p->skip_errors, 0, 1},
               {"shard_pad", &p->shard_pad, 0, 1},        {"resize", &p->resize, 1, 65536},
-              {"flip", &p->flip, 0, 1},                  {"reduced_decode", &p->reduced_decode, 0, 1}};
+              {"flip", &p->flip, 0, 1},                  {"reduced_decode", &p->reduced_decode, 0, 1},
+              {"reads_in_flight", &p->reads_in_flight, 0, 4096}};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     if (strcmp(key, ints[i].name) != 0) continue;
     PB_RETURN_NOT_OK(parse_int(key, value, ints[i].lo, ints[i].hi, &x, err));
     *ints[i].field = (int)x;
     return PB_OK;
   }
+  if (strcmp(key, "bytes_in_flight") == 0) return parse_size(key, value, &p->bytes_in_flight, err);
   if (strcmp(key, "seed") == 0) {
     char *end;
     errno = 0;

@@ -12,9 +12,27 @@
 #include "formats/raw/raw.h"
 #include "loader/loader_impl.h"
 
-/* The stages a sample's own timers report (a native crop times its transform as well). */
-static int64_t stages_ns(const pb_batch_times *t) {
-  return t->read_ns + t->decompress_ns + t->decode_ns + t->transform_ns + t->convert_ns;
+/* The batch's samples read at once by the reader team, each into its own slot; then, with
+ * skip_errors, those that failed are closed up, labels and indices following in order. */
+static int team_samples(pb_loader *l, worker *w, int64_t epoch, const int64_t *idx, int64_t n,
+                        pb_batch *pb, int64_t *kept, struct pb_error *err) {
+  unsigned char *data = pb->data;
+  size_t sb = l->sample_bytes;
+  int rc = pb__team_read(l, epoch, idx, n, data, w->rc, &pb->times, err);
+  if (rc != PB_OK && !l->p.skip_errors) return rc;
+  int64_t t0 = pb_now_ns(), k = 0;
+  for (int64_t j = 0; j < n; j++) {
+    if (w->rc[j] != PB_OK) {
+      pb->skipped++;
+      continue;
+    }
+    if (k != j) memmove(data + (size_t)k * sb, data + (size_t)j * sb, sb);
+    pb->labels[k] = l->labels != NULL ? l->labels[idx[j]] : -1;
+    pb->indices[k++] = idx[j];
+  }
+  pb->times.collate_ns += pb_now_ns() - t0;
+  *kept = k;
+  return PB_OK;
 }
 
 int pb__loader_build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t *order, int64_t b,
@@ -49,13 +67,24 @@ int pb__loader_build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t
     pb->shape[3] = l->w;
   }
   pb->times.collate_ns += pb_now_ns() - t0;
+  int64_t k = 0;
+  if (l->team != NULL) {
+    int rc = team_samples(l, w, epoch, order + first, n, pb, &k, err);
+    if (rc != PB_OK) {
+      pb__batch_release(bi);
+      return rc;
+    }
+    pb->shape[0] = k;
+    pb->nbytes = (size_t)k * l->sample_bytes;
+    *out = bi;
+    return PB_OK;
+  }
   /* Native samples are plain copies of a few kB: two clock reads per sample would cost up to a
    * tenth of the copy where reading the clock is slow (VMs), so the loop is timed as a whole
    * and what the backend did not report as its own stages counts as collate. */
   const pb_batch_times *bt = &pb->times;
   int native = l->p.out_dtype == PB_OUT_NATIVE;
-  int64_t loop0 = native ? pb_now_ns() : 0, stages0 = stages_ns(bt);
-  int64_t k = 0;
+  int64_t loop0 = native ? pb_now_ns() : 0, stages0 = pb__stages_ns(bt);
   for (int64_t j = 0; j < n; j++) {
     int64_t idx = order[first + j];
     int rc = pb__loader_load_sample(l, w, epoch, idx, (unsigned char *)pb->data + (size_t)k * l->sample_bytes,
@@ -72,7 +101,7 @@ int pb__loader_build_batch(pb_loader *l, worker *w, int64_t epoch, const int64_t
     pb->indices[k++] = idx;
   }
   if (native) {
-    int64_t rest = pb_now_ns() - loop0 - (stages_ns(bt) - stages0);
+    int64_t rest = pb_now_ns() - loop0 - (pb__stages_ns(bt) - stages0);
     pb->times.collate_ns += rest > 0 ? rest : 0;
   }
   pb->shape[0] = k;
@@ -164,6 +193,8 @@ void *pb__loader_worker_main(void *arg) {
 int pb__loader_worker_init(pb_loader *l, worker *w, struct pb_error *err) {
   w->l = l;
   size_t plane = (size_t)(l->h * l->w);
+  if (l->nreaders > 0 && (w->rc = malloc((size_t)l->p.batch_size * sizeof *w->rc)) == NULL)
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
   if (l->crop) {
     /* Up to the largest image at full resolution (the most a region read returns). */
     w->region_size = (size_t)(l->max_h * l->max_w * l->planes) * pb_dtype_size(l->meta.dtype);
@@ -204,5 +235,6 @@ void pb__loader_worker_destroy(pb_loader *l, worker *w) {
   pb_free(w->tmp, pb__rs_tmp_floats(l->max_w, l->p.crop_w) * sizeof(float));
   pb__rs_free(&w->ax);
   pb__rs_free(&w->ay);
+  free(w->rc);
   pb_dataset_free(w->ds);
 }

@@ -136,7 +136,8 @@ int cli_mkdir_parent(const char *file_path);
   {.name = "retries", .arg = "N", .type = CLI_INT, .lo = 0, .hi = 1000,                          \
    .help = "remote: repeats of a request after a 5xx, a reset or a cut answer (default 3)"},     \
   {.name = "in-flight", .arg = "N", .type = CLI_INT, .lo = 1, .hi = 65536,                       \
-   .help = "remote: range requests in flight per reader (default 16)"},                         \
+   .help = "remote: range requests in flight inside one read of one object (default 16); "     \
+           "run's --reads-in-flight sets sample reads in flight"},                         \
   {.name = "trace-requests", .type = CLI_FLAG,                                                   \
    .help = "one line per storage request on stderr (method, URL, range, status, time)"},        \
   {.name = "disk-cache", .arg = "DIR", .type = CLI_STRING,                                       \

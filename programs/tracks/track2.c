@@ -25,7 +25,7 @@ enum { T2_MAX_PILOT = 1024, T2_MAX_GROUP = 4096 };
 
 static const char *const t2_schema[] = {
     PB__COMMON_COLUMNS, T2_LOADER, T2_CACHE, T2_BATCH_SIZE, T2_NUM_WORKERS, "prefetch",
-    "transform", T2_FIRST_BATCH_TIME, "num_batches", PB__COL_NUM_INTERVALS, PB__COL_TIMER_GROUP,
+    "reads_in_flight", "transform", T2_FIRST_BATCH_TIME, "num_batches", PB__COL_NUM_INTERVALS, PB__COL_TIMER_GROUP,
     "pilot_batches", PB__COL_TIMER_REGROUPS, "queue_capacity",
     PB__SUMMARY_COLUMNS(T2_SUMMARY_PREFIX), T2_SAMPLES_PER_SEC, T2_MB_PER_SEC,
     T2_MEMCPY_FRACTION, "bytes_read_per_sec", "read_s", "decompress_s", "decode_s", "convert_s",
@@ -55,6 +55,7 @@ typedef struct t2_round {
   pb_loader_stats st0;   /* before the first batch: the cache build */
   int64_t capacity;      /* batches the workers can hold ready */
   int64_t io_requests, io_bytes; /* storage requests during the steady window */
+  int reads_in_flight;   /* the loader's sample reads in flight at most */
 } t2_round;
 
 static int t2_open(pb_run_ctx *c, const t2_config *cf, pb_loader_params *lp, char *cache_path,
@@ -70,6 +71,8 @@ static int t2_open(pb_run_ctx *c, const t2_config *cf, pb_loader_params *lp, cha
   lp->world_size = pb__ranks_size();
   lp->transform = PB_TRANSFORM_NORMALIZE;
   lp->cache = (pb_cache_mode)cf->cache;
+  lp->reads_in_flight = c->p.reads_in_flight;
+  lp->bytes_in_flight = c->p.bytes_in_flight;
   pb__run_loader_crop(c, cf->fi, lp); /* images of different sizes (cache none only) */
   if (cf->cache == PB_CACHE_SHARED) {
     /* One shared cache file per format, reused by every configuration (that is its point). */
@@ -172,6 +175,7 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   pb_table_set_i64(t, T2_BATCH_SIZE, cf->bs);
   pb_table_set_i64(t, T2_NUM_WORKERS, cf->workers);
   pb_table_set_i64(t, "prefetch", lp->prefetch);
+  pb_table_set_i64(t, "reads_in_flight", m->reads_in_flight);
   pb_table_set_str(t, "transform", pb__run_transform_name(c, cf->fi, "normalize"));
   pb_table_set_f64(t, T2_FIRST_BATCH_TIME, m->first);
   pb_table_set_i64(t, "num_batches", w->items);
@@ -247,6 +251,7 @@ static int t2_measure(pb_run_ctx *c, pb_table *t, const t2_config *cf, size_t ro
   PB_RETURN_NOT_OK(t2_open(c, cf, &lp, cache_path, sizeof cache_path, &ld, err));
   t2_round m = {0};
   pb_loader_get_stats(ld, &m.st0);
+  m.reads_in_flight = pb_loader_reads_in_flight(ld);
   /* The steady window must be long next to what the workers can hold ready: batches sitting
    * in the prefetch queue when the first one arrives cost the consumer nothing, and a window
    * they cover would time queue pops, not loading. So it is at least 8 queue-fulls long, and
@@ -741,7 +746,8 @@ static void t2_section(pb__report_doc *d, const pb_table *t, char (*cells)[64]) 
 static const char *const t2_round_keys[] = {T2_LOADER, PB__COL_FORMAT, T2_CACHE, T2_BATCH_SIZE, T2_NUM_WORKERS, PB__COL_CACHE_STATE, NULL};
 
 static const char *const t2_options[] = {"repeats", "batches", "window_ms", "batch_sizes", "workers", "caches",
-                                         "peer",    "python",  "cold",      "seed", NULL};
+                                         "peer",    "python",  "cold",      "seed", "reads_in_flight",
+                                         "bytes_in_flight", NULL};
 
 const pb__track pb__track2 = {
     .name = "loader throughput",

@@ -361,6 +361,8 @@ static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int
   lp.drop_last = 1; /* the model is built for one batch size */
   lp.transform = PB_TRANSFORM_NORMALIZE;
   lp.cache = cache ? PB_CACHE_PRELOAD : PB_CACHE_NONE;
+  lp.reads_in_flight = c->p.reads_in_flight;
+  lp.bytes_in_flight = c->p.bytes_in_flight;
   if (gpu) { /* raw pixels in pinned memory; the GPU normalises */
     if (gs->engine == NULL || gs->batch != lp.batch_size) {
       state_free(gs);
@@ -809,7 +811,8 @@ static const char *const t3_round_keys[] = {PB__COL_FORMAT, T3_CACHE, T3_MODEL, 
 
 static const char *const t3_options[] = {"repeats", "model",      "steps", "t3_batch", "t3_workers",
                                          "emulate_ms", "train", "cold",  "seed", "device",
-                                         "dtype", "framework", "torch_model", NULL};
+                                         "dtype", "framework", "torch_model", "reads_in_flight",
+                                         "bytes_in_flight", NULL};
 
 const pb__track pb__track3 = {
     .name = "model loop",

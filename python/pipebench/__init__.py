@@ -166,6 +166,8 @@ class _LoaderParams(ctypes.Structure):
         ("ratio_max", ctypes.c_float),
         ("flip", ctypes.c_int),
         ("reduced_decode", ctypes.c_int),
+        ("reads_in_flight", ctypes.c_int),
+        ("bytes_in_flight", ctypes.c_int64),
     ]
 
 
@@ -248,6 +250,7 @@ _ld_next = _fn("pb_loader_next", ctypes.c_int, _c, ctypes.POINTER(ctypes.POINTER
 _ld_reset = _fn("pb_loader_reset", ctypes.c_int, _c, ctypes.c_int64, _err_p)
 _ld_free = _fn("pb_loader_free", None, _c)
 _ld_batches = _fn("pb_loader_batches_per_epoch", ctypes.c_int64, _c)
+_ld_reads_in_flight = _fn("pb_loader_reads_in_flight", ctypes.c_int, _c)
 _ld_stats = _fn("pb_loader_get_stats", None, _c, ctypes.POINTER(_LoaderStats))
 _batch_free = _fn("pb_batch_free", None, ctypes.POINTER(_Batch))
 _host_allocator = _fn("pb_device_host_allocator", ctypes.c_void_p, ctypes.c_char_p, _err_p)
@@ -460,7 +463,7 @@ class Loader:
            cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0, world_size=1,
            mean=0.5, std=0.5, skip_errors=False, format=None, cache_path=None, crop=224,
            resize=256, scale=(0.08, 1.0), ratio=(3/4, 4/3), flip=True, reduced_decode=True,
-           pinned=False)
+           pinned=False, reads_in_flight=0, bytes_in_flight=0)
 
     dtype "native" gives batches of the images' own pixels (no cast, no scaling; transform
     must be "none").
@@ -475,6 +478,12 @@ class Loader:
     where the output keeps its resolution (docs/loader.md). Batch.labels gives the samples'
     class labels.
 
+    reads_in_flight: sample reads kept in flight at once across the workers, each on a reader
+    thread of its own (0: auto, 32 for a URL, one per worker for a local path); bytes_in_flight
+    caps them by bytes (an int or text such as "64M"; 0: auto, 64 MiB), counting each read as
+    one image's decoded size. Loader.reads_in_flight tells the number used. Not the I/O layer's
+    requests in flight per object (the CLI's --in-flight, docs/remote.md).
+
     pinned=True puts batches in page-locked memory from the CUDA module (PipebenchError where
     no GPU is usable), so a copy to the GPU is asynchronous; pipebench.torch.Loader uses it.
     """
@@ -483,7 +492,8 @@ class Loader:
                  cache="none", dtype="float32", prefetch=2, drop_last=False, rank=0,
                  world_size=1, mean=0.5, std=0.5, skip_errors=False, format=None,
                  cache_path=None, crop=224, resize=256, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3),
-                 flip=True, reduced_decode=True, pinned=False):
+                 flip=True, reduced_decode=True, pinned=False, reads_in_flight=0,
+                 bytes_in_flight=0):
         if transform not in _TRANSFORMS:
             raise ValueError("transform must be one of %s" % sorted(_TRANSFORMS))
         if isinstance(cache, str) and cache.startswith("disk:"):
@@ -500,7 +510,8 @@ class Loader:
                 else int(crop),
                 "resize": int(resize), "scale": "%r,%r" % (float(scale[0]), float(scale[1])),
                 "ratio": "%r,%r" % (float(ratio[0]), float(ratio[1])),
-                "flip": int(bool(flip)), "reduced_decode": int(bool(reduced_decode))}
+                "flip": int(bool(flip)), "reduced_decode": int(bool(reduced_decode)),
+                "reads_in_flight": int(reads_in_flight), "bytes_in_flight": bytes_in_flight}
         for k, v in opts.items():
             _check(_params_set(ctypes.byref(p), k.encode(), repr(v).encode()
                                if isinstance(v, float) else str(v).encode(), err), err)
@@ -531,6 +542,11 @@ class Loader:
 
     def __len__(self):
         return int(_ld_batches(self._h))
+
+    @property
+    def reads_in_flight(self):
+        """Sample reads this loader keeps in flight at most (its reader team's size)."""
+        return int(_ld_reads_in_flight(self._h))
 
     @property
     def epoch(self):

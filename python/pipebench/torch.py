@@ -62,7 +62,8 @@ class Loader:
     workers: native decode threads (default: every CPU). host_dtype: what crosses to the GPU
     (float16 halves the bytes of float32 and holds every uint8 value exactly). rank/world_size:
     default torch.distributed's, else 0 and 1. Other keywords (crop, resize, scale, ratio, flip,
-    cache, format, reduced_decode, skip_errors) go to pipebench.Loader.
+    cache, format, reduced_decode, skip_errors, reads_in_flight, bytes_in_flight) go to
+    pipebench.Loader.
 
     Each iteration is one epoch: the one given to set_epoch() last, else the one after the
     previous iteration's (so a script that never calls set_epoch still gets a new order per

@@ -101,6 +101,13 @@ typedef struct if_state {
   size_t buf_cap;
   pb__imagefolder_jpeg *jpeg;
   pb_read_options ro; /* how image files are read */
+  /* Over a URL meta fetches a whole file to learn its size: 1 + the image whose file buf then
+   * holds, until the read that follows takes it (one GET per image, not two); 0: none. Any
+   * other call in between (meta of another image, a label) drops it, so a read never takes
+   * bytes fetched long before (e.g. at a loader's set-up). */
+  int64_t held;
+  int64_t held_ns; /* the time that fetch took, reported as the read's */
+  size_t held_size;
 } if_state;
 
 static void if_close(void *p) {
@@ -493,9 +500,51 @@ fail:
   return rc;
 }
 
+/* A second handle: the file list, classes and every header already read copied, so a loader's
+ * reader threads neither list the folders again nor fetch a file twice to learn its size; the
+ * file buffer and the JPEG decoder are the clone's own. */
+static int if_clone(const void *state, void **out, struct pb_error *err) {
+  const if_state *src = state;
+  *out = NULL;
+  if_state *s = calloc(1, sizeof *s);
+  if (s == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  s->ro = src->ro;
+  s->ignored = src->ignored;
+  s->root = strdup(src->root);
+  s->real_root = src->real_root != NULL ? strdup(src->real_root) : NULL;
+  s->classes = src->n_classes > 0 ? calloc(src->n_classes, sizeof *s->classes) : NULL;
+  s->files = src->n > 0 ? calloc((size_t)src->n, sizeof *s->files) : NULL;
+  s->info = src->n > 0 ? malloc((size_t)src->n * sizeof *s->info) : NULL;
+  int ok = s->root != NULL && (src->real_root == NULL || s->real_root != NULL) &&
+           (src->n_classes == 0 || s->classes != NULL) &&
+           (src->n == 0 || (s->files != NULL && s->info != NULL));
+  if (ok && src->n > 0) memcpy(s->info, src->info, (size_t)src->n * sizeof *s->info);
+  for (size_t k = 0; ok && k < src->n_classes; k++) {
+    s->n_classes = k + 1; /* what if_close frees */
+    ok = (s->classes[k] = strdup(src->classes[k])) != NULL;
+  }
+  for (int64_t i = 0; ok && i < src->n; i++) {
+    s->cap = s->n = i + 1;
+    s->files[i].label = src->files[i].label;
+    s->files[i].dir = strdup(src->files[i].dir);
+    s->files[i].name = strdup(src->files[i].name);
+    ok = s->files[i].dir != NULL && s->files[i].name != NULL;
+  }
+  if (!ok) {
+    if_close(s);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  *out = s;
+  return PB_OK;
+}
+
 static int64_t if_count(void *p) { return ((if_state *)p)->n; }
 
-static int64_t if_label(void *p, int64_t i) { return ((if_state *)p)->files[i].label; }
+static int64_t if_label(void *p, int64_t i) {
+  if_state *s = p;
+  s->held = 0; /* no read follows a label (a loader's set-up asks them after every size) */
+  return s->files[i].label;
+}
 
 static int64_t if_ignored(void *p) { return ((if_state *)p)->ignored; }
 
@@ -507,6 +556,7 @@ static int load_file(if_state *s, int64_t i, size_t limit, char *path, size_t pa
   *data = NULL;
   *size = 0;
   snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
+  s->held = 0; /* buf is about to be overwritten */
   if (limit == 0 && pb__io_is_url(path)) { /* one request, not open's HEAD and then a range */
     void *d = NULL;
     size_t n = 0;
@@ -564,6 +614,7 @@ static void fill_meta(const if_state *s, int64_t i, pb_image_meta *out) {
 
 static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err) {
   if_state *s = p;
+  if (s->held != i + 1) s->held = 0;
   if (s->info[i].kind == PB__IF_UNKNOWN) {
     /* Headers sit at the start: the first 4 KiB hold them in almost every file (a loader
      * over 10,000 photographs reads 40 MB to learn their sizes, not 640 MB); a large EXIF or
@@ -574,10 +625,16 @@ static int if_meta(void *p, int64_t i, pb_image_meta *out, struct pb_error *err)
     unsigned char *data;
     size_t size;
     int whole = 0, rc = PB_OK;
+    int64_t t0 = pb_now_ns();
     for (int k = 0; k < 3 && (k == 0 || (rc != PB_OK && !whole)); k++) {
       PB_RETURN_NOT_OK(load_file(s, i, url ? 0 : limits[k], path, sizeof path, &data, &size,
                                  &whole, err));
       rc = pb__imagefolder_header(path, data, size, &s->info[i], err);
+    }
+    if (url && rc == PB_OK) {
+      s->held = i + 1;
+      s->held_size = size;
+      s->held_ns = pb_now_ns() - t0;
     }
     if (rc != PB_OK) {
       s->info[i].kind = PB__IF_UNKNOWN;
@@ -600,8 +657,16 @@ static int load_checked(if_state *s, int64_t i, char *path, size_t path_size,
   pb__imagefolder_jpeg *jpeg = s->jpeg;
   int whole;
   int64_t t0 = pb_now_ns();
-  PB_RETURN_NOT_OK(load_file(s, i, 0, path, path_size, data, size, &whole, err));
-  *read_ns = pb_now_ns() - t0;
+  if (s->held == i + 1) { /* fetched whole by meta just before (check_read's shape check) */
+    snprintf(path, path_size, "%s/%s/%s", s->root, s->files[i].dir, s->files[i].name);
+    *data = s->buf;
+    *size = s->held_size;
+    *read_ns = s->held_ns;
+    s->held = 0;
+  } else {
+    PB_RETURN_NOT_OK(load_file(s, i, 0, path, path_size, data, size, &whole, err));
+    *read_ns = pb_now_ns() - t0;
+  }
   int rc = pb__imagefolder_sniff(*data, *size) == PB__IF_JPEG
                ? pb__imagefolder_jpeg_header(jpeg, path, *data, *size, in, err)
                : pb__imagefolder_header(path, *data, *size, in, err);
@@ -930,6 +995,7 @@ const pb_format_vtable pb__format_imagefolder = {
     .count = if_count,
     .meta = if_meta,
     .read = if_read,
+    .clone = if_clone,
     .writer_open = if_writer_open,
     .writer_add = if_writer_add,
     .writer_finish = if_writer_finish,

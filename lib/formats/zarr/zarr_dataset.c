@@ -194,6 +194,45 @@ static int zarr_open(const char *path, const pb_read_options *opts, void **state
   return PB_OK;
 }
 
+/* A second handle: the image list and every image's parsed metadata copied, so a loader's
+ * reader threads start without fetching .zattrs and .zarray again (two requests per image over
+ * a URL); scratch buffers and the open array folder are the clone's own. */
+static int zarr_clone(const void *state, void **out, struct pb_error *err) {
+  const zstate *src = state;
+  *out = NULL;
+  zstate *st = calloc(1, sizeof *st);
+  if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  st->adir_fd = -1;
+  st->ro = src->ro;
+  st->root = strdup(src->root);
+  st->imgs = src->n > 0 ? calloc((size_t)src->n, sizeof *st->imgs) : NULL;
+  int ok = st->root != NULL && (src->n == 0 || st->imgs != NULL);
+  for (int64_t i = 0; ok && i < src->n; i++) {
+    const zimg *a = &src->imgs[i];
+    zimg *b = &st->imgs[i];
+    *b = *a;
+    b->name = b->dir = b->adir = NULL;
+    b->channels = NULL;
+    st->n = i + 1; /* what zarr_close frees */
+    b->name = strdup(a->name);
+    b->dir = strdup(a->dir);
+    b->adir = a->adir != NULL ? strdup(a->adir) : NULL;
+    if (a->n_channels > 0) {
+      b->channels = malloc((size_t)a->n_channels * sizeof *b->channels);
+      if (b->channels != NULL)
+        memcpy(b->channels, a->channels, (size_t)a->n_channels * sizeof *b->channels);
+    }
+    ok = b->name != NULL && b->dir != NULL && (a->adir == NULL || b->adir != NULL) &&
+         (a->n_channels == 0 || b->channels != NULL);
+  }
+  if (!ok) {
+    zarr_close(st);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  *out = st;
+  return PB_OK;
+}
+
 static int64_t zarr_count(void *state) { return ((zstate *)state)->n; }
 
 static int read_json(const char *path, const pb_read_options *ro, char **data, size_t *n,
@@ -713,6 +752,7 @@ const pb_format_vtable pb__format_ome_zarr = {
     .meta = zarr_meta,
     .shape = zarr_shape,
     .read = zarr_read,
+    .clone = zarr_clone,
     .writer_open = pb__zarr_writer_open,
     .writer_add = pb__zarr_writer_add,
     .writer_finish = pb__zarr_writer_finish,
