@@ -66,6 +66,9 @@ typedef struct pb_run_params {
   int reads_in_flight;     /**< tracks 2 and 3: the loader's sample reads in flight
                                 (pb_loader_params; 0: auto) */
   int64_t bytes_in_flight; /**< tracks 2 and 3: the bytes those reads may hold (0: auto) */
+  const char *calibration; /**< the machine's limits saved by `pipebench calibrate --out FILE` on
+                                this machine, used instead of measuring them in this run; NULL:
+                                PIPEBENCH_CALIBRATION when set, else measured */
 } pb_run_params;
 
 #define PB_RUN_PARAMS_DEFAULTS                                                                  \
@@ -78,7 +81,7 @@ typedef struct pb_run_params {
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
     .t3_workers = 2, .emulate_ms = 0, .train = 0, .device = NULL, .dtype = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
     .report_ctx = NULL, .cancel = NULL, .framework = NULL, .torch_model = NULL,                 \
-    .torch_compile = 0, .reads_in_flight = 0, .bytes_in_flight = 0                              \
+    .torch_compile = 0, .reads_in_flight = 0, .bytes_in_flight = 0, .calibration = NULL         \
   }
 
 /** Track i of pb_run, counting from 0 in the order it runs them: returns its id (what tracks

@@ -66,6 +66,7 @@ static const cli_opt opts[] = {
     {.name = "dtype", .arg = "TYPE", .type = CLI_STRING, CLI_AT(P, dtype), .help = "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
     {.name = "framework", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, framework), .help = "track 3: torch: a torch model fed by pipebench, torch's DataLoader and device-resident input"},
     {.name = "torch-model", .arg = "FILE.py:FN", .type = CLI_STRING, CLI_AT(P, torch_model), .help = "track 3 --framework torch: FN() returns your nn.Module (default: --model from torchvision)"},
+    {.name = "calibration", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, calibration), .help = "take the machine's limits from FILE (saved by 'pipebench calibrate --out FILE' on this machine) instead of measuring them (default: PIPEBENCH_CALIBRATION, else measured)"},
     {.name = "torch-compile", .type = CLI_FLAG, CLI_AT(P, torch_compile), .help = "track 3 --framework torch: run the model through torch.compile (its compile bound is the resident row)"},
     {.name = "no-peer", .type = CLI_FLAG, CLI_AT(P, peer), .flags = CLI_NEGATE, .help = "skip the torch DataLoader peer in track 2"},
     {.name = "seed", .arg = "S", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffffffffffL, .help = "seed (default {})"},

@@ -36,6 +36,9 @@ typedef struct pb_run_ctx {
   char written[4096];
   pb_env env;
   pb_calibration cal;
+  /** the saved calibration the run takes instead of measuring (pb_run_params.calibration, else
+   * PIPEBENCH_CALIBRATION), or NULL */
+  const char *cal_path;
   char data_dir[4096];
   int nf;
   char formats[PB_RUN_MAX_FORMATS][32];

@@ -269,8 +269,11 @@ static int prepare_data_in(pb_run_ctx *c, struct pb_error *err) {
 
 /* ---- summary -------------------------------------------------------------------------------- */
 
-static void add_calibration(cJSON *root, const pb_calibration *cal) {
+static void add_calibration(cJSON *root, const pb_calibration *cal, const char *saved_in) {
   cJSON *o = cJSON_AddObjectToObject(root, "calibration");
+  /* when the limits were measured, and the file they came from when the run did not measure */
+  cJSON_AddStringToObject(o, "measured_utc", cal->env.timestamp_utc);
+  if (saved_in != NULL) cJSON_AddStringToObject(o, "saved_in", saved_in);
   cJSON_AddNumberToObject(o, "memcpy_gbps", cal->memcpy_gbps.value);
   cJSON_AddNumberToObject(o, "memcpy_mt_gbps", cal->memcpy_mt_gbps.value);
   cJSON_AddNumberToObject(o, "read_warm_gbps", cal->read_warm_gbps.value);
@@ -312,7 +315,7 @@ static void add_run(pb_run_ctx *c, cJSON *root) {
       cJSON_AddStringToObject(env, k, v);
     }
   }
-  if (c->have_cal) add_calibration(root, &c->cal);
+  if (c->have_cal) add_calibration(root, &c->cal, c->cal_path);
 }
 
 /* root (with the run's settings added) to path, atomically; shown: the path for messages. */
@@ -658,8 +661,30 @@ static int check_ranked_tracks(const char *tracks, struct pb_error *err) {
 /* The dataset and the machine's limits: made and measured by rank 0 alone (ranks generating or
  * calibrating side by side would disturb each other), then the others read the same dataset and
  * take rank 0's calibration. */
+/* A calibration saved by `pipebench calibrate` (cal_path): taken only where it was measured on
+ * this machine (host name, CPU model and cores as this run reads them). */
+static int load_calibration(pb_run_ctx *c, const char *cal_path, struct pb_error *err) {
+  int rc = pb_calibration_load(cal_path, &c->cal, err);
+  if (rc != PB_OK) {
+    pb_error_prefix(err, "calibration: ");
+    return rc;
+  }
+  const pb_env *was = &c->cal.env, *now = &c->env;
+  if (strcmp(was->hostname, now->hostname) != 0 || strcmp(was->cpu_model, now->cpu_model) != 0 ||
+      was->cpu_cores != now->cpu_cores)
+    return pb_error_set(err, PB_EFORMAT,
+                        "calibration %s was measured on %s (%s, %d cores), not on this machine "
+                        "(%s, %s, %d cores): run `pipebench calibrate --out %s` here, or leave "
+                        "the calibration out to measure it in this run",
+                        cal_path, was->hostname[0] ? was->hostname : "an unnamed machine",
+                        was->cpu_model, was->cpu_cores, now->hostname, now->cpu_model,
+                        now->cpu_cores, cal_path);
+  return PB_OK;
+}
+
 static int calibrate_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
   (void)arg;
+  if (c->cal_path != NULL) return load_calibration(c, c->cal_path, err);
   /* The machine's limits, measured in this run (small buffers: a few seconds). */
   pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
   cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
@@ -688,9 +713,12 @@ static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
   if (rc == PB_OK) rc = pb__ranks_bcast(&c->cal, sizeof c->cal, err);
   if (rc != PB_OK) return rc;
   c->have_cal = 1;
-  pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns",
+  char from[4400] = "";
+  if (c->cal_path != NULL)
+    snprintf(from, sizeof from, " (saved in %s at %s)", c->cal_path, c->cal.env.timestamp_utc);
+  pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns%s",
                  c->cal.memcpy_mt_gbps.value, c->cal.memcpy_threads, c->cal.read_warm_gbps.value,
-                 c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns);
+                 c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns, from);
   if (pb__ranks_size() > 1)
     pb__run_report(c, "%d ranks: tracks 2 and 3 report each rank and the aggregate; rank 0 writes",
                    pb__ranks_size());
@@ -744,6 +772,9 @@ int pb_run(const pb_run_params *params, struct pb_error *err) {
   if (c == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   pb_run_params defaults = PB_RUN_PARAMS_DEFAULTS;
   c->p = params != NULL ? *params : defaults;
+  c->cal_path = c->p.calibration;
+  if (c->cal_path == NULL || c->cal_path[0] == '\0') c->cal_path = getenv("PIPEBENCH_CALIBRATION");
+  if (c->cal_path != NULL && c->cal_path[0] == '\0') c->cal_path = NULL;
   if (pb__ranks_rank() != 0) c->p.progress = NULL, c->p.report = NULL; /* rank 0 speaks */
   char all[256] = ""; /* no tracks named: every track of the table (2 and 3 across ranks) */
   for (size_t k = 0; c->p.tracks == NULL && k < pb__track_count(); k++) {

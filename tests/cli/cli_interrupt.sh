@@ -7,6 +7,7 @@
 # OUT/data/pipebench_summary_failed.json says what was finished and where the run stopped. A run
 # that fails before measuring (a missing dataset) leaves that file and no empty folder.
 . "$(dirname "$0")/lib.sh"
+unset PIPEBENCH_CALIBRATION # stops during the run's own calibration
 pb=${PIPEBENCH_CLI:?}
 py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
 small=(--repeats 1 --samples 10 --warmup 2 --batches 4 --batch-sizes 4 --workers 0,2 --caches none

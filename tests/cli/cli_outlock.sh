@@ -5,6 +5,7 @@
 # report.md or report.html of the user's own is never replaced; `report` refuses a folder whose
 # tables and summary come from different runs.
 . "$(dirname "$0")/lib.sh"
+unset PIPEBENCH_CALIBRATION # stops during the run's own calibration
 pb=${PIPEBENCH_CLI:?}
 small=(--tracks 1 --formats raw --repeats 1 --samples 5 --warmup 1 --transforms none)
 left=() # pids to kill on the way out, should a check fail

@@ -25,3 +25,17 @@ finish() {
   echo "$passes passed, $fails failed"
   [[ $fails -eq 0 ]]
 }
+
+# One small calibration of this machine, saved once in the build folder of the program under test
+# and taken by the tests' runs (run --calibration, through PIPEBENCH_CALIBRATION): measuring it in
+# every run cost seconds a run. Tests of a run's own calibration unset it; a program outside a
+# build folder (the installed tree) measures as a user's run does.
+if [[ -z ${PIPEBENCH_CALIBRATION+x} && -n ${PIPEBENCH_CLI:-} && -f ${PIPEBENCH_CLI%/*}/CMakeCache.txt ]]; then
+  pb_test_cal=${PIPEBENCH_CLI%/*}/test-calibration.json
+  if [[ ! -s $pb_test_cal ]]; then
+    "$PIPEBENCH_CLI" calibrate --size-mb 8 --rounds 1 --no-matmul --no-gpu \
+      --out "$pb_test_cal.$$.json" >/dev/null 2>&1 && mv -f "$pb_test_cal.$$.json" "$pb_test_cal"
+    rm -f "$pb_test_cal.$$.json"
+  fi
+  [[ -s $pb_test_cal ]] && export PIPEBENCH_CALIBRATION=$pb_test_cal
+fi
