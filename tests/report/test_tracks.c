@@ -21,7 +21,8 @@
 static const char *const known_options[] = {
     "repeats", "warmup", "samples", "batches", "window_ms", "batch_sizes", "workers", "caches",
     "transforms", "seed", "python", "library", "peer", "model", "steps", "t3_batch", "t3_workers",
-    "emulate_ms", "train", "cold", "device", "dtype", "framework", "torch_model", NULL};
+    "emulate_ms", "train", "cold", "device", "dtype", "framework", "torch_model", "torch_compile",
+    "reads_in_flight", "bytes_in_flight", NULL};
 
 static int listed(const char *const *names, const char *s) {
   for (size_t i = 0; names != NULL && names[i] != NULL; i++)
