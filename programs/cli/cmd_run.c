@@ -41,6 +41,7 @@ static const cli_opt opts[] = {
     {.name = "train", .type = CLI_FLAG, CLI_AT(P, train), .help = "track 3: an SGD step per batch instead of inference"},
     {.name = "t3-batch", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_batch), .lo = 1, .hi = 65536, .help = "track 3 batch size (default {})"},
     {.name = "t3-workers", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_workers), .lo = 0, .hi = 1024, .help = "track 3 loader workers (default {})"},
+    {.name = "decode", .arg = "WHERE", .type = CLI_ENUM, CLI_AT(P, decode), .choices = "cpu,gpu,auto", .help = "track 3 on cuda over an image folder: where JPEGs are decoded and cropped: cpu (default), gpu (nvJPEG), auto (gpu where nvJPEG loads)"},
     {.name = "device", .arg = "DEV", .type = CLI_STRING, CLI_AT(P, device), .help = "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
     {.name = "dtype", .arg = "TYPE", .type = CLI_STRING, CLI_AT(P, dtype), .help = "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
     {.name = "framework", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, framework), .help = "track 3: torch: a torch model fed by pipebench, torch's DataLoader and device-resident input"},
