@@ -262,9 +262,10 @@ PB_API int pb_jpeg_gpu_status(char *why, size_t why_len);
  * are decoded by nvJPEG (the hardware decoder where the GPU has one) or copied in (decoded
  * items), each image's shorter side is resized to `resize` (antialiased bilinear, as the
  * loader's crop transforms) and the centre crop of the engine's input size taken, rounded to 8
- * bits and normalised ((x / 255 - mean[c]) / std[c], 3 values each), then the forward runs. The
- * call returns once the items' bytes have been read; the forward is queued as
- * pb_engine_forward_native's, with its span in the device window. *gpu_n (may be NULL): items
+ * bits and normalised ((x / 255 - mean[c]) / std[c], 3 values each), then the forward runs.
+ * The decode runs beside the model: the items' bytes must stay valid until the next
+ * pb_engine_forward_jpeg returns (it waits for this decode) or pb_engine_synchronize; the
+ * forward is queued as pb_engine_forward_native's, with its span in the device window. *gpu_n (may be NULL): items
  * nvJPEG decoded. A JPEG nvJPEG cannot read: PB_EFORMAT naming it. cuda engines only. */
 PB_API int pb_engine_forward_jpeg(pb_engine *e, const pb_jpeg_item *items, int n, int resize,
                                   const float mean[3], const float std[3], pb_tensor *output,

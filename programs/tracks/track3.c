@@ -420,9 +420,28 @@ static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int
     }
     PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   }
+  if (jpeg) { /* the feeder's workers read and decode instead of the loader's */
+    int rc = pb__t3_jpeg_new(c->paths[fi], lp.batch_size, c->p.t3_workers, 4, c->p.seed,
+                             &gs->jpeg, err);
+    if (rc != PB_OK) {
+      pb_loader_free(ld);
+      return rc;
+    }
+    gs->gpu_decoded = 0, lp.workers = c->p.t3_workers;
+  }
   *lp_out = lp;
   *out = ld;
   return PB_OK;
+}
+
+/* The rows' decode column: where the images were decoded. */
+static void decode_column(pb_table *t, const pb__t3_jpeg *jf, const t3_state *sx) {
+  char where[96] = "cpu";
+  int64_t on_cpu = jf ? pb__t3_jpeg_cpu_decoded(jf) : 0, on_gpu = jf ? sx->gpu_decoded : 0;
+  if (jf && on_cpu == 0) snprintf(where, sizeof where, "gpu");
+  else if (jf)
+    snprintf(where, sizeof where, "mixed (gpu %lld, cpu %lld)", (long long)on_gpu, (long long)on_cpu);
+  pb_table_set_str(t, "decode", where);
 }
 
 static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device, int jpeg,
@@ -431,19 +450,9 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
   int gpu = strcmp(device, "cpu") != 0 && c->p.emulate_ms <= 0;
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   pb_loader *ld = NULL;
-  pb__t3_jpeg *jf = NULL;
   jpeg = jpeg && gpu;
   PB_RETURN_NOT_OK(open_loader(c, fi, cache, device, gpu, jpeg, gs, &lp, &ld, err));
-  if (jpeg) {
-    int rj = pb__t3_jpeg_new(c->paths[fi], lp.batch_size, c->p.t3_workers, 3, c->p.seed, &jf, err);
-    if (rj != PB_OK) {
-      pb_loader_free(ld);
-      return rj;
-    }
-    gs->jpeg = jf;
-    gs->gpu_decoded = 0;
-    lp.workers = c->p.t3_workers;
-  }
+  pb__t3_jpeg *jf = gs->jpeg; /* --decode gpu: open_loader's feeder, freed here */
   t3_state local, *sp = gpu ? gs : &local;
   pb_image_meta shape = *pb_loader_meta(ld); /* image 0; under a crop, the crop's size */
   if (c->crop[fi] > 0) shape.shape[PB_Y] = shape.shape[PB_X] = c->crop[fi];
@@ -506,11 +515,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_f64(t, "data_wait_p50", ws.p50);
     pb_table_set_f64(t, T3_DATA_WAIT_FRACTION, wait_frac);
     pb_table_set_f64(t, "device_time_mean", sx->gpu && rk.steps > 0 ? rk.busy_s / rk.steps : NAN);
-    char where[96] = "cpu"; /* where the images were decoded */
-    int64_t on_cpu = jf ? pb__t3_jpeg_cpu_decoded(jf) : 0, on_gpu = jf ? sx->gpu_decoded : 0;
-    if (jf && on_cpu == 0) snprintf(where, sizeof where, "gpu");
-    else if (jf) snprintf(where, sizeof where, "mixed (gpu %lld, cpu %lld)", (long long)on_gpu, (long long)on_cpu);
-    pb_table_set_str(t, "decode", where);
+    decode_column(t, jf, sx);
     pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
     pb_table_set_f64(t, T3_IMAGES_PER_SEC, ips);
@@ -553,11 +558,8 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     t3_ranks_free(&rk);
   }
   if (!gpu) state_free(&local);
-  if (jf != NULL) {
-    /* queued forwards read nothing of the feeder's buffers (the decode has read them) */
-    gs->jpeg = NULL;
-    pb__t3_jpeg_free(jf);
-  }
+  gs->jpeg = NULL; /* queued forwards read nothing of the feeder's (the decode has read them) */
+  pb__t3_jpeg_free(jf);
   pb_loader_free(ld); /* its pinned batches go back through the engine's allocator (which stays valid) */
   if (rc != PB_OK) pb_error_prefix(err, "track 3, %s: ", c->formats[fi]);
   return rc;

@@ -31,8 +31,8 @@ struct pb__t3_jpeg {
   pthread_mutex_t mu;
   pthread_cond_t ready, space;
   int64_t next_pos;  /* next image position to claim (batch * batch size + k) */
-  int64_t consumed;  /* batches handed out and released */
-  int64_t current;   /* the batch handed out now, or -1 */
+  int64_t consumed;  /* batches released (all but the last two handed out) */
+  int64_t current;   /* the batch handed out last, or -1 */
   int stop;
   int64_t cpu_decoded;
   pthread_t *th;
@@ -175,12 +175,12 @@ int pb__t3_jpeg_reset(pb__t3_jpeg *j, struct pb_error *err) {
 
 int pb__t3_jpeg_next(pb__t3_jpeg *j, const pb_jpeg_item **items, int *n, struct pb_error *err) {
   pthread_mutex_lock(&j->mu);
-  if (j->current >= 0) { /* the batch handed out last is done with */
-    slot_clear(&j->slots[j->current % j->prefetch], j->batch);
+  if (j->current > j->consumed) { /* the batch before the last one handed out is done with */
+    slot_clear(&j->slots[j->consumed % j->prefetch], j->batch);
     j->consumed++;
     pthread_cond_broadcast(&j->space);
   }
-  int64_t q = j->consumed;
+  int64_t q = j->current + 1;
   slot *s = &j->slots[q % j->prefetch];
   while (s->done < j->batch) pthread_cond_wait(&j->ready, &j->mu);
   j->current = q;
@@ -247,7 +247,7 @@ int pb__t3_jpeg_new(const char *path, int batch, int workers, int prefetch, uint
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->ready, NULL);
   pthread_cond_init(&j->space, NULL);
-  j->batch = batch, j->workers = workers < 1 ? 1 : workers, j->prefetch = prefetch < 2 ? 2 : prefetch;
+  j->batch = batch, j->workers = workers < 1 ? 1 : workers, j->prefetch = prefetch < 3 ? 3 : prefetch;
   j->current = -1;
   pb_dataset *ds = NULL;
   int rc = pb_dataset_open(path, "imagefolder", &ds, err);

@@ -12,12 +12,14 @@
 typedef struct pb__t3_jpeg pb__t3_jpeg;
 
 /* A feeder of batches of `batch` images of the image folder at path (drop-last, one shuffled
- * order from seed), built by `workers` threads (at least 1), `prefetch` batches ahead. */
+ * order from seed), built by `workers` threads (at least 1) into `prefetch` slots (at least 3:
+ * two held by the caller, the rest built ahead). */
 int pb__t3_jpeg_new(const char *path, int batch, int workers, int prefetch, uint64_t seed,
                     pb__t3_jpeg **out, struct pb_error *err);
 /* Starts again from the first batch. */
 int pb__t3_jpeg_reset(pb__t3_jpeg *j, struct pb_error *err);
-/* The next batch (waiting for it): *items holds `batch` items, valid until the next call. An
+/* The next batch (waiting for it): *items holds `batch` items, valid until the call after the
+ * next (pb_engine_forward_jpeg reads a batch's bytes until its next call returns). An
  * image that cannot be read or decoded: its error, naming the file. */
 int pb__t3_jpeg_next(pb__t3_jpeg *j, const pb_jpeg_item **items, int *n, struct pb_error *err);
 /* Images handed over so far (since new) as pixels a CPU worker decoded. */

@@ -64,8 +64,9 @@ static struct {
   nvj_status (*stream_parse)(nvj_handle h, const unsigned char *data, size_t len, int save_meta,
                              int save_stream, nvj_stream js);
   nvj_status (*batched_supported)(nvj_handle h, nvj_stream js, int *is_supported);
+  nvj_status (*frame_dims)(nvj_stream js, unsigned *width, unsigned *height);
 } nvj = {PTHREAD_ONCE_INIT, NULL, "", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-         NULL, NULL};
+         NULL, NULL, NULL};
 
 static int nvj_sym(void **slot, const char *name) {
   *slot = dlsym(nvj.lib, name);
@@ -91,7 +92,8 @@ static void nvj_load(void) {
            nvj_sym((void **)&nvj.stream_create, "nvjpegJpegStreamCreate") &&
            nvj_sym((void **)&nvj.stream_destroy, "nvjpegJpegStreamDestroy") &&
            nvj_sym((void **)&nvj.stream_parse, "nvjpegJpegStreamParse") &&
-           nvj_sym((void **)&nvj.batched_supported, "nvjpegDecodeBatchedSupported");
+           nvj_sym((void **)&nvj.batched_supported, "nvjpegDecodeBatchedSupported") &&
+           nvj_sym((void **)&nvj.frame_dims, "nvjpegJpegStreamGetFrameDimensions");
   if (!ok) {
     dlclose(nvj.lib);
     nvj.lib = NULL;
@@ -249,17 +251,25 @@ static int plan_batch(decoder *d, const pb_jpeg_item *items, int n, int resize, 
       o->plane = it->channels == 3 ? (int64_t)o->h * o->w : 0;
     } else {
       const unsigned char *p = (const unsigned char *)it->data;
-      int comps = 0, sub = 0, ws[4] = {0}, hs[4] = {0};
-      if (it->size < 4 || nvj.image_info(d->sw.h, p, it->size, &comps, &sub, ws, hs) != NVJ_OK ||
-          ws[0] <= 0 || hs[0] <= 0)
+      int comps = 0, sub = 0, ws[4] = {0}, hs[4] = {0}, sup = 1;
+      unsigned uw = 0, uh = 0;
+      /* one parse of the headers: the bitstream handle's where the hardware decoder may take the
+       * image (nvjpegDecodeBatchedSupported gives 0 when it does), else nvjpegGetImageInfo */
+      int ok = it->size >= 4;
+      if (ok && d->hw_ok) {
+        ok = nvj.stream_parse(d->hw.h, p, it->size, 0, 0, d->js) == NVJ_OK &&
+             nvj.frame_dims(d->js, &uw, &uh) == NVJ_OK;
+        if (ok && nvj.batched_supported(d->hw.h, d->js, &sup) != NVJ_OK) sup = 1;
+        ws[0] = (int)uw, hs[0] = (int)uh;
+      } else if (ok) {
+        ok = nvj.image_info(d->sw.h, p, it->size, &comps, &sub, ws, hs) == NVJ_OK;
+      }
+      if (!ok || ws[0] <= 0 || hs[0] <= 0)
         return pbc_err(err, PB_EFORMAT, "%s: not a JPEG nvJPEG can read (corrupt header)", name);
       if (truncated(p, it->size))
         return pbc_err(err, PB_EFORMAT, "%s: truncated JPEG (no end-of-image marker)", name);
       o->h = hs[0], o->w = ws[0];
       o->plane = (int64_t)o->h * o->w;
-      int sup = 1; /* nvjpegDecodeBatchedSupported: 0 means the hardware decodes it */
-      if (d->hw_ok && nvj.stream_parse(d->hw.h, p, it->size, 0, 0, d->js) == NVJ_OK)
-        nvj.batched_supported(d->hw.h, d->js, &sup);
       group *g = d->hw_ok && sup == 0 ? &d->hw : &d->sw;
       g->data[g->n] = p, g->len[g->n] = it->size, g->idx[g->n] = i;
       g->n++;
@@ -350,10 +360,10 @@ __global__ void k_crop(const img_desc *__restrict__ desc, int crop, float *__res
   }
 }
 
-/* Decodes the batch into pool slot k on the decoder's stream; returns once the items' bytes are
- * read. The descriptors are in desc_d[k] afterwards. */
+/* Decodes the batch into pool slot k on the decoder's stream, waiting for it when `wait`. The
+ * descriptors are in desc_d[k] afterwards. */
 static int decode_batch(decoder *d, int k, const pb_jpeg_item *items, int n, int resize, int crop,
-                        int *gpu_n, struct pb_error *err) {
+                        int wait, int *gpu_n, struct pb_error *err) {
   if (n > d->desc_cap) {
     CUJ(cudaStreamSynchronize(d->ds), "synchronize");
     for (int s = 0; s < 2; s++) {
@@ -394,8 +404,7 @@ static int decode_batch(decoder *d, int k, const pb_jpeg_item *items, int n, int
   CUJ(cudaMemcpyAsync(d->desc_d[k], d->desc_h, (size_t)n * sizeof(img_desc), cudaMemcpyHostToDevice,
                       d->ds), "descriptors");
   CUJ(cudaEventRecord(d->decoded[k], d->ds), "event");
-  /* the items' bytes may be freed once the decode has read them */
-  CUJ(cudaEventSynchronize(d->decoded[k]), "JPEG decode");
+  if (wait) CUJ(cudaEventSynchronize(d->decoded[k]), "JPEG decode");
   *gpu_n = d->hw.n + d->sw.n;
   return 0;
 }
@@ -415,7 +424,18 @@ int pbc_jpeg_to_input(const pb_jpeg_item *items, int n, int resize, int crop, co
   decoder *d = NULL;
   int rc = decoder_get(&d, err);
   int k = d ? d->next : 0;
-  if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, gpu_n, err);
+  /* the batch before has been decoded: its items may be freed once this call returns */
+  if (rc == 0 && cudaEventSynchronize(d->decoded[k ^ 1]) != cudaSuccess)
+    rc = pbc_cuda_err(err, cudaGetLastError(), "JPEG decode");
+  int64_t t0 = pbc_now_ns();
+  if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, 0, gpu_n, err);
+  static int times = -1;
+  static int64_t sum_ns = 0, calls = 0;
+  if (times < 0) times = getenv("PIPEBENCH_JPEG_TIMES") != NULL;
+  if (times) {
+    sum_ns += pbc_now_ns() - t0;
+    if (++calls % 10 == 0) fprintf(stderr, "jpeg: %.2f ms host per batch (%lld)\n", (double)sum_ns / 1e6 / (double)calls, (long long)calls);
+  }
   if (rc == 0) {
     d->next ^= 1;
     cudaError_t e = cudaStreamWaitEvent(st, d->decoded[k], 0);
@@ -441,12 +461,13 @@ int pbc_jpeg_crops(const pb_jpeg_item *items, int n, int resize, int crop, uint8
   decoder *d = NULL;
   int gpu_n = 0, rc = decoder_get(&d, err);
   int k = d ? d->next : 0;
-  if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, &gpu_n, err);
+  if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, 1, &gpu_n, err);
   if (rc == 0) {
     d->next ^= 1;
     crop_launch(d, k, n, crop, zero, one, NULL, dev, d->ds);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaEventRecord(d->cropped[k], d->ds);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->ds);
     if (e == cudaSuccess) e = cudaMemcpy(crops, dev, bytes, cudaMemcpyDeviceToHost);
     for (int i = 0; e == cudaSuccess && full != NULL && i < n; i++) {
       const img_desc *o = &d->desc_h[i];

@@ -13,8 +13,9 @@
 int pbc_jpeg_status(char *why, size_t why_len);
 
 /* Decodes items (JPEG bytes, or pixels a CPU decoded) and writes their crops, normalised, into
- * input (n x 3 x crop x crop float32, device memory) on stream st. The call returns once the
- * items' bytes have been read (the caller may free them); the crop stays queued on st.
+ * input (n x 3 x crop x crop float32, device memory) on stream st. The decode and crop stay
+ * queued; the items' bytes must stay valid until the next call returns (which waits for this
+ * decode), or until the engine is synchronised.
  * *gpu_n: items nvJPEG decoded. A JPEG nvJPEG cannot read: PB_EFORMAT naming the item; the
  * decoder stays usable. */
 int pbc_jpeg_to_input(const pb_jpeg_item *items, int n, int resize, int crop, const float *mean,
