@@ -210,6 +210,27 @@ int pbc_jpeg_status(char *why, size_t why_len) {
   return rc != 0 ? PB_EUNSUPPORTED : 0;
 }
 
+/* Whether the segments from SOI to the first scan are well formed: each a marker (0xFF, a code)
+ * with a length that stays inside the file. nvJPEG's parser skips bytes that are no marker,
+ * where libjpeg-turbo (and the CPU path) refuses the file. */
+static int headers_ok(const unsigned char *p, size_t n) {
+  if (n < 4 || p[0] != 0xFF || p[1] != 0xD8) return 0;
+  size_t i = 2;
+  while (i + 4 <= n) {
+    if (p[i] != 0xFF) return 0;
+    unsigned m = p[i + 1];
+    if (m == 0xFF) { /* fill byte */
+      i++;
+      continue;
+    }
+    size_t len = ((size_t)p[i + 2] << 8) | p[i + 3];
+    if (len < 2 || i + 2 + len > n) return 0;
+    if (m == 0xDA) return 1; /* the first scan: the headers before it were all read */
+    i += 2 + len;
+  }
+  return 0;
+}
+
 /* A JPEG that ends before its end-of-image marker (trailing zero padding allowed). */
 static int truncated(const unsigned char *p, size_t n) {
   while (n > 2 && p[n - 1] == 0) n--;
@@ -255,7 +276,7 @@ static int plan_batch(decoder *d, const pb_jpeg_item *items, int n, int resize, 
       unsigned uw = 0, uh = 0;
       /* one parse of the headers: the bitstream handle's where the hardware decoder may take the
        * image (nvjpegDecodeBatchedSupported gives 0 when it does), else nvjpegGetImageInfo */
-      int ok = it->size >= 4;
+      int ok = headers_ok(p, it->size);
       if (ok && d->hw_ok) {
         ok = nvj.stream_parse(d->hw.h, p, it->size, 0, 0, d->js) == NVJ_OK &&
              nvj.frame_dims(d->js, &uw, &uh) == NVJ_OK;
@@ -427,15 +448,7 @@ int pbc_jpeg_to_input(const pb_jpeg_item *items, int n, int resize, int crop, co
   /* the batch before has been decoded: its items may be freed once this call returns */
   if (rc == 0 && cudaEventSynchronize(d->decoded[k ^ 1]) != cudaSuccess)
     rc = pbc_cuda_err(err, cudaGetLastError(), "JPEG decode");
-  int64_t t0 = pbc_now_ns();
   if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, 0, gpu_n, err);
-  static int times = -1;
-  static int64_t sum_ns = 0, calls = 0;
-  if (times < 0) times = getenv("PIPEBENCH_JPEG_TIMES") != NULL;
-  if (times) {
-    sum_ns += pbc_now_ns() - t0;
-    if (++calls % 10 == 0) fprintf(stderr, "jpeg: %.2f ms host per batch (%lld)\n", (double)sum_ns / 1e6 / (double)calls, (long long)calls);
-  }
   if (rc == 0) {
     d->next ^= 1;
     cudaError_t e = cudaStreamWaitEvent(st, d->decoded[k], 0);
