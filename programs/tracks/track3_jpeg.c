@@ -160,6 +160,7 @@ int pb__t3_jpeg_reset(pb__t3_jpeg *j, struct pb_error *err) {
   j->stop = 0;
   for (int w = 0; w < j->workers; w++) {
     worker_arg *a = malloc(sizeof *a);
+    if (a != NULL) a->j = j, a->w = w; /* before the thread starts: it reads them at once */
     if (a == NULL || pthread_create(&j->th[w], NULL, worker_main, a) != 0) {
       free(a);
       j->workers = w; /* the ones started are joined by stop_workers */
@@ -167,7 +168,6 @@ int pb__t3_jpeg_reset(pb__t3_jpeg *j, struct pb_error *err) {
       stop_workers(j);
       return pb_error_set(err, PB_ENOMEM, "track 3: cannot start JPEG worker %d", w);
     }
-    a->j = j, a->w = w;
     j->started = 1;
   }
   return PB_OK;
