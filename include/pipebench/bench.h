@@ -69,6 +69,11 @@ typedef struct pb_run_params {
   const char *calibration; /**< the machine's limits saved by `pipebench calibrate --out FILE` on
                                 this machine, used instead of measuring them in this run; NULL:
                                 PIPEBENCH_CALIBRATION when set, else measured */
+  const char *decode;      /**< track 3 on cuda over an image folder: "cpu" (NULL, the default:
+                                the loader's workers decode and crop), "gpu" (the workers read
+                                the files, nvJPEG decodes and the GPU crops; PB_EUNSUPPORTED
+                                where nvJPEG is unavailable) or "auto" (gpu where nvJPEG is
+                                available, else cpu, said in a report line) */
 } pb_run_params;
 
 #define PB_RUN_PARAMS_DEFAULTS                                                                  \
@@ -81,7 +86,8 @@ typedef struct pb_run_params {
     .library = NULL, .peer = 1, .model = "embed", .steps = 50, .t3_batch = 16,                  \
     .t3_workers = 2, .emulate_ms = 0, .train = 0, .device = NULL, .dtype = NULL, .progress = NULL, .progress_ctx = NULL, .report = NULL,         \
     .report_ctx = NULL, .cancel = NULL, .framework = NULL, .torch_model = NULL,                 \
-    .torch_compile = 0, .reads_in_flight = 0, .bytes_in_flight = 0, .calibration = NULL         \
+    .torch_compile = 0, .reads_in_flight = 0, .bytes_in_flight = 0, .calibration = NULL,        \
+    .decode = NULL                                                                              \
   }
 
 /** Track i of pb_run, counting from 0 in the order it runs them: returns its id (what tracks

@@ -242,6 +242,41 @@ typedef struct pb_native_batch {
 PB_API int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor *output,
                                     int64_t *h2d_ns, struct pb_error *err);
 
+/** One image for the GPU JPEG path: a JPEG file's bytes (decoded is 0), or pixels a CPU already
+ * decoded (decoded 1: uint8, planar channels x height x width, channels 1 or 3), e.g. a
+ * progressive or CMYK JPEG or a PNG. Host memory owned by the caller; name (may be NULL) is
+ * used in messages. */
+typedef struct pb_jpeg_item {
+  const void *data;
+  size_t size;
+  const char *name;
+  int decoded;
+  int width, height, channels; /**< decoded items only */
+} pb_jpeg_item;
+
+/** 0 when JPEGs can be decoded on the GPU here (the CUDA module, a GPU and libnvjpeg.so.13
+ * load and nvJPEG starts), else PB_EUNSUPPORTED with one line in why (may be NULL). */
+PB_API int pb_jpeg_gpu_status(char *why, size_t why_len);
+
+/** Track 3's evaluation path with the decode on the GPU: n items (n = the engine's batch size)
+ * are decoded by nvJPEG (the hardware decoder where the GPU has one) or copied in (decoded
+ * items), each image's shorter side is resized to `resize` (antialiased bilinear, as the
+ * loader's crop transforms) and the centre crop of the engine's input size taken, rounded to 8
+ * bits and normalised ((x / 255 - mean[c]) / std[c], 3 values each), then the forward runs.
+ * The decode runs beside the model: the items' bytes must stay valid until the next
+ * pb_engine_forward_jpeg returns (it waits for this decode) or pb_engine_synchronize; the
+ * forward is queued as pb_engine_forward_native's, with its span in the device window. *gpu_n (may be NULL): items
+ * nvJPEG decoded. A JPEG nvJPEG cannot read: PB_EFORMAT naming it. cuda engines only. */
+PB_API int pb_engine_forward_jpeg(pb_engine *e, const pb_jpeg_item *items, int n, int resize,
+                                  const float mean[3], const float std[3], pb_tensor *output,
+                                  int *gpu_n, struct pb_error *err);
+
+/** The same decode and crop into host memory, for checks against a CPU decoder: crops gets
+ * n x 3 x crop x crop uint8; full (may be NULL) holds n pointers (each may be NULL) to buffers
+ * of 3 x height x width bytes that get each image decoded, planar RGB. */
+PB_API int pb_jpeg_gpu_crops(const pb_jpeg_item *items, int n, int resize, int crop,
+                             uint8_t **full, uint8_t *crops, struct pb_error *err);
+
 /** A training step from raw pixels: the data path of pb_engine_forward_native (its copy, its
  * conversion, its device span in the window of pb_engine_device_mark) into pb_engine_train_step
  * against target (PB_TENSOR_TARGET) instead of a forward. The step is queued, not waited for.

@@ -614,6 +614,45 @@ int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_tensor 
   return e->vt->forward(e, e->host_in->ptr, output->ptr, err);
 }
 
+int pb_jpeg_gpu_status(char *why, size_t why_len) {
+  char w[512] = "";
+  const pb__cuda_module *m = cuda_module(w, sizeof w);
+  if (m == NULL) {
+    if (why != NULL && why_len > 0) snprintf(why, why_len, "no GPU: %s", w);
+    return PB_EUNSUPPORTED;
+  }
+  return m->jpeg_status(why, why_len);
+}
+
+int pb_engine_forward_jpeg(pb_engine *e, const pb_jpeg_item *items, int n, int resize,
+                           const float mean[3], const float std[3], pb_tensor *output,
+                           int *gpu_n, struct pb_error *err) {
+  int got = 0;
+  if (gpu_n != NULL) *gpu_n = 0;
+  const pb__cuda_module *m = cuda_module(NULL, 0);
+  if (m == NULL || e->vt != m->backend)
+    return pb_error_set(err, PB_EUNSUPPORTED, "forward_jpeg: a cuda engine is needed, not %s",
+                        e->vt->device);
+  if (items == NULL || n < 1 || resize < e->info.height)
+    return pb_error_set(err, PB_EINVAL, "forward_jpeg: %d images, resize %d for a crop of %d", n,
+                        resize, e->info.height);
+  PB_RETURN_NOT_OK(check_tensor(e, output, PB_TENSOR_OUTPUT, "output", err));
+  int rc = m->jpeg_forward(e, items, n, resize, mean, std, output->ptr, &got, err);
+  if (gpu_n != NULL) *gpu_n = got;
+  return rc;
+}
+
+int pb_jpeg_gpu_crops(const pb_jpeg_item *items, int n, int resize, int crop, uint8_t **full,
+                      uint8_t *crops, struct pb_error *err) {
+  char why[512] = "";
+  const pb__cuda_module *m = cuda_module(why, sizeof why);
+  if (m == NULL) return pb_error_set(err, PB_EUNSUPPORTED, "no GPU: %s", why);
+  if (items == NULL || n < 1 || crop < 1 || resize < crop || crops == NULL)
+    return pb_error_set(err, PB_EINVAL, "jpeg_gpu_crops: %d images, resize %d, crop %d", n,
+                        resize, crop);
+  return m->jpeg_crops(items, n, resize, crop, full, crops, err);
+}
+
 int pb_engine_train_native(pb_engine *e, const pb_native_batch *in, const pb_tensor *target,
                            float lr, int64_t *h2d_ns, struct pb_error *err) {
   if (h2d_ns != NULL) *h2d_ns = 0;

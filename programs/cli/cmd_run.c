@@ -62,6 +62,7 @@ static const cli_opt opts[] = {
     {.name = "t3-workers", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_workers), .lo = 0, .hi = 1024, .help = "track 3 loader workers (default {})"},
     {.name = "reads-in-flight", .arg = "N", .type = CLI_INT, CLI_AT(P, reads_in_flight), .lo = 0, .hi = 4096, .help = "tracks 2 and 3: sample reads in flight across the loader's workers (0: auto, 32 for a URL, one per worker for a path); --in-flight is requests inside one read"},
     {.name = "bytes-in-flight", .arg = "SIZE", .type = CLI_STRING, CLI_AT(P, bytes_in_flight), .set = set_bytes_in_flight, .show = show_bytes_in_flight, .help = "tracks 2 and 3: most bytes those reads hold at once, an image's decoded size each (K, M, G suffixes; 0: auto, 64M)"},
+    {.name = "decode", .arg = "WHERE", .type = CLI_ENUM, CLI_AT(P, decode), .choices = "cpu,gpu,auto", .help = "track 3 on cuda over an image folder: where JPEGs are decoded and cropped: cpu (default), gpu (nvJPEG), auto (gpu where nvJPEG loads)"},
     {.name = "device", .arg = "DEV", .type = CLI_STRING, CLI_AT(P, device), .help = "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
     {.name = "dtype", .arg = "TYPE", .type = CLI_STRING, CLI_AT(P, dtype), .help = "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},
     {.name = "framework", .arg = "NAME", .type = CLI_STRING, CLI_AT(P, framework), .help = "track 3: torch: a torch model fed by pipebench, torch's DataLoader and device-resident input"},

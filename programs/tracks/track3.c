@@ -21,6 +21,7 @@
 #include "tracks/device.h"
 #include "tracks/gpu_window.h"
 #include "tracks/ranks.h"
+#include "tracks/track3_jpeg.h"
 #include "tracks/track3_torch.h"
 #include "tracks/tracks.h"
 #include "pipebench/engine.h"
@@ -53,7 +54,7 @@ static const char *const t3_schema[] = {
     T3_BATCH_SIZE, T3_NUM_WORKERS,
     "num_steps", "first_step_time", PB__SUMMARY_COLUMNS(T3_STEP_PREFIX), T3_DATA_WAIT_MEAN,
     "data_wait_p50", T3_DATA_WAIT_FRACTION, T3_AU, "data_bound", T3_IMAGES_PER_SEC,
-    "device_time_mean", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90,
+    "device_time_mean", "decode", "h2d_time_mean", "h2d_time_p50", "h2d_bytes_per_batch", "h2d_gbps", PB__RANK_COLUMNS, T3_RANK_AU, T3_AU_MIN, T3_AU90,
     PB__T3_TORCH_COLUMNS, NULL};
 
 /* ---- the model loop -------------------------------------------------------------------------- */
@@ -76,6 +77,8 @@ typedef struct t3_state {
   double *h2d_s;           /* each timed step's copy, seconds (h2d_cap entries) */
   int64_t h2d_cap;
   pb_device_span *spans;   /* the timed steps' device spans (h2d_cap entries) */
+  pb__t3_jpeg *jpeg;       /* --decode gpu: the feeder (not owned), else NULL */
+  int64_t gpu_decoded;     /* images nvJPEG decoded (--decode gpu) */
 } t3_state;
 
 static void state_free(t3_state *s) {
@@ -181,6 +184,19 @@ static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_erro
   return pb_engine_synchronize(s->engine, err);
 }
 
+/* --decode gpu: the batch's JPEGs decoded and cropped on the GPU, then the forward, queued. */
+static int compute_jpeg(t3_state *s, const pb_jpeg_item *items, int n, struct pb_error *err) {
+  float mean[3] = {s->mean, s->mean, s->mean}, std[3] = {s->std, s->std, s->std};
+  int gpu_n = 0;
+  PB_RETURN_NOT_OK(pb_engine_forward_jpeg(s->engine, items, n, PB_RUN_CROP_RESIZE, mean, std,
+                                          s->out, &gpu_n, err));
+  s->gpu_decoded += gpu_n;
+  for (int i = 0; i < n; i++) s->h2d_bytes += (int64_t)items[i].size;
+  if (s->h2d_n < s->h2d_cap) s->h2d_s[s->h2d_n] = 0;
+  s->h2d_n++;
+  return PB_OK;
+}
+
 /* What t3_steps measured. */
 typedef struct t3_steps_out {
   int n;                        /* steps timed (the first excluded) */
@@ -212,11 +228,13 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
       break;
     }
     pb_batch *b = NULL;
+    const pb_jpeg_item *items = NULL;
+    int n_items = 0;
     int64_t t0 = pb_now_ns();
-    rc = pb_loader_next(ld, &b, err);
+    rc = s->jpeg ? pb__t3_jpeg_next(s->jpeg, &items, &n_items, err) : pb_loader_next(ld, &b, err);
     int64_t t1 = pb_now_ns();
     if (rc != PB_OK) break;
-    if (b == NULL) { /* epoch over: go on with the next, as a training loop does */
+    if (b == NULL && items == NULL) { /* epoch over: go on with the next, as a training loop does */
       if (++empty > 1) {
         rc = pb_error_set(err, PB_EFORMAT, "the loader gave no batch after a reset");
         break;
@@ -225,7 +243,7 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
       continue;
     }
     empty = 0;
-    rc = compute(c, s, b, err);
+    rc = items ? compute_jpeg(s, items, n_items, err) : compute(c, s, b, err);
     int64_t t2 = pb_now_ns();
     if (k == 0) {
       first_step = (double)(t2 - t0) / 1e9;
@@ -234,7 +252,7 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
       wait_s[n] = (double)(t1 - t0) / 1e9;
       sum_step += step_s[n];
       sum_wait += wait_s[n];
-      samples += b->shape[0];
+      samples += b ? b->shape[0] : n_items;
       n++;
     }
     pb_batch_free(b);
@@ -345,14 +363,14 @@ static int t3_gather(const t3_steps_out *st, const t3_state *sx, double au, doub
  * on a GPU raw pixels (or crops in the images' own type) in the engine's pinned memory, which the
  * GPU normalises. A dataset of fewer images than one batch is measured with a batch of all of
  * them, and the GPU state is rebuilt for that batch. */
-static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int gpu,
+static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int gpu, int jpeg,
                        t3_state *gs, pb_loader_params *lp_out, pb_loader **out,
                        struct pb_error *err) {
   *out = NULL;
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   lp.format = c->formats[fi];
   lp.batch_size = c->p.t3_batch;
-  lp.workers = c->p.t3_workers;
+  lp.workers = jpeg ? 0 : c->p.t3_workers; /* --decode gpu: the JPEG feeder's workers instead */
   lp.prefetch = 2;
   lp.shuffle = 1;
   lp.seed = c->p.seed;
@@ -404,18 +422,39 @@ static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int
     }
     PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   }
+  if (jpeg) { /* the feeder's workers read and decode instead of the loader's */
+    int rc = pb__t3_jpeg_new(c->paths[fi], lp.batch_size, c->p.t3_workers, 4, c->p.seed,
+                             &gs->jpeg, err);
+    if (rc != PB_OK) {
+      pb_loader_free(ld);
+      return rc;
+    }
+    gs->gpu_decoded = 0, lp.workers = c->p.t3_workers;
+  }
   *lp_out = lp;
   *out = ld;
   return PB_OK;
 }
 
-static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device,
+/* The rows' decode column: where the images were decoded. */
+static void decode_column(pb_table *t, const pb__t3_jpeg *jf, const t3_state *sx) {
+  char where[96] = "cpu";
+  int64_t on_cpu = jf ? pb__t3_jpeg_cpu_decoded(jf) : 0, on_gpu = jf ? sx->gpu_decoded : 0;
+  if (jf && on_cpu == 0) snprintf(where, sizeof where, "gpu");
+  else if (jf)
+    snprintf(where, sizeof where, "mixed (gpu %lld, cpu %lld)", (long long)on_gpu, (long long)on_cpu);
+  pb_table_set_str(t, "decode", where);
+}
+
+static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device, int jpeg,
                    t3_state *gs, double *step_s, double *wait_s, cJSON *summary,
                    struct pb_error *err) {
   int gpu = strcmp(device, "cpu") != 0 && c->p.emulate_ms <= 0;
   pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
   pb_loader *ld = NULL;
-  PB_RETURN_NOT_OK(open_loader(c, fi, cache, device, gpu, gs, &lp, &ld, err));
+  jpeg = jpeg && gpu;
+  PB_RETURN_NOT_OK(open_loader(c, fi, cache, device, gpu, jpeg, gs, &lp, &ld, err));
+  pb__t3_jpeg *jf = gs->jpeg; /* --decode gpu: open_loader's feeder, freed here */
   t3_state local, *sp = gpu ? gs : &local;
   pb_image_meta shape = *pb_loader_meta(ld); /* image 0; under a crop, the crop's size */
   if (c->crop[fi] > 0) shape.shape[PB_Y] = shape.shape[PB_X] = c->crop[fi];
@@ -431,7 +470,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
   int64_t epoch = 0;
   for (int r = 0; r < c->p.repeats && rc == PB_OK; r++) {
     if (c->p.cold && (rc = pb_evict_path(c->paths[fi], err)) < 0) break;
-    rc = pb_loader_reset(ld, epoch++, err);
+    rc = jf ? pb__t3_jpeg_reset(jf, err) : pb_loader_reset(ld, epoch++, err);
     t3_steps_out st = {0};
     int64_t w0 = pb_now_ns();
     if (rc == PB_OK) rc = t3_steps(c, ld, &epoch, sx, step_s, wait_s, &st, &w0, err);
@@ -478,6 +517,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     pb_table_set_f64(t, "data_wait_p50", ws.p50);
     pb_table_set_f64(t, T3_DATA_WAIT_FRACTION, wait_frac);
     pb_table_set_f64(t, "device_time_mean", sx->gpu && rk.steps > 0 ? rk.busy_s / rk.steps : NAN);
+    decode_column(t, jf, sx);
     pb_table_set_f64(t, T3_AU, au);
     pb_table_set_bool(t, "data_bound", au < 0.9);
     pb_table_set_f64(t, T3_IMAGES_PER_SEC, ips);
@@ -520,6 +560,8 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     t3_ranks_free(&rk);
   }
   if (!gpu) state_free(&local);
+  gs->jpeg = NULL; /* queued forwards read nothing of the feeder's (the decode has read them) */
+  pb__t3_jpeg_free(jf);
   pb_loader_free(ld); /* its pinned batches go back through the engine's allocator (which stays valid) */
   if (rc != PB_OK) pb_error_prefix(err, "track 3, %s: ", c->formats[fi]);
   return rc;
@@ -542,11 +584,50 @@ static int t3_device(const pb_run_params *p, const char **device, char *why, siz
   return PB_OK;
 }
 
+/* --decode gpu where nvJPEG cannot run, or with a loop it does not serve: refused up front. */
+static int t3_decode_check(const pb_run_params *p, const char *device, struct pb_error *err) {
+  if (p->decode == NULL || strcmp(p->decode, "gpu") != 0) return PB_OK;
+  char why[512] = "";
+  if (pb_jpeg_gpu_status(why, sizeof why) != 0)
+    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: --decode gpu: JPEG decoding on the GPU is "
+                        "unavailable here (%s)", why);
+  if (strcmp(device, "cpu") == 0 || p->train || p->emulate_ms > 0 || pb__t3_torch_wanted(p))
+    return pb_error_set(err, PB_EUNSUPPORTED, "track 3: --decode gpu serves inference on --device "
+                        "cuda (not %s%s)", p->train ? "--train" : p->emulate_ms > 0 ? "--emulate-ms"
+                        : pb__t3_torch_wanted(p) ? "--framework torch" : "device ", p->train ||
+                        p->emulate_ms > 0 || pb__t3_torch_wanted(p) ? "" : device);
+  return PB_OK;
+}
+
 static int t3_validate(const pb_run_params *p, struct pb_error *err) {
   PB_RETURN_NOT_OK(pb__t3_torch_validate(p, err));
-  if (pb__t3_torch_wanted(p)) return PB_OK; /* the framework picks its device */
-  const char *d;
-  return t3_device(p, &d, NULL, 0, err);
+  const char *d = "cpu";
+  if (!pb__t3_torch_wanted(p)) /* else the framework picks its device */
+    PB_RETURN_NOT_OK(t3_device(p, &d, NULL, 0, err));
+  return t3_decode_check(p, d, err);
+}
+
+/* Whether format fi is decoded on the GPU: --decode gpu, or auto where nvJPEG runs (else one
+ * line says why not), for an image folder cropped for the model. */
+static int t3_jpeg_wanted(pb_run_ctx *c, int fi, const char *device) {
+  const char *dec = c->p.decode ? c->p.decode : "cpu";
+  if (strcmp(dec, "cpu") == 0) return 0;
+  char why[512] = "";
+  if (strcmp(dec, "auto") == 0 && pb_jpeg_gpu_status(why, sizeof why) != 0) {
+    pb__run_report(c, "track 3, %s: --decode auto: decoding on the CPU (%s)", c->formats[fi], why);
+    return 0;
+  }
+  if (strcmp(device, "cpu") == 0 || c->p.train || c->p.emulate_ms > 0) {
+    pb__run_report(c, "track 3, %s: --decode auto: decoding on the CPU (the GPU decode serves "
+                   "inference on cuda)", c->formats[fi]);
+    return 0;
+  }
+  if (strcmp(c->formats[fi], "imagefolder") != 0 || c->crop[fi] <= 0) {
+    pb__run_report(c, "track 3, %s: --decode %s: decoding on the CPU (the GPU decodes image "
+                   "folders of photographs of different sizes)", c->formats[fi], dec);
+    return 0;
+  }
+  return 1;
 }
 
 static void t3_summary_medians(const pb_table *t, cJSON *per, cJSON *s);
@@ -558,6 +639,7 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
   const char *device = "cpu";
   char why[640];
   PB_RETURN_NOT_OK(t3_device(&c->p, &device, why, sizeof why, err));
+  PB_RETURN_NOT_OK(t3_decode_check(&c->p, device, err));
   /* the run said which device it found; training is the one case track 3 does not take it */
   if (c->p.train && c->p.emulate_ms <= 0 && strncmp(why, "no usable GPU for training", 26) == 0)
     pb__run_report(c, "track 3: device: cpu (%s)", why);
@@ -590,7 +672,8 @@ static int t3_run(pb_run_ctx *c, struct pb_error *err) {
                cache_names[cache], c->p.emulate_ms > 0 ? "emulated compute" : c->p.model,
                c->p.emulate_ms > 0 ? "" : " on ", c->p.emulate_ms > 0 ? "" : device);
       pb__run_progress(c, what);
-      rc = measure(c, t, fi, cache, device, &gs, step_s, wait_s, per, err);
+      rc = measure(c, t, fi, cache, device, t3_jpeg_wanted(c, fi, device), &gs, step_s, wait_s,
+                   per, err);
     }
   state_free(&gs);
   free(step_s);

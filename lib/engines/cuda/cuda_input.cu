@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "engines/cuda/cuda_input.h"
+#include "engines/cuda/cuda_jpeg.h"
 #include "engines/cuda/cuda_shared.h"
 
 /* ---- pinned host memory ---------------------------------------------------------------------- */
@@ -326,4 +327,27 @@ int pbc_copy_in(pb_engine *e, const void *src, size_t bytes, int64_t *ns, struct
   s->next ^= 1;
   PB_RETURN_NOT_OK(copy_into(s, k, src, bytes, err));
   return copy_wait(s, k, ns, err);
+}
+
+/* forward_native's ring and window for JPEG items: the decode and crop (cuda_jpeg.cu) write the
+ * converted input, then the forward runs between the ring's events, so the device spans hold the
+ * model's time and the decode counts as the data's. */
+int pbc_forward_jpeg(pb_engine *e, const pb_jpeg_item *items, int n, int resize,
+                     const float *mean, const float *std, void *output, int *gpu_n,
+                     struct pb_error *err) {
+  const pb_engine_info *i = &e->info;
+  if (n != i->batch_size || i->channels != 3 || i->height != i->width)
+    return pbc_err(err, PB_EINVAL, "forward_jpeg: %d images for an engine of batch %d, %d x %d x %d",
+                   n, i->batch_size, i->channels, i->height, i->width);
+  native_state *s = NULL;
+  PB_RETURN_NOT_OK(state_get(e, 0, &s, err));
+  cudaStream_t st = pbc_engine_stream(e);
+  PB_RETURN_NOT_OK(pbc_jpeg_to_input(items, n, resize, i->height, mean, std, s->input, st, gpu_n, err));
+  PB_RETURN_NOT_OK(busy_sum(s, s->issued - PBC_BUSY_RING + 1, err));
+  int bk = (int)(s->issued % PBC_BUSY_RING);
+  CUN(cudaEventRecord(s->busy0[bk], st), "event");
+  PB_RETURN_NOT_OK(e->vt->forward(e, s->input, output, err));
+  CUN(cudaEventRecord(s->busy1[bk], st), "event");
+  s->issued++;
+  return 0;
 }

@@ -12,6 +12,7 @@
 #include <cudnn.h>
 
 #include "engines/cuda/cuda_kernels.cuh"
+#include "engines/cuda/cuda_jpeg.h"
 #include "engines/cuda/cuda_shared.h"
 
 /* The oldest cuDNN whose legacy convolution API and NHWC bf16 kernels this module relies on. */
@@ -257,8 +258,9 @@ done:
 
 static int device_info(pb__cuda_device *d, struct pb_error *err) { return pbc_device_probe(d, err); }
 
-static const pb__cuda_module the_module = {PB__CUDA_ABI, &pbc_backend, device_info, peak_gflops,
-                                           bandwidth};
+static const pb__cuda_module the_module = {PB__CUDA_ABI,    &pbc_backend,     device_info,
+                                           peak_gflops,     bandwidth,        pbc_jpeg_status,
+                                           pbc_forward_jpeg, pbc_jpeg_crops};
 
 extern "C" __attribute__((visibility("default"))) const pb__cuda_module *
 pb_cuda_module_open(int abi, char *why, size_t why_len) {

@@ -15,7 +15,7 @@ extern "C" {
 
 /* Bumped whenever this header, pb__engine_vtable, struct pb_engine or pb_engine_info change:
  * a module of another ABI is refused rather than run on mismatched structs. */
-#define PB__CUDA_ABI 6
+#define PB__CUDA_ABI 7
 #define PB__CUDA_ENTRY "pb_cuda_module_open"
 #define PB__CUDA_MODULE_FILE "libpipebench-cuda.so"
 
@@ -45,6 +45,18 @@ typedef struct pb__cuda_module {
    * "h2d_pageable", "d2h_pinned", "d2d" (d2d counts bytes read plus bytes written). */
   int (*bandwidth)(const char *kind, size_t bytes, double seconds, double *gbps,
                    struct pb_error *err);
+  /* JPEG on the GPU (cuda_jpeg.cu). jpeg_status: 0 where nvJPEG loads and starts, else
+   * PB_EUNSUPPORTED with one line in why. jpeg_forward: decode, crop to the engine's input
+   * (resize of the shorter side to `resize`), normalise per channel (mean, std: 3 each), then
+   * forward; *gpu_n: images nvJPEG decoded. jpeg_crops: the decode and crop into host memory
+   * (crops: n x 3 x crop x crop uint8; full[i], when full and full[i] are not NULL: image i
+   * decoded, planar, 3 x h x w, or h x w for a grey image decoded on the CPU). */
+  int (*jpeg_status)(char *why, size_t why_len);
+  int (*jpeg_forward)(pb_engine *e, const pb_jpeg_item *items, int n, int resize,
+                      const float *mean, const float *std, void *output, int *gpu_n,
+                      struct pb_error *err);
+  int (*jpeg_crops)(const pb_jpeg_item *items, int n, int resize, int crop, uint8_t **full,
+                    uint8_t *crops, struct pb_error *err);
 } pb__cuda_module;
 
 /* The module's entry: the table when CUDA is usable here (driver, a device of a supported
