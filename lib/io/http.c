@@ -436,19 +436,18 @@ static int request_x(const char *url, const char *shown, const pb_read_options *
 /* A small object whole: one GET with "Range: bytes=0-" instead of open's HEAD and then a range
  * (a chunk, a metadata file: half the round trips). The answer is checked as a range's is: its
  * Content-Range against the bytes received, or a 200's Content-Length. */
-static int http_read_file(const char *location, const pb_read_options *opts, size_t max,
-                          void **data, size_t *size, struct pb_error *err) {
+int pb__http_read_whole(const char *url, const char *shown, const pb_read_options *opts,
+                        const pb__http_signer *signer, size_t max, void **data, size_t *size,
+                        struct pb_error *err) {
   *data = NULL;
   *size = 0;
-  char *shown = pb__http_mask(location);
-  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
   long status = 0;
   char *body = NULL;
   size_t blen = 0;
   xfer x;
   memset(&x, 0, sizeof x);
-  int rc = request_x(location, shown, opts, NULL, 1, &status, &body, max, NULL, NULL, err, 1,
-                     &blen, &x);
+  int rc = request_x(url, shown, opts, signer, 1, &status, &body, max, NULL, NULL, err, 1, &blen,
+                     &x);
   if (rc == PB_EUNSUPPORTED) /* larger than max */
     rc = pb_error_set(err, PB_EUNSUPPORTED,
                       "%s: more than the %zu bytes pipebench reads from such a file", shown, max);
@@ -485,6 +484,14 @@ static int http_read_file(const char *location, const pb_read_options *opts, siz
     }
   }
   free(body);
+  return rc;
+}
+
+static int http_read_file(const char *location, const pb_read_options *opts, size_t max,
+                          void **data, size_t *size, struct pb_error *err) {
+  char *shown = pb__http_mask(location);
+  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  int rc = pb__http_read_whole(location, shown, opts, NULL, max, data, size, err);
   free(shown);
   return rc;
 }

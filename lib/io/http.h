@@ -42,6 +42,13 @@ int pb__http_request(const char *url, const char *shown, const pb_read_options *
                      const pb__http_signer *signer, int follow, long *status, char **body,
                      size_t max_body, int64_t *size, char **location, struct pb_error *err);
 
+/* A small object whole in one GET with "Range: bytes=0-" (no HEAD first), its Content-Range or
+ * Content-Length checked against the bytes received: *data (pb_alloc'd, pb_free) and *size.
+ * More than max bytes is PB_EUNSUPPORTED. signer may be NULL; shown names url in messages. */
+int pb__http_read_whole(const char *url, const char *shown, const pb_read_options *opts,
+                        const pb__http_signer *signer, size_t max, void **data, size_t *size,
+                        struct pb_error *err);
+
 /* The names under the folder at location from the manifest gen or convert wrote beside the
  * dataset (lib/io/http_manifest.c), for servers without a JSON index. PB_ENOTFOUND (err not
  * set) when no manifest lists the folder. */

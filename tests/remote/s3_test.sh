@@ -102,6 +102,11 @@ for d in ome-zarr:ome-zarr v3.zarr:ome-zarr images.parquet:ome-parquet tiff:tiff
   if [[ -n $local_out && $(sed 1d <<<"$out") == "$local_out" ]]; then pass; else fail "$name: the CRC-32s over s3 differ from the local ones"; fi
   if [[ $errout != *"$AWS_SECRET_ACCESS_KEY"* ]]; then pass; else fail "inspect printed the secret"; fi
 done
+# a small object (a chunk, an image file) is one signed GET, without a HEAD first
+run "$pb" inspect --trace-requests "s3://pbgen/ds/ome-zarr"
+chunks=$(grep -cE "^pipebench: GET s3://pbgen/ds/ome-zarr/img_0000[0-9].zarr/0/0/0/0/0/0 - -> 206" <<<"$errout")
+heads=$(grep -cE "^pipebench: HEAD s3://pbgen/ds/ome-zarr/img_0000[0-9].zarr/0/0/" <<<"$errout")
+if ((chunks == 6 && heads == 0)); then pass; else fail "a chunk over s3 should be one GET ($chunks GETs, $heads HEADs for 6)"; fi
 for name in ome-zarr images.parquet tiff images.pbraw; do
   run "$pb" verify "s3://pbgen/ds/$name"
   expect_rc 0 "verify $name over s3"
@@ -121,6 +126,8 @@ assert all(r["endpoint"] == "s3" for r in rows), {r["endpoint"] for r in rows}
 none = [r for r in rows if r["cache"] == "none"]
 assert {r["format"] for r in none} == fmts, none
 assert all(float(r["requests_per_image"]) > 0 for r in none), none
+one = [r for r in none if r["format"] in ("ome-zarr", "imagefolder")]
+assert all(float(r["requests_per_image"]) == 1 for r in one), one  # one GET per image
 PY
 expect_rc 0 "track 1 rows of every format, endpoint s3, requests counted (cache none)"
 if ! grep -rqF "$AWS_SECRET_ACCESS_KEY" "$work/res"; then pass; else fail "run wrote the secret into its results"; fi
