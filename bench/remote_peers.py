@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 
 import numpy as np
 
@@ -150,9 +151,14 @@ def run_tensorstore(a, order, batches, r):
 
     ctx = ts.Context({"cache_pool": {"total_bytes_limit": 0}})
     t = time.perf_counter()
-    futs = {i: ts.open({"driver": "zarr", "kvstore": {"driver": "http",
-                                                      "base_url": array_url(a.url, i) + "/"}},
-                       read=True, context=ctx) for i in order}
+    u = urllib.parse.urlsplit(a.url)
+    base = "%s://%s" % (u.scheme, u.netloc)
+
+    def spec(i):  # the http kvstore: base_url the server, path the array's folder
+        path = urllib.parse.urlsplit(array_url(a.url, i)).path.lstrip("/") + "/"
+        return {"driver": "zarr", "kvstore": {"driver": "http", "base_url": base, "path": path}}
+
+    futs = {i: ts.open(spec(i), read=True, context=ctx) for i in order}
     arrs = {i: f.result() for i, f in futs.items()}
     setup = time.perf_counter() - t
 
@@ -173,13 +179,17 @@ def batches_cmd(a):
     if count > a.images:
         sys.exit("remote_peers.py: %d batches of %d need %d images, the dataset has %d"
                  % (a.pb_warmup + a.batches, a.batch, count, a.images))
-    if "tensorstore" in readers:
-        try:
-            import tensorstore  # noqa: F401
-        except ImportError:
-            print("tensorstore: skipped (import tensorstore failed: not installed here)",
-                  file=sys.stderr)
-            readers.remove("tensorstore")
+    needs = {"tensorstore": ("tensorstore",), "zarr": ("zarr", "fsspec", "aiohttp"),
+             "zarr-threads": ("zarr", "fsspec", "aiohttp")}
+    for name in list(readers):
+        for mod in needs.get(name, ()):
+            try:
+                __import__(mod)
+            except ImportError:
+                print("%s: skipped (import %s failed: not installed here)" % (name, mod),
+                      file=sys.stderr)
+                readers.remove(name)
+                break
     for r in range(a.rounds):
         order = plan(a.images, a.seed, r, count)
         batches = [order[k:k + a.batch] for k in range(0, count, a.batch)]

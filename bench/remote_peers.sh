@@ -13,6 +13,9 @@
 #     at --rate 125000000 (1 Gbit/s; the proxy caps each connection): bytes on the wire per
 #     second (the proxy's count) as a share of the cap.
 #   bench/remote_peers.sh [BUILD] [RTT_MS...]         (default RTT 20)
+# BUILD: a build folder, or on the lent machine the unpacked pack ($PIPEBENCH_PACK after
+# `. scripts/device_pack.sh --unpack`), there with SERVER=python and tensorstore installed:
+#   SERVER=python bench/remote_peers.sh "$PIPEBENCH_PACK" 20
 # Env: SERVER=nginx (default) or python (bench/http_server.py, where nginx is absent: the lent
 #      GPU machine); IMAGES (1600), BATCHES (30), ROUNDS (2), BIG (4, 0 skips part 3),
 #      PARTS (1,2,3), READERS (pipebench,zarr,zarr-threads,tensorstore), PYTHON (/usr/bin/python3),
@@ -33,10 +36,12 @@ parts=${PARTS:-1,2,3}
 py=${PYTHON:-/usr/bin/python3}
 settings=${PB_SETTINGS:-workers=32 prefetch=2}
 readers=${READERS:-pipebench,zarr,zarr-threads,tensorstore}
-pb=$build/pipebench
-netem=$build/pipebench-netem
+pb=$build/pipebench netem=$build/pipebench-netem lib=$build/libpipebench.so
+if [[ -x $build/bin/pipebench ]]; then # an unpacked scripts/device_pack.sh (the lent machine)
+  pb=$build/bin/pipebench netem=$build/bench/pipebench-netem lib=$build/lib/libpipebench.so
+fi
 export PYTHONPATH=$top/python${PYTHONPATH:+:$PYTHONPATH}
-export PIPEBENCH_LIBRARY=${PIPEBENCH_LIBRARY:-$build/libpipebench.so}
+export PIPEBENCH_LIBRARY=${PIPEBENCH_LIBRARY:-$lib}
 work=$(mktemp -d)
 proxy= srv=
 cleanup() {
@@ -58,7 +63,7 @@ chmod -R a+rX "$work"
 if [[ $server == nginx ]]; then
   "$top/tests/remote/servers.sh" http-start "$work" "$work/state" >/dev/null
   target=127.0.0.1:$(cat "$work/state/http.port")
-  what="nginx $(nginx -v 2>&1 | sed 's/.*nginx\///')"
+  what="nginx $("$(command -v nginx || echo /usr/sbin/nginx)" -v 2>&1 | sed 's/.*nginx\///')"
 elif [[ $server == python ]]; then
   "$py" "$top/bench/http_server.py" "$work" --port-file "$work/srv.port" >/dev/null &
   srv=$!
