@@ -450,7 +450,8 @@ int main(int argc, char **argv) {
     }
     /* ppoll: a timeout in nanoseconds, so delays and the rate are not rounded to milliseconds */
     int64_t wait = next > now ? next - now : 0;
-    struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000), .tv_nsec = (long)(wait % 1000000000)};
+    struct timespec ts = {.tv_sec = (time_t)(wait / 1000000000),
+                          .tv_nsec = (long)(wait % 1000000000)};
     if (ppoll(pf, (nfds_t)n, &ts, NULL) < 0) {
       if (errno == EINTR) continue;
       die("poll");

@@ -509,6 +509,13 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
   return open_url(be, url, shown, opts, signer, free_ctx, NULL, out, err);
 }
 
+int pb__http_open_url_known(const pb__io_backend *be, const char *url, const char *shown,
+                            const pb_read_options *opts, const pb__http_signer *signer,
+                            void (*free_ctx)(void *), const pb__io_known *known,
+                            pb__io_file **out, struct pb_error *err) {
+  return open_url(be, url, shown, opts, signer, free_ctx, known, out, err);
+}
+
 static int open_url(const pb__io_backend *be, const char *url, const char *shown,
                     const pb_read_options *opts, const pb__http_signer *signer,
                     void (*free_ctx)(void *), const pb__io_known *known, pb__io_file **out,
@@ -962,7 +969,7 @@ static int http_open_known(const char *location, const pb_read_options *opts,
   return rc;
 }
 
-static void http_describe(const pb__io_file *file, pb__io_known *k) {
+void pb__http_describe(const pb__io_file *file, pb__io_known *k) {
   const http_file *f = (const http_file *)file;
   k->set = 1;
   k->size = f->base.size;
@@ -1128,8 +1135,8 @@ static int http_list(const char *location, const pb_read_options *opts, char ***
 const pb__io_backend pb__io_http_backend = {
     .scheme = "http", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
     .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
-    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};
+    .read_file = http_read_file, .open_known = http_open_known, .describe = pb__http_describe};
 const pb__io_backend pb__io_https_backend = {
     .scheme = "https", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
     .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
-    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};
+    .read_file = http_read_file, .open_known = http_open_known, .describe = pb__http_describe};

@@ -107,6 +107,9 @@ run "$pb" inspect --trace-requests "s3://pbgen/ds/ome-zarr"
 chunks=$(grep -cE "^pipebench: GET s3://pbgen/ds/ome-zarr/img_0000[0-9].zarr/0/0/0/0/0/0 - -> 206" <<<"$errout")
 heads=$(grep -cE "^pipebench: HEAD s3://pbgen/ds/ome-zarr/img_0000[0-9].zarr/0/0/" <<<"$errout")
 if ((chunks == 6 && heads == 0)); then pass; else fail "a chunk over s3 should be one GET ($chunks GETs, $heads HEADs for 6)"; fi
+run "$pb" inspect --trace-requests "s3://pbgen/ds/tiff"
+heads=$(grep -cE "^pipebench: HEAD s3://pbgen/ds/tiff/img_0000[0-9].ome.tif " <<<"$errout")
+if ((heads == 6)); then pass; else fail "a TIFF object over s3 should be asked for its size once, at its scan ($heads HEADs for 6)"; fi
 for name in ome-zarr images.parquet tiff images.pbraw; do
   run "$pb" verify "s3://pbgen/ds/$name"
   expect_rc 0 "verify $name over s3"
@@ -126,7 +129,7 @@ assert all(r["endpoint"] == "s3" for r in rows), {r["endpoint"] for r in rows}
 none = [r for r in rows if r["cache"] == "none"]
 assert {r["format"] for r in none} == fmts, none
 assert all(float(r["requests_per_image"]) > 0 for r in none), none
-one = [r for r in none if r["format"] in ("ome-zarr", "imagefolder")]
+one = [r for r in none if r["format"] in ("ome-zarr", "imagefolder", "tiff")]
 assert all(float(r["requests_per_image"]) == 1 for r in one), one  # one GET per image
 PY
 expect_rc 0 "track 1 rows of every format, endpoint s3, requests counted (cache none)"
