@@ -6,7 +6,8 @@
 #                    across ranks (docs/scaling.md); procps (pgrep, for the tests that check
 #                    that no process of a stopped run is left).
 #                    Remote storage (docs/remote.md): libcurl (http/https/s3 reads), nginx-light
-#                    (the HTTP server the tests start on the loopback address).
+#                    (the HTTP server the tests start on the loopback address), python3-fsspec
+#                    and python3-aiohttp (zarr-python over HTTP, bench/remote_peers.sh's peer).
 #   With --s3 only (`make check-s3`): Ceph's radosgw with a monitor and an OSD for the S3
 #                    tests' single-node cluster (CTest label s3). A few hundred MB that `make run`
 #                    and `make check` do not need; a failed install is reported and the S3 tests
@@ -31,7 +32,7 @@ PACKAGES=(build-essential cmake pkg-config git ca-certificates nodejs npm
   clang libclang-rt-14-dev
   python3 python3-numpy python3-zarr python3-tifffile python3-torch python3-torchvision
   python3-pandas procps
-  libcurl4-openssl-dev nginx-light)
+  libcurl4-openssl-dev nginx-light python3-fsspec python3-aiohttp)
 S3_PACKAGES=(radosgw ceph-mon ceph-osd ceph-mgr)
 
 log() { printf 'setup: %s\n' "$*" >&2; }

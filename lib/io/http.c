@@ -436,19 +436,18 @@ static int request_x(const char *url, const char *shown, const pb_read_options *
 /* A small object whole: one GET with "Range: bytes=0-" instead of open's HEAD and then a range
  * (a chunk, a metadata file: half the round trips). The answer is checked as a range's is: its
  * Content-Range against the bytes received, or a 200's Content-Length. */
-static int http_read_file(const char *location, const pb_read_options *opts, size_t max,
-                          void **data, size_t *size, struct pb_error *err) {
+int pb__http_read_whole(const char *url, const char *shown, const pb_read_options *opts,
+                        const pb__http_signer *signer, size_t max, void **data, size_t *size,
+                        struct pb_error *err) {
   *data = NULL;
   *size = 0;
-  char *shown = pb__http_mask(location);
-  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
   long status = 0;
   char *body = NULL;
   size_t blen = 0;
   xfer x;
   memset(&x, 0, sizeof x);
-  int rc = request_x(location, shown, opts, NULL, 1, &status, &body, max, NULL, NULL, err, 1,
-                     &blen, &x);
+  int rc = request_x(url, shown, opts, signer, 1, &status, &body, max, NULL, NULL, err, 1, &blen,
+                     &x);
   if (rc == PB_EUNSUPPORTED) /* larger than max */
     rc = pb_error_set(err, PB_EUNSUPPORTED,
                       "%s: more than the %zu bytes pipebench reads from such a file", shown, max);
@@ -485,6 +484,14 @@ static int http_read_file(const char *location, const pb_read_options *opts, siz
     }
   }
   free(body);
+  return rc;
+}
+
+static int http_read_file(const char *location, const pb_read_options *opts, size_t max,
+                          void **data, size_t *size, struct pb_error *err) {
+  char *shown = pb__http_mask(location);
+  if (!shown) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  int rc = pb__http_read_whole(location, shown, opts, NULL, max, data, size, err);
   free(shown);
   return rc;
 }
@@ -500,6 +507,13 @@ int pb__http_open_url(const pb__io_backend *be, const char *url, const char *sho
                       const pb_read_options *opts, const pb__http_signer *signer,
                       void (*free_ctx)(void *), pb__io_file **out, struct pb_error *err) {
   return open_url(be, url, shown, opts, signer, free_ctx, NULL, out, err);
+}
+
+int pb__http_open_url_known(const pb__io_backend *be, const char *url, const char *shown,
+                            const pb_read_options *opts, const pb__http_signer *signer,
+                            void (*free_ctx)(void *), const pb__io_known *known,
+                            pb__io_file **out, struct pb_error *err) {
+  return open_url(be, url, shown, opts, signer, free_ctx, known, out, err);
 }
 
 static int open_url(const pb__io_backend *be, const char *url, const char *shown,
@@ -955,7 +969,7 @@ static int http_open_known(const char *location, const pb_read_options *opts,
   return rc;
 }
 
-static void http_describe(const pb__io_file *file, pb__io_known *k) {
+void pb__http_describe(const pb__io_file *file, pb__io_known *k) {
   const http_file *f = (const http_file *)file;
   k->set = 1;
   k->size = f->base.size;
@@ -1121,8 +1135,8 @@ static int http_list(const char *location, const pb_read_options *opts, char ***
 const pb__io_backend pb__io_http_backend = {
     .scheme = "http", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
     .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
-    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};
+    .read_file = http_read_file, .open_known = http_open_known, .describe = pb__http_describe};
 const pb__io_backend pb__io_https_backend = {
     .scheme = "https", .open = http_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
     .map = NULL, .close = pb__http_close, .stat = http_stat, .list = http_list,
-    .read_file = http_read_file, .open_known = http_open_known, .describe = http_describe};
+    .read_file = http_read_file, .open_known = http_open_known, .describe = pb__http_describe};

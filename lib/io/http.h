@@ -30,6 +30,14 @@ typedef struct pb__http_signer {
 int pb__http_open_url(const pb__io_backend *be, const char *url, const char *shown,
                       const pb_read_options *opts, const pb__http_signer *signer,
                       void (*free_ctx)(void *), pb__io_file **out, struct pb_error *err);
+/* pb__http_open_url without its HEAD: size and validator from known (what pb__http_describe
+ * told of an earlier open of the same object). */
+int pb__http_open_url_known(const pb__io_backend *be, const char *url, const char *shown,
+                            const pb_read_options *opts, const pb__http_signer *signer,
+                            void (*free_ctx)(void *), const pb__io_known *known,
+                            pb__io_file **out, struct pb_error *err);
+/* The size and validator an open learnt, for pb__http_open_url_known. */
+void pb__http_describe(const pb__io_file *f, pb__io_known *known);
 int pb__http_pread(pb__io_file *f, void *dst, size_t len, uint64_t off, struct pb_error *err);
 int pb__http_preadv(pb__io_file *f, const pb__io_range *r, size_t n, struct pb_error *err);
 void pb__http_close(pb__io_file *f);
@@ -41,6 +49,13 @@ void pb__http_close(pb__io_file *f);
 int pb__http_request(const char *url, const char *shown, const pb_read_options *opts,
                      const pb__http_signer *signer, int follow, long *status, char **body,
                      size_t max_body, int64_t *size, char **location, struct pb_error *err);
+
+/* A small object whole in one GET with "Range: bytes=0-" (no HEAD first), its Content-Range or
+ * Content-Length checked against the bytes received: *data (pb_alloc'd, pb_free) and *size.
+ * More than max bytes is PB_EUNSUPPORTED. signer may be NULL; shown names url in messages. */
+int pb__http_read_whole(const char *url, const char *shown, const pb_read_options *opts,
+                        const pb__http_signer *signer, size_t max, void **data, size_t *size,
+                        struct pb_error *err);
 
 /* The names under the folder at location from the manifest gen or convert wrote beside the
  * dataset (lib/io/http_manifest.c), for servers without a JSON index. PB_ENOTFOUND (err not

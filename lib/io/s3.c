@@ -249,8 +249,9 @@ static int load(s3_cfg **c, pb__http_signer *signer, struct pb_error *err) {
   return PB_OK;
 }
 
-static int s3_open(const char *location, const pb_read_options *opts, pb__io_file **out,
-                   struct pb_error *err) {
+/* known NULL: open with a HEAD; else with the size and validator an earlier open told. */
+static int open_object(const char *location, const pb_read_options *opts,
+                       const pb__io_known *known, pb__io_file **out, struct pb_error *err) {
   char *bucket, *key;
   PB_RETURN_NOT_OK(split(location, &bucket, &key, err));
   s3_cfg *c;
@@ -262,13 +263,49 @@ static int s3_open(const char *location, const pb_read_options *opts, pb__io_fil
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
   if (rc == PB_OK) {
     char *shown = pb__http_mask(location);
-    rc = shown ? pb__http_open_url(&pb__io_s3_backend, url, shown, opts, &signer, cfg_free, out,
-                                   err)
+    rc = shown ? pb__http_open_url_known(&pb__io_s3_backend, url, shown, opts, &signer,
+                                         cfg_free, known, out, err)
                : pb_error_set(err, PB_ENOMEM, "out of memory");
     free(shown);
     c = NULL; /* the open file owns it now, or freed it on failure */
   }
   cfg_free(c);
+  free(url);
+  free(bucket);
+  free(key);
+  return rc;
+}
+
+static int s3_open(const char *location, const pb_read_options *opts, pb__io_file **out,
+                   struct pb_error *err) {
+  return open_object(location, opts, NULL, out, err);
+}
+
+/* A TIFF read opens with what its scan learnt: no HEAD per image, as over HTTP. */
+static int s3_open_known(const char *location, const pb_read_options *opts,
+                         const pb__io_known *known, pb__io_file **out, struct pb_error *err) {
+  return open_object(location, opts, known, out, err);
+}
+
+/* An object whole in one signed GET (a chunk, a metadata file, an image file): half the round
+ * trips of open's HEAD and then a range, as over HTTP. */
+static int s3_read_file(const char *location, const pb_read_options *opts, size_t max,
+                        void **data, size_t *size, struct pb_error *err) {
+  char *bucket, *key;
+  PB_RETURN_NOT_OK(split(location, &bucket, &key, err));
+  s3_cfg *c;
+  pb__http_signer signer;
+  int rc = load(&c, &signer, err);
+  char *url = NULL, *shown = NULL;
+  if (rc == PB_OK && !*key) rc = pb_error_set(err, PB_EINVAL, "%s: no object key", location);
+  if (rc == PB_OK) {
+    url = object_url(c, bucket, key, NULL);
+    shown = pb__http_mask(location);
+    if (!url || !shown) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  if (rc == PB_OK) rc = pb__http_read_whole(url, shown, opts, &signer, max, data, size, err);
+  cfg_free(c);
+  free(shown);
   free(url);
   free(bucket);
   free(key);
@@ -498,4 +535,5 @@ static int s3_stat(const char *location, const pb_read_options *opts, pb__io_kin
 
 const pb__io_backend pb__io_s3_backend = {
     .scheme = "s3", .open = s3_open, .pread = pb__http_pread, .preadv = pb__http_preadv,
-    .map = NULL, .close = pb__http_close, .stat = s3_stat, .list = s3_list};
+    .map = NULL, .close = pb__http_close, .stat = s3_stat, .list = s3_list,
+    .read_file = s3_read_file, .open_known = s3_open_known, .describe = pb__http_describe};

@@ -73,7 +73,7 @@ osd crush update on start = false
 osd max object name len = 460
 osd max object namespace len = 64
 [client.rgw]
-rgw frontends = beast endpoint=127.0.0.1:$rgwport
+rgw frontends = beast endpoint=127.0.0.1:$rgwport tcp_nodelay=1
 rgw data = $c/rgw
 rgw dns name = 127.0.0.1
 EOF
