@@ -73,7 +73,8 @@ elif [[ $server == python ]]; then
 else
   echo "remote_peers.sh: SERVER is nginx or python, not '$server'" >&2; exit 1
 fi
-echo "server: $what; $(nproc) cores; commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo ?)"
+# the commit the program under test was built from (a copied tree's git may say otherwise)
+echo "server: $what; $(nproc) cores; $("$pb" --version 2>/dev/null || echo "pipebench ?")"
 
 proxy_start() { # netem args...: sets purl
   rm -f "$work/port"
