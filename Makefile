@@ -3,6 +3,9 @@
 #   make check  set up this machine, build, and run every test
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# Tests wait on child processes, servers, sockets and signals part of their time: one more test
+# than cores keeps the cores busy.
+TEST_JOBS ?= $(shell echo $$(( $$(nproc) + 1 )))
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build run check check-gpu check-s3 sanitize tsan clean install
@@ -20,7 +23,7 @@ run: build
 
 # Tests labelled gpu need an NVIDIA GPU and driver; `make check-gpu` runs them where there is one.
 check: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'gpu|s3'
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE 'gpu|s3'
 
 # The S3 tests start radosgw in a one-node Ceph cluster (about a minute): `make check-s3`.
 # Ceph's packages come only with this target (scripts/setup.sh --s3).
@@ -37,7 +40,7 @@ check-gpu: build
 sanitize: setup
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_CUDA=OFF -DPB_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	cd build-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) -LE 'nosan|gpu'
+	cd build-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(TEST_JOBS) -LE 'nosan|gpu'
 
 tsan: setup
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DPB_WERROR=ON -DPB_CUDA=OFF -DPB_SANITIZE=thread >/dev/null
