@@ -4,12 +4,15 @@
  * proxy between client and server on the loopback address:
  *
  *   pipebench-netem --target 127.0.0.1:8080 [--listen PORT] [--port-file F] [--delay MS]
- *                   [--jitter MS] [--rate BYTES_PER_S] [--fault KIND] [--after BYTES]
+ *                   [--jitter MS] [--rate BYTES_PER_S] [--link-rate BYTES_PER_S]
+ *                   [--fault KIND] [--after BYTES]
  *                   [--first K] [--faults N] [--stats F]
  *
  * Every chunk read from one side is forwarded to the other after delay + uniform(0, jitter)
  * milliseconds (order kept), so a request/response exchange costs twice the delay: --delay 10
- * is a 20 ms round trip. --rate caps each direction of each connection. Faults, on the first N
+ * is a 20 ms round trip. --rate caps each direction of each connection; --link-rate caps each
+ * direction of all connections together, as one shared link would (a reader that spreads its
+ * reads over many connections still gets no more than the link). Faults, on the first N
  * connections from the K-th on (--first, default 1; --faults, default all), for the error tests of
  * the http backend:
  *   close        the server's answer is cut after --after bytes and the connection closed
@@ -77,7 +80,8 @@ typedef struct conn {
 static struct {
   struct sockaddr_in target;
   int64_t delay_ns, jitter_ns;
-  double rate;
+  double rate, link_rate;
+  int64_t link_free_ns[2]; /* --link-rate: when each direction's shared budget is next free */
   enum fault fault;
   uint64_t after;
   long first;  /* the first connection (1-based) that gets the fault */
@@ -117,8 +121,8 @@ static void die(const char *what) {
 
 static void usage(void) {
   fprintf(stderr, "usage: pipebench-netem --target HOST:PORT [--listen PORT] [--port-file F]\n"
-                  "       [--delay MS] [--jitter MS] [--rate BYTES_PER_S] [--fault "
-                  "close|stall|http500|reset|wrong-length]\n"
+                  "       [--delay MS] [--jitter MS] [--rate BYTES_PER_S] [--link-rate BYTES_PER_S]\n"
+                  "       [--fault close|stall|http500|reset|wrong-length]\n"
                   "       [--after BYTES] [--first K] [--faults N] [--stats F]\n");
   exit(1);
 }
@@ -278,7 +282,8 @@ static void do_read(conn *c, int i) {
 /* Forwards what is due; returns 1 when the connection was closed. */
 static int do_write(conn *c, int i, int64_t now) {
   dir *d = &c->d[i];
-  while (d->head && d->head->due_ns <= now && d->next_free_ns <= now + RATE_SLACK_NS) {
+  while (d->head && d->head->due_ns <= now && d->next_free_ns <= now + RATE_SLACK_NS &&
+         g.link_free_ns[i] <= now + RATE_SLACK_NS) {
     chunk *k = d->head;
     int faulted = i == 1 && (c->fault == F_CLOSE || c->fault == F_STALL);
     if (faulted && d->sent >= g.after) {
@@ -306,7 +311,7 @@ static int do_write(conn *c, int i, int64_t now) {
       continue;
     }
     size_t want = k->len - k->off;
-    if (g.rate > 0 && want > 16384) want = 16384;
+    if ((g.rate > 0 || g.link_rate > 0) && want > 16384) want = 16384;
     if (faulted && want > g.after - d->sent) want = (size_t)(g.after - d->sent);
     ssize_t n = write(d->to, k->data + k->off, want);
     if (n < 0) {
@@ -325,6 +330,10 @@ static int do_write(conn *c, int i, int64_t now) {
     if (g.rate > 0) {
       int64_t base = d->next_free_ns > now ? d->next_free_ns : now;
       d->next_free_ns = base + (int64_t)((double)n * 1e9 / g.rate);
+    }
+    if (g.link_rate > 0) {
+      int64_t base = g.link_free_ns[i] > now ? g.link_free_ns[i] : now;
+      g.link_free_ns[i] = base + (int64_t)((double)n * 1e9 / g.link_rate);
     }
     if (k->off == k->len) {
       d->head = k->next;
@@ -370,6 +379,8 @@ static void parse_args(int argc, char **argv, int *port, const char **port_file)
       g.jitter_ns = (int64_t)(atof(v) * 1e6);
     } else if (!strcmp(a, "--rate")) {
       g.rate = atof(v);
+    } else if (!strcmp(a, "--link-rate")) {
+      g.link_rate = atof(v);
     } else if (!strcmp(a, "--after")) {
       g.after = strtoull(v, NULL, 10);
     } else if (!strcmp(a, "--first")) {
@@ -389,7 +400,8 @@ static void parse_args(int argc, char **argv, int *port, const char **port_file)
       usage();
     }
   }
-  if (!have_target || g.delay_ns < 0 || g.jitter_ns < 0 || g.rate < 0) usage();
+  if (!have_target || g.delay_ns < 0 || g.jitter_ns < 0 || g.rate < 0 || g.link_rate < 0)
+    usage();
 }
 
 int main(int argc, char **argv) {
@@ -441,7 +453,9 @@ int main(int argc, char **argv) {
         short ev = 0;
         if (d->from >= 0 && !d->read_eof && d->queued < QUEUE_LIMIT) ev |= POLLIN;
         if (d->head && d->to >= 0) {
-          int64_t free_at = d->next_free_ns - RATE_SLACK_NS;
+          int64_t free_at = (d->next_free_ns > g.link_free_ns[i] ? d->next_free_ns
+                                                                 : g.link_free_ns[i]) -
+                            RATE_SLACK_NS;
           int64_t at = d->head->due_ns > free_at ? d->head->due_ns : free_at;
           if (at <= now)
             ev |= POLLOUT;

@@ -18,7 +18,8 @@ the readers. Prints one JSON object per reader and round on stdout.
   remote_peers.py batches URL IMAGES [--batch 16] [--warmup 2] [--batches 30] [--rounds 2]
                   [--seed 42] [--readers pipebench,zarr,zarr-threads,tensorstore]
                   [--pipebench "workers=32 prefetch=2"]
-  remote_peers.py whole URL IMAGES [--rounds 2]       whole images through pipebench.Dataset
+  remote_peers.py whole URL IMAGES [--rounds 2] [--whole-reader dataset|loader]
+                  [--whole-workers 2]                 whole images through pipebench
 """
 import argparse
 import concurrent.futures as cf
@@ -211,15 +212,35 @@ def batches_cmd(a):
 
 
 def whole_cmd(a):
-    """Whole images, one at a time, through pipebench.Dataset: bytes of pixels per second."""
-    ds = pipebench.Dataset(a.url)
-    for r in range(a.rounds):
-        for i in range(min(a.images, len(ds))):
+    """Whole images through pipebench, bytes of pixels per second. --whole-reader dataset: one
+    image at a time with Dataset.read (a transfer, then its decompression, then the next);
+    loader: pipebench.Loader with batch 1 and the workers of --whole-workers, so that the next
+    images' transfers run while one is decompressed. One JSON line per round: the images
+    consumed, the seconds from asking for the first to holding the last, their pixel bytes."""
+    n = a.images
+    if a.whole_reader == "dataset":
+        ds = pipebench.Dataset(a.url)
+        n = min(n, len(ds))
+        for r in range(a.rounds):
             t = time.perf_counter_ns()
-            x = ds.read(i)
+            px = sum(int(ds.read(i).nbytes) for i in range(n))
             s = (time.perf_counter_ns() - t) / 1e9
-            print(json.dumps({"reader": "pipebench.Dataset.read", "round": r, "image": i,
-                              "seconds": s, "pixel_bytes": int(x.nbytes)}), flush=True)
+            print(json.dumps({"reader": "pipebench.Dataset.read", "round": r, "images": n,
+                              "seconds": s, "pixel_bytes": px}), flush=True)
+        return
+    ld = pipebench.Loader(a.url, batch_size=1, workers=a.whole_workers, prefetch=1,
+                          dtype="native")
+    for r in range(a.rounds):
+        t = time.perf_counter_ns()
+        k = px = 0
+        for b in ld:
+            x = b.numpy()
+            k += x.shape[0]
+            px += int(x.nbytes)
+        s = (time.perf_counter_ns() - t) / 1e9
+        print(json.dumps({"reader": "pipebench.Loader workers=%d" % a.whole_workers, "round": r,
+                          "images": k, "seconds": s, "pixel_bytes": px}), flush=True)
+    ld.close()
 
 
 def main():
@@ -234,6 +255,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--readers", default="pipebench,zarr,zarr-threads,tensorstore")
     ap.add_argument("--pipebench", default="workers=32 prefetch=2")
+    ap.add_argument("--whole-reader", choices=["dataset", "loader"], default="dataset")
+    ap.add_argument("--whole-workers", type=int, default=2)
     a = ap.parse_args()
     if a.mode == "batches":
         batches_cmd(a)

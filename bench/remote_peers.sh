@@ -9,15 +9,17 @@
 #     open_s: the longest set-up (opening every image's array) of the rounds, outside the window.
 #  2. track 1 p50 of ome-zarr and ome-parquet (random single samples, cache none; 200 images), in
 #     round trips.
-#  3. whole 4096 x 4096 uint16 OME-Zarr images (pipebench.Dataset.read) through the proxy capped
-#     at --rate 125000000 (1 Gbit/s; the proxy caps each connection): bytes on the wire per
-#     second (the proxy's count) as a share of the cap.
+#  3. whole 4096 x 4096 uint16 OME-Zarr images through the proxy with one link capped at
+#     --link-rate 125000000 (1 Gbit/s, shared by every connection): pipebench.Dataset.read one
+#     image at a time, and pipebench.Loader (batch 1, 2 workers) whose next transfer runs while
+#     an image is decompressed; bytes on the wire per second (the consumed images' stored bytes
+#     over the time to consume them) as a share of the cap, and the same without the proxy.
 #   bench/remote_peers.sh [BUILD] [RTT_MS...]         (default RTT 20)
 # BUILD: a build folder, or on the lent machine the unpacked pack ($PIPEBENCH_PACK after
 # `. scripts/device_pack.sh --unpack`), there with SERVER=python and tensorstore installed:
 #   SERVER=python bench/remote_peers.sh "$PIPEBENCH_PACK" 20
 # Env: SERVER=nginx (default) or python (bench/http_server.py, where nginx is absent: the lent
-#      GPU machine); IMAGES (1600), BATCHES (30), ROUNDS (2), BIG (4, 0 skips part 3),
+#      GPU machine); IMAGES (1600), BATCHES (30), ROUNDS (2), BIG (8, 0 skips part 3),
 #      PARTS (1,2,3), READERS (pipebench,zarr,zarr-threads,tensorstore), PYTHON (/usr/bin/python3),
 #      PB_SETTINGS: pipebench.Loader's arguments as "key=value ...", default "workers=32 prefetch=2"
 #      (in_flight, timeout, retries, block_size set the I/O layer's PIPEBENCH_* overrides).
@@ -31,7 +33,7 @@ server=${SERVER:-nginx}
 images=${IMAGES:-1600}
 batches=${BATCHES:-30}
 rounds=${ROUNDS:-2}
-big=${BIG:-4}
+big=${BIG:-8}
 parts=${PARTS:-1,2,3}
 py=${PYTHON:-/usr/bin/python3}
 settings=${PB_SETTINGS:-workers=32 prefetch=2}
@@ -139,33 +141,47 @@ PY
   fi
   if [[ $parts == *3* ]] && ((big > 0)); then
     rate=125000000
-    proxy_start --delay "$half" --rate "$rate"
-    "$py" "$top/bench/remote_peers.py" whole "$purl/big/ome-zarr" "$big" --rounds 2 >"$work/whole.json"
-    proxy_stop
-    # the same reads straight from the server: the reader's own limit on this machine
-    "$py" "$top/bench/remote_peers.py" whole "http://$target/big/ome-zarr" "$big" --rounds 2 >"$work/direct.json"
+    : >"$work/whole.json"
+    for reader in dataset loader; do
+      proxy_start --delay "$half" --link-rate "$rate"
+      "$py" "$top/bench/remote_peers.py" whole "$purl/big/ome-zarr" "$big" --rounds 2 \
+        --whole-reader "$reader" >>"$work/whole.json"
+      proxy_stop
+      cp "$work/netem.stats" "$work/netem.$reader"
+    done
+    # the same reads straight from the server: the readers' own limit on this machine
+    : >"$work/direct.json"
+    for reader in dataset loader; do
+      "$py" "$top/bench/remote_peers.py" whole "http://$target/big/ome-zarr" "$big" --rounds 2 \
+        --whole-reader "$reader" >>"$work/direct.json"
+    done
     echo
-    echo "== whole 4096 x 4096 uint16 images, ${rtt} ms round trip, cap $rate bytes/s a connection"
-    "$py" - "$work/whole.json" "$work/netem.stats" "$rate" "$work/big/ome-zarr" "$work/direct.json" <<'PY'
-import json, os, statistics, sys
+    echo "== whole 4096 x 4096 uint16 images, ${rtt} ms round trip, one link capped at $rate bytes/s"
+    "$py" - "$work/whole.json" "$work/direct.json" "$rate" "$work/big/ome-zarr" "$big" \
+      "$work/netem.dataset" "$work/netem.loader" <<'PY'
+import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-stats = open(sys.argv[2]).read().split()
-down = int(stats[stats.index("down") + 1])
-rate = float(sys.argv[3])
+direct = [json.loads(l) for l in open(sys.argv[2])]
+rate, big = float(sys.argv[3]), int(sys.argv[5])
 stored = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(sys.argv[4]) for f in fs)
-secs = sum(r["seconds"] for r in rows)
-px = sum(r["pixel_bytes"] for r in rows)
-print("images read %d, median %.3f s each; pixels %.1f MB/s; wire %.1f MB/s (%d bytes from the "
-      "server, stored %d per pass)" % (len(rows), statistics.median(r["seconds"] for r in rows),
-                                       px / secs / 1e6, down / secs / 1e6, down, stored))
-print("share of the 1 Gbit/s cap: %.1f%% (wire bytes / time / %d)" % (100 * down / secs / rate, rate))
-d = [json.loads(l) for l in open(sys.argv[5])]
-dsecs = sum(r["seconds"] for r in d)
-dwire = stored * len(d) / len({r["image"] for r in d})  # each pass reads every stored byte once
-print("the same reads without the proxy: median %.3f s each, wire %.1f MB/s = %.1f%% of the cap "
-      "(the reader's limit here; the capped run reached %.1f%% of it)"
-      % (statistics.median(r["seconds"] for r in d), dwire / dsecs / 1e6, 100 * dwire / dsecs / rate,
-         100 * (down / secs) / (dwire / dsecs)))
+per_image = stored / big  # chunks and metadata: what one image costs on the wire, less headers
+forwarded = {}
+for path in sys.argv[6:8]:
+    st = open(path).read().split()
+    forwarded[path.rsplit(".", 1)[1]] = int(st[st.index("down") + 1])
+def wire(rs):  # bytes of the images consumed / seconds to consume them
+    return sum(r["images"] for r in rs) * per_image / sum(r["seconds"] for r in rs)
+print("%-34s %8s %10s %10s %12s" % ("reader", "images", "s/image", "wire MB/s", "share of cap"))
+for name in dict.fromkeys(r["reader"] for r in rows):
+    rs = [r for r in rows if r["reader"] == name]
+    ds = [r for r in direct if r["reader"] == name]
+    n = sum(r["images"] for r in rs)
+    print("%-34s %8d %10.3f %10.1f %11.1f%%   (no proxy: %.1f MB/s = %.1f%%)"
+          % (name, n, sum(r["seconds"] for r in rs) / n, wire(rs) / 1e6, 100 * wire(rs) / rate,
+             wire(ds) / 1e6, 100 * wire(ds) / rate))
+for k, v in forwarded.items():
+    print("proxy forwarded %d bytes for the %s reader (%d stored bytes a pass of %d images)"
+          % (v, k, stored, big))
 PY
   fi
 done

@@ -63,6 +63,19 @@ expect_rc 0 "capped fetch"
 if ((took >= 500)) && cmp -s "$work/got" "$work/data/blob"; then pass; else fail "a 6 MB/s cap moved 3 MB in ${took} ms"; fi
 stop
 
+# --link-rate is shared: two 3 MB fetches at once through a 12 MB/s link take at least half a
+# second together (a cap per connection would let them finish in a quarter)
+start --link-rate 12000000
+t0=$(ms)
+curl -s -o "$work/got1" "$url" &
+c1=$!
+curl -s -o "$work/got2" "$url"
+wait "$c1"
+took=$(($(ms) - t0))
+if ((took >= 480)) && cmp -s "$work/got1" "$work/data/blob" && cmp -s "$work/got2" "$work/data/blob"
+then pass; else fail "a 12 MB/s link moved 2 x 3 MB in ${took} ms"; fi
+stop
+
 start --fault close --after 100000
 fetch "$url"
 if [[ $rc -ne 0 ]] && ((size > 0 && size < 100000)); then pass; else fail "close mid-body"; fi
