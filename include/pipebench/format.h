@@ -129,6 +129,14 @@ PB_API int pb_location_read(const char *location, size_t max, void **data, size_
  * together: range requests, HEADs and listings over HTTP and S3, preads of local files (a
  * mapped file's reads are not counted). Deltas around a read give requests per image. */
 PB_API void pb_io_counters(int64_t *requests, int64_t *bytes);
+/** The summed durations (request to last byte, nanoseconds) of this process's requests over
+ * HTTP and S3, counted as each request ends. Its delta over a window divided by the window's
+ * length is the mean number of requests in flight during it (Little's law, exact for requests
+ * that start and end inside the window). */
+PB_API void pb_io_request_time(int64_t *ns);
+/** The largest object at a URL this process has opened so far (its location as given, which may
+ * hold credentials: show it through pb_location_shown): 1 and *bytes its size, else 0. */
+PB_API int pb_io_largest_object(char *location, size_t size, uint64_t *bytes);
 /** The kind of storage at location: "file", "http", "https" or "s3" (static storage). */
 PB_API const char *pb_location_endpoint(const char *location);
 /** location as messages and results show it: a URL's "user:password@" written "***@" (S3

@@ -253,6 +253,7 @@ static void trace(const pb_read_options *o, CURL *e, const char *method, const c
   curl_off_t got = 0;
   curl_easy_getinfo(e, CURLINFO_SIZE_DOWNLOAD_T, &got);
   pb__io_count(1, (int64_t)got); /* every request passes here: the rows' requests per image */
+  pb__io_count_time(now_ns() - start_ns);
   if (!o->trace_requests) return;
   long v = 0;
   curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v);

@@ -9,16 +9,50 @@
 
 #include "io/io.h"
 
-static _Atomic int64_t io_requests, io_bytes;
+static _Atomic int64_t io_requests, io_bytes, io_request_ns;
 
 void pb__io_count(int64_t requests, int64_t bytes) {
   atomic_fetch_add_explicit(&io_requests, requests, memory_order_relaxed);
   atomic_fetch_add_explicit(&io_bytes, bytes, memory_order_relaxed);
 }
 
+void pb__io_count_time(int64_t ns) {
+  atomic_fetch_add_explicit(&io_request_ns, ns, memory_order_relaxed);
+}
+
 void pb_io_counters(int64_t *requests, int64_t *bytes) {
   *requests = atomic_load_explicit(&io_requests, memory_order_relaxed);
   *bytes = atomic_load_explicit(&io_bytes, memory_order_relaxed);
+}
+
+void pb_io_request_time(int64_t *ns) {
+  *ns = atomic_load_explicit(&io_request_ns, memory_order_relaxed);
+}
+
+/* The largest remote object opened so far: what a run measures its endpoint on. */
+static pthread_mutex_t largest_mu = PTHREAD_MUTEX_INITIALIZER;
+static char largest_loc[4096];
+static uint64_t largest_size;
+
+static void saw_object(const pb__io_backend *be, const char *location, const pb__io_file *f) {
+  if (be == &pb__io_file_backend || f == NULL || strlen(location) >= sizeof largest_loc) return;
+  pthread_mutex_lock(&largest_mu);
+  if (largest_loc[0] == '\0' || f->size > largest_size) {
+    snprintf(largest_loc, sizeof largest_loc, "%s", location);
+    largest_size = f->size;
+  }
+  pthread_mutex_unlock(&largest_mu);
+}
+
+int pb_io_largest_object(char *location, size_t size, uint64_t *bytes) {
+  pthread_mutex_lock(&largest_mu);
+  int have = largest_loc[0] != '\0' && strlen(largest_loc) < size;
+  if (have) {
+    snprintf(location, size, "%s", largest_loc);
+    *bytes = largest_size;
+  }
+  pthread_mutex_unlock(&largest_mu);
+  return have;
 }
 
 /* The remote backends (lib/io/http.c, lib/io/s3.c) are optional parts of a build: weak, so a
@@ -83,7 +117,9 @@ int pb__io_open(const char *location, const pb_read_options *opts, pb__io_file *
     pb__io_options_resolve(NULL, &o);
     opts = &o;
   }
-  return be->open(be == &pb__io_file_backend ? local_path(location) : location, opts, out, err);
+  int rc = be->open(be == &pb__io_file_backend ? local_path(location) : location, opts, out, err);
+  if (rc == PB_OK) saw_object(be, location, *out);
+  return rc;
 }
 
 void pb__io_known_get(const pb__io_file *f, pb__io_known *k) {
@@ -101,7 +137,9 @@ int pb__io_open_known(const char *location, const pb_read_options *opts, const p
     pb__io_options_resolve(NULL, &o);
     opts = &o;
   }
-  return be->open_known(location, opts, k, out, err);
+  int rc = be->open_known(location, opts, k, out, err);
+  if (rc == PB_OK) saw_object(be, location, *out);
+  return rc;
 }
 
 static int check_range(pb__io_file *f, uint64_t off, size_t len, struct pb_error *err) {

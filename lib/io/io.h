@@ -143,6 +143,8 @@ void pb__io_cache_put(const char *dir, const char *key, const void *src, size_t 
 
 /* Adds to the process-wide counters pb_io_counters reads (relaxed atomics: any thread). */
 void pb__io_count(int64_t requests, int64_t bytes);
+/* Adds one remote request's duration, request to last byte (pb_io_request_time reads the sum). */
+void pb__io_count_time(int64_t ns);
 
 extern const pb__io_backend pb__io_file_backend;
 /* The remote backends, where the build has them: pb__io_http_backend serves http:// and https://,

@@ -238,12 +238,37 @@ void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat) 
   pb_table_set_i64(t, PB__COL_SEED, (int64_t)c->p.seed);
 }
 
-void pb__io_columns(pb_table *t, const char *path, int64_t images, int64_t requests,
-                    int64_t bytes) {
+void pb__io_round_start(pb__io_round *r) {
+  pb_io_counters(&r->requests, &r->bytes);
+  pb_io_request_time(&r->request_ns);
+  r->wall_ns = pb_now_ns();
+}
+
+void pb__io_round_end(pb__io_round *r) {
+  int64_t q, b, ns;
+  pb_io_counters(&q, &b);
+  pb_io_request_time(&ns);
+  r->requests = q - r->requests;
+  r->bytes = b - r->bytes;
+  r->request_ns = ns - r->request_ns;
+  r->wall_ns = pb_now_ns() - r->wall_ns;
+}
+
+void pb__io_columns(const pb_run_ctx *c, pb_table *t, const char *path, int64_t images,
+                    const pb__io_round *r) {
   pb_table_set_str(t, PB__COL_ENDPOINT, pb_location_endpoint(path));
   double n = images > 0 ? (double)images : NAN;
-  pb_table_set_f64(t, PB__COL_REQUESTS_PER_IMAGE, (double)requests / n);
-  pb_table_set_f64(t, PB__COL_FETCHED_PER_IMAGE, (double)bytes / n);
+  pb_table_set_f64(t, PB__COL_REQUESTS_PER_IMAGE, (double)r->requests / n);
+  pb_table_set_f64(t, PB__COL_FETCHED_PER_IMAGE, (double)r->bytes / n);
+  int remote = pb_location_is_url(path);
+  pb_table_set_f64(t, PB__COL_IN_FLIGHT, remote && r->wall_ns > 0
+                                             ? (double)r->request_ns / (double)r->wall_ns
+                                             : NAN);
+  const pb_endpoint_calibration *e = &c->cal.endpoint;
+  int have = remote && c->have_cal && c->cal.endpoint_measured;
+  pb_table_set_f64(t, PB__COL_ENDPOINT_RTT, have ? e->rtt_ms.p50 : NAN);
+  pb_table_set_f64(t, PB__COL_ENDPOINT_MBPS,
+                   have && e->object_bytes >= PB__ENDPOINT_MIN_BYTES ? e->many_mbps.p50 : NAN);
 }
 
 int pb__schema_has(const char *const *schema, const char *col) {

@@ -173,12 +173,29 @@ int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_er
 void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat);
 
 /* Where the data came from and what it cost in storage requests (tracks 1 and 2): the endpoint
- * kind (file, http, https, s3) and requests and bytes fetched per image over the round. */
+ * kind (file, http, https, s3), requests and bytes fetched per image over the round, the mean
+ * requests in flight during it (remote data: summed request durations / the round's time), and
+ * the endpoint's round trip and many-stream bandwidth as the run measured them (empty for local
+ * data; the bandwidth also where the largest object was under PB__ENDPOINT_MIN_BYTES). */
 #define PB__COL_ENDPOINT "endpoint"
 #define PB__COL_REQUESTS_PER_IMAGE "requests_per_image"
 #define PB__COL_FETCHED_PER_IMAGE "fetched_bytes_per_image"
-void pb__io_columns(pb_table *t, const char *path, int64_t images, int64_t requests,
-                    int64_t bytes);
+#define PB__COL_IN_FLIGHT "requests_in_flight_mean"
+#define PB__COL_ENDPOINT_RTT "endpoint_rtt_ms"
+#define PB__COL_ENDPOINT_MBPS "endpoint_mbps"
+#define PB__ENDPOINT_MIN_BYTES ((uint64_t)1 << 20)
+#define PB__IO_COLUMNS                                                                       \
+  PB__COL_ENDPOINT, PB__COL_REQUESTS_PER_IMAGE, PB__COL_FETCHED_PER_IMAGE, PB__COL_IN_FLIGHT, \
+      PB__COL_ENDPOINT_RTT, PB__COL_ENDPOINT_MBPS
+/* The storage a round used: counters of the I/O layer around it (pb_io_counters,
+ * pb_io_request_time) and its length. */
+typedef struct pb__io_round {
+  int64_t requests, bytes, request_ns, wall_ns;
+} pb__io_round;
+void pb__io_round_start(pb__io_round *r);
+void pb__io_round_end(pb__io_round *r);
+void pb__io_columns(const pb_run_ctx *c, pb_table *t, const char *path, int64_t images,
+                    const pb__io_round *r);
 /** Adds p50..max, cv, CI, outliers, unstable, p99_reliable columns (names get prefix). */
 void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix);
 /** Writes OUT/data/name and its CSV twin. With c->schema set, every column of t must be one

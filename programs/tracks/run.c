@@ -282,6 +282,20 @@ static void add_calibration(cJSON *root, const pb_calibration *cal, const char *
   cJSON_AddNumberToObject(o, "blosc_gbps", cal->blosc_gbps.value);
   cJSON_AddNumberToObject(o, "timer_overhead_ns", cal->timer_overhead_ns);
   cJSON_AddNumberToObject(o, "timer_resolution_ns", cal->timer_resolution_ns);
+  if (cal->endpoint_measured) { /* the data's endpoint, measured by this run */
+    const pb_endpoint_calibration *e = &cal->endpoint;
+    cJSON *ep = cJSON_AddObjectToObject(o, "endpoint");
+    cJSON_AddStringToObject(ep, "scheme", e->scheme);
+    cJSON_AddStringToObject(ep, "object", e->location); /* credentials masked */
+    cJSON_AddNumberToObject(ep, "object_bytes", (double)e->object_bytes);
+    cJSON_AddNumberToObject(ep, "rtt_ms_p50", e->rtt_ms.p50);
+    cJSON_AddNumberToObject(ep, "rtt_probes", (double)e->rtt_ms.n);
+    if (e->object_bytes >= PB__ENDPOINT_MIN_BYTES) {
+      cJSON_AddNumberToObject(ep, "single_stream_mbps", e->single_mbps.p50);
+      cJSON_AddNumberToObject(ep, "many_stream_mbps", e->many_mbps.p50);
+      cJSON_AddNumberToObject(ep, "streams", e->streams);
+    }
+  }
 }
 
 /* The run's settings, environment and (once measured) calibration into root. */
@@ -682,9 +696,37 @@ static int load_calibration(pb_run_ctx *c, const char *cal_path, struct pb_error
   return PB_OK;
 }
 
+/* A run over a URL measures the endpoint its data lives at: the round trip (one-byte reads) and
+ * one- and many-stream bandwidth on the largest object the dataset's open fetched, so that the
+ * rows of tracks 1 and 2 say what the network allowed. Bandwidth over an object smaller than
+ * PB__ENDPOINT_MIN_BYTES would be mostly round trips: it is left out then. */
+static int measure_endpoint(pb_run_ctx *c, struct pb_error *err) {
+  c->cal.endpoint_measured = 0;
+  char loc[4096];
+  uint64_t size = 0;
+  if (!pb_location_is_url(c->data_dir) || !pb_io_largest_object(loc, sizeof loc, &size))
+    return PB_OK;
+  pb_endpoint_params ep = PB_ENDPOINT_PARAMS_DEFAULTS;
+  ep.url = loc;
+  ep.probes = 10;
+  ep.rounds = 2;
+  ep.bytes = size < ((uint64_t)16 << 20) ? size : (uint64_t)16 << 20;
+  calib_progress(c, "endpoint", 0, 1);
+  int rc = pb_endpoint_calibrate(&ep, &c->cal.endpoint, err);
+  if (rc != PB_OK) {
+    pb_error_prefix(err, "measuring the data's endpoint: ");
+    return rc;
+  }
+  c->cal.endpoint_measured = 1;
+  return PB_OK;
+}
+
 static int calibrate_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
   (void)arg;
-  if (c->cal_path != NULL) return load_calibration(c, c->cal_path, err);
+  if (c->cal_path != NULL) {
+    PB_RETURN_NOT_OK(load_calibration(c, c->cal_path, err));
+    return measure_endpoint(c, err);
+  }
   /* The machine's limits, measured in this run (small buffers: a few seconds). */
   pb_calibrate_params cp = PB_CALIBRATE_PARAMS_DEFAULTS;
   cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
@@ -693,7 +735,8 @@ static int calibrate_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
   cp.dir = c->stage; /* its scratch file is unlinked at once; a stop leaves nothing */
   cp.progress = calib_progress;
   cp.progress_ctx = c;
-  return pb_calibrate(&cp, &c->cal, err);
+  PB_RETURN_NOT_OK(pb_calibrate(&cp, &c->cal, err));
+  return measure_endpoint(c, err);
 }
 
 static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
@@ -719,6 +762,18 @@ static int prepare_ranks(pb_run_ctx *c, struct pb_error *err) {
   pb__run_report(c, "machine: memory copy %.1f GB/s (%d threads), file read %.1f GB/s warm, %.2f GB/s cold; timer %.0f ns%s",
                  c->cal.memcpy_mt_gbps.value, c->cal.memcpy_threads, c->cal.read_warm_gbps.value,
                  c->cal.read_cold_gbps.value, c->cal.timer_overhead_ns, from);
+  if (c->cal.endpoint_measured) {
+    const pb_endpoint_calibration *e = &c->cal.endpoint;
+    char bw[160] = "";
+    if (e->object_bytes >= PB__ENDPOINT_MIN_BYTES)
+      snprintf(bw, sizeof bw, ", %.1f MB/s one stream, %.1f MB/s with %d in flight",
+               e->single_mbps.p50, e->many_mbps.p50, e->streams);
+    else
+      snprintf(bw, sizeof bw, "; bandwidth not measured: the largest object is %llu bytes",
+               (unsigned long long)e->object_bytes);
+    pb__run_report(c, "endpoint: %s, round trip %.2f ms (p50 of %zu)%s (on %s)", e->scheme,
+                   e->rtt_ms.p50, e->rtt_ms.n, bw, e->location);
+  }
   if (pb__ranks_size() > 1)
     pb__run_report(c, "%d ranks: tracks 2 and 3 report each rank and the aggregate; rank 0 writes",
                    pb__ranks_size());

@@ -30,8 +30,7 @@ static const char *const t1_schema[] = {
     PB__COL_TIMER_GROUP, PB__COL_TIMER_REGROUPS, "warmup", PB__SUMMARY_COLUMNS(""),
     T1_SAMPLES_PER_SEC, "read_us_mean", "decompress_us_mean", "decode_us_mean", "convert_us_mean",
     "transform_us_mean", T1_BYTES_READ_MEAN, PB__COL_TIMER_OVERHEAD_FRACTION,
-    PB__COL_TIMER_LIMITED, PB__COL_ENGINE, PB__COL_ENDPOINT, PB__COL_REQUESTS_PER_IMAGE,
-    PB__COL_FETCHED_PER_IMAGE, NULL};
+    PB__COL_TIMER_LIMITED, PB__COL_ENGINE, PB__IO_COLUMNS, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -52,7 +51,8 @@ typedef struct t1_round {
   pb__window w;
   pb_batch_times sum;
   int warm;
-  int64_t images, io_requests, io_bytes; /* the round's samples and storage requests */
+  int64_t images;  /* the round's samples */
+  pb__io_round io; /* and its storage requests */
 } t1_round;
 
 /* One round: warm-up samples (the last PB_T1_PILOT of them timed one by one as the pilot that
@@ -62,8 +62,7 @@ static int t1_measure_round(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t1_rou
   double pilot[PB_T1_PILOT];
   int warm = m->warm, rc = PB_OK, empty = 0;
   pb__window *w = &m->w;
-  int64_t r0, b0;
-  pb_io_counters(&r0, &b0);
+  pb__io_round_start(&m->io);
   for (int k = 0; rc == PB_OK && (k < warm || w->n < (size_t)c->p.samples);) {
     pb_batch *b = NULL;
     int64_t t0 = pb_now_ns();
@@ -102,10 +101,7 @@ static int t1_measure_round(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t1_rou
     pb_batch_free(b);
     k++;
   }
-  int64_t r1, b1;
-  pb_io_counters(&r1, &b1);
-  m->io_requests = r1 - r0;
-  m->io_bytes = b1 - b0;
+  pb__io_round_end(&m->io);
   return rc;
 }
 
@@ -136,7 +132,7 @@ static void t1_row(pb_run_ctx *c, pb_table *t, const t1_config *cf, int r, const
   double tof = pb__window_timer_fraction(w, s);
   pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
   pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);
-  pb__io_columns(t, c->paths[cf->fi], m->images, m->io_requests, m->io_bytes);
+  pb__io_columns(c, t, c->paths[cf->fi], m->images, &m->io);
 }
 
 static int t1_measure(pb_run_ctx *c, pb_table *t, const t1_config *cf, t1_best *best,

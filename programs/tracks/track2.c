@@ -31,7 +31,7 @@ static const char *const t2_schema[] = {
     T2_MEMCPY_FRACTION, "bytes_read_per_sec", "read_s", "decompress_s", "decode_s", "convert_s",
     "collate_s", "preload_s", "preload_bytes", PB__COL_TIMER_OVERHEAD_FRACTION,
     PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, PB__COL_ENGINE,
-    PB__COL_ENDPOINT, PB__COL_REQUESTS_PER_IMAGE, PB__COL_FETCHED_PER_IMAGE, NULL};
+    PB__IO_COLUMNS, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -54,7 +54,7 @@ typedef struct t2_round {
   double steady;         /* the window's length, seconds */
   pb_loader_stats st0;   /* before the first batch: the cache build */
   int64_t capacity;      /* batches the workers can hold ready */
-  int64_t io_requests, io_bytes; /* storage requests during the steady window */
+  pb__io_round io; /* storage requests during the steady window */
   int reads_in_flight;   /* the loader's sample reads in flight at most */
 } t2_round;
 
@@ -123,8 +123,8 @@ static int t2_steady(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, int64_t want,
                      struct pb_error *err) {
   pb__window *w = &m->w;
   int rc = PB_OK;
-  int64_t steady0 = pb_now_ns(), r0, b0, r1, b1;
-  pb_io_counters(&r0, &b0);
+  int64_t steady0 = pb_now_ns();
+  pb__io_round_start(&m->io);
   /* Also long enough in time: a window of a few milliseconds cannot show how workers scale. */
   int64_t min_ns = (int64_t)(c->p.window_ms * 1e6);
   while (!pb__window_opens(w) || w->items < want ||
@@ -140,7 +140,7 @@ static int t2_steady(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, int64_t want,
       memset(&m->sum, 0, sizeof m->sum);
       pb_batch_free(b);
       steady0 = pb_now_ns();
-      pb_io_counters(&r0, &b0);
+      pb__io_round_start(&m->io);
       continue;
     }
     if (ev < 0) {
@@ -159,9 +159,7 @@ static int t2_steady(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, int64_t want,
     pb_batch_free(b);
   }
   m->steady = (double)(pb_now_ns() - steady0) / 1e9;
-  pb_io_counters(&r1, &b1);
-  m->io_requests = r1 - r0;
-  m->io_bytes = b1 - b0;
+  pb__io_round_end(&m->io);
   return rc;
 }
 
@@ -202,7 +200,7 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   double tof = pb__window_timer_fraction(w, s);
   pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
   pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);
-  pb__io_columns(t, c->paths[cf->fi], m->samples, m->io_requests, m->io_bytes);
+  pb__io_columns(c, t, c->paths[cf->fi], m->samples, &m->io);
   return sps;
 }
 
@@ -636,6 +634,53 @@ static int t2_headline(const pb_table *t, char *format, size_t size, double *sps
   return 1;
 }
 
+/* Data at a URL: per format, at its fastest configuration, how many requests the loader kept in
+ * flight (the steady window's summed request time over its length) to reach that rate, at the
+ * round trip this run measured to the endpoint. */
+static void t2_answer_remote(pb__report_doc *d, const pb_table *t, const char **formats, int nf,
+                             const best *per) {
+  if (pb_table_col_index(t, PB__COL_IN_FLIGHT) < 0) return;
+  pb__report_filter own;
+  int no = own_filter(t, &own);
+  char text[1024] = "";
+  double rtt = NAN, mbps = NAN;
+  const char *kind = NULL;
+  for (int f = 0; f < nf; f++) {
+    if (!per[f].found) continue;
+    pb__report_filter fl[5] = {{PB__COL_FORMAT, formats[f], 0}, {T2_CACHE, "none", 0},
+                               {T2_BATCH_SIZE, NULL, per[f].bs},
+                               {T2_NUM_WORKERS, NULL, per[f].workers}, own};
+    double in = pb__report_median(t, PB__COL_IN_FLIGHT, fl, 4 + no, NULL);
+    double rpi = pb__report_median(t, PB__COL_REQUESTS_PER_IMAGE, fl, 4 + no, NULL);
+    if (!isfinite(in)) continue;
+    if (!isfinite(rtt)) {
+      rtt = pb__report_median(t, PB__COL_ENDPOINT_RTT, fl, 4 + no, NULL);
+      mbps = pb__report_median(t, PB__COL_ENDPOINT_MBPS, fl, 4 + no, NULL);
+      const char *k[2];
+      if (pb__report_distinct_str(t, PB__COL_ENDPOINT, fl, 4 + no, k, 2) == 1) kind = k[0];
+    }
+    size_t u = strlen(text);
+    snprintf(text + u, sizeof text - u, "%s**%s needs %.0f requests in flight to reach %.0f "
+             "images/s** (%.2f requests per image; batch size %lld, %lld workers)",
+             u ? "; " : "", formats[f], in, per[f].value, rpi, (long long)per[f].bs,
+             (long long)per[f].workers);
+  }
+  if (text[0] == '\0') return;
+  char at[256] = "";
+  if (isfinite(rtt) && isfinite(mbps))
+    snprintf(at, sizeof at, "at a %.1f ms round trip and %.0f MB/s many-stream bandwidth", rtt,
+             mbps);
+  else if (isfinite(rtt))
+    snprintf(at, sizeof at, "at a %.1f ms round trip", rtt);
+  else
+    snprintf(at, sizeof at, "over the network");
+  pb__report_li(d, "**Remote data** (%s, %s, both measured by this run): %s. Requests in flight "
+                "are the mean over the steady window (summed request time / the window's "
+                "length); with N in flight a loader gets at most N / (round trip x requests per image) "
+                "images/s.",
+                kind ? kind : "remote", at, text);
+}
+
 static void t2_answer(pb__report_doc *d, const pb_table *t, const cJSON *sum) {
   if (t == NULL) {
     pb__report_li(d, "Bulk loading: not measured here (no track 2 table).");
@@ -672,6 +717,7 @@ static void t2_answer(pb__report_doc *d, const pb_table *t, const cJSON *sum) {
                         : ".");
   pb__report_li(d, "**Fastest format for bulk loading: %s** (track 2, cache none): %.0f samples/s at batch size %lld with %lld workers%s.%s",
          formats[bi], per[bi].value, (long long)per[bi].bs, (long long)per[bi].workers, others, lim_text);
+  t2_answer_remote(d, t, formats, nf, per);
 }
 
 static void t2_answer_peer(pb__report_doc *d, const pb_table *t2) {

@@ -127,8 +127,16 @@ for track in ("track1", "track2"):
     raw = [r for r in rows if r["format"] == "raw" and r.get("cache", "none") == "none"]
     assert raw and all(float(r["requests_per_image"]) >= 1 for r in raw), raw
     assert all(float(r["fetched_bytes_per_image"]) >= 2400 for r in raw), raw
+    # the round trip this run measured to the server, and the loader's requests in flight
+    assert all(0 < float(r["endpoint_rtt_ms"]) < 10000 for r in rows), rows
+    assert all(float(r["requests_in_flight_mean"]) > 0 for r in raw), raw
+import json
+ep = json.load(open(f"{sys.argv[1]}/pipebench_summary.json"))["calibration"]["endpoint"]
+assert ep["scheme"] == "http" and ep["rtt_ms_p50"] > 0 and ep["object"].startswith("http://"), ep
 PY
-expect_rc 0 "track 1 and 2 rows carry endpoint, requests and bytes per image"
+expect_rc 0 "track 1 and 2 rows carry endpoint, requests and bytes per image, round trip and in flight"
+if grep -q 'Remote data.*needs [0-9]* requests in flight to reach' "$work/res/report.md"; then pass
+else fail "the report says how many requests in flight each format needs"; fi
 
 # infer --data-source and the Python Dataset and Loader take the URL; a password stays out of
 # the results
