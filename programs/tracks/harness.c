@@ -238,10 +238,10 @@ void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat) 
   pb_table_set_i64(t, PB__COL_SEED, (int64_t)c->p.seed);
 }
 
-void pb__io_columns(pb_table *t, const char *path, int64_t images, int64_t requests,
-                    int64_t bytes) {
+void pb__io_columns(pb_table *t, const char *format, const char *path, int64_t images,
+                    int64_t requests, int64_t bytes) {
   pb_table_set_str(t, PB__COL_ENDPOINT, pb_location_endpoint(path));
-  double n = images > 0 ? (double)images : NAN;
+  double n = images > 0 && strcmp(format, "lance") != 0 ? (double)images : NAN;
   pb_table_set_f64(t, PB__COL_REQUESTS_PER_IMAGE, (double)requests / n);
   pb_table_set_f64(t, PB__COL_FETCHED_PER_IMAGE, (double)bytes / n);
 }

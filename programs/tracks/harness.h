@@ -173,12 +173,14 @@ int pb__new_table(pb_run_ctx *c, const char *track, pb_table **out, struct pb_er
 void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat);
 
 /* Where the data came from and what it cost in storage requests (tracks 1 and 2): the endpoint
- * kind (file, http, https, s3) and requests and bytes fetched per image over the round. */
+ * kind (file, http, https, s3) and requests and bytes fetched per image over the round. The
+ * lance format's reads are made inside its engine (the Node helper), which pipebench's counters
+ * do not see: its requests and bytes are unknown (NaN), never 0. */
 #define PB__COL_ENDPOINT "endpoint"
 #define PB__COL_REQUESTS_PER_IMAGE "requests_per_image"
 #define PB__COL_FETCHED_PER_IMAGE "fetched_bytes_per_image"
-void pb__io_columns(pb_table *t, const char *path, int64_t images, int64_t requests,
-                    int64_t bytes);
+void pb__io_columns(pb_table *t, const char *format, const char *path, int64_t images,
+                    int64_t requests, int64_t bytes);
 /** Adds p50..max, cv, CI, outliers, unstable, p99_reliable columns (names get prefix). */
 void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix);
 /** Writes OUT/data/name and its CSV twin. With c->schema set, every column of t must be one
