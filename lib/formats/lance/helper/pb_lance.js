@@ -9,7 +9,9 @@
 //       meta per line, with its byte offset and length in STAGE/pixels.bin) and writes the Lance dataset STAGE/db/images.lance in LAYOUT
 //       (chunks, planes: the OME-Arrow struct; bytes: id, shape, dtype, pixels)
 //   node pb_lance.js serve DATASET SOCKET
-//       opens DATASET, connects to the Unix socket SOCKET and answers requests, one at a time:
+//       opens DATASET (a folder, or s3://bucket/prefix/NAME.lance with the S3 settings in
+//       PB_S3_* of the environment), connects to the Unix socket SOCKET and answers requests,
+//       one at a time:
 //         META\n                        -> JSON: layout, column, count, images[]
 //         READ i\n                      -> image i's pixels, T,C,Z,Y,X C order, little-endian
 //         TAKE MODE BATCH ORDER OUT\n   -> times takeOffsets over the int64 offsets in file
