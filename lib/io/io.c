@@ -30,8 +30,9 @@ extern const pb__io_backend pb__io_s3_backend __attribute__((weak));
 /* lib/io/s3.c is not built: nothing to hand a helper. */
 int pb__io_s3_env(char ***env, struct pb_error *err) {
   *env = NULL;
-  return pb_error_set(err, PB_EUNSUPPORTED, "this build reads no s3:// locations (libcurl was "
-                      "not found when it was built; scripts/setup.sh installs libcurl4-openssl-dev)");
+  return pb_error_set(err, PB_EUNSUPPORTED,
+                      "this build reads no s3:// locations (libcurl was not found when it was "
+                      "built; scripts/setup.sh installs libcurl4-openssl-dev)");
 }
 
 void pb__io_s3_env_free(char **env) { (void)env; }

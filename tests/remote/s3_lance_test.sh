@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The lance format at s3:// against a real radosgw (servers.sh; slow: CTest label s3, `make
 # check-s3`): the Lance helper reads s3://bucket/prefix/NAME.lance through lancedb's own object
-# store with pipebench's S3 settings (endpoint, region, keys from the AWS variables). inspect,
-# verify, run --data and the Python Dataset give the local CRC-32s; the keys go to the helper in
-# its environment, never on its command line, and into no result; the engine writes nothing into
-# the bucket; the rows say requests unknown, never 0. Bad input (a missing prefix, a wrong
-# secret, a name without .lance) exits 2 naming the URL, the secret unprinted.
+# store with pipebench's S3 settings. inspect, verify, run --data and the Python Dataset and
+# Loader give the local pixels, with keys from the AWS variables or a profile, or none for a
+# public bucket; the keys reach the helper in its environment, never its command line, and no
+# result; the engine writes nothing into the bucket; the rows say requests unknown, never 0.
+# Bad input (a missing prefix, a wrong secret, a private bucket read anonymously, a name
+# without .lance) exits 2 naming the URL, no secret printed.
 # Skips where Node or the Lance engine is not installed, or radosgw is not.
 # Env: PIPEBENCH_CLI, PIPEBENCH_TEST_LIBRARY, PIPEBENCH_SOURCE_DIR.
 set -u
@@ -87,6 +88,25 @@ n = sum(len(b.indices) for b in pipebench.Loader(sys.argv[1], batch_size=2, work
 assert n == 6, n
 PY
 expect_rc 0 "the Python Dataset and Loader read the same pixels over s3"
+
+# the keys from a profile of ~/.aws/credentials, as pipebench's own reads take them
+mkdir -p "$work/home/.aws" "$work/nohome"
+printf '[pb]\naws_access_key_id = %s\naws_secret_access_key = %s\n' "$AWS_ACCESS_KEY_ID" \
+  "$AWS_SECRET_ACCESS_KEY" >"$work/home/.aws/credentials"
+run timeout 120 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$work/home" AWS_PROFILE=pb \
+  "$pb" inspect "$url"
+expect_rc 0 "keys from ~/.aws/credentials (AWS_PROFILE)"
+if [[ $(sed 1d <<<"$out") == "$local_crcs" ]]; then pass; else fail "the CRC-32s with a profile's keys"; fi
+# anonymous: unsigned requests read a public bucket (at its root), not a private one
+s3curl -X PUT -H "x-amz-acl: public-read" "$E/pbpublic" >/dev/null || fail "cannot create a public bucket"
+if (cd "$gen" && find images.lance -type f -printf '%P\n' |
+    xargs -P 8 -I{} bash -c 's3curl -T "images.lance/$1" -H "x-amz-acl: public-read" "$E/pbpublic/images.lance/$1" >/dev/null' _ {}); then pass; else fail "upload into the public bucket"; fi
+run timeout 120 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$work/nohome" "$pb" inspect s3://pbpublic/images.lance
+expect_rc 0 "anonymous read of a public bucket"
+if [[ $(sed 1d <<<"$out") == "$local_crcs" ]]; then pass; else fail "the CRC-32s read anonymously"; fi
+run timeout 120 env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY HOME="$work/nohome" "$pb" inspect --format lance "$url"
+expect_rc 2 "anonymous read of a private bucket"
+expect_err "^pipebench inspect: $url: .*403" "names the URL and the 403"
 
 if [[ $(keys) == "$before" ]]; then pass; else fail "the engine wrote into the bucket: $(diff <(echo "$before") <(keys))"; fi
 
