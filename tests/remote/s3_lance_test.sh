@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lance format at s3:// against a real radosgw (servers.sh; slow: CTest label s3, `make
 # check-s3`): the Lance helper reads s3://bucket/prefix/NAME.lance through lancedb's own object
-# store with pipebench's S3 settings. inspect, verify, run --data and the Python Dataset and
+# store with pipebench's S3 settings. inspect, verify, run --data, infer and the Python Dataset and
 # Loader give the local pixels, with keys from the AWS variables or a profile, or none for a
 # public bucket; the keys reach the helper in its environment, never its command line, and no
 # result; the engine writes nothing into the bucket; the rows say requests unknown, never 0.
@@ -75,6 +75,11 @@ assert all(r["requests_per_image"] == "" and r["fetched_bytes_per_image"] == "" 
 PY
 expect_rc 0 "rows: endpoint s3, requests and bytes per image unknown"
 if ! grep -rqF -e "$AWS_SECRET_ACCESS_KEY" -e "$AWS_ACCESS_KEY_ID" "$work/res"; then pass; else fail "run wrote a key into its results"; fi
+
+run timeout 120 "$pb" infer --framework pipebench --model embed --batch-sizes 2 --iterations 2 \
+  --warmup 1 --device cpu --data-source s3://pblance/ds --format lance --output-dir "$work/inf"
+expect_rc 0 "infer --data-source s3://bucket/prefix --format lance"
+if ! grep -rqF -e "$AWS_SECRET_ACCESS_KEY" -e "$AWS_ACCESS_KEY_ID" "$work/inf"; then pass; else fail "infer wrote a key into its results"; fi
 
 run timeout 120 env PYTHONPATH="$PIPEBENCH_SOURCE_DIR/python" PIPEBENCH_LIBRARY="$PIPEBENCH_TEST_LIBRARY" \
   /usr/bin/python3 - "$url" "$gen/images.lance" <<'PY'
