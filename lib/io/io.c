@@ -60,6 +60,18 @@ int pb_io_largest_object(char *location, size_t size, uint64_t *bytes) {
 extern const pb__io_backend pb__io_http_backend __attribute__((weak));
 extern const pb__io_backend pb__io_s3_backend __attribute__((weak));
 
+#ifndef PB_HAVE_CURL
+/* lib/io/s3.c is not built: nothing to hand a helper. */
+int pb__io_s3_env(char ***env, struct pb_error *err) {
+  *env = NULL;
+  return pb_error_set(err, PB_EUNSUPPORTED,
+                      "this build reads no s3:// locations (libcurl was not found when it was "
+                      "built; scripts/setup.sh installs libcurl4-openssl-dev)");
+}
+
+void pb__io_s3_env_free(char **env) { (void)env; }
+#endif
+
 /* Length of "scheme" in "scheme://..." (RFC 3986 letters), 0 when location has none. */
 static size_t scheme_len(const char *location) {
   size_t n = 0;

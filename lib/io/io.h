@@ -146,6 +146,15 @@ void pb__io_count(int64_t requests, int64_t bytes);
 /* Adds one remote request's duration, request to last byte (pb_io_request_time reads the sum). */
 void pb__io_count_time(int64_t ns);
 
+/* The S3 settings pipebench's own s3:// reads use (lib/io/s3.c resolves them from the AWS
+ * variables and files), for a helper program that reads s3:// itself (the Lance engine): a
+ * NULL-terminated array of malloc'd "NAME=VALUE" strings for the helper's environment, never
+ * its command line: PB_S3_REGION always, PB_S3_ENDPOINT when one is named, and PB_S3_KEY_ID,
+ * PB_S3_SECRET (+ PB_S3_TOKEN) when requests are signed (none: anonymous). Freed with
+ * pb__io_s3_env_free, which wipes them. A build without libcurl: PB_EUNSUPPORTED. */
+int pb__io_s3_env(char ***env, struct pb_error *err);
+void pb__io_s3_env_free(char **env);
+
 extern const pb__io_backend pb__io_file_backend;
 /* The remote backends, where the build has them: pb__io_http_backend serves http:// and https://,
  * pb__io_s3_backend s3://. io.c refers to them weakly, so a build without them links and refuses

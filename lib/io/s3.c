@@ -249,6 +249,43 @@ static int load(s3_cfg **c, pb__http_signer *signer, struct pb_error *err) {
   return PB_OK;
 }
 
+int pb__io_s3_env(char ***env, struct pb_error *err) {
+  *env = NULL;
+  s3_cfg *c = cfg_load();
+  char **e = calloc(6, sizeof *e);
+  if (c == NULL || e == NULL) {
+    cfg_free(c);
+    free(e);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  const char *names[5] = {"PB_S3_REGION", "PB_S3_ENDPOINT", "PB_S3_KEY_ID", "PB_S3_SECRET",
+                          "PB_S3_TOKEN"};
+  const char *values[5] = {c->region, c->endpoint, c->key_id, c->key_id ? c->secret : NULL,
+                           c->key_id ? c->token : NULL};
+  int rc = PB_OK;
+  for (size_t i = 0, k = 0; i < 5 && rc == PB_OK; i++) {
+    if (values[i] == NULL) continue;
+    size_t n = strlen(names[i]) + strlen(values[i]) + 2;
+    if ((e[k] = malloc(n)) == NULL) rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+    else snprintf(e[k++], n, "%s=%s", names[i], values[i]);
+  }
+  cfg_free(c);
+  if (rc != PB_OK) {
+    pb__io_s3_env_free(e);
+    return rc;
+  }
+  *env = e;
+  return PB_OK;
+}
+
+void pb__io_s3_env_free(char **env) {
+  for (size_t i = 0; env != NULL && env[i] != NULL; i++) {
+    memset(env[i], 0, strlen(env[i]));
+    free(env[i]);
+  }
+  free(env);
+}
+
 /* known NULL: open with a HEAD; else with the size and validator an earlier open told. */
 static int open_object(const char *location, const pb_read_options *opts,
                        const pb__io_known *known, pb__io_file **out, struct pb_error *err) {

@@ -254,14 +254,17 @@ void pb__io_round_end(pb__io_round *r) {
   r->wall_ns = pb_now_ns() - r->wall_ns;
 }
 
-void pb__io_columns(const pb_run_ctx *c, pb_table *t, const char *path, int64_t images,
-                    const pb__io_round *r) {
+void pb__io_columns(const pb_run_ctx *c, pb_table *t, const char *format, const char *path,
+                    int64_t images, const pb__io_round *r) {
+  static const pb__io_round unknown = {0, 0, 0, 0};
+  int counted = strcmp(format, "lance") != 0 && r != NULL;
+  if (r == NULL) r = &unknown;
   pb_table_set_str(t, PB__COL_ENDPOINT, pb_location_endpoint(path));
-  double n = images > 0 ? (double)images : NAN;
+  double n = images > 0 && counted ? (double)images : NAN;
   pb_table_set_f64(t, PB__COL_REQUESTS_PER_IMAGE, (double)r->requests / n);
   pb_table_set_f64(t, PB__COL_FETCHED_PER_IMAGE, (double)r->bytes / n);
   int remote = pb_location_is_url(path);
-  pb_table_set_f64(t, PB__COL_IN_FLIGHT, remote && r->wall_ns > 0
+  pb_table_set_f64(t, PB__COL_IN_FLIGHT, remote && counted && r->wall_ns > 0
                                              ? (double)r->request_ns / (double)r->wall_ns
                                              : NAN);
   const pb_endpoint_calibration *e = &c->cal.endpoint;

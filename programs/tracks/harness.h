@@ -176,7 +176,9 @@ void pb__row_common(pb_run_ctx *c, pb_table *t, const char *format, int repeat);
  * kind (file, http, https, s3), requests and bytes fetched per image over the round, the mean
  * requests in flight during it (remote data: summed request durations / the round's time), and
  * the endpoint's round trip and many-stream bandwidth as the run measured them (empty for local
- * data; the bandwidth also where the largest object was under PB__ENDPOINT_MIN_BYTES). */
+ * data; the bandwidth also where the largest object was under PB__ENDPOINT_MIN_BYTES). The
+ * lance format's reads are made inside its engine (the Node helper), which pipebench's counters
+ * do not see: its requests, bytes and requests in flight are unknown (NaN), never 0. */
 #define PB__COL_ENDPOINT "endpoint"
 #define PB__COL_REQUESTS_PER_IMAGE "requests_per_image"
 #define PB__COL_FETCHED_PER_IMAGE "fetched_bytes_per_image"
@@ -194,8 +196,8 @@ typedef struct pb__io_round {
 } pb__io_round;
 void pb__io_round_start(pb__io_round *r);
 void pb__io_round_end(pb__io_round *r);
-void pb__io_columns(const pb_run_ctx *c, pb_table *t, const char *path, int64_t images,
-                    const pb__io_round *r);
+void pb__io_columns(const pb_run_ctx *c, pb_table *t, const char *format, const char *path,
+                    int64_t images, const pb__io_round *r);
 /** Adds p50..max, cv, CI, outliers, unstable, p99_reliable columns (names get prefix). */
 void pb__add_summary_columns(pb_table *t, const pb_summary *s, const char *prefix);
 /** Writes OUT/data/name and its CSV twin. With c->schema set, every column of t must be one

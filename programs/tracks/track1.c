@@ -132,7 +132,7 @@ static void t1_row(pb_run_ctx *c, pb_table *t, const t1_config *cf, int r, const
   double tof = pb__window_timer_fraction(w, s);
   pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
   pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);
-  pb__io_columns(c, t, c->paths[cf->fi], m->images, &m->io);
+  pb__io_columns(c, t, c->formats[cf->fi], c->paths[cf->fi], m->images, &m->io);
 }
 
 static int t1_measure(pb_run_ctx *c, pb_table *t, const t1_config *cf, t1_best *best,

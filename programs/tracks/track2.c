@@ -200,7 +200,7 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   double tof = pb__window_timer_fraction(w, s);
   pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
   pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);
-  pb__io_columns(c, t, c->paths[cf->fi], m->samples, &m->io);
+  pb__io_columns(c, t, c->formats[cf->fi], c->paths[cf->fi], m->samples, &m->io);
   return sps;
 }
 

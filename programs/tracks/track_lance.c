@@ -92,6 +92,7 @@ static int track1_rows(pb_run_ctx *c, pb_table *t, pb_lance *l, int fi, const ch
       pb__add_summary_columns(t, &s, "");
       pb_table_set_f64(t, "samples_per_sec", total > 0 ? (double)kept / total : NAN);
       pb_table_set_f64(t, "bytes_read_mean", (double)bytes / (double)want);
+      pb__io_columns(c, t, "lance", c->paths[fi], (int64_t)kept, NULL);
       double tof = s.min > 0 ? c->cal.timer_overhead_ns / 1e9 / s.min : NAN;
       pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
       pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);
@@ -143,6 +144,7 @@ static int track2_rows(pb_run_ctx *c, pb_table *t, pb_lance *l, int fi, const ch
       pb_table_set_f64(t, T2_SAMPLES_PER_SEC, sps);
       pb_table_set_f64(t, T2_MB_PER_SEC, mbps);
       pb_table_set_f64(t, T2_MEMCPY_FRACTION, mbps / 1e3 / c->cal.memcpy_mt_gbps.value);
+      pb__io_columns(c, t, "lance", c->paths[fi], (int64_t)samples, NULL);
       double tof = s.min > 0 ? c->cal.timer_overhead_ns / 1e9 / s.min : NAN;
       pb_table_set_f64(t, PB__COL_TIMER_OVERHEAD_FRACTION, tof);
       pb_table_set_bool(t, PB__COL_TIMER_LIMITED, tof > 0.01);

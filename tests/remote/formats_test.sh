@@ -68,6 +68,9 @@ expect_rc 0 "what convert read over http verifies"
 run "$pb" inspect "$base/images.parquet" --format duckdb
 expect_rc 2 "duckdb over a URL"
 expect_err "format duckdb, which pipebench reads from local paths only" "names why"
+run "$pb" inspect "$base/images.lance" --format lance
+expect_rc 2 "lance over http"
+expect_err "format lance, which pipebench reads from local paths and s3:// only: its engine, lancedb, has no object store for http" "names why"
 
 # --trace-requests: one line per request; a chunk of a sharded array is one range of its shard
 run "$pb" inspect --trace-requests --no-crc "$base/images.pbraw"

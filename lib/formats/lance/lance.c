@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,6 +24,7 @@
 #include "common/checked.h"
 #include "common/proc.h"
 #include "formats/format_internal.h"
+#include "io/io.h"
 #include "pipebench/sys.h"
 
 /* In a build, the helper is in the source tree and its packages where scripts/setup.sh put
@@ -123,7 +125,8 @@ struct pb__lance {
   char dir[128], sock[160], log[160]; /* private folder: the socket, the helper's output */
   lance_where where;
   char env_node_path[LANCE_PATH + 16], env_tmp[160];
-  const char *argv[6], *env[3];
+  const char *argv[6], *env[9];
+  char **s3_env; /* s3:// datasets: the S3 settings, handed over in the environment */
   pb__proc proc;
   pb__proc_result res;
   struct pb_error perr;
@@ -258,6 +261,9 @@ static int lance_ask_text(pb__lance *l, const char *line, double limit_s, const 
 }
 
 static int lance_start(pb__lance *l, struct pb_error *err) {
+  /* s3://: the endpoint, region and credentials pipebench's own reads would use, handed over
+   * in the helper's environment (which only its owner may read), never on its command line */
+  if (strncasecmp(l->path, "s3://", 5) == 0) PB_RETURN_NOT_OK(pb__io_s3_env(&l->s3_env, err));
   PB_RETURN_NOT_OK(lance_private_dir(l->dir, sizeof l->dir, err));
   snprintf(l->sock, sizeof l->sock, "%s/s", l->dir);
   snprintf(l->log, sizeof l->log, "%s/log", l->dir);
@@ -275,6 +281,10 @@ static int lance_start(pb__lance *l, struct pb_error *err) {
   l->env[0] = l->env_node_path;
   l->env[1] = l->env_tmp;
   l->env[2] = NULL;
+  for (size_t k = 0; l->s3_env != NULL && l->s3_env[k] != NULL && k < 6; k++) {
+    l->env[2 + k] = l->s3_env[k];
+    l->env[3 + k] = NULL;
+  }
   l->argv[0] = l->where.node;
   l->argv[1] = l->where.script;
   l->argv[2] = "serve";
@@ -320,6 +330,7 @@ void pb__lance_free(pb__lance *l) {
     pthread_join(l->thread, NULL);
   }
   if (l->dir[0] != '\0') pb__remove_tree(l->dir);
+  pb__io_s3_env_free(l->s3_env);
   free(l->metas);
   free(l);
 }
@@ -380,7 +391,10 @@ static int lance_meta_of(const pb__lance *l, int64_t i, const cJSON *im, pb_imag
 
 int pb__lance_open(const char *path, pb__lance **out, struct pb_error *err) {
   *out = NULL;
-  PB_RETURN_NOT_OK(pb__check_file_kind(path, 1, "a Lance dataset", err));
+  /* A URL: the engine reads it through its own object store (s3:// only, see
+   * pb__format_url_check); its listing and stat are the engine's too. */
+  if (pb__io_is_url(path)) PB_RETURN_NOT_OK(pb__format_url_check(path, "lance", err));
+  else PB_RETURN_NOT_OK(pb__check_file_kind(path, 1, "a Lance dataset", err));
   pb__lance *l = calloc(1, sizeof *l);
   if (l == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   l->fd = -1;

@@ -9,7 +9,9 @@
 //       meta per line, with its byte offset and length in STAGE/pixels.bin) and writes the Lance dataset STAGE/db/images.lance in LAYOUT
 //       (chunks, planes: the OME-Arrow struct; bytes: id, shape, dtype, pixels)
 //   node pb_lance.js serve DATASET SOCKET
-//       opens DATASET, connects to the Unix socket SOCKET and answers requests, one at a time:
+//       opens DATASET (a folder, or s3://bucket/prefix/NAME.lance with the S3 settings in
+//       PB_S3_* of the environment), connects to the Unix socket SOCKET and answers requests,
+//       one at a time:
 //         META\n                        -> JSON: layout, column, count, images[]
 //         READ i\n                      -> image i's pixels, T,C,Z,Y,X C order, little-endian
 //         TAKE MODE BATCH ORDER OUT\n   -> times takeOffsets over the int64 offsets in file
@@ -297,8 +299,54 @@ async function cmdWrite(stage, layout) {
 
 // ---- reading --------------------------------------------------------------------------------
 
+// s3://: the storage options for lancedb's object store, from the S3 settings pipebench
+// resolved (lib/io/s3.c) and put in this process's environment (PB_S3_*): the same endpoint,
+// region and keys as pipebench's own s3:// reads; none: unsigned (anonymous) requests.
+function s3Options() {
+  const e = process.env;
+  const o = { region: e.PB_S3_REGION || 'us-east-1' };
+  if (e.PB_S3_ENDPOINT) {
+    o.endpoint = e.PB_S3_ENDPOINT; // addressed path-style, as pipebench's reads are
+    o.virtual_hosted_style_request = 'false';
+    if (/^http:/i.test(e.PB_S3_ENDPOINT)) o.allow_http = 'true';
+  }
+  if (e.PB_S3_KEY_ID) {
+    o.access_key_id = e.PB_S3_KEY_ID;
+    o.secret_access_key = e.PB_S3_SECRET || '';
+    if (e.PB_S3_TOKEN) o.session_token = e.PB_S3_TOKEN;
+  } else {
+    o.skip_signature = 'true';
+  }
+  return o;
+}
+
+// s3://bucket/prefix/NAME.lance: lancedb opens a table by name inside a database URI, the
+// table's folder being NAME.lance; a link cannot stand in for it in a bucket, so the name
+// must end in .lance (as gen and convert name Lance datasets).
+async function openS3(uri) {
+  const u = uri.replace(/\/+$/, '');
+  const cut = u.lastIndexOf('/');
+  const base = u.slice(cut + 1);
+  if (cut < 5 || !/^s3:\/\/[^/]+\/./.test(u) || !base.endsWith('.lance') || base === '.lance')
+    throw new Fail('over s3:// the engine opens a dataset only at a name ending in .lance ' +
+      '(s3://bucket/prefix/NAME.lance)');
+  // Left to its defaults, lancedb's directory namespace creates a __manifest dataset beside
+  // the table on connect: a reader must write nothing into the user's bucket.
+  const db = await lancedb.connect(u.slice(0, cut), { storageOptions: s3Options(),
+    manifestEnabled: false,
+    namespaceClientProperties: { manifest_enabled: 'false', dir_listing_enabled: 'true' } });
+  try {
+    return await db.openTable(base.slice(0, -'.lance'.length));
+  } catch (e) {
+    if (/was not found/.test(String(e && e.message)))
+      throw new Fail(`cannot open it: no Lance dataset there (${engineMessage(e)})`);
+    throw e;
+  }
+}
+
 let linkDir = null;
 async function openDataset(p) {
+  if (/^s3:\/\//i.test(p)) return openS3(p);
   const abs = path.resolve(p);
   dsAbs = abs;
   // lancedb opens tables by name inside a database folder. A private folder holding one link
@@ -322,6 +370,8 @@ let dsAbs = null;
 function engineMessage(e) {
   let m = String(e && e.message ? e.message : e).split(/\s*Caused by:/)[0];
   m = m.replace(/,?\s*\/\S*cargo\/registry\/\S+:\d+:\d+/g, '');
+  // an object store's refusal: its status line, without the server's XML body
+  m = m.replace(/(non-2xx status code: \d+[A-Za-z ]*):\s*<\?xml[\s\S]*$/, '$1');
   if (linkDir !== null && dsAbs !== null) {
     const link = path.join(linkDir, 'ds.lance');
     m = m.split(link).join(dsAbs).split(link.slice(1)).join(dsAbs);
