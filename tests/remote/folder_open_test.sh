@@ -57,6 +57,17 @@ for f in ome-zarr tiff; do
   if [[ "$(tail -n +2 <<<"$out")" == "$local_list" ]]; then pass; else fail "$f: the images over http differ from the local ones"; fi
 done
 
+# PIPEBENCH_META_IN_FLIGHT (pb_read_options.meta_in_flight) bounds the scan: 1 is one image
+# after another, 3 three at once
+for m in 1 3; do
+  start --delay 5
+  run env PIPEBENCH_META_IN_FLIGHT=$m timeout 60 "$pb" inspect --no-crc "$purl/ome-zarr"
+  stop
+  expect_rc 0 "inspect with PIPEBENCH_META_IN_FLIGHT=$m"
+  p=$(peak)
+  if [[ $p == "$m" ]]; then pass; else fail "PIPEBENCH_META_IN_FLIGHT=$m: the proxy saw $p requests at once"; fi
+done
+
 # a missing or corrupt .zattrs still ends the scan at that image, naming its URL (exit 2)
 run timeout 60 "$pb" inspect --no-crc "$base/nometa"
 expect_rc 2 "inspect a folder with an image without metadata"
@@ -64,6 +75,16 @@ expect_err "image 5: $base/nometa/img_00005.zarr/zarr.json: missing \(nor is the
 run timeout 60 "$pb" inspect --no-crc "$base/badmeta"
 expect_rc 2 "inspect a folder with a corrupt .zattrs"
 expect_err "image 7: $base/badmeta/img_00007.zarr/.zattrs" "names the image and its URL"
+
+# the loader's reads in flight bound its set-up's metadata scan too: train --reads-in-flight 3
+# has 3 requests at once at the proxy, in the scan and in the epoch alike
+start --delay 5
+run timeout 60 "$pb" train --data "$purl/ome-zarr" --batch-size 8 --reads-in-flight 3 \
+  --device cpu --threads 1
+stop
+expect_rc 0 "train through the proxy with --reads-in-flight 3"
+p=$(peak)
+if [[ $p == 3 ]]; then pass; else fail "train --reads-in-flight 3: the proxy saw $p requests at once"; fi
 
 # train hands both to its loader: its metrics say the reads in flight the loader used (8 by
 # default: one batch's reads; 3 asked; 2 when 2 images of 128 bytes fill the bytes in flight)

@@ -675,10 +675,9 @@ static void read_ahead(tiff_state *st, int64_t i) {
   int scan = i > 0 && st->last == i - 1;
   st->last = i;
   if (!scan || st->tried[i] || st->single || !pb__io_is_url(st->root)) return;
-  int64_t n = 0;
-  while ((size_t)(i + n) < st->n && n < PB__AHEAD_IMAGES && !st->tried[i + n])
-    st->tried[i + n++] = 1;
-  pb__meta_ahead(st, i, n, ahead_one);
+  int64_t n = 0, most = pb__meta_ahead_images(&st->ro);
+  while ((size_t)(i + n) < st->n && n < most && !st->tried[i + n]) st->tried[i + n++] = 1;
+  pb__meta_ahead(&st->ro, st, i, n, ahead_one);
 }
 
 static int get_file(tiff_state *st, int64_t i, tiff_file **out, struct pb_error *err) {

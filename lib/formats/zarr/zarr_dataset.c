@@ -373,16 +373,15 @@ static void ahead_one(void *ctx, int64_t i) {
 }
 
 /* A scan in index order (image i right after image i - 1) over a URL: the metadata of the next
- * images not yet tried are fetched at once, PB__AHEAD_READS in flight, instead of one image
- * after another. A random read of one image fetches that image's only. */
+ * images not yet tried are fetched at once, meta_in_flight of them (default 32) in flight, instead
+ * of one image after another. A random read of one image fetches that image's only. */
 static void read_ahead(zstate *st, int64_t i) {
   int scan = i > 0 && st->last == i - 1;
   st->last = i;
   if (!scan || st->imgs[i].tried || !pb__io_is_url(st->root)) return;
-  int64_t n = 0;
-  while (i + n < st->n && n < PB__AHEAD_IMAGES && !st->imgs[i + n].tried)
-    st->imgs[i + n++].tried = 1;
-  pb__meta_ahead(st, i, n, ahead_one);
+  int64_t n = 0, most = pb__meta_ahead_images(&st->ro);
+  while (i + n < st->n && n < most && !st->imgs[i + n].tried) st->imgs[i + n++].tried = 1;
+  pb__meta_ahead(&st->ro, st, i, n, ahead_one);
 }
 
 static int load_image(zstate *st, int64_t i, zimg **out, struct pb_error *err) {
