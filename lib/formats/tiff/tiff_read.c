@@ -51,7 +51,8 @@ typedef struct tiff_state {
   size_t n;
   tiff_file **files;    /* NULL until scanned */
   unsigned char *tried; /* per file: scanned or read ahead, whether that worked or not */
-  int64_t last;         /* the file meta was last asked for: i + 1 next is a scan */
+  int64_t last;         /* the file meta was last asked for */
+  int run;              /* how many files in a row were asked for in index order before it */
   unsigned char *raw, *dec; /* scratch: compressed bytes, one decoded strip or tile */
   size_t raw_cap, dec_cap;
   pb_read_options ro;   /* how files are read (its cache string is not kept) */
@@ -670,11 +671,13 @@ static void ahead_one(void *ctx, int64_t i) {
   (void)scan_file(st, (size_t)i, &st->files[i], &e);
 }
 
-/* A scan in index order over a URL: the next files' IFDs read at once (meta_ahead.c). */
+/* A scan in index order over a URL (as zarr_dataset.c's: three files in a row): the next
+ * files' IFDs read at once (meta_ahead.c). */
 static void read_ahead(tiff_state *st, int64_t i) {
-  int scan = i > 0 && st->last == i - 1;
+  if (i == st->last) return;
+  st->run = i > 0 && st->last == i - 1 ? st->run + 1 : 0;
   st->last = i;
-  if (!scan || st->tried[i] || st->single || !pb__io_is_url(st->root)) return;
+  if (st->run < 2 || st->tried[i] || st->single || !pb__io_is_url(st->root)) return;
   int64_t n = 0, most = pb__meta_ahead_images(&st->ro);
   while ((size_t)(i + n) < st->n && n < most && !st->tried[i + n]) st->tried[i + n++] = 1;
   pb__meta_ahead(&st->ro, st, i, n, ahead_one);

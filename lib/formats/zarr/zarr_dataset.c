@@ -37,7 +37,8 @@ typedef struct zstate {
   int adir_fd;     /* the array folder of image adir_img, open, or -1: chunks open beneath it */
   int64_t adir_img;
   pb_read_options ro; /* how chunk files are read */
-  int64_t last;       /* the image metadata was last asked for: i + 1 next is a scan */
+  int64_t last;       /* the image metadata was last asked for */
+  int run;            /* how many images in a row were asked for in index order before it */
 } zstate;
 
 static int exists(const char *dir, const char *name) {
@@ -372,13 +373,16 @@ static void ahead_one(void *ctx, int64_t i) {
   if (load_meta(&st->imgs[i], &st->ro, &e) == PB_OK) st->imgs[i].loaded = 1;
 }
 
-/* A scan in index order (image i right after image i - 1) over a URL: the metadata of the next
- * images not yet tried are fetched at once, meta_in_flight of them (default 32) in flight, instead
- * of one image after another. A random read of one image fetches that image's only. */
+/* A scan in index order (image i right after images i - 2 and i - 1; the same image asked for
+ * again, as a read after its meta, breaks no run) over a URL: the metadata of the next images
+ * not yet tried are fetched at once, meta_in_flight of them (default 32) in flight, instead of
+ * one image after another. Random reads fetch only their own images' metadata (two neighbours
+ * in a row by chance is rare; one is not). */
 static void read_ahead(zstate *st, int64_t i) {
-  int scan = i > 0 && st->last == i - 1;
+  if (i == st->last) return;
+  st->run = i > 0 && st->last == i - 1 ? st->run + 1 : 0;
   st->last = i;
-  if (!scan || st->imgs[i].tried || !pb__io_is_url(st->root)) return;
+  if (st->run < 2 || st->imgs[i].tried || !pb__io_is_url(st->root)) return;
   int64_t n = 0, most = pb__meta_ahead_images(&st->ro);
   while (i + n < st->n && n < most && !st->imgs[i + n].tried) st->imgs[i + n++].tried = 1;
   pb__meta_ahead(&st->ro, st, i, n, ahead_one);
