@@ -56,7 +56,7 @@ trap cleanup EXIT
 
 "$pb" gen --out "$work/data" --rows "$images" --size 100x100 --formats ome-zarr >/dev/null 2>&1
 # track 1 on a folder of its own: 200 images, as bench/remote_formats.sh (the open of a remote
-# OME-Zarr folder reads every image's metadata, 2 round trips each)
+# OME-Zarr folder reads every image's metadata, 2 round trips each, 32 images at once)
 [[ $parts == *2* ]] &&
   "$pb" gen --out "$work/small" --rows 200 --size 100x100 --formats ome-zarr,ome-parquet >/dev/null 2>&1
 ((big > 0)) && [[ $parts == *3* ]] &&

@@ -96,11 +96,14 @@ typedef struct pb_read_options {
   int tiff_strips;    /**< TIFF: -1 (default) or 1 uncompressed contiguous strips read straight
                            from the file; 0 every page through libtiff */
   int64_t cache_mb;   /**< OME-Arrow DuckDB reads: block cache per handle in MiB; -1: default */
+  int meta_in_flight; /**< remote folders of OME-Zarr or TIFF images: images whose metadata a
+                           scan in index order reads at once; 0: the default (32), 1: one
+                           image after another (docs/remote.md) */
 } pb_read_options;
 #define PB_READ_OPTIONS_DEFAULTS                                                                \
   {.map = -1, .direct = 0, .block_size = 0, .in_flight = 0, .timeout_s = 0, .retries = -1,      \
    .insecure = 0, .trace_requests = 0, .cache = NULL, .page_reader = -1, .tiff_strips = -1,     \
-   .cache_mb = -1}
+   .cache_mb = -1, .meta_in_flight = 0}
 
 /** Opens path. format: a format name, or NULL to detect it from the path. *out is freed with
  * pb_dataset_free. Errors name the file and the problem. */

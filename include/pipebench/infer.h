@@ -120,13 +120,15 @@ typedef struct pb_train_params {
   void *note_ctx;
   pb_infer_progress_fn progress;
   void *progress_ctx;
+  int reads_in_flight;      /**< the loader's sample reads in flight (pb_loader_params); 0: auto */
+  int64_t bytes_in_flight;  /**< most bytes those reads hold at once; 0: auto */
 } pb_train_params;
 
 #define PB_TRAIN_PARAMS_DEFAULTS                                                               \
   {.data = NULL, .num_images = 256, .model = NULL, .loss = NULL, .dtype = NULL,                \
    .device = NULL, .epochs = 1, .batch_size = 16, .lr = 0.01, .threads = 0, .workers = 0,      \
    .seed = 42, .metrics_path = NULL, .note = NULL, .note_ctx = NULL, .progress = NULL,         \
-   .progress_ctx = NULL}
+   .progress_ctx = NULL, .reads_in_flight = 0, .bytes_in_flight = 0}
 
 PB_API void pb_train_params_init(pb_train_params *params);
 

@@ -79,7 +79,8 @@ static const pb_field_layout train_params_fields[] = {
     F(pb_train_params, workers),      F(pb_train_params, seed),
     F(pb_train_params, metrics_path), F(pb_train_params, note),
     F(pb_train_params, note_ctx),     F(pb_train_params, progress),
-    F(pb_train_params, progress_ctx)};
+    F(pb_train_params, progress_ctx), F(pb_train_params, reads_in_flight),
+    F(pb_train_params, bytes_in_flight)};
 
 static const pb_field_layout train_result_fields[] = {
     F(pb_train_result, backend),          F(pb_train_result, device),

@@ -57,6 +57,18 @@ typedef struct pb_format_vtable {
   int (*clone)(const void *state, void **out, struct pb_error *err);
 } pb_format_vtable;
 
+/** Metadata read ahead (lib/formats/meta_ahead.c): load(ctx, i) for every i in [from, from + n)
+ * on up to `reads` threads at once (opts->meta_in_flight: 0 is PB__AHEAD_READS, at most
+ * PB__AHEAD_MAX), returning when all are done. load must touch only image i's own state and
+ * keep any failure to itself (the caller loads a failed image again in the foreground, where
+ * its error is reported as before). For folders of images over a URL, whose images cost a
+ * request or two each. pb__meta_ahead_images: how many images a scan should hand it at once
+ * (0: none, read one image after another). */
+enum { PB__AHEAD_READS = 32 };
+int64_t pb__meta_ahead_images(const pb_read_options *opts);
+void pb__meta_ahead(const pb_read_options *opts, void *ctx, int64_t from, int64_t n,
+                    void (*load)(void *ctx, int64_t i));
+
 /** The box of an image scaled by 1/scale that covers region: on Y and X from floor(start / scale)
  * to ceil((start + count) / scale), clipped to ceil(size / scale); T, C, Z unchanged. */
 void pb__scaled_box(const pb_region *region, const int64_t shape[PB_NDIM], int scale, pb_region *out);

@@ -320,6 +320,7 @@ static const char *const ENV_PAGES[] = {"PIPEBENCH_PAGE_READER", "PB_OA_DIRECT",
 static const char *const ENV_STRIPS[] = {"PIPEBENCH_TIFF_STRIPS", "PB_TIFF_DIRECT", NULL};
 static const char *const ENV_CACHE[] = {"PIPEBENCH_CACHE_MB", "PB_OA_CACHE_MB", NULL};
 static const char *const ENV_READ_CACHE[] = {"PIPEBENCH_READ_CACHE", NULL};
+static const char *const ENV_META[] = {"PIPEBENCH_META_IN_FLIGHT", NULL};
 
 /* The read cache's text for the life of the process, so that every handle may keep the pointer
  * (a handful of distinct strings: one per cache folder a process uses). */
@@ -379,6 +380,9 @@ void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out) {
   v = o.cache_mb;
   env_int(ENV_CACHE, -1, (long long)1 << 40, &v);
   o.cache_mb = v;
+  v = o.meta_in_flight;
+  env_int(ENV_META, 0, PB__AHEAD_MAX, &v);
+  o.meta_in_flight = v < 0 ? 0 : v > PB__AHEAD_MAX ? PB__AHEAD_MAX : (int)v;
   const char *rc = env_first(ENV_READ_CACHE);
   if (rc != NULL) o.cache = rc;
   o.cache = intern(o.cache); /* handles keep it: formats copy the options they open with */

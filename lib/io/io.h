@@ -132,6 +132,8 @@ int pb__io_check(pb__io_file *f, struct pb_error *err);
  * defaults; out may alias in. Reads the environment on every call (formats call it once per
  * open, through pb_dataset_open_opts). */
 void pb__io_options_resolve(const pb_read_options *in, pb_read_options *out);
+/* The most threads a metadata read ahead uses (pb_read_options.meta_in_flight's bound). */
+enum { PB__AHEAD_MAX = 256 };
 
 /* The on-disk cache of remote reads (lib/io/disk_cache.c). pb__io_cache_dir: PATH of the read
  * option "disk:PATH" (opts->cache, else PIPEBENCH_READ_CACHE), or NULL. get: 1 when the entry

@@ -228,6 +228,8 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
     snprintf(disk, sizeof disk, "disk:%s", params->cache_path);
     ro.cache = disk; /* the I/O layer keeps its own copy */
   }
+  /* reads in flight asked for bound the set-up's metadata scan of a remote folder too */
+  if (params->reads_in_flight > 0) ro.meta_in_flight = params->reads_in_flight;
   rc = pb_dataset_open_opts(path, params->format, &ro, &ds0, err);
   if (rc != PB_OK) goto fail;
   l->count = pb_dataset_count(ds0);

@@ -46,6 +46,7 @@ typedef struct train_run {
   double *epoch_s, *epoch_loss;
   pb_train_result r;
   char device_why[640];   /**< why auto took the cpu ("" otherwise) */
+  int reads_in_flight;    /**< the loader's sample reads in flight (0: no loader) */
 } train_run;
 
 static void tnote(const pb_train_params *p, const char *fmt, ...)
@@ -94,6 +95,10 @@ static int check_params(const pb_train_params *p, train_run *tr, struct pb_error
       p->workers < 0 || !(p->lr >= 0))
     return pb_error_set(err, PB_EINVAL, "epochs, batch size and images must be >= 1; lr, threads "
                                         "and workers >= 0");
+  if (p->reads_in_flight < 0 || p->reads_in_flight > 4096 || p->bytes_in_flight < 0)
+    return pb_error_set(err, PB_EINVAL, "reads in flight must be from 0 to 4096 and bytes in "
+                                        "flight >= 0 (0: auto), not %d and %lld",
+                        p->reads_in_flight, (long long)p->bytes_in_flight);
   return PB_OK;
 }
 
@@ -105,6 +110,7 @@ static int open_source(const train_run *tr, train_src *s, struct pb_error *err) 
      * the loader's normalize with mean 0 and std 1. */
     pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
     lp.batch_size = p->batch_size, lp.workers = p->workers, lp.shuffle = 1;
+    lp.reads_in_flight = p->reads_in_flight, lp.bytes_in_flight = p->bytes_in_flight;
     lp.seed = pb_seed_mix(p->seed, 3, 0), lp.drop_last = 1;
     lp.rank = pb__ranks_rank(), lp.world_size = pb__ranks_size(); /* a rank trains on its shard */
     lp.transform = PB_TRANSFORM_NORMALIZE, lp.mean = 0.0f, lp.std = 1.0f;
@@ -314,6 +320,8 @@ static int write_metrics(const train_run *tr, const train_ranks *g, const char *
   cJSON_AddNumberToObject(j, "lr", p->lr);
   cJSON_AddNumberToObject(j, "threads", r->threads);
   cJSON_AddNumberToObject(j, "workers", p->workers);
+  cJSON_AddNumberToObject(j, "reads_in_flight", tr->reads_in_flight); /* what the loader used */
+  cJSON_AddNumberToObject(j, "bytes_in_flight", (double)p->bytes_in_flight);
   cJSON_AddNumberToObject(j, "seed", (double)p->seed);
   cJSON_AddNumberToObject(j, "steps", (double)r->steps);
   cJSON_AddNumberToObject(j, "total_time_s", r->total_s);
@@ -382,6 +390,7 @@ int pb_train_run(const pb_train_params *params, pb_train_result *result, struct 
   if (rc != PB_OK) return rc;
   rc = check_params(params, &tr, err);
   if (rc == PB_OK) rc = open_source(&tr, &s, err);
+  if (rc == PB_OK && s.ld != NULL) tr.reads_in_flight = pb_loader_reads_in_flight(s.ld);
   if (rc == PB_OK) rc = build_engine(&tr, &s, err);
   if (rc == PB_OK) {
     tnote(params, "device: %s (%s%s%s, %s, %d threads); model %s, %lld parameters; %lld images "

@@ -640,6 +640,8 @@ class _TrainParams(ctypes.Structure):
         ("note_ctx", ctypes.c_void_p),
         ("progress", _PROGRESS_FN),
         ("progress_ctx", ctypes.c_void_p),
+        ("reads_in_flight", ctypes.c_int),
+        ("bytes_in_flight", ctypes.c_int64),
     ]
 
 
@@ -745,15 +747,22 @@ def infer(frameworks="pipebench", model="embed", batch_sizes=(1, 8, 32, 128), it
 
 def train(data="synthetic", model="embed", epochs=1, batch_size=16, lr=0.01,
           loss="cross_entropy", num_images=256, device="auto", threads=0, workers=0, seed=42,
-          metrics_path=None, notes=None):
+          metrics_path=None, notes=None, reads_in_flight=0, bytes_in_flight="0"):
     """Plain SGD training as `pipebench train` does it (a dataset is read through the loader);
-    returns the result as a dict (times in seconds)."""
+    returns the result as a dict (times in seconds). reads_in_flight and bytes_in_flight (bytes,
+    or a string with a K, M or G suffix) are the loader's, as in Loader."""
+    lp = _LoaderParams()  # bytes_in_flight parsed as the loader's own option is
+    _params_init(ctypes.byref(lp))
+    err = _Error()
+    _check(_params_set(ctypes.byref(lp), b"bytes_in_flight", str(bytes_in_flight).encode(), err),
+           err)
     p = _TrainParams()
     _train_init(ctypes.byref(p))
     keep = [_b(data), _b(model), _b(loss), _b(device), _b(metrics_path)]
     p.data, p.model, p.loss, p.device, p.metrics_path = keep
     p.epochs, p.batch_size, p.lr, p.num_images = epochs, batch_size, float(lr), num_images
     p.threads, p.workers, p.seed = threads, workers, seed
+    p.reads_in_flight, p.bytes_in_flight = int(reads_in_flight), lp.bytes_in_flight
     sink = notes if notes is not None else []
     p.note = _note_cb(sink)
     r = _TrainResult()

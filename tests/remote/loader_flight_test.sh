@@ -84,11 +84,12 @@ expect_err "^samples 6 reads 6$" "auto over a URL: a batch's 6 reads at once"
 
 # OME-Zarr (one GET per chunk) through a 2 x 10 ms round trip: N reads in flight are N
 # requests waiting at the proxy at once (one at a time with 1); bytes_in_flight 2400 holds 8
-# reads of 800-byte images to 3
+# reads of 800-byte images to 3. The set-up's scan of the images' metadata, which has its own
+# requests in flight (remote_folder_open), goes one image at a time here: the peak is the epoch's.
 for c in 1:0:1 8:0:8 8:2400:3; do
   n=${c%%:*} bytes=${c#*:} bytes=${bytes%:*} want=${c##*:}
   start --delay 10
-  py /usr/bin/python3 "$work/epoch.py" "$purl/ome-zarr" 8 "$n" "$bytes"
+  py env PIPEBENCH_META_IN_FLIGHT=1 /usr/bin/python3 "$work/epoch.py" "$purl/ome-zarr" 8 "$n" "$bytes"
   stop
   expect_rc 0 "an epoch of OME-Zarr with $n reads in flight, bytes $bytes"
   expect_err "^samples 8 reads $want$" "the loader says $want reads in flight"

@@ -50,6 +50,9 @@ typedef struct tiff_state {
   char **names;
   size_t n;
   tiff_file **files;    /* NULL until scanned */
+  unsigned char *tried; /* per file: scanned or read ahead, whether that worked or not */
+  int64_t last;         /* the file meta was last asked for */
+  int run;              /* how many files in a row were asked for in index order before it */
   unsigned char *raw, *dec; /* scratch: compressed bytes, one decoded strip or tile */
   size_t raw_cap, dec_cap;
   pb_read_options ro;   /* how files are read (its cache string is not kept) */
@@ -127,6 +130,7 @@ static void tiff_close(void *state) {
   if (st == NULL) return;
   for (size_t i = 0; i < st->n; i++) file_free(st->files ? st->files[i] : NULL);
   free(st->files);
+  free(st->tried);
   pb__free_names(st->names, st->n);
   pb_free(st->raw, st->raw_cap);
   pb_free(st->dec, st->dec_cap);
@@ -201,7 +205,9 @@ static int tiff_open(const char *path, const pb_read_options *opts, void **state
     goto fail;
   }
   st->files = calloc(st->n, sizeof *st->files);
-  if (st->files == NULL) {
+  st->tried = calloc(st->n, 1);
+  st->last = -2;
+  if (st->files == NULL || st->tried == NULL) {
     rc = pb_error_set(err, PB_ENOMEM, "out of memory");
     goto fail;
   }
@@ -657,11 +663,33 @@ done:
   return PB_OK;
 }
 
+/* One file scanned on a read-ahead thread: a failure is left for the foreground's scan of that
+ * file, which reports it as before. */
+static void ahead_one(void *ctx, int64_t i) {
+  tiff_state *st = ctx;
+  struct pb_error e;
+  (void)scan_file(st, (size_t)i, &st->files[i], &e);
+}
+
+/* A scan in index order over a URL (as zarr_dataset.c's: three files in a row): the next
+ * files' IFDs read at once (meta_ahead.c). */
+static void read_ahead(tiff_state *st, int64_t i) {
+  if (i == st->last) return;
+  st->run = i > 0 && st->last == i - 1 ? st->run + 1 : 0;
+  st->last = i;
+  if (st->run < 2 || st->tried[i] || st->single || !pb__io_is_url(st->root)) return;
+  int64_t n = 0, most = pb__meta_ahead_images(&st->ro);
+  while ((size_t)(i + n) < st->n && n < most && !st->tried[i + n]) st->tried[i + n++] = 1;
+  pb__meta_ahead(&st->ro, st, i, n, ahead_one);
+}
+
 static int get_file(tiff_state *st, int64_t i, tiff_file **out, struct pb_error *err) {
   if (i < 0 || (size_t)i >= st->n)
     return pb_error_set(err, PB_ERANGE, "%s: image index %lld out of range", st->root,
                         (long long)i);
+  read_ahead(st, i);
   if (st->files[i] == NULL) {
+    st->tried[i] = 1;
     int rc = scan_file(st, (size_t)i, &st->files[i], err);
     if (rc != PB_OK) {
       pb_error_prefix(err, "image %lld: ", (long long)i);

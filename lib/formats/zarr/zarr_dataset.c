@@ -17,6 +17,7 @@ typedef struct zimg {
   char *name;  /* folder name, e.g. img_00000.zarr */
   char *dir;   /* the group's path */
   int loaded;
+  int tried;   /* its metadata was asked for or read ahead, whether that worked or not */
   char *adir;  /* the full-resolution array's folder */
   pb__zarr_array arr;
   double phys[3];
@@ -36,6 +37,8 @@ typedef struct zstate {
   int adir_fd;     /* the array folder of image adir_img, open, or -1: chunks open beneath it */
   int64_t adir_img;
   pb_read_options ro; /* how chunk files are read */
+  int64_t last;       /* the image metadata was last asked for */
+  int run;            /* how many images in a row were asked for in index order before it */
 } zstate;
 
 static int exists(const char *dir, const char *name) {
@@ -144,6 +147,7 @@ static int zarr_open(const char *path, const pb_read_options *opts, void **state
   st->root = strdup(path);
   st->adir_fd = -1;
   st->ro = *opts;
+  st->last = -2;
   size_t cap = 0;
   int rc = is_image_group(path, &st->ro, err);
   if (rc < 0) {
@@ -204,6 +208,7 @@ static int zarr_clone(const void *state, void **out, struct pb_error *err) {
   if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
   st->adir_fd = -1;
   st->ro = src->ro;
+  st->last = -2;
   st->root = strdup(src->root);
   st->imgs = src->n > 0 ? calloc((size_t)src->n, sizeof *st->imgs) : NULL;
   int ok = st->root != NULL && (src->n == 0 || st->imgs != NULL);
@@ -360,9 +365,34 @@ static int load_meta(zimg *im, const pb_read_options *ro, struct pb_error *err) 
   return rc;
 }
 
+/* One image's metadata on a read-ahead thread: a failure is left for the foreground's load of
+ * that image, which reports it as a load one image at a time would. */
+static void ahead_one(void *ctx, int64_t i) {
+  zstate *st = ctx;
+  struct pb_error e;
+  if (load_meta(&st->imgs[i], &st->ro, &e) == PB_OK) st->imgs[i].loaded = 1;
+}
+
+/* A scan in index order (image i right after images i - 2 and i - 1; the same image asked for
+ * again, as a read after its meta, breaks no run) over a URL: the metadata of the next images
+ * not yet tried are fetched at once, meta_in_flight of them (default 32) in flight, instead of
+ * one image after another. Random reads fetch only their own images' metadata (two neighbours
+ * in a row by chance is rare; one is not). */
+static void read_ahead(zstate *st, int64_t i) {
+  if (i == st->last) return;
+  st->run = i > 0 && st->last == i - 1 ? st->run + 1 : 0;
+  st->last = i;
+  if (st->run < 2 || st->imgs[i].tried || !pb__io_is_url(st->root)) return;
+  int64_t n = 0, most = pb__meta_ahead_images(&st->ro);
+  while (i + n < st->n && n < most && !st->imgs[i + n].tried) st->imgs[i + n++].tried = 1;
+  pb__meta_ahead(&st->ro, st, i, n, ahead_one);
+}
+
 static int load_image(zstate *st, int64_t i, zimg **out, struct pb_error *err) {
   zimg *im = &st->imgs[i];
+  read_ahead(st, i);
   if (!im->loaded) {
+    im->tried = 1;
     int rc = load_meta(im, &st->ro, err);
     if (rc != PB_OK) {
       pb_error_prefix(err, "image %lld: ", (long long)i);
