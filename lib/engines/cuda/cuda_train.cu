@@ -15,8 +15,10 @@
  * unbiased variance, as torch), ReLU, residual add, max pool, global average pool, linear
  * (cuBLASLt) as the last layer; and the token layers of vit_b_16 (patch embedding, layer norm,
  * linear layers over tokens with GELU and residuals, attention, the class token), in
- * cuda_train_vit.cuh, which this file includes. Every forward tensor is kept; gradients share a pool whose
- * buffers are reused once their layer's backward has run (planned at creation). */
+ * cuda_train_vit.cuh, which this file includes. Forward tensors and gradients live in one arena
+ * (cuda_train_arena.cuh) planned at creation: a convolution's saved tensors and a gradient go
+ * back to it once the backward step that reads them last is queued, and later gradients take
+ * their place. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,7 @@
 #include "engines/cuda/cuda_shared.h"
 #include "engines/cuda/cuda_train.h"
 #include "engines/cuda/cuda_train_kernels.cuh"
+#include "engines/cuda/cuda_train_arena.cuh"
 
 using namespace pbt;
 
@@ -89,6 +92,14 @@ struct ct_val {
   int64_t per = 0;   /* values per image */
   int c = 0, h = 0, w = 0; /* tokens: c is the row length, h the rows per image, w 1 */
   const void *gelu_of = NULL; /* y lives in shared scratch: the backward recomputes gelu(gelu_of) */
+  /* a convolution's output that is not kept (conv_op): 1 read only by residual adds in the
+   * forward; 2 read by one convolution, recomputed for its backward from the kept z (rz) with
+   * the same batch norm map (rco) or bias (rbias) and ReLU */
+  int transient = 0;
+  const void *rz = NULL;
+  const float *rco = NULL, *rbias = NULL;
+  int64_t rtotal = 0;
+  int rK = 0;
 };
 
 #define CT_LT_CANDIDATES 8
@@ -124,6 +135,12 @@ struct ct_engine {
   std::vector<ct_val> vals;
   std::vector<int> cur; /* graph tensor id -> current value */
   std::vector<ct_buf> pool;
+  ct_arena arena; /* forward tensors and gradients, when on (cuda_train_arena.cuh) */
+  /* the graph's values (a tensor id at one version: an op writing into its residual makes a new
+   * one) per op, their uses in the forward, uses left while the forward is planned, and the
+   * val each became */
+  std::vector<int> in_gv, res_gv, out_gv, gv_uses, gv_conv_in, gv_pool_in, gv_res, gv_left, gv_val;
+  int recompute = 0; /* PIPEBENCH_CUDA_RECOMPUTE=1: transient kind 2 too (conv_op) */
   std::vector<ct_step> fwd, bwd;
   std::vector<std::string> fwd_labels, bwd_labels; /* per step (PIPEBENCH_CUDA_PROFILE) */
   std::vector<std::function<int(struct pb_error *)>> bwd_plan; /* built in forward order */
@@ -247,13 +264,27 @@ static int val_new(ct_engine *o, int c, int h, int w, size_t es, struct pb_error
   ct_val v;
   v.c = c, v.h = h, v.w = w;
   v.per = (int64_t)c * h * w;
-  TALLOC(v.y, void *, (size_t)(o->N * v.per) * es, &o->bytes_act);
+  size_t bytes = (size_t)(o->N * v.per) * es;
+  if (o->arena.on) {
+    int rc = 0;
+    v.y = arena_alloc(&o->arena, bytes, err, &rc);
+    if (v.y == NULL) return rc;
+  } else {
+    TALLOC(v.y, void *, bytes, &o->bytes_act);
+  }
   o->vals.push_back(v);
   *id = (int)o->vals.size() - 1;
   return 0;
 }
 
 static int pool_get(ct_engine *o, size_t size, struct pb_error *err) {
+  if (o->arena.on) { /* a buffer of its own; pool_put gives its bytes back to the arena */
+    int rc = 0;
+    void *p = arena_alloc(&o->arena, size, err, &rc);
+    if (p == NULL) return rc;
+    o->pool.push_back(ct_buf{p, size, 1});
+    return (int)o->pool.size() - 1;
+  }
   int best = -1;
   for (int i = 0; i < (int)o->pool.size(); i++)
     if (!o->pool[(size_t)i].busy && o->pool[(size_t)i].size >= size &&
@@ -281,9 +312,24 @@ static int grad_of(ct_engine *o, int v, struct pb_error *err) {
   return 0;
 }
 
+/* Pool buffer b is free for the plan's later steps. */
+static void pool_put(ct_engine *o, int b) {
+  ct_buf &pb = o->pool[(size_t)b];
+  if (!pb.busy) return;
+  pb.busy = 0;
+  if (o->arena.on) arena_free(&o->arena, pb.p); /* never handed out again from the pool */
+}
+
 static void grad_done(ct_engine *o, int v) {
   ct_val &x = o->vals[(size_t)v];
-  if (x.pool >= 0) o->pool[(size_t)x.pool].busy = 0;
+  if (x.pool >= 0) pool_put(o, x.pool);
+}
+
+/* Value v's forward tensor is read by no step planned after this one (its layer's backward is
+ * queued): its bytes go back to the arena. */
+static void val_done(ct_engine *o, int v) {
+  ct_val &x = o->vals[(size_t)v];
+  if (x.y != NULL && arena_owns(&o->arena, x.y)) arena_free(&o->arena, x.y);
 }
 
 /* ---- convolution ------------------------------------------------------------------------- */
@@ -451,11 +497,38 @@ static int conv_bwd_data_algo(ct_engine *o, const conv_ctx &c, void *dz, void *d
   return 0;
 }
 
+/* A transient input (kind 2, conv_op) is made again for the backward of the convolution that
+ * reads it: the same map over the kept z as the forward's, so the same values bit for bit. Its
+ * own layer's backward, planned next, reads it too and then gives it back (val_done). */
+template <typename T> static int recompute_input(ct_engine *o, int v, struct pb_error *err) {
+  ct_val &x = o->vals[(size_t)v];
+  if (x.transient != 2 || x.y != NULL) return 0;
+  int rc = 0;
+  void *y = arena_alloc(&o->arena, (size_t)x.rtotal * sizeof(T), err, &rc);
+  if (y == NULL) return rc;
+  x.y = y;
+  const T *z = (const T *)x.rz;
+  const float *co = x.rco, *bias = x.rbias;
+  int64_t total = x.rtotal;
+  int K = x.rK;
+  cudaStream_t st = o->st;
+  o->bwd.push_back([=](struct pb_error *e2) -> int {
+    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(z, (T *)y, NULL, co, bias, total, K, 1);
+    return kcheck(e2, "batch norm and ReLU, recomputed");
+  });
+  o->bwd_labels.push_back("bn_relu_recompute");
+  return 0;
+}
+
 /* The convolution's backward, planned in reverse order once the forward is known: batch norm
  * (or bias) and ReLU backward with the residual's gradient, then the filter's and the input's
  * gradients. */
 template <typename T>
-static int conv_backward(ct_engine *oo, const conv_ctx &c, struct pb_error *err) {
+static int conv_backward(ct_engine *oo, const conv_ctx &c_fwd, struct pb_error *err) {
+  conv_ctx c = c_fwd;
+  PB_RETURN_NOT_OK(recompute_input<T>(oo, c.vin, err));
+  c.x = oo->vals[(size_t)c.vin].y; /* the input as its backward reads it (maybe recomputed) */
+  c.a = oo->vals[(size_t)c.va].y; /* NULL where not kept: the kernels take ReLU's mask from z */
   PB_RETURN_NOT_OK(grad_of(oo, c.va, err));
   void *da = oo->vals[(size_t)c.va].dy;
   int bz = pool_get(oo, (size_t)c.total * sizeof(T), err);
@@ -498,14 +571,14 @@ static int conv_backward(ct_engine *oo, const conv_ctx &c, struct pb_error *err)
     if (need_sums) {
       k_colsum<T><<<dim3((unsigned)c.chunks, (unsigned)c.groups), PBT_THREADS, 0, st>>>(
           mode, (const T *)c.z, (const T *)da, (const T *)c.a, c.relu, c.mean, c.invstd, c.M, c.K,
-          c.rpc, p0, p1);
+          c.rpc, p0, p1, c.co_f);
       k_colsum_finish<<<(c.K + 31) / 32, dim3(32, 32), 0, st>>>(
           mode, p0, p1, c.chunks, c.K, c.M, c.eps, 0.f, c.mean, c.invstd, NULL, NULL, dbet, dgam,
           gam, NULL, c.co_b);
     }
     k_bn_backward<T><<<grid_of(c.total / PBT_VEC), 256, 0, st>>>(
         (const T *)da, (const T *)c.a, (const T *)c.z, (T *)dz, (T *)dres, res_add,
-        c.bn ? c.co_b : NULL, c.total, c.K, c.relu);
+        c.bn ? c.co_b : NULL, c.total, c.K, c.relu, c.co_f);
     return kcheck(e2, "batch norm backward");
   });
   oo->bwd_labels.push_back("bn_relu_bwd");
@@ -525,9 +598,78 @@ static int conv_backward(ct_engine *oo, const conv_ctx &c, struct pb_error *err)
     });
     oo->bwd_labels.push_back("conv_bwd_data");
   }
-  oo->pool[(size_t)bz].busy = 0;
+  pool_put(oo, bz);
   grad_done(oo, c.va);
+  val_done(oo, c.vz);
+  val_done(oo, c.va);
   return 0;
+}
+
+/* The graph's values and their uses in the forward (see ct_engine.in_gv). */
+static void value_uses(ct_engine *o, const pb__graph *g) {
+  std::vector<int> ver((size_t)g->n_tensors, -1);
+  int n = 0;
+  ver[0] = n++;
+  size_t ops = (size_t)g->n_ops;
+  o->in_gv.assign(ops, -1), o->res_gv.assign(ops, -1), o->out_gv.assign(ops, -1);
+  for (size_t i = 0; i < ops; i++) {
+    const pb__op *op = &g->ops[i];
+    if (op->in >= 0) o->in_gv[i] = ver[(size_t)op->in];
+    if (op->res >= 0) o->res_gv[i] = ver[(size_t)op->res];
+    o->out_gv[i] = ver[(size_t)op->out] = n++;
+  }
+  o->gv_uses.assign((size_t)n, 0), o->gv_conv_in.assign((size_t)n, 0), o->gv_res.assign((size_t)n, 0);
+  o->gv_pool_in.assign((size_t)n, 0);
+  o->gv_val.assign((size_t)n, -1);
+  for (size_t i = 0; i < ops; i++) {
+    int in = o->in_gv[i], res = o->res_gv[i];
+    pb__op_kind k = g->ops[i].kind;
+    if (in >= 0) o->gv_uses[(size_t)in]++, o->gv_conv_in[(size_t)in] += k == PB__OP_CONV;
+    if (in >= 0) o->gv_pool_in[(size_t)in] += k == PB__OP_MAXPOOL || k == PB__OP_GAP;
+    if (res >= 0) o->gv_uses[(size_t)res]++, o->gv_res[(size_t)res]++;
+  }
+  o->gv_left = o->gv_uses;
+  o->gv_val[0] = 0;
+}
+
+/* Whether convolution gi's output (val va) need not be kept until the backward (with the
+ * arena). Kind 1: no ReLU, read only by residual adds (an add's backward needs no values, and
+ * batch norm's backward reads the output only for ReLU's mask). Kind 3: ReLU after batch norm,
+ * no residual, read only by poolings (whose backward needs no input values): the mask is
+ * remade from the kept z with the forward's map (k_bn_backward's mco). Both cost nothing. Kind
+ * 2 (PIPEBENCH_CUDA_RECOMPUTE=1): ReLU without residual, read by one convolution only, remade
+ * from the kept z for that convolution's backward (recompute_input): one more pass over z per
+ * step, against keeping the tensor through the step (ResNet-50: 1.6 GiB less at batch 256, a
+ * few percent slower). */
+static void mark_transient(ct_engine *o, int gi, int va, int relu, int vres, int bn, const void *z,
+                           const float *co, const float *bias, int64_t total, int K) {
+  if (!o->arena.on) return;
+  int gv = o->out_gv[(size_t)gi];
+  ct_val &v = o->vals[(size_t)va];
+  int uses = o->gv_uses[(size_t)gv];
+  if (uses == 0) return;
+  if (!relu && o->gv_res[(size_t)gv] == uses) {
+    v.transient = 1;
+  } else if (relu && bn && vres < 0 && o->gv_pool_in[(size_t)gv] == uses) {
+    v.transient = 3;
+  } else if (o->recompute && relu && vres < 0 && uses == 1 && o->gv_conv_in[(size_t)gv] == 1) {
+    v.transient = 2;
+    v.rz = z, v.rco = co, v.rbias = bias, v.rtotal = total, v.rK = K;
+  }
+}
+
+/* Op gi is planned: the values it read that no later op of the forward reads, and that are
+ * transient, go back to the arena (the pointer is dropped: a later buffer may take the place). */
+static void forward_done(ct_engine *o, const pb__graph *g, int gi) {
+  o->gv_val[(size_t)o->out_gv[(size_t)gi]] = o->cur[(size_t)g->ops[gi].out];
+  int read[2] = {o->in_gv[(size_t)gi], o->res_gv[(size_t)gi]};
+  for (int u : read) {
+    if (u < 0 || --o->gv_left[(size_t)u] > 0) continue;
+    int v = o->gv_val[(size_t)u];
+    if (v < 0 || !o->vals[(size_t)v].transient) continue;
+    arena_free(&o->arena, o->vals[(size_t)v].y);
+    o->vals[(size_t)v].y = NULL;
+  }
 }
 
 /* Convolution op (graph op `op`) with its batch norm (or bias), residual and ReLU. */
@@ -558,6 +700,9 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     TALLOC(c.co_f, float *, (size_t)K * 2 * 4, &o->bytes_act);
     TALLOC(c.co_b, float *, (size_t)K * 3 * 4, &o->bytes_act);
   }
+  mark_transient(o, (int)(op - g->ops), c.va, c.relu, c.vres, c.bn, o->vals[(size_t)c.vz].y,
+                 c.bn ? c.co_f : NULL, c.bn ? NULL : (c.pb >= 0 ? o->params[(size_t)c.pb].w : NULL),
+                 c.total, K);
   if (c.total >= ((int64_t)1 << 31) || o->N * H * W * Cs >= ((int64_t)1 << 31))
     return pbc_err(err, PB_EUNSUPPORTED, "training: %s's activations hold 2^31 values or more "
                    "(batch %lld is too large for it)", g->params[op->w].name, (long long)o->N);
@@ -662,6 +807,7 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
     });
     oo->bwd_labels.push_back(gap ? "gap_bwd" : "maxpool_bwd");
     grad_done(oo, vo);
+    val_done(oo, vo);
     return 0;
   });
   return 0;
@@ -932,6 +1078,10 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   const pb__tshape &s0 = g->tensors[0];
   o->c0 = (int)s0.c, o->h0 = (int)s0.h, o->w0 = (int)s0.w;
   o->cp0 = sizeof(T) == 2 ? (o->c0 + 7) / 8 * 8 : o->c0;
+  arena_init(&o->arena, o->dev);
+  const char *rce = getenv("PIPEBENCH_CUDA_RECOMPUTE");
+  o->recompute = rce && *rce ? atoi(rce) != 0 : 0;
+  value_uses(o, g);
   int v0;
   PB_RETURN_NOT_OK(val_new(o, o->cp0, o->h0, o->w0, sizeof(T), err, &v0));
   o->x0 = o->vals[0].y;
@@ -991,6 +1141,7 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
     default: rc = pbc_err(err, PB_EUNSUPPORTED, "%s: layer kind %d has no training step", g->model, (int)op->kind);
     }
     if (rc != 0) return rc;
+    forward_done(o, g, i);
   }
   if (g->ops[g->n_ops - 1].kind != PB__OP_LINEAR)
     return pbc_err(err, PB_EUNSUPPORTED, "training: %s does not end in a linear layer", g->model);
@@ -998,6 +1149,7 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
    * once their layer's backward is queued */
   for (size_t i = o->bwd_plan.size(); i-- > 0;) PB_RETURN_NOT_OK(o->bwd_plan[i](err));
   o->bwd_plan.clear();
+  o->bytes_act += (int64_t)o->arena.mapped; /* the plan's peak, as mapped */
   PB_RETURN_NOT_OK(workspace_shrink(o, err));
   /* the SGD table */
   std::vector<sgd_param> sp;
@@ -1037,6 +1189,7 @@ void pbc_train_free(pbc_train *t) {
   for (auto d : o->fds) cudnnDestroyFilterDescriptor(d);
   for (auto d : o->cds) cudnnDestroyConvolutionDescriptor(d);
   for (auto &a : o->allocs) cudaFree(a.first);
+  arena_destroy(&o->arena);
   if (o->host) cudaFreeHost(o->host);
   delete o;
 }

@@ -29,7 +29,8 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const v8<T> &v) 
 
 /* Column sums over M rows of C channels (NHWC: rows are n*h*w), per chunk of rows, into
  * p0[chunk * C + c] and p1[...]. mode 0: z and z^2 (batch statistics). mode 1 (backward of
- * batch norm): du = da * (relu ? a > 0 : 1) and du * xhat, xhat = (z - mean) * invstd. mode 2
+ * batch norm): du = da * (relu ? a > 0 : 1) and du * xhat, xhat = (z - mean) * invstd; with a
+ * NULL under ReLU the mask comes from z and mco, the forward's map (co_f). mode 2
  * (bias gradient): du only. Threads: tpr per row (C / VEC, at most 256), rows in parallel
  * 256 / tpr; blockIdx.y picks a group of 256 * VEC channels. */
 template <typename T>
@@ -37,19 +38,22 @@ __global__ void __launch_bounds__(PBT_THREADS)
     k_colsum(int mode, const T *__restrict__ z, const T *__restrict__ da, const T *__restrict__ a,
              int relu, const float *__restrict__ mean, const float *__restrict__ invstd,
              int64_t M, int C, int64_t rows_per_chunk, float *__restrict__ p0,
-             float *__restrict__ p1) {
+             float *__restrict__ p1, const float *__restrict__ mco = NULL) {
   __shared__ float s0[PBT_THREADS * PBT_VEC], s1[PBT_THREADS * PBT_VEC];
   const int cv = C / PBT_VEC;
   const int tpr = cv < PBT_THREADS ? cv : PBT_THREADS, R = PBT_THREADS / tpr;
   const int tx = threadIdx.x % tpr, ty = threadIdx.x / tpr;
   const int c0 = (blockIdx.y * tpr + tx) * PBT_VEC;
   const bool live = ty < R && c0 < C;
-  float a0[PBT_VEC], a1[PBT_VEC], mu[PBT_VEC], is[PBT_VEC];
+  float a0[PBT_VEC], a1[PBT_VEC], mu[PBT_VEC], is[PBT_VEC], mk[PBT_VEC], mb[PBT_VEC];
+  const bool from_z = relu && a == NULL; /* ReLU's mask from z and the forward's map mco */
 #pragma unroll
   for (int j = 0; j < PBT_VEC; j++) {
     a0[j] = a1[j] = 0.f;
     mu[j] = (mode == 1 && live) ? mean[c0 + j] : 0.f;
     is[j] = (mode == 1 && live) ? invstd[c0 + j] : 0.f;
+    mk[j] = (from_z && live) ? mco[c0 + j] : 0.f;
+    mb[j] = (from_z && live) ? mco[C + c0 + j] : 0.f;
   }
   int64_t r0 = blockIdx.x * rows_per_chunk, r1 = r0 + rows_per_chunk;
   if (r1 > M) r1 = M;
@@ -66,12 +70,14 @@ __global__ void __launch_bounds__(PBT_THREADS)
         }
       } else {
         v8<T> dv = ld8(da + at), av, zv;
-        if (relu) av = ld8(a + at);
-        if (mode == 1) zv = ld8(z + at);
+        if (relu && !from_z) av = ld8(a + at);
+        if (mode == 1 || from_z) zv = ld8(z + at);
 #pragma unroll
         for (int j = 0; j < PBT_VEC; j++) {
           float d = tof(dv.x[j]);
-          if (relu && !(tof(av.x[j]) > 0.f)) d = 0.f;
+          /* the forward's value, rounded as it stored it: the same mask bit for bit */
+          float m = from_z ? tof(fromf<T>(fmaf(tof(zv.x[j]), mk[j], mb[j]))) : relu ? tof(av.x[j]) : 1.f;
+          if (relu && !(m > 0.f)) d = 0.f;
           a0[j] += d;
           if (mode == 1) a1[j] += d * (tof(zv.x[j]) - mu[j]) * is[j];
         }
@@ -180,27 +186,32 @@ __global__ void k_bn_apply(const T *__restrict__ z, T *__restrict__ out, const T
   }
 }
 
-/* Backward of k_bn_apply. du = da * (relu ? a > 0 : 1). With batch norm (co not NULL, the map
+/* Backward of k_bn_apply. du = da * (relu ? a > 0 : 1); a NULL: the mask from z and mco, the
+ * forward's map (as k_colsum). With batch norm (co not NULL, the map
  * of k_colsum_finish's mode 1): dz = co[c] du + co[C + c] z + co[2C + c]; without: dz = du.
  * dres (may be NULL) gets du, added to what it holds when res_add. Eight channels a thread. */
 template <typename T>
 __global__ void k_bn_backward(const T *__restrict__ da, const T *__restrict__ a,
                               const T *__restrict__ z, T *__restrict__ dz, T *__restrict__ dres,
                               int res_add, const float *__restrict__ co, int64_t total, int C,
-                              int relu) {
+                              int relu, const float *__restrict__ mco = NULL) {
   const int nv = (int)(total / PBT_VEC);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
     const int c0 = (i * PBT_VEC) % C;
     const int64_t at = (int64_t)i * PBT_VEC;
     v8<T> dv = ld8(da + at), av, zv, rv, gv;
-    v8<float> k1, k2, k3;
-    if (relu) av = ld8(a + at);
-    if (co != NULL) zv = ld8(z + at), k1 = ld8(co + c0), k2 = ld8(co + C + c0), k3 = ld8(co + 2 * C + c0);
+    v8<float> k1, k2, k3, m1, m2;
+    const bool from_z = relu && a == NULL; /* ReLU's mask from z and the forward's map mco */
+    if (relu && !from_z) av = ld8(a + at);
+    if (co != NULL || from_z) zv = ld8(z + at);
+    if (co != NULL) k1 = ld8(co + c0), k2 = ld8(co + C + c0), k3 = ld8(co + 2 * C + c0);
+    if (from_z) m1 = ld8(mco + c0), m2 = ld8(mco + C + c0);
     if (dres != NULL && res_add) rv = ld8(dres + at);
 #pragma unroll
     for (int j = 0; j < PBT_VEC; j++) {
       float d = tof(dv.x[j]);
-      if (relu && !(tof(av.x[j]) > 0.f)) d = 0.f;
+      float m = from_z ? tof(fromf<T>(fmaf(tof(zv.x[j]), m1.x[j], m2.x[j]))) : relu ? tof(av.x[j]) : 1.f;
+      if (relu && !(m > 0.f)) d = 0.f;
       if (dres != NULL) rv.x[j] = fromf<T>(res_add ? tof(rv.x[j]) + d : d);
       gv.x[j] = fromf<T>(co != NULL ? fmaf(k1.x[j], d, fmaf(k2.x[j], tof(zv.x[j]), k3.x[j])) : d);
     }

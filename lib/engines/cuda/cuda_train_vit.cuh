@@ -113,7 +113,7 @@ static int patch_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct p
       return lt_run(oo, bw, rows, dp, gw, e2);
     });
     oo->bwd_labels.push_back("patch_bwd");
-    oo->pool[(size_t)bp].busy = 0;
+    pool_put(oo, bp);
     grad_done(oo, vo);
     return 0;
   });
@@ -241,7 +241,7 @@ template <typename T> static void token_linear_plan(ct_engine *o, tl_plan q) {
       return lt_run_c(oo, q.bd, q.wt, dz, dx, dx, 1.f, bx, e2);
     });
     oo->bwd_labels.push_back(q.pre != NULL ? "linear_gelu_bwd" : "linear_tokens_bwd");
-    if (bp >= 0) oo->pool[(size_t)bp].busy = 0;
+    if (bp >= 0) pool_put(oo, bp);
     grad_done(oo, q.vo);
     return 0;
   });
