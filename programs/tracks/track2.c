@@ -31,7 +31,7 @@ static const char *const t2_schema[] = {
     T2_MEMCPY_FRACTION, "bytes_read_per_sec", "read_s", "decompress_s", "decode_s", "convert_s",
     "collate_s", "preload_s", "preload_bytes", PB__COL_TIMER_OVERHEAD_FRACTION,
     PB__COL_TIMER_LIMITED, "peer_version", T2_OVER_PEER, PB__RANK_COLUMNS, PB__COL_ENGINE,
-    PB__IO_COLUMNS, NULL};
+    PB__IO_COLUMNS, T2_DECODE, NULL};
 
 /* ---- measuring ------------------------------------------------------------------------------- */
 
@@ -169,6 +169,7 @@ static double t2_row(pb_run_ctx *c, pb_table *t, const t2_config *cf, const pb_l
   const pb__window *w = &m->w;
   pb__row_common(c, t, c->formats[cf->fi], cf->r);
   pb_table_set_str(t, T2_LOADER, "pipebench");
+  pb_table_set_str(t, T2_DECODE, "cpu"); /* the loader's workers */
   pb_table_set_str(t, T2_CACHE, cache_names[cf->cache]);
   pb_table_set_i64(t, T2_BATCH_SIZE, cf->bs);
   pb_table_set_i64(t, T2_NUM_WORKERS, cf->workers);

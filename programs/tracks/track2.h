@@ -6,6 +6,9 @@
 #include "tracks/harness.h"
 
 #define T2_LOADER "loader"
+/* where each image was decoded: "cpu" (the loader's workers, the peer's, the Lance engine's; track
+ * 2 has no GPU path, track 3 has its own column) */
+#define T2_DECODE "decode"
 #define T2_CACHE "cache"
 #define T2_BATCH_SIZE "batch_size"
 #define T2_NUM_WORKERS "num_workers"

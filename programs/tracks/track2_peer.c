@@ -92,6 +92,7 @@ static int run_peer(pb_run_ctx *c, pb_table *t, int fi, const char *cache, const
     pb__row_common(c, t, c->formats[fi], (int)rep);
     const cJSON *ln = cJSON_GetObjectItem(row, "loader"); /* image folders: PIL or decode_jpeg */
     pb_table_set_str(t, T2_LOADER, cJSON_IsString(ln) ? ln->valuestring : "torch-dataloader");
+    pb_table_set_str(t, T2_DECODE, "cpu"); /* the DataLoader's worker processes */
     pb_table_set_str(t, "peer_version", cJSON_IsString(torch_v) ? torch_v->valuestring : "");
     pb_table_set_str(t, T2_CACHE, cache);
     pb_table_set_i64(t, T2_BATCH_SIZE, bs);

@@ -130,6 +130,7 @@ static int track2_rows(pb_run_ctx *c, pb_table *t, pb_lance *l, int fi, const ch
       pb__row_common(c, t, c->formats[fi], r);
       pb_table_set_str(t, PB__COL_ENGINE, engine);
       pb_table_set_str(t, T2_LOADER, "lancedb-node");
+      pb_table_set_str(t, T2_DECODE, "cpu"); /* the Node helper */
       pb_table_set_str(t, T2_CACHE, "none");
       pb_table_set_i64(t, T2_BATCH_SIZE, bss[b]);
       pb_table_set_i64(t, T2_NUM_WORKERS, 0);

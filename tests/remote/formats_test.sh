@@ -133,6 +133,7 @@ for track in ("track1", "track2"):
     # the round trip this run measured to the server, and the loader's requests in flight
     assert all(0 < float(r["endpoint_rtt_ms"]) < 10000 for r in rows), rows
     assert all(float(r["requests_in_flight_mean"]) > 0 for r in raw), raw
+    assert track == "track1" or all(r["decode"] == "cpu" for r in rows), rows
 import json
 ep = json.load(open(f"{sys.argv[1]}/pipebench_summary.json"))["calibration"]["endpoint"]
 assert ep["scheme"] == "http" and ep["rtt_ms_p50"] > 0 and ep["object"].startswith("http://"), ep
