@@ -1091,12 +1091,17 @@ static int prepare_all(revs_ctx *c, int *first_error, struct pb_error *err) {
   return PB_OK;
 }
 
-/* The timed rounds: each ready task once per round. Returns as prepare_all does. */
+/* The timed rounds: each ready task once per round, in the listed order on even rounds and the
+ * reverse on odd ones (A B C, C B A, A B C, ...), so that no task always runs right after
+ * another: an effect of the place in the round (what the last run left in the caches, its exit
+ * still being cleaned up) falls on every task alike instead of on one side of a comparison.
+ * Returns as prepare_all does. */
 static int run_rounds(revs_ctx *c, int *first_error, struct pb_error *err) {
   const pb_revs_params *p = c->p;
   struct pb_error terr;
   for (int r = 0; *first_error == PB_OK && r < p->repeats; r++) {
-    for (size_t i = 0; i < c->nts && *first_error == PB_OK; i++) {
+    for (size_t k = 0; k < c->nts && *first_error == PB_OK; k++) {
+      size_t i = r % 2 == 0 ? k : c->nts - 1 - k;
       task_state *s = &c->ts[i];
       if (!s->ready) continue;
       char what[300];
