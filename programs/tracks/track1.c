@@ -391,7 +391,16 @@ static void t1_answer(pb__report_doc *d, const pb_table *t, const cJSON *sum) {
   int cold = state != NULL && strcmp(state, "cold") == 0;
   double lim = pb__report_json_num(sum, "calibration", cold ? "read_cold_gbps" : "read_warm_gbps");
   char lim_text[256] = "";
-  if (isfinite(bytes) && isfinite(sps) && lim > 0)
+  /* data at a URL: the sample's time in the round trips this run measured to the endpoint (a
+   * local file-read limit says nothing there) */
+  double rtt = pb__report_median(t, PB__COL_ENDPOINT_RTT, fl, 4, NULL);
+  double rpi = pb__report_median(t, PB__COL_REQUESTS_PER_IMAGE, fl, 4, NULL);
+  char per[64] = "";
+  if (isfinite(rpi)) snprintf(per, sizeof per, ", %.2f requests per image", rpi);
+  if (isfinite(rtt) && rtt > 0 && isfinite(p50[bi]))
+    snprintf(lim_text, sizeof lim_text, " Its data is remote: at the %.1f ms round trip measured in this run, a sample takes %.2f round trips%s.",
+             rtt, p50[bi] * 1e3 / rtt, per);
+  else if (isfinite(bytes) && bytes > 0 && isfinite(sps) && lim > 0)
     snprintf(lim_text, sizeof lim_text, " It reads %.3f GB/s from its files, %.1f%% of this machine's %s file-read limit (%.2f GB/s).",
              bytes * sps / 1e9, 100.0 * bytes * sps / 1e9 / lim, cold ? "cold" : "warm", lim);
   pb__report_li(d, "**Fastest format for random access: %s** (track 1: random order, %s, no cache; median p50 %s per sample%s).%s",

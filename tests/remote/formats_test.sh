@@ -141,6 +141,8 @@ PY
 expect_rc 0 "track 1 and 2 rows carry endpoint, requests and bytes per image, round trip and in flight"
 if grep -q 'Remote data.*needs [0-9]* requests in flight to reach' "$work/res/report.md"; then pass
 else fail "the report says how many requests in flight each format needs"; fi
+if grep -q 'Its data is remote: at the [0-9.]* ms round trip measured in this run, a sample takes [0-9.]* round trips' "$work/res/report.md"
+then pass; else fail "the report gives track 1's sample time in round trips"; fi
 
 # infer --data-source and the Python Dataset and Loader take the URL; a password stays out of
 # the results
