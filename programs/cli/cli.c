@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "pipebench/loader.h"
 #include "pipebench/results.h"
 
 static int find_opt(const cli_command *cmd, const char *name, size_t len) {
@@ -510,4 +511,22 @@ int cli_remote_apply(const cli_args *a) {
     setenv("PIPEBENCH_IN_FLIGHT", v, 1);
   }
   return CLI_OK;
+}
+
+int cli_set_bytes_in_flight(void *params, void *field, const cli_opt *o, const char *cmd,
+                            const char *value) {
+  (void)params, (void)o;
+  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
+  struct pb_error e;
+  if (pb_loader_params_set(&lp, "bytes_in_flight", value, &e) != PB_OK)
+    return cli_usage_error(cmd, "--bytes-in-flight: '%s' is not a size (bytes, or N with a K, M "
+                           "or G suffix; 0: auto)", value);
+  *(int64_t *)field = lp.bytes_in_flight;
+  return CLI_OK;
+}
+
+void cli_show_i64(const void *params, const cli_opt *o, char *buf, size_t size) {
+  int64_t v;
+  memcpy(&v, (const char *)params + o->offset, sizeof v);
+  snprintf(buf, size, "%lld", (long long)v);
 }

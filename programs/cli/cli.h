@@ -116,6 +116,13 @@ void cli_print_options_json(const cli_command *cmd, FILE *f);
 void cli_default_text(const cli_command *cmd, const cli_opt *o, char *buf, size_t size);
 /** Prints "pipebench CMD: message" and the help hint to stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** Setter of an int64_t field given as a size the way the loader's bytes_in_flight is (bytes, or
+ * N with a K, M or G suffix; 0: auto): run's and train's --bytes-in-flight. */
+int cli_set_bytes_in_flight(void *params, void *field, const struct cli_opt *o, const char *cmd,
+                            const char *value);
+/** Shower of an int64_t field: its default as a decimal number. */
+void cli_show_i64(const void *params, const struct cli_opt *o, char *buf, size_t size);
 /** Prints "pipebench CMD: message" to stderr; returns CLI_FAIL. */
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Is stderr a terminal (progress lines are drawn only then)? */

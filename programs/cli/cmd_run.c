@@ -18,24 +18,6 @@
 #define P pb_run_params
 static const P run_defaults = PB_RUN_PARAMS_DEFAULTS;
 
-/* --bytes-in-flight SIZE: parsed as the loader's own option is (K, M, G suffixes). */
-static int set_bytes_in_flight(void *params, void *field, const cli_opt *o, const char *cmd,
-                               const char *value) {
-  (void)field, (void)o;
-  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
-  struct pb_error e;
-  if (pb_loader_params_set(&lp, "bytes_in_flight", value, &e) != PB_OK)
-    return cli_usage_error(cmd, "--bytes-in-flight: '%s' is not a size (bytes, or N with a K, M "
-                           "or G suffix; 0: auto)", value);
-  ((P *)params)->bytes_in_flight = lp.bytes_in_flight;
-  return CLI_OK;
-}
-
-static void show_bytes_in_flight(const void *params, const cli_opt *o, char *buf, size_t size) {
-  (void)o;
-  snprintf(buf, size, "%lld", (long long)((const P *)params)->bytes_in_flight);
-}
-
 /* One line per option (docs/options.md): the parser, --help, the range checks and
  * `pipebench help --options-json run` all come from here. */
 static const cli_opt opts[] = {
@@ -61,7 +43,7 @@ static const cli_opt opts[] = {
     {.name = "t3-batch", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_batch), .lo = 1, .hi = 65536, .help = "track 3 batch size (default {})"},
     {.name = "t3-workers", .arg = "N", .type = CLI_INT, CLI_AT(P, t3_workers), .lo = 0, .hi = 1024, .help = "track 3 loader workers (default {})"},
     {.name = "reads-in-flight", .arg = "N", .type = CLI_INT, CLI_AT(P, reads_in_flight), .lo = 0, .hi = 4096, .help = "tracks 2 and 3: sample reads in flight across the loader's workers (0: auto, 32 for a URL, one per worker for a path); --in-flight is requests inside one read"},
-    {.name = "bytes-in-flight", .arg = "SIZE", .type = CLI_STRING, CLI_AT(P, bytes_in_flight), .set = set_bytes_in_flight, .show = show_bytes_in_flight, .help = "tracks 2 and 3: most bytes those reads hold at once, an image's decoded size each (K, M, G suffixes; 0: auto, 64M)"},
+    {.name = "bytes-in-flight", .arg = "SIZE", .type = CLI_STRING, CLI_AT(P, bytes_in_flight), .set = cli_set_bytes_in_flight, .show = cli_show_i64, .help = "tracks 2 and 3: most bytes those reads hold at once, an image's decoded size each (K, M, G suffixes; 0: auto, 64M)"},
     {.name = "decode", .arg = "WHERE", .type = CLI_ENUM, CLI_AT(P, decode), .choices = "cpu,gpu,auto", .help = "track 3 on cuda over an image folder: where JPEGs are decoded and cropped: cpu (default), gpu (nvJPEG), auto (gpu where nvJPEG loads)"},
     {.name = "device", .arg = "DEV", .type = CLI_STRING, CLI_AT(P, device), .help = "track 3 and 4: auto (default: cuda when usable here, else cpu), cpu, cuda"},
     {.name = "dtype", .arg = "TYPE", .type = CLI_STRING, CLI_AT(P, dtype), .help = "track 3 compute type (default float32 on cpu, bfloat16 on cuda)"},

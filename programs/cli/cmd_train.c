@@ -16,24 +16,6 @@
 #define P pb_train_params
 static const P train_defaults = PB_TRAIN_PARAMS_DEFAULTS;
 
-/* --bytes-in-flight SIZE: parsed as the loader's own option is (K, M, G suffixes), as run's. */
-static int set_bytes_in_flight(void *params, void *field, const cli_opt *o, const char *cmd,
-                               const char *value) {
-  (void)field, (void)o;
-  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
-  struct pb_error e;
-  if (pb_loader_params_set(&lp, "bytes_in_flight", value, &e) != PB_OK)
-    return cli_usage_error(cmd, "--bytes-in-flight: '%s' is not a size (bytes, or N with a K, M "
-                           "or G suffix; 0: auto)", value);
-  ((P *)params)->bytes_in_flight = lp.bytes_in_flight;
-  return CLI_OK;
-}
-
-static void show_bytes_in_flight(const void *params, const cli_opt *o, char *buf, size_t size) {
-  (void)o;
-  snprintf(buf, size, "%lld", (long long)((const P *)params)->bytes_in_flight);
-}
-
 /* One line per option (docs/options.md); .py names the keyword of pipebench.train(). */
 static const cli_opt train_opts[] = {
     {.name = "data", .arg = "PATH", .type = CLI_STRING, CLI_AT(P, data), .py = "data", .help = "dataset in any format pipebench reads (through the loader), or 'synthetic' (default)"},
@@ -48,7 +30,7 @@ static const cli_opt train_opts[] = {
     {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 4096, .py = "threads", .help = "compute threads (default: all CPUs)"},
     {.name = "workers", .arg = "N", .type = CLI_INT, CLI_AT(P, workers), .lo = 0, .hi = 256, .py = "workers", .help = "loader worker threads for --data (default {}: read in the training thread)"},
     {.name = "reads-in-flight", .arg = "N", .type = CLI_INT, CLI_AT(P, reads_in_flight), .lo = 0, .hi = 4096, .py = "reads_in_flight", .help = "--data: sample reads in flight across the loader's workers (0: auto, 32 for a URL, one per worker for a path), as run's"},
-    {.name = "bytes-in-flight", .arg = "SIZE", .type = CLI_STRING, CLI_AT(P, bytes_in_flight), .set = set_bytes_in_flight, .show = show_bytes_in_flight, .py = "bytes_in_flight", .help = "--data: most bytes those reads hold at once, an image's decoded size each (K, M, G suffixes; 0: auto, 64M)"},
+    {.name = "bytes-in-flight", .arg = "SIZE", .type = CLI_STRING, CLI_AT(P, bytes_in_flight), .set = cli_set_bytes_in_flight, .show = cli_show_i64, .py = "bytes_in_flight", .help = "--data: most bytes those reads hold at once, an image's decoded size each (K, M, G suffixes; 0: auto, 64M)"},
     {.name = "seed", .arg = "N", .type = CLI_INT, CLI_AT(P, seed), .lo = 0, .hi = 0x7fffffffL, .py = "seed", .help = "weights, labels, shuffling, synthetic pixels (default {})"},
     {.name = "metrics-out", .arg = "FILE", .type = CLI_STRING, CLI_AT(P, metrics_path), .py = "metrics_path", .help = "write the metrics as JSON here (atomically)"},
     {.name = NULL}};

@@ -32,27 +32,17 @@ expect_err "--bytes-in-flight: '12X' is not a size" "names the option and the va
 
 http_serve "$data"
 
-start() { # netem args...: sets purl (the proxy's URL)
-  rm -f "$work/port" "$work/stats"
-  "$PIPEBENCH_NETEM" --target "$target" --port-file "$work/port" --stats "$work/stats" "$@" \
-    >/dev/null &
-  proxy=$!
-  for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
-  purl=http://127.0.0.1:$(cat "$work/port")
-}
-stop() { kill "$proxy"; wait "$proxy" 2>/dev/null; proxy=; }
-peak() { sed -n 's/^waiting_peak //p' "$work/stats"; }
 
 # every image's metadata through a 2 x 5 ms round trip: many requests wait at the proxy at once
 # (one at a time before), and the images, names and shapes are those of the local folder
 for f in ome-zarr tiff; do
   run "$pb" inspect --no-crc "$data/$f"
   local_list=$(tail -n +2 <<<"$out")
-  start --delay 5
+  proxy_start --delay 5
   run timeout 60 "$pb" inspect --no-crc "$purl/$f"
-  stop
+  proxy_stop
   expect_rc 0 "inspect $f over http"
-  p=$(peak)
+  p=$(proxy_peak)
   if ((p > 4)); then pass; else fail "$f: the metadata of 40 images, want more than 4 requests at once at the proxy, got $p"; fi
   if [[ "$(tail -n +2 <<<"$out")" == "$local_list" ]]; then pass; else fail "$f: the images over http differ from the local ones"; fi
 done
@@ -60,11 +50,11 @@ done
 # PIPEBENCH_META_IN_FLIGHT (pb_read_options.meta_in_flight) bounds the scan: 1 is one image
 # after another, 3 three at once
 for m in 1 3; do
-  start --delay 5
+  proxy_start --delay 5
   run env PIPEBENCH_META_IN_FLIGHT=$m timeout 60 "$pb" inspect --no-crc "$purl/ome-zarr"
-  stop
+  proxy_stop
   expect_rc 0 "inspect with PIPEBENCH_META_IN_FLIGHT=$m"
-  p=$(peak)
+  p=$(proxy_peak)
   if [[ $p == "$m" ]]; then pass; else fail "PIPEBENCH_META_IN_FLIGHT=$m: the proxy saw $p requests at once"; fi
 done
 
@@ -78,12 +68,12 @@ expect_err "image 7: $base/badmeta/img_00007.zarr/.zattrs" "names the image and 
 
 # the loader's reads in flight bound its set-up's metadata scan too: train --reads-in-flight 3
 # has 3 requests at once at the proxy, in the scan and in the epoch alike
-start --delay 5
+proxy_start --delay 5
 run timeout 60 "$pb" train --data "$purl/ome-zarr" --batch-size 8 --reads-in-flight 3 \
   --device cpu --threads 1
-stop
+proxy_stop
 expect_rc 0 "train through the proxy with --reads-in-flight 3"
-p=$(peak)
+p=$(proxy_peak)
 if [[ $p == 3 ]]; then pass; else fail "train --reads-in-flight 3: the proxy saw $p requests at once"; fi
 
 # train hands both to its loader: its metrics say the reads in flight the loader used (8 by

@@ -35,15 +35,6 @@ assert len(rows) == 2 and all(r["reads_in_flight"] == "4" for r in rows), rows
 PY
 expect_rc 0 "track 2 rows carry reads_in_flight"
 
-start() { # netem args...: sets purl (the proxy's URL)
-  rm -f "$work/port" "$work/stats"
-  "$PIPEBENCH_NETEM" --target "$target" --port-file "$work/port" --stats "$work/stats" "$@" \
-    >/dev/null &
-  proxy=$!
-  for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
-  purl=http://127.0.0.1:$(cat "$work/port")
-}
-stop() { kill "$proxy"; wait "$proxy" 2>/dev/null; proxy=; }
 
 # inspect reads each image through one handle, size check then read: one GET per file
 run "$pb" inspect --trace-requests "$base/imagefolder"
@@ -88,12 +79,12 @@ expect_err "^samples 6 reads 6$" "auto over a URL: a batch's 6 reads at once"
 # requests in flight (remote_folder_open), goes one image at a time here: the peak is the epoch's.
 for c in 1:0:1 8:0:8 8:2400:3; do
   n=${c%%:*} bytes=${c#*:} bytes=${bytes%:*} want=${c##*:}
-  start --delay 10
+  proxy_start --delay 10
   py env PIPEBENCH_META_IN_FLIGHT=1 /usr/bin/python3 "$work/epoch.py" "$purl/ome-zarr" 8 "$n" "$bytes"
-  stop
+  proxy_stop
   expect_rc 0 "an epoch of OME-Zarr with $n reads in flight, bytes $bytes"
   expect_err "^samples 8 reads $want$" "the loader says $want reads in flight"
-  peak=$(sed -n 's/^waiting_peak //p' "$work/stats")
+  peak=$(proxy_peak)
   if [[ $peak == "$want" ]]; then pass; else fail "$want reads in flight: the proxy saw $peak requests at once"; fi
 done
 
