@@ -137,9 +137,10 @@ PB_API void pb_io_counters(int64_t *requests, int64_t *bytes);
  * length is the mean number of requests in flight during it (Little's law, exact for requests
  * that start and end inside the window). */
 PB_API void pb_io_request_time(int64_t *ns);
-/** The largest object at a URL this process has opened so far (its location as given, which may
- * hold credentials: show it through pb_location_shown): 1 and *bytes its size, else 0. */
-PB_API int pb_io_largest_object(char *location, size_t size, uint64_t *bytes);
+/** The largest object this process has opened so far at the endpoint of the URL at (its scheme
+ * and authority: http://host:port, s3://bucket), into location (as given, which may hold
+ * credentials: show it through pb_location_shown): 1 and *bytes its size, else 0. */
+PB_API int pb_io_largest_object(const char *at, char *location, size_t size, uint64_t *bytes);
 /** The kind of storage at location: "file", "http", "https" or "s3" (static storage). */
 PB_API const char *pb_location_endpoint(const char *location);
 /** location as messages and results show it: a URL's "user:password@" written "***@" (S3

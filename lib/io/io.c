@@ -29,28 +29,58 @@ void pb_io_request_time(int64_t *ns) {
   *ns = atomic_load_explicit(&io_request_ns, memory_order_relaxed);
 }
 
-/* The largest remote object opened so far: what a run measures its endpoint on. */
+/* The largest remote object opened so far at each endpoint (scheme://authority): what a run
+ * measures the endpoint of its data on. A few endpoints are kept; past that, the first ones. */
+#define LARGEST_ENDPOINTS 16
 static pthread_mutex_t largest_mu = PTHREAD_MUTEX_INITIALIZER;
-static char largest_loc[4096];
-static uint64_t largest_size;
+static struct {
+  char loc[4096];
+  size_t key_len; /* the endpoint: loc's first key_len bytes */
+  uint64_t size;
+} largest[LARGEST_ENDPOINTS];
+static int n_largest;
+
+/* Length of location's "scheme://authority", 0 when it has none. */
+static size_t endpoint_len(const char *location) {
+  const char *s = strstr(location, "://");
+  if (s == NULL) return 0;
+  return (size_t)(s + 3 - location) + strcspn(s + 3, "/");
+}
 
 static void saw_object(const pb__io_backend *be, const char *location, const pb__io_file *f) {
-  if (be == &pb__io_file_backend || f == NULL || strlen(location) >= sizeof largest_loc) return;
+  size_t key = endpoint_len(location);
+  if (be == &pb__io_file_backend || f == NULL || key == 0 ||
+      strlen(location) >= sizeof largest[0].loc)
+    return;
   pthread_mutex_lock(&largest_mu);
-  if (largest_loc[0] == '\0' || f->size > largest_size) {
-    snprintf(largest_loc, sizeof largest_loc, "%s", location);
-    largest_size = f->size;
+  int i = 0;
+  while (i < n_largest &&
+         !(largest[i].key_len == key && strncmp(largest[i].loc, location, key) == 0))
+    i++;
+  if (i == n_largest && n_largest < LARGEST_ENDPOINTS) {
+    n_largest++;
+    largest[i].loc[0] = '\0';
+  }
+  if (i < n_largest && (largest[i].loc[0] == '\0' || f->size > largest[i].size)) {
+    snprintf(largest[i].loc, sizeof largest[i].loc, "%s", location);
+    largest[i].key_len = key;
+    largest[i].size = f->size;
   }
   pthread_mutex_unlock(&largest_mu);
 }
 
-int pb_io_largest_object(char *location, size_t size, uint64_t *bytes) {
+int pb_io_largest_object(const char *at, char *location, size_t size, uint64_t *bytes) {
+  size_t key = at != NULL ? endpoint_len(at) : 0;
+  if (key == 0) return 0;
   pthread_mutex_lock(&largest_mu);
-  int have = largest_loc[0] != '\0' && strlen(largest_loc) < size;
-  if (have) {
-    snprintf(location, size, "%s", largest_loc);
-    *bytes = largest_size;
-  }
+  int have = 0;
+  for (int i = 0; i < n_largest && !have; i++)
+    if (largest[i].key_len == key && strncmp(largest[i].loc, at, key) == 0 &&
+        strlen(largest[i].loc) < size) {
+      snprintf(location, size, "%s", largest[i].loc);
+      *bytes = largest[i].size;
+      have = 1;
+    }
   pthread_mutex_unlock(&largest_mu);
   return have;
 }

@@ -697,14 +697,16 @@ static int load_calibration(pb_run_ctx *c, const char *cal_path, struct pb_error
 }
 
 /* A run over a URL measures the endpoint its data lives at: the round trip (one-byte reads) and
- * one- and many-stream bandwidth on the largest object the dataset's open fetched, so that the
+ * one- and many-stream bandwidth on the largest object the dataset's open fetched at that
+ * endpoint (not one another dataset of the same process opened elsewhere), so that the
  * rows of tracks 1 and 2 say what the network allowed. Bandwidth over an object smaller than
  * PB__ENDPOINT_MIN_BYTES would be mostly round trips: it is left out then. */
 static int measure_endpoint(pb_run_ctx *c, struct pb_error *err) {
   c->cal.endpoint_measured = 0;
   char loc[4096];
   uint64_t size = 0;
-  if (!pb_location_is_url(c->data_dir) || !pb_io_largest_object(loc, sizeof loc, &size))
+  if (!pb_location_is_url(c->data_dir) ||
+      !pb_io_largest_object(c->data_dir, loc, sizeof loc, &size))
     return PB_OK;
   pb_endpoint_params ep = PB_ENDPOINT_PARAMS_DEFAULTS;
   ep.url = loc;

@@ -88,4 +88,30 @@ for c in 1:0:1 8:0:8 8:2400:3; do
   if [[ $peak == "$want" ]]; then pass; else fail "$want reads in flight: the proxy saw $peak requests at once"; fi
 done
 
+# the largest object opened is kept per endpoint (what a run measures its data's endpoint on): a
+# raw file read at the server and one of another size through the proxy (another host:port) do
+# not mix
+"$pb" gen --out "$data/r1" --rows 6 --size 40x40 --formats raw >/dev/null 2>&1 &&
+  "$pb" gen --out "$data/r2" --rows 2 --size 10x10 --formats raw >/dev/null 2>&1 ||
+  { echo "gen raw failed"; exit 1; }
+chmod -R a+rX "$data"
+proxy_start
+py /usr/bin/python3 - "$base" "$purl" "$(stat -c %s "$data/r1/images.pbraw")" "$(stat -c %s "$data/r2/images.pbraw")" <<'PY'
+import ctypes, os, sys
+import pipebench
+base, purl, n1, n2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+pipebench.Dataset(base + "/r1/images.pbraw").read(0)
+pipebench.Dataset(purl + "/r2/images.pbraw").read(0)
+lib = ctypes.CDLL(os.environ["PIPEBENCH_LIBRARY"])
+def largest(at):
+    loc, n = ctypes.create_string_buffer(4096), ctypes.c_uint64()
+    ok = lib.pb_io_largest_object(at.encode(), loc, ctypes.c_size_t(4096), ctypes.byref(n))
+    return (loc.value.decode(), n.value) if ok else None
+assert largest(base + "/anything") == (base + "/r1/images.pbraw", n1), largest(base + "/x")
+assert largest(purl + "/data") == (purl + "/r2/images.pbraw", n2), largest(purl + "/data")
+assert largest("http://127.0.0.1:1/nothing") is None
+PY
+proxy_stop
+expect_rc 0 "the largest object opened, per endpoint"
+
 finish
