@@ -141,6 +141,14 @@ struct ct_engine {
    * val each became */
   std::vector<int> in_gv, res_gv, out_gv, gv_uses, gv_conv_in, gv_pool_in, gv_res, gv_left, gv_val;
   int recompute = 0; /* PIPEBENCH_CUDA_RECOMPUTE=1: transient kind 2 too (conv_op) */
+  int mask_from_z = 1; /* conv_backward */
+  int ew_apply = 0, ew_bwd = 0; /* grid caps of k_bn_apply and k_bn_backward (grid_ew) */
+  /* blocks of a column sum: three a multiprocessor (k_colsum's bound), one wave; fewer partial
+   * sums for k_colsum_finish than the eight a multiprocessor of before, whose second wave ran
+   * part-empty */
+  int colsum_blocks = 1056;
+  int stats_blocks = 1056; /* the forward's statistics (mode 0, fewer registers): five a multiprocessor */
+  int bwd_unroll = 2;      /* k_bn_backward<T, U>; PIPEBENCH_CUDA_BWD_UNROLL=1 takes U = 1 */
   std::vector<ct_step> fwd, bwd;
   std::vector<std::string> fwd_labels, bwd_labels; /* per step (PIPEBENCH_CUDA_PROFILE) */
   std::vector<std::function<int(struct pb_error *)>> bwd_plan; /* built in forward order */
@@ -180,6 +188,14 @@ struct ct_engine {
 static int grid_of(int64_t n) {
   int64_t b = (n + 255) / 256;
   return (int)(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+/* Blocks for an elementwise kernel over nv vectors: one per 256 vectors, at most cap (the
+ * multiprocessors times the blocks of that kernel one holds at once). */
+static int grid_ew(int64_t nv, int cap) {
+  int64_t b = (nv + 255) / 256;
+  if (b > cap) b = cap;
+  return (int)(b < 1 ? 1 : b);
 }
 
 static int kcheck(struct pb_error *err, const char *what) {
@@ -344,10 +360,10 @@ static int tdesc(ct_engine *o, cudnnTensorDescriptor_t *d, int64_t n, int c, int
 }
 
 /* Column sums over the M x C tensor in chunks: returns the chunk count and rows per chunk. */
-static void colsum_shape(int64_t M, int C, int *chunks, int64_t *rpc, int *groups) {
+static void colsum_shape(int64_t M, int C, int blocks, int *chunks, int64_t *rpc, int *groups) {
   int cv = C / PBT_VEC, tpr = cv < PBT_THREADS ? cv : PBT_THREADS;
   *groups = (cv + tpr - 1) / tpr;
-  int64_t want = 1056 / *groups; /* about eight blocks per multiprocessor */
+  int64_t want = blocks / *groups; /* one wave of blocks (ct_engine.colsum_blocks) */
   int64_t ch = (M + 31) / 32;
   if (ch > want) ch = want;
   if (ch < 1) ch = 1;
@@ -387,7 +403,8 @@ static int first_usable(const ct_engine *o, const Perf *perf, int n) {
 struct conv_ctx {
   const pb__op *op;
   int vin, vz, va, vres, pwid, pg, pb, pm, pv, is_first, bn, relu, chunks, groups, K;
-  int64_t M, total, rpc;
+  int chunks0; /* the forward statistics' chunks (rows rpc0 each) */
+  int64_t M, total, rpc, rpc0;
   float eps;
   cudnnTensorDescriptor_t xd, yd;
   cudnnFilterDescriptor_t fd;
@@ -510,10 +527,10 @@ template <typename T> static int recompute_input(ct_engine *o, int v, struct pb_
   const T *z = (const T *)x.rz;
   const float *co = x.rco, *bias = x.rbias;
   int64_t total = x.rtotal;
-  int K = x.rK;
+  int K = x.rK, cap = o->ew_apply;
   cudaStream_t st = o->st;
   o->bwd.push_back([=](struct pb_error *e2) -> int {
-    k_bn_apply<T><<<grid_of(total / PBT_VEC), 256, 0, st>>>(z, (T *)y, NULL, co, bias, total, K, 1);
+    k_bn_apply<T><<<grid_ew(total / PBT_VEC, cap), 256, 0, st>>>(z, (T *)y, NULL, co, bias, total, K, 1);
     return kcheck(e2, "batch norm and ReLU, recomputed");
   });
   o->bwd_labels.push_back("bn_relu_recompute");
@@ -529,6 +546,10 @@ static int conv_backward(ct_engine *oo, const conv_ctx &c_fwd, struct pb_error *
   PB_RETURN_NOT_OK(recompute_input<T>(oo, c.vin, err));
   c.x = oo->vals[(size_t)c.vin].y; /* the input as its backward reads it (maybe recomputed) */
   c.a = oo->vals[(size_t)c.va].y; /* NULL where not kept: the kernels take ReLU's mask from z */
+  /* ReLU after batch norm without a residual: its mask comes from z and the forward's map, the
+   * same bit for bit, so the backward's two passes do not read the output as well
+   * (PIPEBENCH_CUDA_MASK_FROM_Z=0 reads it) */
+  if (c.bn && c.relu && c.vres < 0 && oo->mask_from_z) c.a = NULL;
   PB_RETURN_NOT_OK(grad_of(oo, c.va, err));
   void *da = oo->vals[(size_t)c.va].dy;
   int bz = pool_get(oo, (size_t)c.total * sizeof(T), err);
@@ -567,18 +588,28 @@ static int conv_backward(ct_engine *oo, const conv_ctx &c_fwd, struct pb_error *
   cudaStream_t st = oo->st;
   cudnnHandle_t h = oo->dnn;
   float *p0 = oo->part0, *p1 = oo->part1;
-  oo->bwd.push_back([=](struct pb_error *e2) -> int {
-    if (need_sums) {
-      k_colsum<T><<<dim3((unsigned)c.chunks, (unsigned)c.groups), PBT_THREADS, 0, st>>>(
+  if (need_sums) {
+    oo->bwd.push_back([=](struct pb_error *e2) -> int {
+      colsum_launch<T>(dim3((unsigned)c.chunks, (unsigned)c.groups), st,
           mode, (const T *)c.z, (const T *)da, (const T *)c.a, c.relu, c.mean, c.invstd, c.M, c.K,
           c.rpc, p0, p1, c.co_f);
       k_colsum_finish<<<(c.K + 31) / 32, dim3(32, 32), 0, st>>>(
           mode, p0, p1, c.chunks, c.K, c.M, c.eps, 0.f, c.mean, c.invstd, NULL, NULL, dbet, dgam,
           gam, NULL, c.co_b);
-    }
-    k_bn_backward<T><<<grid_of(c.total / PBT_VEC), 256, 0, st>>>(
-        (const T *)da, (const T *)c.a, (const T *)c.z, (T *)dz, (T *)dres, res_add,
-        c.bn ? c.co_b : NULL, c.total, c.K, c.relu, c.co_f);
+      return kcheck(e2, "batch norm backward sums");
+    });
+    oo->bwd_labels.push_back("bn_bwd_sums");
+  }
+  const int cap = oo->ew_bwd, u2 = oo->bwd_unroll == 2;
+  oo->bwd.push_back([=](struct pb_error *e2) -> int {
+    if (u2)
+      k_bn_backward<T, 2><<<grid_ew(c.total / PBT_VEC, cap), 256, 0, st>>>(
+          (const T *)da, (const T *)c.a, (const T *)c.z, (T *)dz, (T *)dres, res_add,
+          c.bn ? c.co_b : NULL, c.total, c.K, c.relu, c.co_f);
+    else
+      k_bn_backward<T, 1><<<grid_ew(c.total / PBT_VEC, cap), 256, 0, st>>>(
+          (const T *)da, (const T *)c.a, (const T *)c.z, (T *)dz, (T *)dres, res_add,
+          c.bn ? c.co_b : NULL, c.total, c.K, c.relu, c.co_f);
     return kcheck(e2, "batch norm backward");
   });
   oo->bwd_labels.push_back("bn_relu_bwd");
@@ -706,8 +737,10 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
   if (c.total >= ((int64_t)1 << 31) || o->N * H * W * Cs >= ((int64_t)1 << 31))
     return pbc_err(err, PB_EUNSUPPORTED, "training: %s's activations hold 2^31 values or more "
                    "(batch %lld is too large for it)", g->params[op->w].name, (long long)o->N);
-  colsum_shape(c.M, K, &c.chunks, &c.rpc, &c.groups);
-  if ((size_t)c.chunks * K > o->part_count) return pbc_err(err, PB_EINVAL, "partials too small");
+  colsum_shape(c.M, K, o->colsum_blocks, &c.chunks, &c.rpc, &c.groups);
+  colsum_shape(c.M, K, o->stats_blocks, &c.chunks0, &c.rpc0, &c.groups);
+  if ((size_t)c.chunks * K > o->part_count || (size_t)c.chunks0 * K > o->part_count)
+    return pbc_err(err, PB_EINVAL, "partials too small");
   PB_RETURN_NOT_OK(tdesc(o, &c.xd, o->N, Cs, H, W, err));
   PB_RETURN_NOT_OK(tdesc(o, &c.yd, o->N, K, Ho, Wo, err));
   TDNN(cudnnCreateFilterDescriptor(&c.fd), "filter descriptor");
@@ -741,15 +774,20 @@ static int conv_op(ct_engine *o, const pb__graph *g, const pb__op *op, int is_fi
     return r == CUDNN_STATUS_SUCCESS ? 0 : dnn_fail(e2, r, "convolution");
   });
   o->fwd_labels.push_back("conv_fwd");
-  o->fwd.push_back([=](struct pb_error *e2) -> int {
-    if (c.bn) {
-      k_colsum<T><<<dim3((unsigned)c.chunks, (unsigned)c.groups), PBT_THREADS, 0, st>>>(
-          0, (const T *)c.z, NULL, NULL, 0, NULL, NULL, c.M, c.K, c.rpc, p0, p1);
+  if (c.bn) {
+    o->fwd.push_back([=](struct pb_error *e2) -> int {
+      colsum_launch<T>(dim3((unsigned)c.chunks0, (unsigned)c.groups), st,
+          0, (const T *)c.z, NULL, NULL, 0, NULL, NULL, c.M, c.K, c.rpc0, p0, p1);
       k_colsum_finish<<<(c.K + 31) / 32, dim3(32, 32), 0, st>>>(
-          0, p0, p1, c.chunks, c.K, c.M, c.eps, oo->bn_momentum, c.mean, c.invstd, rm, rv, NULL,
+          0, p0, p1, c.chunks0, c.K, c.M, c.eps, oo->bn_momentum, c.mean, c.invstd, rm, rv, NULL,
           NULL, gam, bet, c.co_f);
-    }
-    k_bn_apply<T><<<grid_of(c.total / PBT_VEC), 256, 0, st>>>(
+      return kcheck(e2, "batch norm statistics");
+    });
+    o->fwd_labels.push_back("bn_stats");
+  }
+  const int cap = o->ew_apply;
+  o->fwd.push_back([=](struct pb_error *e2) -> int {
+    k_bn_apply<T><<<grid_ew(c.total / PBT_VEC, cap), 256, 0, st>>>(
         (const T *)c.z, (T *)c.a, (const T *)res, c.bn ? c.co_f : NULL, c.bn ? NULL : bet,
         c.total, c.K, c.relu);
     return kcheck(e2, "batch norm forward");
@@ -770,6 +808,9 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
   int Ho = (int)so.h, Wo = (int)so.w;
   int gap = op->kind == PB__OP_GAP;
   if (gap) Ho = Wo = 1;
+  if (!gap && C % PBT_VEC != 0)
+    return pbc_err(err, PB_EUNSUPPORTED, "training: max pooling over %d channels (a multiple of "
+                   "%d is needed)", C, PBT_VEC);
   int vo;
   PB_RETURN_NOT_OK(val_new(o, C, Ho, Wo, sizeof(T), err, &vo));
   o->cur[(size_t)op->out] = vo;
@@ -783,7 +824,7 @@ static int pool_op(ct_engine *o, const pb__graph *g, const pb__op *op, struct pb
     if (gap)
       pbk::k_gap<T><<<grid_of(N * C), 256, 0, st>>>((const T *)x, (T *)y, N, C, H * W);
     else
-      k_maxpool_arg<T><<<grid_of(N * Ho * Wo * C), 256, 0, st>>>((const T *)x, (T *)y, arg, N, C,
+      k_maxpool_arg<T><<<grid_of(N * Ho * Wo * C / PBT_VEC), 256, 0, st>>>((const T *)x, (T *)y, arg, N, C,
                                                                  H, W, Ho, Wo, k, s, pad);
     return kcheck(e2, "pooling");
   });
@@ -1081,6 +1122,22 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
   arena_init(&o->arena, o->dev);
   const char *rce = getenv("PIPEBENCH_CUDA_RECOMPUTE");
   o->recompute = rce && *rce ? atoi(rce) != 0 : 0;
+  const char *mze = getenv("PIPEBENCH_CUDA_MASK_FROM_Z");
+  o->mask_from_z = mze && *mze ? atoi(mze) != 0 : 1;
+  int sms = 0, ba = 0, bb = 0;
+  TCU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, o->dev), "device attributes");
+  TCU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ba, k_bn_apply<T>, PBT_THREADS, 0), "occupancy");
+  const char *bue = getenv("PIPEBENCH_CUDA_BWD_UNROLL");
+  o->bwd_unroll = bue && *bue && atoi(bue) == 1 ? 1 : 2;
+  if (o->bwd_unroll == 2)
+    TCU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bb, k_bn_backward<T, 2>, PBT_THREADS, 0), "occupancy");
+  else
+    TCU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bb, k_bn_backward<T, 1>, PBT_THREADS, 0), "occupancy");
+  o->ew_apply = sms * (ba > 0 ? ba : 1);
+  o->ew_bwd = sms * (bb > 0 ? bb : 1);
+  o->colsum_blocks = sms * 3;
+  const char *sbe = getenv("PIPEBENCH_CUDA_STATS_BLOCKS");
+  o->stats_blocks = sms * (sbe && *sbe && atoi(sbe) > 0 ? atoi(sbe) : 5);
   value_uses(o, g);
   int v0;
   PB_RETURN_NOT_OK(val_new(o, o->cp0, o->h0, o->w0, sizeof(T), err, &v0));
@@ -1103,7 +1160,9 @@ static int compile(ct_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
     const pb__tshape &so = g->tensors[op->out];
     int ch, gr;
     int64_t rpc;
-    colsum_shape(o->N * so.h * so.w, (int)op->cout, &ch, &rpc, &gr);
+    colsum_shape(o->N * so.h * so.w, (int)op->cout, o->colsum_blocks, &ch, &rpc, &gr);
+    if ((size_t)ch * (size_t)op->cout > most) most = (size_t)ch * (size_t)op->cout;
+    colsum_shape(o->N * so.h * so.w, (int)op->cout, o->stats_blocks, &ch, &rpc, &gr);
     if ((size_t)ch * (size_t)op->cout > most) most = (size_t)ch * (size_t)op->cout;
   }
   size_t tok = token_partials(o, g);

@@ -33,9 +33,9 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const v8<T> &v) 
  * NULL under ReLU the mask comes from z and mco, the forward's map (co_f). mode 2
  * (bias gradient): du only. Threads: tpr per row (C / VEC, at most 256), rows in parallel
  * 256 / tpr; blockIdx.y picks a group of 256 * VEC channels. */
-template <typename T>
-__global__ void __launch_bounds__(PBT_THREADS)
-    k_colsum(int mode, const T *__restrict__ z, const T *__restrict__ da, const T *__restrict__ a,
+template <typename T, int mode>
+__global__ void __launch_bounds__(PBT_THREADS, 3)
+    k_colsum(const T *__restrict__ z, const T *__restrict__ da, const T *__restrict__ a,
              int relu, const float *__restrict__ mean, const float *__restrict__ invstd,
              int64_t M, int C, int64_t rows_per_chunk, float *__restrict__ p0,
              float *__restrict__ p1, const float *__restrict__ mco = NULL) {
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(PBT_THREADS)
   int64_t r0 = blockIdx.x * rows_per_chunk, r1 = r0 + rows_per_chunk;
   if (r1 > M) r1 = M;
   if (live)
-#pragma unroll 2
+#pragma unroll(mode == 0 ? 4 : 2)
     for (int64_t r = r0 + ty; r < r1; r += R) {
       const int64_t at = r * C + c0;
       if (mode == 0) {
@@ -101,6 +101,23 @@ __global__ void __launch_bounds__(PBT_THREADS)
       p1[blockIdx.x * (int64_t)C + c0 + j] = b1;
     }
   }
+}
+
+/* k_colsum with its mode fixed at compile time (the others' registers and branches left out). */
+template <typename T>
+static void colsum_launch(dim3 grid, cudaStream_t st, int mode, const T *z, const T *da,
+                          const T *a, int relu, const float *mean, const float *invstd, int64_t M,
+                          int C, int64_t rows_per_chunk, float *p0, float *p1,
+                          const float *mco = NULL) {
+  if (mode == 0)
+    k_colsum<T, 0><<<grid, PBT_THREADS, 0, st>>>(z, da, a, relu, mean, invstd, M, C,
+                                                 rows_per_chunk, p0, p1, mco);
+  else if (mode == 1)
+    k_colsum<T, 1><<<grid, PBT_THREADS, 0, st>>>(z, da, a, relu, mean, invstd, M, C,
+                                                 rows_per_chunk, p0, p1, mco);
+  else
+    k_colsum<T, 2><<<grid, PBT_THREADS, 0, st>>>(z, da, a, relu, mean, invstd, M, C,
+                                                 rows_per_chunk, p0, p1, mco);
 }
 
 /* Sums the chunks per channel (in double). mode 0: mean and invstd of the batch, the affine
@@ -155,98 +172,162 @@ __global__ void k_colsum_finish(int mode, const float *__restrict__ p0,
   }
 }
 
+/* The elementwise kernels below run a grid of at most a few blocks per multiprocessor over the
+ * tensor (grid_ew in cuda_train.cu), each thread taking PBT_UNROLL vectors of eight channels
+ * a pass (the backward U: it holds five coefficient vectors, so one vector a pass at three
+ * blocks a multiprocessor, or two at two), their loads issued before any is used. When the grid's stride in values is a
+ * multiple of C (every channel count dividing 2048), a thread's channels never change, so its
+ * per-channel coefficients are loaded once; otherwise they are loaded per vector. Loading them
+ * per vector from the cache (160 bytes of coefficients for each 16 bytes of data in the
+ * backward) held both kernels to about 60% of the memory's bandwidth on an H200. */
+#define PBT_UNROLL 2
+
 /* out = act(z co[c] + co[C + c] (+ res)) (co from k_colsum_finish); without batch norm (co
- * NULL): out = act(z + bias[c] (+ res)), bias may be NULL. Eight channels a thread (C a
- * multiple of 8, the tensor under 2^31 values). */
+ * NULL): out = act(z + bias[c] (+ res)), bias may be NULL. Eight channels a vector (C a
+ * multiple of 8). */
 template <typename T>
-__global__ void k_bn_apply(const T *__restrict__ z, T *__restrict__ out, const T *__restrict__ res,
-                           const float *__restrict__ co, const float *__restrict__ bias,
-                           int64_t total, int C, int relu) {
-  const int nv = (int)(total / PBT_VEC);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
-    const int c0 = (i * PBT_VEC) % C;
-    const int64_t at = (int64_t)i * PBT_VEC;
-    v8<T> zv = ld8(z + at), rv, ov;
-    v8<float> a, b;
-    if (co != NULL) {
-      a = ld8(co + c0), b = ld8(co + C + c0);
-    } else {
+__global__ void __launch_bounds__(PBT_THREADS)
+    k_bn_apply(const T *__restrict__ z, T *__restrict__ out, const T *__restrict__ res,
+               const float *__restrict__ co, const float *__restrict__ bias, int64_t total,
+               int C, int relu) {
+  const int64_t nv = total / PBT_VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  const bool fixed = (stride * PBT_VEC) % C == 0;
+  int cl = -1;
+  v8<float> a, b;
+  for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < nv;
+       i0 += PBT_UNROLL * stride) {
+    v8<T> zv[PBT_UNROLL], rv[PBT_UNROLL];
 #pragma unroll
-      for (int j = 0; j < PBT_VEC; j++) a.x[j] = 1.f, b.x[j] = bias ? bias[c0 + j] : 0.f;
+    for (int u = 0; u < PBT_UNROLL; u++) {
+      const int64_t i = i0 + u * stride;
+      if (i >= nv) break;
+      zv[u] = ld8(z + i * PBT_VEC);
+      if (res != NULL) rv[u] = ld8(res + i * PBT_VEC);
     }
-    if (res != NULL) rv = ld8(res + at);
 #pragma unroll
-    for (int j = 0; j < PBT_VEC; j++) {
-      float v = fmaf(tof(zv.x[j]), a.x[j], b.x[j]);
-      if (res != NULL) v += tof(rv.x[j]);
-      if (relu && !(v > 0.f)) v = 0.f;
-      ov.x[j] = fromf<T>(v);
+    for (int u = 0; u < PBT_UNROLL; u++) {
+      const int64_t i = i0 + u * stride;
+      if (i >= nv) break;
+      const int c0 = (fixed && cl >= 0) ? cl : (int)((i * PBT_VEC) % C);
+      if (c0 != cl) {
+        cl = c0;
+        if (co != NULL) {
+          a = ld8(co + c0), b = ld8(co + C + c0);
+        } else {
+#pragma unroll
+          for (int j = 0; j < PBT_VEC; j++) a.x[j] = 1.f, b.x[j] = bias ? bias[c0 + j] : 0.f;
+        }
+      }
+      v8<T> ov;
+#pragma unroll
+      for (int j = 0; j < PBT_VEC; j++) {
+        float v = fmaf(tof(zv[u].x[j]), a.x[j], b.x[j]);
+        if (res != NULL) v += tof(rv[u].x[j]);
+        if (relu && !(v > 0.f)) v = 0.f;
+        ov.x[j] = fromf<T>(v);
+      }
+      st8(out + i * PBT_VEC, ov);
     }
-    st8(out + at, ov);
   }
 }
 
 /* Backward of k_bn_apply. du = da * (relu ? a > 0 : 1); a NULL: the mask from z and mco, the
  * forward's map (as k_colsum). With batch norm (co not NULL, the map
  * of k_colsum_finish's mode 1): dz = co[c] du + co[C + c] z + co[2C + c]; without: dz = du.
- * dres (may be NULL) gets du, added to what it holds when res_add. Eight channels a thread. */
-template <typename T>
-__global__ void k_bn_backward(const T *__restrict__ da, const T *__restrict__ a,
-                              const T *__restrict__ z, T *__restrict__ dz, T *__restrict__ dres,
-                              int res_add, const float *__restrict__ co, int64_t total, int C,
-                              int relu, const float *__restrict__ mco = NULL) {
-  const int nv = (int)(total / PBT_VEC);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
-    const int c0 = (i * PBT_VEC) % C;
-    const int64_t at = (int64_t)i * PBT_VEC;
-    v8<T> dv = ld8(da + at), av, zv, rv, gv;
-    v8<float> k1, k2, k3, m1, m2;
-    const bool from_z = relu && a == NULL; /* ReLU's mask from z and the forward's map mco */
-    if (relu && !from_z) av = ld8(a + at);
-    if (co != NULL || from_z) zv = ld8(z + at);
-    if (co != NULL) k1 = ld8(co + c0), k2 = ld8(co + C + c0), k3 = ld8(co + 2 * C + c0);
-    if (from_z) m1 = ld8(mco + c0), m2 = ld8(mco + C + c0);
-    if (dres != NULL && res_add) rv = ld8(dres + at);
+ * dres (may be NULL) gets du, added to what it holds when res_add. Eight channels a vector. */
+template <typename T, int U>
+__global__ void __launch_bounds__(PBT_THREADS, U == 1 ? 3 : 2)
+    k_bn_backward(const T *__restrict__ da, const T *__restrict__ a, const T *__restrict__ z,
+                  T *__restrict__ dz, T *__restrict__ dres, int res_add,
+                  const float *__restrict__ co, int64_t total, int C, int relu,
+                  const float *__restrict__ mco = NULL) {
+  const int64_t nv = total / PBT_VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  const bool fixed = (stride * PBT_VEC) % C == 0;
+  const bool from_z = relu && a == NULL; /* ReLU's mask from z and the forward's map mco */
+  const bool need_z = co != NULL || from_z;
+  int cl = -1;
+  v8<float> k1, k2, k3, m1, m2;
+  for (int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < nv;
+       i0 += U * stride) {
+    v8<T> dv[U], av[U], zv[U], rv[U];
 #pragma unroll
-    for (int j = 0; j < PBT_VEC; j++) {
-      float d = tof(dv.x[j]);
-      float m = from_z ? tof(fromf<T>(fmaf(tof(zv.x[j]), m1.x[j], m2.x[j]))) : relu ? tof(av.x[j]) : 1.f;
-      if (relu && !(m > 0.f)) d = 0.f;
-      if (dres != NULL) rv.x[j] = fromf<T>(res_add ? tof(rv.x[j]) + d : d);
-      gv.x[j] = fromf<T>(co != NULL ? fmaf(k1.x[j], d, fmaf(k2.x[j], tof(zv.x[j]), k3.x[j])) : d);
+    for (int u = 0; u < U; u++) {
+      const int64_t i = i0 + u * stride;
+      if (i >= nv) break;
+      const int64_t at = i * PBT_VEC;
+      dv[u] = ld8(da + at);
+      if (relu && !from_z) av[u] = ld8(a + at);
+      if (need_z) zv[u] = ld8(z + at);
+      if (dres != NULL && res_add) rv[u] = ld8(dres + at);
     }
-    if (dres != NULL) st8(dres + at, rv);
-    st8(dz + at, gv);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int64_t i = i0 + u * stride;
+      if (i >= nv) break;
+      const int64_t at = i * PBT_VEC;
+      const int c0 = (fixed && cl >= 0) ? cl : (int)(at % C);
+      if (c0 != cl) {
+        cl = c0;
+        if (co != NULL) k1 = ld8(co + c0), k2 = ld8(co + C + c0), k3 = ld8(co + 2 * C + c0);
+        if (from_z) m1 = ld8(mco + c0), m2 = ld8(mco + C + c0);
+      }
+      v8<T> gv;
+#pragma unroll
+      for (int j = 0; j < PBT_VEC; j++) {
+        float d = tof(dv[u].x[j]);
+        float m = from_z ? tof(fromf<T>(fmaf(tof(zv[u].x[j]), m1.x[j], m2.x[j])))
+                  : relu ? tof(av[u].x[j])
+                         : 1.f;
+        if (relu && !(m > 0.f)) d = 0.f;
+        if (dres != NULL) rv[u].x[j] = fromf<T>(res_add ? tof(rv[u].x[j]) + d : d);
+        gv.x[j] = fromf<T>(co != NULL ? fmaf(k1.x[j], d, fmaf(k2.x[j], tof(zv[u].x[j]), k3.x[j])) : d);
+      }
+      if (dres != NULL) st8(dres + at, rv[u]);
+      st8(dz + at, gv);
+    }
   }
 }
 
 /* Max pooling, NHWC, that also keeps where each maximum came from (its place in the window, a
- * byte), for the backward pass; padding never wins, the first maximum does (as torch). */
+ * byte), for the backward pass; padding never wins, the first maximum does (as torch). Eight
+ * channels a thread (C a multiple of 8): 16-byte loads of the input, 8 bytes of places. */
 template <typename T>
 __global__ void k_maxpool_arg(const T *__restrict__ in, T *__restrict__ out,
                               uint8_t *__restrict__ arg, int64_t N, int C, int H, int W, int Ho,
                               int Wo, int k, int s, int pad) {
-  int64_t total = N * Ho * Wo * C;
+  const int cv = C / PBT_VEC;
+  const int64_t total = N * Ho * Wo * cv;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int c = (int)(i % C);
-    int64_t p = i / C;
-    int wo = (int)(p % Wo), ho = (int)((p / Wo) % Ho);
-    int64_t n = p / ((int64_t)Wo * Ho);
-    float m = -INFINITY;
-    int best = 0;
+    const int c = (int)(i % cv) * PBT_VEC;
+    const int64_t p = i / cv;
+    const int wo = (int)(p % Wo), ho = (int)((p / Wo) % Ho);
+    const int64_t n = p / ((int64_t)Wo * Ho);
+    float m[PBT_VEC];
+    uint8_t best[PBT_VEC];
+#pragma unroll
+    for (int j = 0; j < PBT_VEC; j++) m[j] = -INFINITY, best[j] = 0;
     for (int dy = 0; dy < k; dy++) {
-      int y = ho * s - pad + dy;
+      const int y = ho * s - pad + dy;
       if (y < 0 || y >= H) continue;
       for (int dx = 0; dx < k; dx++) {
-        int x = wo * s - pad + dx;
+        const int x = wo * s - pad + dx;
         if (x < 0 || x >= W) continue;
-        float v = tof(in[((n * H + y) * W + x) * C + c]);
-        if (v > m) m = v, best = dy * k + dx;
+        v8<T> v = ld8(in + ((n * H + y) * W + x) * C + c);
+#pragma unroll
+        for (int j = 0; j < PBT_VEC; j++) {
+          const float f = tof(v.x[j]);
+          if (f > m[j]) m[j] = f, best[j] = (uint8_t)(dy * k + dx);
+        }
       }
     }
-    out[i] = fromf<T>(m);
-    arg[i] = (uint8_t)best;
+    v8<T> o;
+    uint2 ab;
+    uint8_t *a8 = reinterpret_cast<uint8_t *>(&ab);
+#pragma unroll
+    for (int j = 0; j < PBT_VEC; j++) o.x[j] = fromf<T>(m[j]), a8[j] = best[j];
+    st8(out + p * C + c, o);
+    *reinterpret_cast<uint2 *>(arg + p * C + c) = ab;
   }
 }
 

@@ -27,7 +27,7 @@ static size_t token_partials(const ct_engine *o, const pb__graph *g) {
     } else if (op->kind == PB__OP_LINEAR && si.tokens) {
       int ch, gr;
       int64_t rpc;
-      colsum_shape(rows, (int)op->cout, &ch, &rpc, &gr);
+      colsum_shape(rows, (int)op->cout, o->colsum_blocks, &ch, &rpc, &gr);
       need = (size_t)ch * (size_t)op->cout;
     }
     if (need > most) most = need;
@@ -217,7 +217,7 @@ template <typename T> static void token_linear_plan(ct_engine *o, tl_plan q) {
     }
     int ch, gr;
     int64_t rpc;
-    colsum_shape(q.rows, (int)q.cout, &ch, &rpc, &gr);
+    colsum_shape(q.rows, (int)q.cout, o->colsum_blocks, &ch, &rpc, &gr);
     float *p0 = oo->part0, *p1 = oo->part1;
     cudaStream_t st = oo->st;
     lt_tune(oo, q.bw, x, dz, q.gw, q.gw, 1.f, 0.f);
@@ -230,7 +230,7 @@ template <typename T> static void token_linear_plan(ct_engine *o, tl_plan q) {
         k_gelu_bwd<T><<<grid_of(q.rows * q.cout / PBT_VEC), 256, 0, st>>>(
             (const T *)dy, (const T *)q.pre, (T *)dz, q.rows * q.cout);
       if (!q.bgradb) {
-        k_colsum<T><<<dim3((unsigned)ch, (unsigned)gr), PBT_THREADS, 0, st>>>(
+        colsum_launch<T>(dim3((unsigned)ch, (unsigned)gr), st,
             2, NULL, (const T *)dz, NULL, 0, NULL, NULL, q.rows, (int)q.cout, rpc, p0, p1);
         k_colsum_finish<<<(unsigned)((q.cout + 31) / 32), dim3(32, 32), 0, st>>>(
             2, p0, p1, ch, (int)q.cout, q.rows, 0.f, 0.f, NULL, NULL, NULL, NULL, q.gb, NULL,
