@@ -25,9 +25,11 @@ typedef struct pb_calibrate_params {
   const char *endpoint;   /**< also measure this remote object's endpoint (round trip, one- and
                                many-stream bandwidth; docs/remote.md), or NULL */
   int insecure;           /**< endpoint over https: accept a certificate that does not verify */
+  int jpeg_images;        /**< JPEG decoding on a standard set of this many images (0: not
+                               measured): the CPU's rate, and the GPU's where nvJPEG is usable */
 } pb_calibrate_params;
 #define PB_CALIBRATE_PARAMS_DEFAULTS \
-  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 0, NULL, NULL, NULL, 0}
+  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 0, NULL, NULL, NULL, 0, 256}
 
 /** One measured quantity: the median of `rounds` rounds and their summary. */
 typedef struct pb_calib_value {
@@ -67,6 +69,15 @@ typedef struct pb_calibration {
   pb_calib_value gpu_d2d_gbps;        /**< device-to-device, bytes read plus written */
   int endpoint_measured;              /**< 1: params.endpoint was measured into endpoint */
   pb_endpoint_calibration endpoint;
+  /* JPEG decoding (params.jpeg_images): a standard set of photo-like RGB JPEGs of about 500 x
+   * 375 at quality 95 (gen --preset imagenet's images, seed 42), each decoded and cut to the
+   * evaluation crop (shorter side resized to 256, centre 224 x 224), images per second. */
+  int jpeg_images;                    /**< images in the set (0: not measured) */
+  double jpeg_set_bytes;              /**< their files' total size */
+  int jpeg_threads;                   /**< CPU workers */
+  pb_calib_value jpeg_cpu_ips;        /**< libjpeg-turbo through the loader, float16 batches */
+  pb_calib_value jpeg_gpu_ips;        /**< nvJPEG, crops copied back (NaN: see jpeg_gpu_why) */
+  char jpeg_gpu_why[256];             /**< why the GPU's rate is missing ("" when measured) */
 } pb_calibration;
 
 /** Measures every limit. Takes a few seconds with the defaults. */

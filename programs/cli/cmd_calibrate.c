@@ -38,6 +38,7 @@ static const cli_opt opts[] = {
     {.name = "threads", .arg = "N", .type = CLI_INT, CLI_AT(P, threads), .lo = 0, .hi = 256, .help = "threads for the multi-threaded copy (default: all cores)"},
     {.name = "no-matmul", .type = CLI_FLAG, CLI_AT(P, matmul), .flags = CLI_NEGATE, .help = "skip the matrix-multiply peak"},
     {.name = "no-gpu", .type = CLI_FLAG, CLI_AT(P, gpu), .flags = CLI_NEGATE, .help = "skip the GPU (copy bandwidths and cuBLASLt peaks on cuda)"},
+    {.name = "jpeg-images", .arg = "N", .type = CLI_INT, CLI_AT(P, jpeg_images), .lo = 0, .hi = 100000, .help = "JPEG decoding (decode and 224x224 evaluation crop) on a standard set of N photo-like 500x375 JPEGs, on the CPU's threads and on the GPU with nvJPEG; 0 skips it (default {})"},
     {.name = "endpoint", .arg = "URL", .type = CLI_STRING, CLI_AT(P, endpoint), .help = "also measure the endpoint of this remote object (http(s):// or s3://): round trip and bandwidth"},
     {.name = "insecure", .type = CLI_FLAG, CLI_AT(P, insecure), .help = "--endpoint over https: accept a certificate that does not verify"},
     {.name = NULL},
@@ -143,6 +144,14 @@ static int run(const cli_args *a) {
     } else if (cal.gpu_why[0]) {
       printf("cuda: unavailable: %s\n", cal.gpu_why);
     }
+    if (cal.jpeg_images > 0) {
+      printf("jpeg: %d photo-like JPEGs of about 500x375 (%.1f MB), decode and 224x224 "
+             "evaluation crop\n", cal.jpeg_images, cal.jpeg_set_bytes / 1e6);
+      snprintf(label, sizeof label, "CPU decode, %d threads", cal.jpeg_threads);
+      row(label, &cal.jpeg_cpu_ips, "images/s");
+      row("GPU decode (nvJPEG)", &cal.jpeg_gpu_ips, "images/s");
+      if (cal.jpeg_gpu_why[0]) printf("  GPU decode not measured: %s\n", cal.jpeg_gpu_why);
+    }
     if (cal.endpoint_measured) endpoint_rows(&cal.endpoint);
   }
   free(json);
@@ -160,7 +169,10 @@ const cli_command cli_cmd_calibrate = {
                "each pass and checks with mincore that it worked. Where CUDA is usable it also\n"
                "measures the GPU: copy bandwidths (host<->device pinned and pageable,\n"
                "device<->device) and the cuBLASLt bfloat16 and TF32 peaks; elsewhere it prints\n"
-               "one line saying why CUDA is unavailable.",
+               "one line saying why CUDA is unavailable. JPEG decoding is measured on a\n"
+               "standard set (--jpeg-images, written by gen into a temporary folder and removed):\n"
+               "the images per second of libjpeg-turbo on all threads and, where nvJPEG is\n"
+               "usable, of the GPU, each decoding and cutting the 224x224 evaluation crop.",
     .opts = opts,
     .defaults = &calibrate_defaults,
     .params = "pb_calibrate_params",

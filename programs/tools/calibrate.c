@@ -18,6 +18,8 @@
 
 #include "pipebench/calibrate.h"
 #include "pipebench/engine.h"
+#include "pipebench/gen.h"
+#include "pipebench/loader.h"
 #include "pipebench/results.h"
 
 #include "pipebench/sys.h"
@@ -310,11 +312,154 @@ static int measure_gpu(const pb_calibrate_params *p, pb_calibration *out, double
   return PB_OK;
 }
 
+/* ---- JPEG decoding ------------------------------------------------------------------------- */
+
+#define JPEG_ROUND_S 0.5 /* each round decodes the set over and over for at least this long */
+#define JPEG_GPU_BATCH 64
+
+/* The CPU's rate: the loader over the set's image folder, the evaluation crop into float16
+ * batches (the crops are made from uint8 pixels, as Track 3's), on `threads` workers. The files
+ * are in the page cache after the warm-up epoch: this is decoding, not storage. */
+static int jpeg_cpu_rate(const pb_calibrate_params *p, const char *folder, int threads,
+                         pb_calibration *out, double *rounds, struct pb_error *err) {
+  pb_loader_params lp = PB_LOADER_PARAMS_DEFAULTS;
+  lp.format = "imagefolder";
+  lp.batch_size = 32;
+  lp.workers = threads;
+  lp.transform = PB_TRANSFORM_CENTER_CROP_RESIZE;
+  lp.out_dtype = PB_OUT_FLOAT16;
+  pb_loader *ld = NULL;
+  PB_RETURN_NOT_OK(pb_loader_new(folder, &lp, &ld, err));
+  int rc = PB_OK;
+  int64_t epoch = 0;
+  for (int r = -1; r < p->rounds && rc == PB_OK; r++) { /* round -1: warm-up */
+    progress(p, "JPEG decode and crop (CPU)", r + 2, p->rounds + 1);
+    int64_t images = 0, t0 = pb_now_ns(), t1 = t0;
+    do {
+      if ((rc = pb_loader_reset(ld, epoch++, err)) != PB_OK) break;
+      pb_batch *b = NULL;
+      while ((rc = pb_loader_next(ld, &b, err)) == PB_OK && b != NULL) {
+        images += b->shape[0];
+        pb_batch_free(b);
+      }
+      t1 = pb_now_ns();
+    } while (rc == PB_OK && (double)(t1 - t0) / 1e9 < JPEG_ROUND_S);
+    if (rc == PB_OK && r >= 0) rounds[r] = (double)images / ((double)(t1 - t0) / 1e9);
+  }
+  pb_loader_free(ld);
+  if (rc == PB_OK) rc = finish_value(&out->jpeg_cpu_ips, rounds, p->rounds);
+  return rc;
+}
+
+/* The GPU's rate: pb_jpeg_gpu_crops over the set's bytes, JPEG_GPU_BATCH images a call (decode
+ * by nvJPEG, the same crop as a kernel, the crops copied back to the host). A failure here is
+ * kept as jpeg_gpu_why, not an error of the calibration. */
+static void jpeg_gpu_rate(const pb_calibrate_params *p, const pb_jpeg_item *items, int n,
+                          pb_calibration *out, double *rounds) {
+  if (pb_jpeg_gpu_status(out->jpeg_gpu_why, sizeof out->jpeg_gpu_why) != PB_OK) return;
+  int per = n < JPEG_GPU_BATCH ? n : JPEG_GPU_BATCH;
+  size_t crop_bytes = (size_t)per * 3 * 224 * 224;
+  uint8_t *crops = malloc(crop_bytes);
+  if (crops == NULL) {
+    snprintf(out->jpeg_gpu_why, sizeof out->jpeg_gpu_why, "out of memory for %d crops", per);
+    return;
+  }
+  struct pb_error e = {{0}};
+  int rc = PB_OK, at = 0;
+  for (int r = -1; r < p->rounds && rc == PB_OK; r++) {
+    progress(p, "JPEG decode and crop (GPU, nvJPEG)", r + 2, p->rounds + 1);
+    int64_t images = 0, t0 = pb_now_ns(), t1 = t0;
+    do {
+      int k = n - at < per ? n - at : per;
+      rc = pb_jpeg_gpu_crops(items + at, k, 256, 224, NULL, crops, &e);
+      images += k;
+      at = (at + k) % n;
+      t1 = pb_now_ns();
+    } while (rc == PB_OK && (double)(t1 - t0) / 1e9 < JPEG_ROUND_S);
+    if (rc == PB_OK && r >= 0) rounds[r] = (double)images / ((double)(t1 - t0) / 1e9);
+  }
+  free(crops);
+  if (rc == PB_OK) rc = finish_value(&out->jpeg_gpu_ips, rounds, p->rounds);
+  if (rc != PB_OK) {
+    set_nan(&out->jpeg_gpu_ips);
+    snprintf(out->jpeg_gpu_why, sizeof out->jpeg_gpu_why, "%s", e.message[0] ? e.message : "failed");
+  } else {
+    out->jpeg_gpu_why[0] = '\0';
+  }
+}
+
+/* The standard set is written by gen (gen --preset imagenet's settings, seed 42) into a
+ * temporary folder beside the scratch file, named so that one left by a killed calibration is
+ * swept by the next, and removed at the end. */
+static int measure_jpeg(const pb_calibrate_params *p, int threads, pb_calibration *out,
+                        double *rounds, struct pb_error *err) {
+  char base[4200], dir[4400], folder[4600];
+  snprintf(base, sizeof base, "%s/pipebench-calibrate-jpeg", p->dir ? p->dir : pb_tmp_dir());
+  pb_temp_sweep(base);
+  if (pb_temp_sibling(base, dir, sizeof dir) != PB_OK)
+    return pb_error_set(err, PB_EINVAL, "%s: path too long", base);
+  if (mkdir(dir, 0700) != 0)
+    return pb_error_set(err, -errno, "%s: cannot make the JPEG set's folder: %s", dir, strerror(errno));
+  pb_gen_params gp = PB_GEN_PARAMS_DEFAULTS;
+  gp.rows = p->jpeg_images;
+  gp.shape[PB_C] = 3, gp.shape[PB_Y] = 375, gp.shape[PB_X] = 500;
+  gp.dtype = PB_UINT8;
+  gp.seed = 42;
+  gp.formats = "imagefolder";
+  gp.write.options = "imagefolder:classes=1,imagefolder:quality=95,gen:content=photo,gen:sizes=vary";
+  progress(p, "JPEG set (gen)", 1, 1);
+  int rc = pb_gen(dir, &gp, err);
+  pb_gen_format_path(dir, "imagefolder", folder, sizeof folder);
+  pb_jpeg_item *items = calloc((size_t)p->jpeg_images, sizeof *items);
+  void **data = calloc((size_t)p->jpeg_images, sizeof *data);
+  size_t *sizes = calloc((size_t)p->jpeg_images, sizeof *sizes);
+  if (rc == PB_OK && (items == NULL || data == NULL || sizes == NULL))
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory");
+  /* the files, in name order, for the GPU */
+  char **classes = NULL, **names = NULL;
+  size_t nclasses = 0, nnames = 0;
+  int n = 0;
+  if (rc == PB_OK) rc = pb_list_dir(folder, &classes, &nclasses, err);
+  for (size_t c = 0; rc == PB_OK && c < nclasses; c++) {
+    char cdir[8192];
+    snprintf(cdir, sizeof cdir, "%s/%s", folder, classes[c]);
+    if ((rc = pb_list_dir(cdir, &names, &nnames, err)) != PB_OK) break;
+    for (size_t i = 0; rc == PB_OK && i < nnames && n < p->jpeg_images; i++) {
+      char path[12288];
+      snprintf(path, sizeof path, "%s/%s", cdir, names[i]);
+      if ((rc = pb_read_file(path, &data[n], &sizes[n], err)) != PB_OK) break;
+      items[n].data = data[n], items[n].size = sizes[n], items[n].name = NULL;
+      out->jpeg_set_bytes += (double)sizes[n];
+      n++;
+    }
+    pb_free_names(names, nnames);
+  }
+  if (classes != NULL) pb_free_names(classes, nclasses);
+  if (rc == PB_OK && n != p->jpeg_images)
+    rc = pb_error_set(err, PB_EIO, "%s: %d JPEGs where gen wrote %d", folder, n, p->jpeg_images);
+  if (rc == PB_OK) {
+    out->jpeg_images = n;
+    out->jpeg_threads = threads;
+    rc = jpeg_cpu_rate(p, folder, threads, out, rounds, err);
+  }
+  if (rc == PB_OK && p->gpu) jpeg_gpu_rate(p, items, n, out, rounds);
+  if (rc == PB_OK && !p->gpu)
+    snprintf(out->jpeg_gpu_why, sizeof out->jpeg_gpu_why, "the GPU was left out (--no-gpu)");
+  for (int i = 0; data != NULL && i < p->jpeg_images; i++)
+    if (data[i] != NULL) pb_free(data[i], sizes[i]);
+  free(items), free(data), free(sizes);
+  pb_remove_tree(dir);
+  return rc;
+}
+
 int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct pb_error *err) {
   pb_calibrate_params p = PB_CALIBRATE_PARAMS_DEFAULTS;
   if (params != NULL) p = *params;
   if (p.rounds < 1 || p.memory_bytes < ((size_t)1 << 20) || p.file_bytes < ((size_t)1 << 20))
     return pb_error_set(err, PB_EINVAL, "calibration needs rounds >= 1 and buffers >= 1 MiB");
+  if (p.jpeg_images < 0 || p.jpeg_images > 100000)
+    return pb_error_set(err, PB_EINVAL, "calibration's JPEG set: 0 to 100000 images, not %d",
+                        p.jpeg_images);
   memset(out, 0, sizeof *out);
   set_nan(&out->matmul_f32_gflops);
   set_nan(&out->matmul_bf16_gflops);
@@ -324,6 +469,8 @@ int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct 
   set_nan(&out->gpu_h2d_pageable_gbps);
   set_nan(&out->gpu_d2h_pinned_gbps);
   set_nan(&out->gpu_d2d_gbps);
+  set_nan(&out->jpeg_cpu_ips);
+  set_nan(&out->jpeg_gpu_ips);
   /* before the environment is read: loading the CUDA module registers its versions there */
   int gpu = p.gpu && pb_engine_device_status("cuda", out->gpu_why, sizeof out->gpu_why) == 0;
   int64_t start = pb_now_ns();
@@ -378,6 +525,7 @@ int pb_calibrate(const pb_calibrate_params *params, pb_calibration *out, struct 
     }
   }
   if (gpu && (rc = measure_gpu(&p, out, rounds, err)) != PB_OK) goto done;
+  if (p.jpeg_images > 0 && (rc = measure_jpeg(&p, threads, out, rounds, err)) != PB_OK) goto done;
   if (p.endpoint != NULL) {
     pb_endpoint_params ep = PB_ENDPOINT_PARAMS_DEFAULTS;
     ep.url = p.endpoint;
@@ -473,6 +621,18 @@ char *pb_calibration_to_json(const pb_calibration *cal) {
     cJSON_AddStringToObject(g, "unavailable", cal->gpu_why);
   }
   if (cal->endpoint_measured) add_endpoint(root, &cal->endpoint);
+  if (cal->jpeg_images > 0) {
+    cJSON *j = cJSON_AddObjectToObject(root, "jpeg");
+    cJSON_AddStringToObject(j, "set", "photo-like RGB JPEGs of about 500x375, quality 95 (gen "
+                            "--preset imagenet, seed 42), to 224x224 evaluation crops (shorter "
+                            "side to 256)");
+    cJSON_AddNumberToObject(j, "images", cal->jpeg_images);
+    cJSON_AddNumberToObject(j, "bytes", cal->jpeg_set_bytes);
+    cJSON_AddNumberToObject(j, "cpu_threads", cal->jpeg_threads);
+    add_value(j, "cpu_images_per_s", "images/s", &cal->jpeg_cpu_ips);
+    add_value(j, "gpu_images_per_s", "images/s", &cal->jpeg_gpu_ips);
+    if (cal->jpeg_gpu_why[0]) cJSON_AddStringToObject(j, "gpu_unavailable", cal->jpeg_gpu_why);
+  }
   cJSON *env = cJSON_AddObjectToObject(root, "env");
   char tmp[64];
   for (int i = 0; i < pb_env_field_count(); i++) {
@@ -567,6 +727,20 @@ int pb_calibration_load(const char *path, pb_calibration *out, struct pb_error *
     get_value(gpu, "d2d_gbps", &out->gpu_d2d_gbps);
   } else if (cJSON_IsString(gwhy)) {
     snprintf(out->gpu_why, sizeof out->gpu_why, "%s", gwhy->valuestring);
+  }
+  set_nan(&out->jpeg_cpu_ips);
+  set_nan(&out->jpeg_gpu_ips);
+  const cJSON *jpeg = cJSON_GetObjectItemCaseSensitive(root, "jpeg");
+  if (cJSON_IsObject(jpeg)) {
+    double ni = get_num(jpeg, "images"), nt = get_num(jpeg, "cpu_threads");
+    out->jpeg_images = isfinite(ni) && ni > 0 && ni <= 100000 ? (int)ni : 0;
+    out->jpeg_threads = isfinite(nt) && nt > 0 && nt <= 4096 ? (int)nt : 0;
+    out->jpeg_set_bytes = get_num(jpeg, "bytes");
+    get_value(jpeg, "cpu_images_per_s", &out->jpeg_cpu_ips);
+    get_value(jpeg, "gpu_images_per_s", &out->jpeg_gpu_ips);
+    const cJSON *jwhy = cJSON_GetObjectItemCaseSensitive(jpeg, "gpu_unavailable");
+    if (cJSON_IsString(jwhy))
+      snprintf(out->jpeg_gpu_why, sizeof out->jpeg_gpu_why, "%s", jwhy->valuestring);
   }
   /* the machine it was measured on, as pb_env_field wrote it */
   const cJSON *envj = cJSON_GetObjectItemCaseSensitive(root, "env");

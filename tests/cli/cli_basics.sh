@@ -14,7 +14,7 @@ for c in $("$pb" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1} /^
 done
 
 # calibrate --json: the JSON has every headline value, and the file is saved.
-run "$pb" calibrate --json --size-mb 8 --rounds 2 --no-matmul --out "$work/cal/calibration.json"
+run "$pb" calibrate --json --size-mb 8 --rounds 2 --no-matmul --jpeg-images 0 --out "$work/cal/calibration.json"
 expect_rc 0 "calibrate --json"
 if "$py" - "$work/out" "$work/cal/calibration.json" <<'PY'
 import json, sys
@@ -62,7 +62,7 @@ done
 
 # A failing save (the target is a folder) exits 2 and leaves no partial file.
 mkdir -p "$work/isdir"
-run "$pb" calibrate --size-mb 2 --rounds 1 --no-matmul --out "$work/isdir"
+run "$pb" calibrate --size-mb 2 --rounds 1 --no-matmul --jpeg-images 0 --out "$work/isdir"
 expect_rc 2 "calibrate save into a folder"; expect_err "isdir" "save error names the path"
 
 finish

@@ -48,11 +48,44 @@ mkdir -p "$work/cwd" && cd "$work/cwd" || exit 1
 run "$pb" gen --rows 2 --size 8x8 --formats raw --out ""
 expect_rc 1 "gen --out ''"
 expect_err "--out: an empty path" "gen names the empty option"
-run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --out ""
+run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --jpeg-images 0 --out ""
 expect_rc 1 "calibrate --out ''"
 expect_err "--out: an empty path" "calibrate names the empty option"
-run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --dir "" --out "$work/c.json"
+run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --jpeg-images 0 --dir "" --out "$work/c.json"
 expect_rc 1 "calibrate --dir ''"
+# ---- calibrate's JPEG set: written into --dir, measured, removed; one a killed calibrate left
+# behind is swept by the next ----------------------------------------------------------------
+mkdir -p "$work/jd"
+run "$pb" calibrate --size-mb 1 --rounds 1 --no-matmul --no-gpu --jpeg-images 8 --dir "$work/jd" \
+  --out "$work/jd.json" --json
+expect_rc 0 "calibrate --jpeg-images 8"
+if python3 - "$work/jd.json" <<'PY'; then pass; else rc=0; fail "calibrate's jpeg entry"; fi
+import json, sys
+j = json.load(open(sys.argv[1]))["jpeg"]
+assert j["images"] == 8 and j["bytes"] > 8 * 20000, j
+assert j["cpu_images_per_s"]["value"] > 0 and j["cpu_threads"] >= 1, j
+assert j["gpu_images_per_s"]["value"] is None and "--no-gpu" in j["gpu_unavailable"], j
+PY
+if [[ -z $(ls -A "$work/jd") ]]; then pass; else rc=0 out=$(ls -A "$work/jd"); fail "calibrate left its JPEG set in --dir"; fi
+"$pb" calibrate --size-mb 1 --rounds 1 --no-matmul --no-gpu --jpeg-images 400 --dir "$work/jd" \
+  --out "$work/jd2.json" >/dev/null 2>&1 &
+victim=$!
+for _ in $(seq 600); do
+  compgen -G "$work/jd/.pipebench-calibrate-jpeg.pbtmp-*" >/dev/null && break
+  sleep 0.1
+done
+kill -9 $victim 2>/dev/null
+wait $victim 2>/dev/null
+if compgen -G "$work/jd/.pipebench-calibrate-jpeg.pbtmp-*" >/dev/null; then pass; else rc=0; fail "no JPEG set folder while calibrate ran"; fi
+run "$pb" calibrate --size-mb 1 --rounds 1 --no-matmul --no-gpu --jpeg-images 2 --dir "$work/jd" \
+  --out "$work/jd3.json"
+expect_rc 0 "calibrate after a killed one"
+expect_out "jpeg: 2 photo-like JPEGs" "calibrate prints its JPEG rows"
+if [[ -z $(ls -A "$work/jd") ]]; then pass; else rc=0 out=$(ls -A "$work/jd"); fail "the killed calibrate's JPEG set was not swept"; fi
+run "$pb" calibrate --jpeg-images 100001 --out "$work/jd4.json"
+expect_rc 1 "calibrate --jpeg-images out of range"
+[[ ! -e $work/jd4.json ]] && pass || fail "a refused calibrate wrote its output"
+
 run "$pb" train --num-images 16 --metrics-out ""
 expect_rc 1 "train --metrics-out ''"
 expect_err "--metrics-out: an empty path" "train names the empty option"
@@ -88,9 +121,9 @@ else
   run "$pb" convert "$work/ds/images.pbraw" --to tiff --out "$work/null"
   expect_rc 2 "convert --out onto a character device is refused"
   expect_err "is a character device" "convert says what the target is"
-  run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --out "$work/null"
+  run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --jpeg-images 0 --out "$work/null"
   expect_rc 0 "calibrate --out a null device"
-  run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --out "$work/full"
+  run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --jpeg-images 0 --out "$work/full"
   expect_rc 2 "calibrate --out a full device"
   expect_err "No space left on device" "calibrate reports ENOSPC from the full device"
   run "$pb" train --num-images 16 --metrics-out "$work/full"
@@ -107,7 +140,7 @@ else
   [[ -c $work/full ]] && pass || fail "the full node is still a character device"
 fi
 mkfifo "$work/fifo"
-run timeout 30 "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --out "$work/fifo"
+run timeout 30 "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --jpeg-images 0 --out "$work/fifo"
 expect_rc 2 "calibrate --out a FIFO is refused (without blocking)"
 expect_err "is a FIFO" "calibrate names the FIFO"
 [[ -p $work/fifo ]] && pass || fail "the FIFO is still a FIFO"
@@ -117,7 +150,7 @@ expect_rc 2 "convert --out a FIFO is refused"
 
 # ---- full file systems ---------------------------------------------------------------------
 if small_fs "$work/tiny" 64k; then
-  run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --dir "$work/tiny" --out "$work/cal.json"
+  run "$pb" calibrate --size-mb 4 --rounds 1 --no-matmul --jpeg-images 0 --dir "$work/tiny" --out "$work/cal.json"
   expect_rc 2 "calibrate with its scratch file on a full disk"
   expect_err "No space left on device" "calibrate blames the full disk"
   if grep -q "Inappropriate ioctl" <<<"$errout"; then fail "calibrate shows a stale errno"; else pass; fi

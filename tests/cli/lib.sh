@@ -33,7 +33,7 @@ finish() {
 if [[ -z ${PIPEBENCH_CALIBRATION+x} && -n ${PIPEBENCH_CLI:-} && -f ${PIPEBENCH_CLI%/*}/CMakeCache.txt ]]; then
   pb_test_cal=${PIPEBENCH_CLI%/*}/test-calibration.json
   if [[ ! -s $pb_test_cal ]]; then
-    "$PIPEBENCH_CLI" calibrate --size-mb 8 --rounds 1 --no-matmul --no-gpu \
+    "$PIPEBENCH_CLI" calibrate --size-mb 8 --rounds 1 --no-matmul --no-gpu --jpeg-images 0 \
       --out "$pb_test_cal.$$.json" >/dev/null 2>&1 && mv -f "$pb_test_cal.$$.json" "$pb_test_cal"
     rm -f "$pb_test_cal.$$.json"
   fi

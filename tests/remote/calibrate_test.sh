@@ -15,7 +15,7 @@ http_serve "$work/data"
 proxy=$!
 for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
 purl=http://user:s3cr3t@127.0.0.1:$(cat "$work/port")/blob
-small=(--size-mb 2 --rounds 2 --no-matmul --no-gpu)
+small=(--size-mb 2 --rounds 2 --no-matmul --no-gpu --jpeg-images 0)
 
 run timeout 120 "$pb" calibrate "${small[@]}" --out "$work/cal.json" --endpoint "$purl"
 expect_rc 0 "calibrate --endpoint through the proxy"
