@@ -253,12 +253,18 @@ static int inspect_run(const cli_args *a) {
   if (rc != PB_OK) return cli_fail("inspect", "%s", err.message);
   int json = cli_has(a, "json"), crc = !cli_has(a, "no-crc");
   int64_t n = pb_dataset_count(ds), ignored = pb_dataset_ignored(ds);
-  /* Output is built in memory and printed only when every image was read, so a failure never
-   * leaves half a JSON document on stdout. */
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (f == NULL) {
+  /* Output is built in memory and printed once every image has been tried, so the table or the
+   * JSON document is whole. An image that cannot be read gets a row saying so (an "error" in
+   * JSON) and its message on stderr, and the others are still read: one pass names every bad
+   * file. Exit 2 when any failed; after INSPECT_MAX_FAILED failures the rest is not tried. */
+  enum { INSPECT_MAX_FAILED = 100 };
+  char *buf = NULL, *ebuf = NULL;
+  size_t len = 0, elen = 0;
+  FILE *f = open_memstream(&buf, &len), *ef = open_memstream(&ebuf, &elen);
+  if (f == NULL || ef == NULL) {
+    if (f != NULL) fclose(f);
+    if (ef != NULL) fclose(ef);
+    free(buf), free(ebuf);
     pb_dataset_free(ds);
     return cli_fail("inspect", "out of memory");
   }
@@ -278,30 +284,42 @@ static int inspect_run(const cli_args *a) {
   }
   void *pixels = NULL;
   size_t cap = 0;
-  int64_t start = pb_now_ns();
-  for (int64_t i = 0; i < n && rc == PB_OK; i++) {
+  int64_t start = pb_now_ns(), failed = 0, tried = 0;
+  for (int64_t i = 0; i < n && failed < INSPECT_MAX_FAILED; i++) {
     pb_image_meta m;
-    rc = pb_dataset_meta(ds, i, &m, &err);
-    if (rc != PB_OK) break;
+    memset(&m, 0, sizeof m);
+    struct pb_error ie = {{0}};
+    int irc = pb_dataset_meta(ds, i, &m, &ie), have_meta = irc == PB_OK;
     char hex[16] = "";
-    if (crc) {
-      rc = read_image(ds, i, &m, &pixels, &cap, &err);
-      if (rc != PB_OK) break;
+    if (irc == PB_OK && crc && (irc = read_image(ds, i, &m, &pixels, &cap, &ie)) == PB_OK)
       snprintf(hex, sizeof hex, "%08x", pb_image_crc32(&m, pixels));
+    tried = i + 1;
+    if (irc != PB_OK) {
+      failed++;
+      fprintf(ef, "pipebench inspect: %s\n", ie.message);
+      if (irc == PB_ENOMEM) break; /* the next image would find no more memory */
     }
+    const char *name = have_meta ? m.name : "?";
     if (json) {
       fprintf(f, "%s{\"index\":%lld,\"name\":", i ? "," : "", (long long)i);
-      json_string(f, m.name);
-      fprintf(f, ",\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld,%lld]", pb_dtype_name(m.dtype),
-              (long long)m.shape[0], (long long)m.shape[1], (long long)m.shape[2],
-              (long long)m.shape[3], (long long)m.shape[4]);
-      if (crc) fprintf(f, ",\"crc32\":\"%s\"", hex);
+      json_string(f, name);
+      if (have_meta)
+        fprintf(f, ",\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld,%lld,%lld]", pb_dtype_name(m.dtype),
+                (long long)m.shape[0], (long long)m.shape[1], (long long)m.shape[2],
+                (long long)m.shape[3], (long long)m.shape[4]);
+      if (crc && irc == PB_OK) fprintf(f, ",\"crc32\":\"%s\"", hex);
+      if (irc != PB_OK) {
+        fprintf(f, ",\"error\":");
+        json_string(f, ie.message);
+      }
       fprintf(f, "}");
     } else {
-      char shape[64];
-      snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld,%lld]", (long long)m.shape[0],
-               (long long)m.shape[1], (long long)m.shape[2], (long long)m.shape[3], (long long)m.shape[4]);
-      fprintf(f, "%6lld  %-28s %-8s %-28s %s\n", (long long)i, m.name, pb_dtype_name(m.dtype), shape, hex);
+      char shape[64] = "";
+      if (have_meta)
+        snprintf(shape, sizeof shape, "[%lld,%lld,%lld,%lld,%lld]", (long long)m.shape[0],
+                 (long long)m.shape[1], (long long)m.shape[2], (long long)m.shape[3], (long long)m.shape[4]);
+      fprintf(f, "%6lld  %-28s %-8s %-28s %s\n", (long long)i, name,
+              have_meta ? pb_dtype_name(m.dtype) : "", shape, irc == PB_OK ? hex : "UNREADABLE");
     }
     if ((i + 1) % 64 == 0 || i + 1 == n)
       cli_progress("inspect: reading", (long)(i + 1), (long)n, (double)(pb_now_ns() - start) / 1e9);
@@ -309,15 +327,19 @@ static int inspect_run(const cli_args *a) {
   cli_progress(NULL, 0, 0, 0);
   if (json) fprintf(f, "]}\n");
   fclose(f);
+  fclose(ef);
   pb_free(pixels, cap);
   pb_dataset_free(ds);
-  if (rc != PB_OK) {
-    free(buf);
-    return cli_fail("inspect", "%s", err.message);
-  }
   fwrite(buf, 1, len, stdout);
+  fflush(stdout);
   free(buf);
-  return CLI_OK;
+  fwrite(ebuf, 1, elen, stderr);
+  free(ebuf);
+  if (failed == 0) return CLI_OK;
+  if (tried < n)
+    return cli_fail("inspect", "%lld images could not be read; stopped there, %lld of %lld not tried",
+                    (long long)failed, (long long)(n - tried), (long long)n);
+  return cli_fail("inspect", "%lld of %lld images could not be read", (long long)failed, (long long)n);
 }
 
 const cli_command cli_cmd_inspect = {
@@ -325,7 +347,11 @@ const cli_command cli_cmd_inspect = {
     .summary = "show a dataset's format, images, shapes, dtypes and pixel checksums",
     .usage = "PATH [--format F] [--json]",
     .details = "crc32 is zlib's CRC-32 of an image's pixel bytes (little-endian, T,C,Z,Y,X C\n"
-               "order), so the same image gives the same value in every format.",
+               "order), so the same image gives the same value in every format. An image that\n"
+               "cannot be read gets a row marked UNREADABLE (in JSON, an \"error\" with the\n"
+               "message) and its message on stderr; the others are still read, so one pass names\n"
+               "every bad file, and the exit status is 2 (after 100 failures the rest is not\n"
+               "tried).",
     .opts = inspect_opts,
     .max_pos = 1,
     .min_pos = 1,

@@ -52,6 +52,19 @@ cp -r "$d/tiff" "$work/trunc"
 truncate -s 100 "$work/trunc/$first"
 run "$pb" inspect "$work/trunc"
 expect_rc 2 "inspect truncated tiff"; expect_err "$first" "truncated file named"
+# Two bad files among good ones: every image gets its row, both bad ones are named, the JSON is
+# whole, exit 2.
+third=$(ls "$d/tiff" | sed -n 3p)
+truncate -s 100 "$work/trunc/$third"
+run "$pb" inspect "$work/trunc"
+expect_rc 2 "inspect with two truncated TIFFs"
+expect_err "$first" "the first bad file named"; expect_err "$third" "the second bad file named"
+expect_err "2 of [0-9]+ images could not be read" "inspect counts the failures"
+[[ $(grep -c UNREADABLE <<<"$out") -eq 2 ]] && pass || fail "two rows marked UNREADABLE"
+[[ $(grep -cE '^ +[0-9]+  ' <<<"$out") -eq $(ls "$d/tiff" | grep -c '\.tif') ]] && pass || fail "a row per image"
+run "$pb" inspect "$work/trunc" --json
+expect_rc 2 "inspect --json with two truncated TIFFs"
+if python3 -c 'import json, sys; j = json.loads(sys.argv[1]); e = [i for i in j["images"] if "error" in i]; assert len(e) == 2 and len(j["images"]) == j["count"], j' "$out"; then pass; else fail "inspect --json: whole, two errors"; fi
 
 # A failed gen leaves an earlier dataset whole.
 before=$(cat "$d/manifest.json")
