@@ -255,6 +255,8 @@ int main(int argc, char **argv) {
   cp.memory_bytes = cp.file_bytes = (size_t)256 << 20;
   cp.rounds = 3;
   cp.matmul = 0;
+  cp.gpu = 0;         /* the memory and file limits only */
+  cp.jpeg_images = 0;
   pb_calibration cal;
   if (pb_calibrate(&cp, &cal, &err) != PB_OK) {
     fprintf(stderr, "regions: %s\n", err.message);

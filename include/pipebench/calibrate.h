@@ -29,7 +29,7 @@ typedef struct pb_calibrate_params {
                                measured): the CPU's rate, and the GPU's where nvJPEG is usable */
 } pb_calibrate_params;
 #define PB_CALIBRATE_PARAMS_DEFAULTS \
-  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 0, NULL, NULL, NULL, 0, 256}
+  {NULL, (size_t)256 << 20, (size_t)256 << 20, 5, 0, 1, 1, NULL, NULL, NULL, 0, 256}
 
 /** One measured quantity: the median of `rounds` rounds and their summary. */
 typedef struct pb_calib_value {

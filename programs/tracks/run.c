@@ -734,6 +734,7 @@ static int calibrate_work(pb_run_ctx *c, void *arg, struct pb_error *err) {
   cp.memory_bytes = cp.file_bytes = (size_t)64 << 20;
   cp.rounds = 3;
   cp.matmul = 0;
+  cp.gpu = 0; /* the GPU's limits come from `pipebench calibrate` (--calibration) */
   cp.jpeg_images = 0; /* the calibrate command measures JPEG decoding; a run does not wait for it */
   cp.dir = c->stage; /* its scratch file is unlinked at once; a stop leaves nothing */
   cp.progress = calib_progress;

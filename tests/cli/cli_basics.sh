@@ -27,6 +27,8 @@ for k in ["memcpy_gbps", "read_warm_gbps", "read_cold_gbps", "zstd_gbps", "blosc
 assert a["timer_overhead_ns"] > 0 and a["timer_resolution_ns"] > 0
 assert a["env"]["duckdb_version"].startswith("v1.4"), a["env"]["duckdb_version"]
 assert a["env"]["hostname"]
+# the GPU is measured unless --no-gpu: its figures, or one line why not
+assert "name" in a["cuda"] or a["cuda"]["unavailable"], a.get("cuda")
 PY
 then pass; else fail "calibrate JSON content"; fi
 
