@@ -12,10 +12,10 @@ import torch
 import torchvision
 
 
-def run(name, batch, compile_, seconds):
+def make_step(name, batch, compile_):
+    """The training step every row times (bench/torch_train_profile.py profiles the same one):
+    the model, its device-resident batch and the optimizer, as one callable."""
     torch.manual_seed(0)
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
     m = getattr(torchvision.models, name)().cuda()
     x = torch.randn(batch, 3, 224, 224, device="cuda")
     y = torch.randint(0, 1000, (batch,), device="cuda")
@@ -33,7 +33,13 @@ def run(name, batch, compile_, seconds):
         opt.zero_grad(set_to_none=True)
         return loss
 
-    fn = torch.compile(step) if compile_ else step
+    return torch.compile(step) if compile_ else step
+
+
+def run(name, batch, compile_, seconds):
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    fn = make_step(name, batch, compile_)
     t0 = time.monotonic()
     for _ in range(5):
         fn()
@@ -62,7 +68,7 @@ def run(name, batch, compile_, seconds):
           f"step p50 {statistics.median(times):.3f} ms (device, n=30)  {steps} steps  memory "
           f"{peak:.2f} GiB (max allocated)  {'compile' if compile_ else 'eager'} (warm-up "
           f"{warm:.0f} s; torch {torch.__version__}, {torch.cuda.get_device_name()})", flush=True)
-    del m, opt, x, y, fn
+    del fn
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
 """Where a torch training step spends its device time, by kind of kernel: the counterpart of
 PIPEBENCH_CUDA_PROFILE for the step bench/torch_train_peer.py times (bfloat16 autocast, SGD with
-momentum, channels-last, device-resident input). torch.profiler's CUDA kernel times over a few
-steps after warm-up, per step, summed into convolution, matrix product, generated (Triton),
-optimizer and other kernels, then the largest kernels by name.
+momentum, channels-last, device-resident input; torch_train_peer.make_step builds it).
+torch.profiler's CUDA kernel times over a few steps after warm-up, per step, summed into
+convolution, matrix product, generated (Triton), optimizer and other kernels, then the largest
+kernels by name.
 usage: torch_train_profile.py MODEL BATCH [eager|compile]"""
 import collections
 import sys
 
 import torch
-import torchvision
 from torch.profiler import ProfilerActivity, profile
+
+from torch_train_peer import make_step  # the same step, from beside this file
 
 
 def kind(name):
@@ -30,24 +32,7 @@ def kind(name):
 def main():
     name, batch = sys.argv[1], int(sys.argv[2])
     compile_ = len(sys.argv) > 3 and sys.argv[3] == "compile"
-    torch.manual_seed(0)
-    m = getattr(torchvision.models, name)().cuda()
-    x = torch.randn(batch, 3, 224, 224, device="cuda")
-    y = torch.randint(0, 1000, (batch,), device="cuda")
-    if name == "resnet50":
-        m = m.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-5)
-    m.train()
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(m(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    fn = torch.compile(step) if compile_ else step
+    fn = make_step(name, batch, compile_)
     for _ in range(6):
         fn()
     torch.cuda.synchronize()
