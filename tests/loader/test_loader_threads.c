@@ -307,7 +307,10 @@ static void test_wait_counted(void) {
         CHECK(b->times.wait_ns >= 19000000);
       }
       CHECK(b->times.wait_ns <= outer);
-      CHECK(b->times.wait_ns >= outer - 1000000);
+      /* The wait is the part of the call spent blocked on reads: what is left over (taking the
+       * batch off the queue, its bookkeeping) is far below one 20 ms read, even under a
+       * sanitizer on a loaded machine; a read whose sleep went uncounted would leave 20 ms. */
+      CHECK(outer - b->times.wait_ns < 15000000);
       CHECK(b->times.read_ns < 1000000); /* the hook's sleep is outside the backend's timer */
       pb_batch_free(b);
     }
