@@ -244,8 +244,9 @@ PB_API int pb_engine_forward_native(pb_engine *e, const pb_native_batch *in, pb_
 
 /** One image for the GPU JPEG path: a JPEG file's bytes (decoded is 0), or pixels a CPU already
  * decoded (decoded 1: uint8, planar channels x height x width, channels 1 or 3), e.g. a
- * progressive or CMYK JPEG or a PNG. Host memory owned by the caller; name (may be NULL) is
- * used in messages. */
+ * progressive or CMYK JPEG or a PNG; or decoded 2: the finished crop a CPU made (uint8, planar
+ * channels x crop x crop, the engine's input size), which is only normalised. Host memory owned
+ * by the caller; name (may be NULL) is used in messages. */
 typedef struct pb_jpeg_item {
   const void *data;
   size_t size;
@@ -276,6 +277,23 @@ PB_API int pb_engine_forward_jpeg(pb_engine *e, const pb_jpeg_item *items, int n
  * of 3 x height x width bytes that get each image decoded, planar RGB. */
 PB_API int pb_jpeg_gpu_crops(const pb_jpeg_item *items, int n, int resize, int crop,
                              uint8_t **full, uint8_t *crops, struct pb_error *err);
+
+/** The GPU JPEG decoder's counts and host times since it started in this process (all zero
+ * before its first batch). The waits are the host's in pb_engine_forward_jpeg: for the decode
+ * of the batch before (the decoder's pace) and for the crop that last used the decoder's slot
+ * (the model's pace, as that crop runs on the engine's stream). */
+typedef struct pb_jpeg_gpu_stats {
+  int64_t batches;        /**< batches decoded */
+  int64_t images_gpu;     /**< images nvJPEG decoded */
+  int64_t images_copied;  /**< images a CPU decoded or cropped, copied in */
+  int64_t wait_decode_ns; /**< host time waiting for the batch before to be decoded */
+  int64_t wait_crop_ns;   /**< host time waiting for the slot's last crop */
+  int64_t parts_ns;       /**< host time parsing headers and in nvJPEG's calls (wall) */
+  int parts;              /**< host threads the last batch was split over */
+} pb_jpeg_gpu_stats;
+
+/** Fills out (zeros first); PB_EUNSUPPORTED without the CUDA module. */
+PB_API int pb_jpeg_gpu_stats_get(pb_jpeg_gpu_stats *out, struct pb_error *err);
 
 /** A training step from raw pixels: the data path of pb_engine_forward_native (its copy, its
  * conversion, its device span in the window of pb_engine_device_mark) into pb_engine_train_step

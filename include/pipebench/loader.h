@@ -233,6 +233,16 @@ PB_API void pb_loader_get_stats(const pb_loader *loader, pb_loader_stats *out);
  * ignored. */
 PB_API void pb_loader_free(pb_loader *loader);
 
+/** One image's evaluation crop outside a loader, as a loader with transform
+ * PB_TRANSFORM_CENTER_CROP_RESIZE (resize, crop x crop), out_dtype native and reduced_decode on
+ * gives it: image i of ds (8-bit, 2-D) resized on its shorter side to `resize` (antialiased
+ * bilinear), the centre crop x crop taken, rounded to 8 bits, planar channels x crop x crop into
+ * out (out_size bytes at least). Only the pixels the crop needs are read, at 1/2, 1/4 or 1/8
+ * scale where the format decodes so and the crop keeps its resolution. *channels (may be
+ * NULL): the image's channels. Errors name the image. */
+PB_API int pb_eval_crop_u8(pb_dataset *ds, int64_t i, int resize, int crop, uint8_t *out,
+                           size_t out_size, int *channels, struct pb_error *err);
+
 /** The dataset indices that rank (of world) reads in epoch, as the loader's sampler orders
  * them: order[0..per_rank) from the epoch's order of 0..n-1 (shuffled from seed and epoch when
  * shuffle) at positions rank, rank + world, ... Returns 0, or -1 when out of memory. */

@@ -653,6 +653,15 @@ int pb_jpeg_gpu_crops(const pb_jpeg_item *items, int n, int resize, int crop, ui
   return m->jpeg_crops(items, n, resize, crop, full, crops, err);
 }
 
+int pb_jpeg_gpu_stats_get(pb_jpeg_gpu_stats *out, struct pb_error *err) {
+  if (out == NULL) return pb_error_set(err, PB_EINVAL, "jpeg_gpu_stats: no output");
+  memset(out, 0, sizeof *out);
+  char why[512] = "";
+  const pb__cuda_module *m = cuda_module(why, sizeof why);
+  if (m == NULL) return pb_error_set(err, PB_EUNSUPPORTED, "no GPU: %s", why);
+  return m->jpeg_stats(out);
+}
+
 int pb_engine_train_native(pb_engine *e, const pb_native_batch *in, const pb_tensor *target,
                            float lr, int64_t *h2d_ns, struct pb_error *err) {
   if (h2d_ns != NULL) *h2d_ns = 0;

@@ -105,6 +105,45 @@ static void rrc_params(const pb_loader_params *p, pb_rng *rng, int64_t H, int64_
   *x = (W - *w) / 2;
 }
 
+/* The centre crop (ch x cw) of an H x W image resized to `resize` on its shorter side: the
+ * sampled span [ay, ay + ly) x [ax, ax + lx) in full-resolution pixels, and in r's Y and X the
+ * pixels the resize reads (the span and the filter's reach on each side). */
+static void center_span(int64_t H, int64_t W, int64_t rs, int64_t ch, int64_t cw, double *ay,
+                        double *ly, double *ax, double *lx, pb_region *r) {
+  int64_t rh, rw;
+  if (H <= W) {
+    rh = rs;
+    rw = (int64_t)((double)rs * (double)W / (double)H);
+  } else {
+    rw = rs;
+    rh = (int64_t)((double)rs * (double)H / (double)W);
+  }
+  double fy = (double)H / (double)rh, fx = (double)W / (double)rw;
+  *ay = (double)half_round_even(rh - ch) * fy;
+  *ax = (double)half_round_even(rw - cw) * fx;
+  *ly = (double)ch * fy;
+  *lx = (double)cw * fx;
+  double my = (fy > 1.0 ? fy : 1.0) + 1.0, mx = (fx > 1.0 ? fx : 1.0) + 1.0;
+  int64_t y0 = (int64_t)floor(*ay - my), y1 = (int64_t)ceil(*ay + *ly + my);
+  int64_t x0 = (int64_t)floor(*ax - mx), x1 = (int64_t)ceil(*ax + *lx + mx);
+  y0 = y0 < 0 ? 0 : y0;
+  x0 = x0 < 0 ? 0 : x0;
+  y1 = y1 > H ? H : y1;
+  x1 = x1 > W ? W : x1;
+  r->start[PB_Y] = y0;
+  r->start[PB_X] = x0;
+  r->count[PB_Y] = y1 - y0;
+  r->count[PB_X] = x1 - x0;
+}
+
+/* The largest reduction (1, 2, 4 or 8) that leaves a span of ly x lx at least ch x cw. */
+static int reduction(double ly, double lx, int64_t ch, int64_t cw) {
+  int scale = 1;
+  for (int d = 8; d > 1 && scale == 1; d /= 2)
+    if (ly / d >= (double)ch && lx / d >= (double)cw) scale = d;
+  return scale;
+}
+
 /* Region r (full-resolution coordinates) of sample idx into w->region, at 1/(*scale) where the
  * format can; *box: what w->region holds, in the scaled image's coordinates. */
 static int get_region(pb_loader *l, worker *w, int64_t idx, const pb_region *r, int *scale,
@@ -243,37 +282,10 @@ static int crop_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, unsi
     ly = (double)h;
     lx = (double)wd;
   } else { /* centre crop of the image resized to `resize` on its shorter side */
-    int64_t rs = l->p.resize, rh, rw;
-    if (H <= W) {
-      rh = rs;
-      rw = (int64_t)((double)rs * (double)W / (double)H);
-    } else {
-      rw = rs;
-      rh = (int64_t)((double)rs * (double)H / (double)W);
-    }
-    double fy = (double)H / (double)rh, fx = (double)W / (double)rw;
-    ay = (double)half_round_even(rh - ch) * fy;
-    ax = (double)half_round_even(rw - cw) * fx;
-    ly = (double)ch * fy;
-    lx = (double)cw * fx;
-    /* The resize sees pixels around the crop too: read the filter's reach on each side. */
-    double my = (fy > 1.0 ? fy : 1.0) + 1.0, mx = (fx > 1.0 ? fx : 1.0) + 1.0;
-    int64_t y0 = (int64_t)floor(ay - my), y1 = (int64_t)ceil(ay + ly + my);
-    int64_t x0 = (int64_t)floor(ax - mx), x1 = (int64_t)ceil(ax + lx + mx);
-    y0 = y0 < 0 ? 0 : y0;
-    x0 = x0 < 0 ? 0 : x0;
-    y1 = y1 > H ? H : y1;
-    x1 = x1 > W ? W : x1;
-    r.start[PB_Y] = y0;
-    r.start[PB_X] = x0;
-    r.count[PB_Y] = y1 - y0;
-    r.count[PB_X] = x1 - x0;
+    center_span(H, W, l->p.resize, ch, cw, &ay, &ly, &ax, &lx, &r);
   }
   /* The largest reduction that still leaves at least the output's resolution. */
-  int scale = 1;
-  if (l->p.reduced_decode && l->p.cache == PB_CACHE_NONE)
-    for (int d = 8; d > 1 && scale == 1; d /= 2)
-      if (ly / d >= (double)ch && lx / d >= (double)cw) scale = d;
+  int scale = l->p.reduced_decode && l->p.cache == PB_CACHE_NONE ? reduction(ly, lx, ch, cw) : 1;
   pb_region box;
   PB_RETURN_NOT_OK(get_region(l, w, idx, &r, &scale, &box, t, err));
   int64_t t0 = pb_now_ns();
@@ -332,4 +344,66 @@ int pb__loader_load_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, 
   }
   process_sample(l, w, epoch, idx, px, dst, t);
   return PB_OK;
+}
+
+/* ---- one image's evaluation crop, outside a loader ------------------------------------------- */
+
+int pb_eval_crop_u8(pb_dataset *ds, int64_t i, int resize, int crop, uint8_t *out, size_t out_size,
+                    int *channels, struct pb_error *err) {
+  if (ds == NULL || out == NULL || crop < 1 || resize < crop)
+    return pb_error_set(err, PB_EINVAL, "eval crop: bad arguments (crop %d, resize %d)", crop, resize);
+  pb_image_meta m;
+  PB_RETURN_NOT_OK(pb_dataset_meta(ds, i, &m, err));
+  const char *name = m.name[0] ? m.name : pb_dataset_path(ds);
+  int64_t H = m.shape[PB_Y], W = m.shape[PB_X], C = m.shape[PB_C];
+  if (m.dtype != PB_UINT8 || m.shape[PB_T] != 1 || m.shape[PB_Z] != 1)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %s, %lld x %lld planes: the evaluation crop "
+                        "takes 8-bit 2-D images", name, pb_dtype_name(m.dtype),
+                        (long long)m.shape[PB_T], (long long)m.shape[PB_Z]);
+  size_t plane_out = (size_t)crop * (size_t)crop;
+  if (out_size < (size_t)C * plane_out)
+    return pb_error_set(err, PB_EINVAL, "%s: %lld channels of %d x %d need %zu bytes, not %zu", name,
+                        (long long)C, crop, crop, (size_t)C * plane_out, out_size);
+  if (channels != NULL) *channels = (int)C;
+  pb_region r;
+  for (int k = 0; k < PB_NDIM; k++) {
+    r.start[k] = 0;
+    r.count[k] = m.shape[k];
+  }
+  double ay, ly, ax, lx;
+  center_span(H, W, resize, crop, crop, &ay, &ly, &ax, &lx, &r);
+  int scale = reduction(ly, lx, crop, crop);
+  size_t region_size = (size_t)(C * r.count[PB_Y] * r.count[PB_X]);
+  size_t tmp_size = pb__rs_tmp_floats(r.count[PB_X], crop) * sizeof(float);
+  unsigned char *region = pb_alloc(region_size);
+  float *rowf = pb_alloc((size_t)r.count[PB_X] * sizeof(float));
+  float *tmp = pb_alloc(tmp_size);
+  float *f = pb_alloc(plane_out * sizeof(float));
+  pb__rs_axis pax, pay;
+  memset(&pax, 0, sizeof pax);
+  memset(&pay, 0, sizeof pay);
+  int rc = region && rowf && tmp && f ? PB_OK : pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
+  pb_region box;
+  memset(&box, 0, sizeof box);
+  pb_stage_times st;
+  memset(&st, 0, sizeof st);
+  if (rc == PB_OK) rc = pb__read_scaled(ds, i, &r, &scale, region, region_size, &box, &st, err);
+  int64_t bh = box.count[PB_Y], bw = box.count[PB_X];
+  double d = (double)scale;
+  if (rc == PB_OK &&
+      (pb__rs_plan(&pay, crop, ay / d - (double)box.start[PB_Y], ly / d, 0, (int)bh, 0) != 0 ||
+       pb__rs_plan(&pax, crop, ax / d - (double)box.start[PB_X], lx / d, 0, (int)bw, 0) != 0))
+    rc = pb_error_set(err, PB_ENOMEM, "out of memory for a resampling plan");
+  for (int64_t p = 0; rc == PB_OK && p < C; p++) {
+    pb__rs_apply(&pax, &pay, region + (size_t)(p * bh * bw), PB_UINT8, bw, rowf, tmp, 1.0f, 0.0f,
+                 f, 0);
+    store_native(f, PB_UINT8, out + (size_t)p * plane_out, plane_out);
+  }
+  pb__rs_free(&pax);
+  pb__rs_free(&pay);
+  pb_free(region, region_size);
+  pb_free(rowf, (size_t)r.count[PB_X] * sizeof(float));
+  pb_free(tmp, tmp_size);
+  pb_free(f, plane_out * sizeof(float));
+  return rc;
 }

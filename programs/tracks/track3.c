@@ -79,6 +79,7 @@ typedef struct t3_state {
   pb_device_span *spans;   /* the timed steps' device spans (h2d_cap entries) */
   pb__t3_jpeg *jpeg;       /* --decode gpu: the feeder (not owned), else NULL */
   int64_t gpu_decoded;     /* images nvJPEG decoded (--decode gpu) */
+  pb_jpeg_gpu_stats jstats; /* the GPU decoder's counts at the step before (the share's tuning) */
 } t3_state;
 
 static void state_free(t3_state *s) {
@@ -245,6 +246,13 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
     empty = 0;
     rc = items ? compute_jpeg(s, items, n_items, err) : compute(c, s, b, err);
     int64_t t2 = pb_now_ns();
+    if (items != NULL && rc == PB_OK) { /* the CPU share follows this step's waits */
+      pb_jpeg_gpu_stats now;
+      if (pb_jpeg_gpu_stats_get(&now, NULL) == PB_OK) {
+        pb__t3_jpeg_tune(s->jpeg, t1 - t0, now.wait_crop_ns - s->jstats.wait_crop_ns);
+        s->jstats = now;
+      }
+    }
     if (k == 0) {
       first_step = (double)(t2 - t0) / 1e9;
     } else {
@@ -423,13 +431,25 @@ static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int
     PB_RETURN_NOT_OK(pb_loader_new(c->paths[fi], &lp, &ld, err));
   }
   if (jpeg) { /* the feeder's workers read and decode instead of the loader's */
-    int rc = pb__t3_jpeg_new(c->paths[fi], lp.batch_size, c->p.t3_workers, 4, c->p.seed,
-                             &gs->jpeg, err);
+    pb_engine_info ei;
+    pb_engine_get_info(gs->engine, &ei);
+    int rc = pb__t3_jpeg_new(c->paths[fi], lp.batch_size, PB_RUN_CROP_RESIZE, ei.height,
+                             c->p.t3_workers, 4, c->p.seed, &gs->jpeg, err);
     if (rc != PB_OK) {
       pb_loader_free(ld);
       return rc;
     }
     gs->gpu_decoded = 0, lp.workers = c->p.t3_workers;
+    pb_jpeg_gpu_stats_get(&gs->jstats, NULL);
+    /* --decode gpu: every JPEG nvJPEG reads goes to it; auto: the workers take a share of each
+     * batch, tuned from each step's waits, from a quarter. PIPEBENCH_JPEG_CPU_SHARE (0 to 1)
+     * fixes the share instead. */
+    const char *fixed = getenv("PIPEBENCH_JPEG_CPU_SHARE");
+    int is_auto = c->p.decode != NULL && strcmp(c->p.decode, "auto") == 0;
+    if (fixed != NULL && *fixed != '\0')
+      pb__t3_jpeg_set_share(gs->jpeg, (int)lround(atof(fixed) * lp.batch_size), 1);
+    else
+      pb__t3_jpeg_set_share(gs->jpeg, is_auto ? lp.batch_size / 4 : 0, !is_auto);
   }
   *lp_out = lp;
   *out = ld;
@@ -444,6 +464,17 @@ static void decode_column(pb_table *t, const pb__t3_jpeg *jf, const t3_state *sx
   else if (jf)
     snprintf(where, sizeof where, "mixed (gpu %lld, cpu %lld)", (long long)on_gpu, (long long)on_cpu);
   pb_table_set_str(t, "decode", where);
+}
+
+/* --decode gpu|auto: one line on how the decoding was shared. */
+static void decode_report(pb_run_ctx *c, int fi, pb__t3_jpeg *jf, const t3_state *sx, int batch) {
+  int64_t on_cpu = pb__t3_jpeg_cpu_decoded(jf), chosen = pb__t3_jpeg_cpu_chosen(jf);
+  int64_t all = on_cpu + sx->gpu_decoded;
+  pb__run_report(c, "track 3, %s: decode: %lld images on the GPU, %lld on the CPU (%.0f%%; %lld "
+                 "as its share, %d of each %d at the end), %.2f ms per CPU crop and worker",
+                 c->formats[fi], (long long)sx->gpu_decoded, (long long)on_cpu,
+                 all > 0 ? 100.0 * (double)on_cpu / (double)all : 0.0, (long long)chosen,
+                 pb__t3_jpeg_share(jf), batch, pb__t3_jpeg_cpu_ms(jf));
 }
 
 static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device, int jpeg,
@@ -560,6 +591,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     t3_ranks_free(&rk);
   }
   if (!gpu) state_free(&local);
+  if (jf != NULL && rc == PB_OK && pb__ranks_rank() == 0) decode_report(c, fi, jf, sx, lp.batch_size);
   gs->jpeg = NULL; /* queued forwards read nothing of the feeder's (the decode has read them) */
   pb__t3_jpeg_free(jf);
   pb_loader_free(ld); /* its pinned batches go back through the engine's allocator (which stays valid) */

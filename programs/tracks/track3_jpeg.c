@@ -1,7 +1,9 @@
 /* Track 3's feeder for the GPU JPEG path (track3_jpeg.h). Workers claim images one at a time in
  * batch order; a batch's slot in a ring of `prefetch` slots is filled by whichever workers took
  * its images and handed over whole, in order. Each worker keeps its own dataset handle for the
- * CPU decodes (the imagefolder backend's decoder is per handle). */
+ * CPU crops (the imagefolder backend's decoder is per handle). A batch's CPU share is fixed when
+ * its first image is claimed, and spread evenly over its positions so that each of the GPU
+ * decoder's parts gets its part of the JPEGs. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +11,10 @@
 
 #include "tracks/track3_jpeg.h"
 #include "pipebench/format.h"
+#include "pipebench/loader.h"
 
 typedef struct slot {
+  int cpu_n;       /* images of this batch the workers crop on the CPU by choice */
   pb_jpeg_item *items;
   char (*names)[1024];
   void **own;      /* what to free per item */
@@ -25,7 +29,11 @@ struct pb__t3_jpeg {
   char **rel;   /* each image's path under root */
   int64_t count;
   int64_t *order;
-  int batch, workers, prefetch;
+  int batch, workers, prefetch, resize, crop;
+  int cpu_share;     /* images per batch cropped on the CPU although nvJPEG could decode them */
+  int share_fixed;   /* PIPEBENCH_JPEG_CPU_SHARE or pb__t3_jpeg_set_share: no tuning */
+  int64_t cpu_chosen; /* images cropped on the CPU by choice (the share) */
+  int64_t cpu_ns;     /* workers' time on CPU crops */
   int64_t batches;   /* per pass over the order */
   slot *slots;
   pthread_mutex_t mu;
@@ -74,13 +82,47 @@ static void slot_clear(slot *s, int batch) {
   s->rc = PB_OK;
 }
 
-/* Image idx into item k of slot s: its bytes, or its pixels when a CPU must decode it. */
+/* Image idx's evaluation crop, made on the CPU, into item k of slot s. */
+static int cpu_crop(pb__t3_jpeg *j, pb_dataset *ds, slot *s, int k, int64_t idx,
+                    struct pb_error *err) {
+  pb_jpeg_item *it = &s->items[k];
+  size_t bytes = (size_t)3 * (size_t)j->crop * (size_t)j->crop;
+  unsigned char *px = malloc(bytes);
+  if (px == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", it->name);
+  s->own[k] = px, s->own_size[k] = 0;
+  int channels = 0;
+  pb_image_meta m;
+  PB_RETURN_NOT_OK(pb_dataset_meta(ds, idx, &m, err));
+  if (m.dtype != PB_UINT8)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %s (8-bit grey or RGB only with --decode gpu)",
+                        it->name, pb_dtype_name(m.dtype));
+  PB_RETURN_NOT_OK(pb_eval_crop_u8(ds, idx, j->resize, j->crop, px, bytes, &channels, err));
+  if (channels != 1 && channels != 3)
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %d channels (8-bit grey or RGB only with "
+                        "--decode gpu)", it->name, channels);
+  it->data = px, it->size = (size_t)channels * (size_t)j->crop * (size_t)j->crop, it->decoded = 2;
+  it->channels = channels, it->height = it->width = j->crop;
+  return PB_OK;
+}
+
+/* Whether position k of a batch with cpu_n CPU crops is one: cpu_n positions spread evenly. */
+static int cpu_position(int k, int cpu_n, int batch) {
+  return cpu_n > 0 && (int)(((int64_t)k * cpu_n) % batch) < cpu_n;
+}
+
+/* Image idx into item k of slot s: its bytes, or its crop made on the CPU when the image is no
+ * JPEG nvJPEG decodes or its position is one of the batch's CPU share. *cpu, *chosen: 1 when
+ * cropped on the CPU, and when by choice. */
 static int fill(pb__t3_jpeg *j, pb_dataset *ds, slot *s, int k, int64_t idx, int64_t *cpu,
-                struct pb_error *err) {
+                int64_t *chosen, struct pb_error *err) {
   char *name = s->names[k];
   snprintf(name, sizeof s->names[k], "%s/%s", j->root, j->rel[idx]);
   pb_jpeg_item *it = &s->items[k];
   it->name = name;
+  if (cpu_position(k, s->cpu_n, j->batch)) {
+    *chosen = 1;
+    return cpu_crop(j, ds, s, k, idx, err);
+  }
   void *data = NULL;
   size_t size = 0;
   PB_RETURN_NOT_OK(pb_location_read(name, (size_t)1 << 30, &data, &size, err));
@@ -90,20 +132,8 @@ static int fill(pb__t3_jpeg *j, pb_dataset *ds, slot *s, int k, int64_t idx, int
     return PB_OK;
   }
   pb_free(data, size);
-  pb_image_meta m;
-  PB_RETURN_NOT_OK(pb_dataset_meta(ds, idx, &m, err));
-  if (m.dtype != PB_UINT8 || (m.shape[PB_C] != 1 && m.shape[PB_C] != 3))
-    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %s with %lld channels (8-bit grey or RGB only "
-                        "with --decode gpu)", name, pb_dtype_name(m.dtype), (long long)m.shape[PB_C]);
-  size_t bytes = pb_image_bytes(&m);
-  void *px = malloc(bytes);
-  if (px == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", name);
-  s->own[k] = px, s->own_size[k] = 0;
-  PB_RETURN_NOT_OK(pb_dataset_read(ds, idx, px, bytes, NULL, err));
-  it->data = px, it->size = bytes, it->decoded = 1;
-  it->channels = (int)m.shape[PB_C], it->height = (int)m.shape[PB_Y], it->width = (int)m.shape[PB_X];
   (*cpu)++;
-  return PB_OK;
+  return cpu_crop(j, ds, s, k, idx, err);
 }
 
 typedef struct worker_arg {
@@ -123,14 +153,18 @@ static void *worker_main(void *arg) {
     int64_t pos = j->next_pos++, q = pos / j->batch;
     int k = (int)(pos % j->batch);
     slot *s = &j->slots[q % j->prefetch];
+    if (k == 0) s->cpu_n = j->cpu_share; /* the batch's share, before any of its images is taken */
     pthread_mutex_unlock(&j->mu);
     struct pb_error e;
     e.message[0] = '\0';
-    int64_t cpu = 0;
+    int64_t cpu = 0, chosen = 0, t0 = pb_now_ns();
     int64_t idx = j->order[(q % j->batches) * j->batch + k];
-    int rc = fill(j, ds, s, k, idx, &cpu, &e);
+    int rc = fill(j, ds, s, k, idx, &cpu, &chosen, &e);
+    int64_t t1 = pb_now_ns();
     pthread_mutex_lock(&j->mu);
     j->cpu_decoded += cpu;
+    j->cpu_chosen += chosen;
+    if (cpu + chosen > 0) j->cpu_ns += t1 - t0;
     if (rc != PB_OK && s->rc == PB_OK) {
       s->rc = rc;
       s->err = e;
@@ -192,7 +226,44 @@ int pb__t3_jpeg_next(pb__t3_jpeg *j, const pb_jpeg_item **items, int *n, struct 
   return rc;
 }
 
-int64_t pb__t3_jpeg_cpu_decoded(const pb__t3_jpeg *j) { return j->cpu_decoded; }
+int64_t pb__t3_jpeg_cpu_decoded(const pb__t3_jpeg *j) { return j->cpu_decoded + j->cpu_chosen; }
+
+int64_t pb__t3_jpeg_cpu_chosen(const pb__t3_jpeg *j) { return j->cpu_chosen; }
+
+int pb__t3_jpeg_share(pb__t3_jpeg *j) {
+  pthread_mutex_lock(&j->mu);
+  int n = j->cpu_share;
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
+
+void pb__t3_jpeg_set_share(pb__t3_jpeg *j, int cpu_n, int fixed) {
+  pthread_mutex_lock(&j->mu);
+  j->cpu_share = cpu_n < 0 ? 0 : cpu_n > j->batch ? j->batch : cpu_n;
+  j->share_fixed = fixed;
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* One step's signals into the share (--decode auto). A wait for the feeder means the workers are
+ * behind: fewer CPU crops. No wait for the feeder and none for the model's pace (the crop that
+ * last used the decoder's slot) means the GPU decoder held the step: more CPU crops. Otherwise
+ * the model is the limit and the share stays. Backing off is twice as fast as taking on, so the
+ * share settles just under what the workers can keep up with. */
+void pb__t3_jpeg_tune(pb__t3_jpeg *j, int64_t feeder_wait_ns, int64_t model_wait_ns) {
+  pthread_mutex_lock(&j->mu);
+  if (!j->share_fixed) {
+    int up = j->batch / 128 > 1 ? j->batch / 128 : 1;
+    if (feeder_wait_ns > 1000000) j->cpu_share -= 2 * up;
+    else if (model_wait_ns < 1000000) j->cpu_share += up;
+    j->cpu_share = j->cpu_share < 0 ? 0 : j->cpu_share > j->batch ? j->batch : j->cpu_share;
+  }
+  pthread_mutex_unlock(&j->mu);
+}
+
+double pb__t3_jpeg_cpu_ms(const pb__t3_jpeg *j) {
+  int64_t n = j->cpu_decoded + j->cpu_chosen;
+  return n > 0 ? (double)j->cpu_ns / 1e6 / (double)n : 0.0;
+}
 
 void pb__t3_jpeg_free(pb__t3_jpeg *j) {
   if (j == NULL) return;
@@ -239,8 +310,8 @@ static int index_images(pb__t3_jpeg *j, pb_dataset *ds, uint64_t seed, struct pb
   return PB_OK;
 }
 
-int pb__t3_jpeg_new(const char *path, int batch, int workers, int prefetch, uint64_t seed,
-                    pb__t3_jpeg **out, struct pb_error *err) {
+int pb__t3_jpeg_new(const char *path, int batch, int resize, int crop, int workers, int prefetch,
+                    uint64_t seed, pb__t3_jpeg **out, struct pb_error *err) {
   *out = NULL;
   pb__t3_jpeg *j = calloc(1, sizeof *j);
   if (j == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -248,6 +319,7 @@ int pb__t3_jpeg_new(const char *path, int batch, int workers, int prefetch, uint
   pthread_cond_init(&j->ready, NULL);
   pthread_cond_init(&j->space, NULL);
   j->batch = batch, j->workers = workers < 1 ? 1 : workers, j->prefetch = prefetch < 3 ? 3 : prefetch;
+  j->resize = resize, j->crop = crop;
   j->current = -1;
   pb_dataset *ds = NULL;
   int rc = pb_dataset_open(path, "imagefolder", &ds, err);

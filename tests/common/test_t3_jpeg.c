@@ -39,7 +39,7 @@ static void make_tree(const char *path, int png) {
 static void feed(const char *path, int png) {
   struct pb_error err;
   pb__t3_jpeg *j = NULL;
-  CHECK_OK(pb__t3_jpeg_new(path, 4, 8, 4, 7, &j, &err), &err);
+  CHECK_OK(pb__t3_jpeg_new(path, 4, 16, 12, 8, 4, 7, &j, &err), &err);
   for (int round = 0; round < 2; round++) {
     if (round == 1) CHECK_OK(pb__t3_jpeg_reset(j, &err), &err);
     char seen[3][N][512];
@@ -52,10 +52,12 @@ static void feed(const char *path, int png) {
         const pb_jpeg_item *it = &items[k];
         CHECK(it->name != NULL && strncmp(it->name, path, strlen(path)) == 0);
         CHECK(it->data != NULL && it->size > 0);
-        EXPECT_EQ(it->decoded, png);
-        if (png) {
+        EXPECT_EQ(it->decoded, png ? 2 : 0);
+        if (png) { /* cropped on the CPU: the finished 12 x 12 crop */
           EXPECT_EQ(it->channels, 3);
-          EXPECT_EQ((size_t)it->width * (size_t)it->height * 3, it->size);
+          EXPECT_EQ(it->width, 12);
+          EXPECT_EQ(it->height, 12);
+          EXPECT_EQ((size_t)12 * 12 * 3, it->size);
         } else {
           EXPECT(pb__t3_jpeg_for_gpu(it->data, it->size));
         }
@@ -75,6 +77,42 @@ static void feed(const char *path, int png) {
       }
   }
   EXPECT_EQ(pb__t3_jpeg_cpu_decoded(j) > 0, png);
+  pb__t3_jpeg_free(j);
+}
+
+/* The CPU share: positions 0 and 2 of each batch of 4 cropped on the CPU when the share is 2,
+ * the rest handed over as bytes; the tuning's three cases, and a fixed share left alone. */
+static void share(const char *path) {
+  struct pb_error err;
+  pb__t3_jpeg *j = NULL;
+  CHECK_OK(pb__t3_jpeg_new(path, 4, 16, 12, 3, 4, 7, &j, &err), &err);
+  pb__t3_jpeg_set_share(j, 2, 1);
+  CHECK_OK(pb__t3_jpeg_reset(j, &err), &err); /* batches from here on take the share */
+  int64_t before = pb__t3_jpeg_cpu_chosen(j);
+  for (int b = 0; b < 5; b++) {
+    const pb_jpeg_item *items = NULL;
+    int n = 0;
+    CHECK_OK(pb__t3_jpeg_next(j, &items, &n, &err), &err);
+    for (int k = 0; k < n; k++) {
+      EXPECT_EQ(items[k].decoded, k % 2 == 0 ? 2 : 0);
+      if (k % 2 == 0) EXPECT_EQ(items[k].size, (size_t)3 * 12 * 12);
+    }
+  }
+  EXPECT(pb__t3_jpeg_cpu_chosen(j) - before >= 10);
+  EXPECT(pb__t3_jpeg_cpu_ms(j) > 0);
+  pb__t3_jpeg_tune(j, 5000000, 0); /* fixed: unchanged */
+  EXPECT_EQ(pb__t3_jpeg_share(j), 2);
+  pb__t3_jpeg_set_share(j, 2, 0);
+  pb__t3_jpeg_tune(j, 5000000, 0); /* the feeder was waited for: back off */
+  EXPECT_EQ(pb__t3_jpeg_share(j), 0);
+  pb__t3_jpeg_tune(j, 5000000, 0); /* not below 0 */
+  EXPECT_EQ(pb__t3_jpeg_share(j), 0);
+  pb__t3_jpeg_tune(j, 0, 0); /* neither the feeder nor the model held the step: take more */
+  EXPECT_EQ(pb__t3_jpeg_share(j), 1);
+  pb__t3_jpeg_tune(j, 0, 5000000); /* the model's pace: unchanged */
+  EXPECT_EQ(pb__t3_jpeg_share(j), 1);
+  pb__t3_jpeg_set_share(j, 9, 0);
+  EXPECT_EQ(pb__t3_jpeg_share(j), 4); /* at most the batch */
   pb__t3_jpeg_free(j);
 }
 
@@ -104,6 +142,7 @@ int main(void) {
   snprintf(path, sizeof path, "%s/jpeg", root);
   make_tree(path, 0);
   feed(path, 0);
+  share(path);
   snprintf(path, sizeof path, "%s/png", root);
   make_tree(path, 1);
   feed(path, 1);

@@ -5,7 +5,9 @@
  * by nvJPEG and by libjpeg-turbo (pb_dataset_read of the image folder), and cropped by the GPU
  * and by pipebench's loader (center_crop_resize 256 -> 224); the per-channel max and mean
  * absolute differences are printed and held to the bounds docs/gpu.md states. A CPU-decoded
- * item goes through the GPU's crop alone and must match the loader's crop within 1. A corrupt
+ * item goes through the GPU's crop alone and must match the loader's crop within 1; in a batch
+ * of 40 (split over the decoder's parts) every JPEG crops as alone and finished crops (a CPU's
+ * crop, decoded 2) pass through unchanged. A corrupt
  * and a truncated JPEG fail naming the file, and the next batch decodes as before. */
 #include <math.h>
 #include <stdio.h>
@@ -179,6 +181,7 @@ static int measure_tree(const char *tree, int n) {
 
 int main(int argc, char **argv) {
   if (argc == 3) return measure_tree(argv[1], atoi(argv[2]));
+  setenv("PIPEBENCH_JPEG_DECODERS", "2", 0); /* the batch of 40 below goes in two parts */
   char why[512] = "";
   if (pb_jpeg_gpu_status(why, sizeof why) != 0) {
     fprintf(stderr, "JPEG decoding on the GPU unavailable: %s\n", why);
@@ -257,6 +260,28 @@ int main(int argc, char **argv) {
   diff(one, loader_crops, 3 * CROP * CROP, &m1, &a1);
   printf("crop of CPU-decoded pixels: max %d mean %.4f\n", m1, a1);
   EXPECT(m1 <= 1);
+
+  /* a batch of 40 (split over the decoder's parts) with finished crops among the JPEGs: each
+   * JPEG's crop as in the batch above, each finished crop passed through unchanged */
+  enum { BIG = 40 };
+  size_t cb = (size_t)3 * CROP * CROP;
+  pb_jpeg_item big[BIG];
+  for (int i = 0; i < BIG; i++)
+    big[i] = i % 5 == 4 ? (pb_jpeg_item){loader_crops + (size_t)(i % NIMG) * cb, cb, "finished crop",
+                                         2, CROP, CROP, 3}
+                        : items[i % NIMG];
+  unsigned char *crops_big = calloc(BIG, cb);
+  CHECK_OK(pb_jpeg_gpu_crops(big, BIG, 256, CROP, NULL, crops_big, &err), &err);
+  for (int i = 0; i < BIG; i++) {
+    const unsigned char *want = (i % 5 == 4 ? loader_crops : crops) + (size_t)(i % NIMG) * cb;
+    if (memcmp(crops_big + (size_t)i * cb, want, cb) != 0)
+      EXPECT_FAIL("batch of %d, item %d (%s): its crop differs", BIG, i, big[i].name);
+  }
+  pb_jpeg_item wrong = big[4];
+  wrong.width = CROP - 1;
+  EXPECT_EQ(pb_jpeg_gpu_crops(&wrong, 1, 256, CROP, NULL, crops_big, &err), PB_EINVAL);
+  EXPECT(strstr(err.message, "finished crop") != NULL);
+  free(crops_big);
 
   /* corrupt and truncated files fail naming themselves; the next batch decodes as before */
   unsigned char *bad = malloc(items[0].size);

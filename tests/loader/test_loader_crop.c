@@ -485,6 +485,47 @@ static void check_refusals(const char *png) {
   EXPECT_EQ(p.reduced_decode, 0);
 }
 
+/* pb_eval_crop_u8, one image's evaluation crop outside a loader: the same bytes as a loader's
+ * center_crop_resize with native output, image for image (the JPEG tree's larger images are
+ * decoded at 1/2 or 1/4 by both), and its refusals. */
+static void check_eval_crop(const char *path) {
+  struct pb_error err = {{0}};
+  enum { C = 20, R = 24 };
+  pb_loader_params p = params(PB_TRANSFORM_CENTER_CROP_RESIZE, 0);
+  p.crop_h = p.crop_w = C;
+  p.resize = R;
+  p.out_dtype = PB_OUT_NATIVE;
+  pb_loader *l = NULL;
+  CHECK_OK(pb_loader_new(path, &p, &l, &err), &err);
+  pb_dataset *ds = NULL;
+  CHECK_OK(pb_dataset_open(path, "imagefolder", &ds, &err), &err);
+  static uint8_t out[3 * C * C];
+  int checked = 0;
+  for (;;) {
+    pb_batch *b = NULL;
+    CHECK_OK(pb_loader_next(l, &b, &err), &err);
+    if (b == NULL) break;
+    for (int64_t k = 0; k < b->shape[0]; k++) {
+      int ch = 0;
+      memset(out, 0xAB, sizeof out);
+      CHECK_OK(pb_eval_crop_u8(ds, b->indices[k], R, C, out, sizeof out, &ch, &err), &err);
+      EXPECT_EQ(ch, 3);
+      if (memcmp(out, (const uint8_t *)b->data + (size_t)k * sizeof out, sizeof out) != 0)
+        EXPECT_FAIL("%s: image %lld: the eval crop differs from the loader's", path,
+                    (long long)b->indices[k]);
+      checked++;
+    }
+    pb_batch_free(b);
+  }
+  EXPECT_EQ(checked, N);
+  EXPECT_EQ(pb_eval_crop_u8(ds, 0, R, C, out, sizeof out - 1, NULL, &err), PB_EINVAL);
+  EXPECT_CONTAINS(err.message, "need 1200 bytes");
+  EXPECT_EQ(pb_eval_crop_u8(ds, 0, C - 1, C, out, sizeof out, NULL, &err), PB_EINVAL);
+  EXPECT(pb_eval_crop_u8(ds, N, R, C, out, sizeof out, NULL, &err) != PB_OK);
+  pb_loader_free(l);
+  pb_dataset_free(ds);
+}
+
 int main(void) {
   CHECK(mkdtemp(g_dir) != NULL);
   char png[4200], jpg[4200], same[4200];
@@ -499,6 +540,8 @@ int main(void) {
   check_jpeg(jpg);
   check_caches_and_regions(same);
   check_refusals(png);
+  check_eval_crop(png);
+  check_eval_crop(jpg);
   pb__remove_tree(g_dir);
   return check_failures() != 0;
 }

@@ -7,15 +7,20 @@
  * filter (PIL's, lib/loader/convert.c pb__rs_plan), takes the centre crop, rounds to 8 bits as
  * the CPU path does, and normalises into the engine's float32 input.
  *
- * One decoder per process (a mutex around it): its own stream, two pools of decoded images used
- * in turn; the crop of batch k waits on the engine's stream for its decode, and the decode of
- * batch k+2 waits for that crop, so the decode of the next batch runs beside the model. */
+ * One decoder per process (a mutex around it) with two slots used in turn. A batch may be split
+ * into parts (PIPEBENCH_JPEG_DECODERS, default 1), each with its own nvJPEG handles, stream and
+ * pools, decoded from host threads of their own: one thread parses every header and feeds
+ * nvJPEG alone, about 22 ms per 256 images on an H100 (docs/gpu.md). The crop of batch k waits
+ * on the engine's stream for every part's decode of k, and the decode of batch k+2 waits for
+ * that crop, so the decode of the next batch runs beside the model. Images a CPU cropped already
+ * (decoded 2) are copied in and pass the crop kernel unchanged (origin 0, scale 1). */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engines/cuda/cuda_jpeg.h"
 #include "engines/cuda/cuda_shared.h"
@@ -110,7 +115,7 @@ struct img_desc {
   float ay, ax, fy, fx; /* crop origin and source pixels per output pixel */
 };
 
-struct group { /* one nvJPEG backend's share of a batch */
+struct group { /* one nvJPEG backend's share of a part */
   nvj_handle h = NULL;
   nvj_state s = NULL;
   int inited = 0; /* the batch size nvjpegDecodeBatchedInitialize was last given */
@@ -121,18 +126,45 @@ struct group { /* one nvJPEG backend's share of a batch */
   int n = 0, cap = 0;
 };
 
-struct decoder {
-  int device = -1;
+/* One of the decoder's parts: its own nvJPEG handles, states, stream and pools, so parts decode
+ * side by side from their own host threads. */
+struct part {
   int hw_ok = 0;
   group hw, sw;
   nvj_stream js = NULL;
   cudaStream_t ds = NULL;
-  cudaEvent_t decoded[2] = {NULL, NULL}, cropped[2] = {NULL, NULL};
+  cudaEvent_t decoded[2] = {NULL, NULL};
   uint8_t *pool[2] = {NULL, NULL};
   size_t pool_cap[2] = {0, 0};
-  img_desc *desc_h = NULL, *desc_d[2] = {NULL, NULL};
+  /* this call's job: items [lo, hi) of the batch into slot k */
+  int lo = 0, hi = 0, rc = 0, gpu_n = 0;
+  struct pb_error err;
+  double parse_ms = 0, decode_ms = 0; /* summed host time (PIPEBENCH_JPEG_PROFILE) */
+};
+
+enum { MAX_PARTS = 8 };
+
+struct decoder {
+  int device = -1;
+  int nparts = 1;
+  part parts[MAX_PARTS];
+  cudaEvent_t cropped[2] = {NULL, NULL};
+  img_desc *desc_h[2] = {NULL, NULL}, *desc_d[2] = {NULL, NULL};
   int desc_cap = 0;
   int next = 0;
+  /* the job the helper threads (parts 1..nparts-1) take: a generation count, what is pending */
+  pthread_t th[MAX_PARTS];
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t go = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
+  long gen = 0;
+  int pending = 0;
+  const pb_jpeg_item *items = NULL;
+  int k = 0, resize = 0, crop = 0;
+  /* PIPEBENCH_JPEG_PROFILE: host time per batch, printed every 32 batches */
+  int profile = 0;
+  long batches = 0;
+  double wait_ms = 0, dispatch_ms = 0;
+  pb_jpeg_gpu_stats stats; /* since the decoder started */
 };
 
 static pthread_mutex_t dec_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -150,6 +182,12 @@ static decoder *dec_one = NULL;
     if (e_ != cudaSuccess) return pbc_cuda_err(err, e_, what);                                 \
   } while (0)
 
+static double ms_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
 static int group_grow(group *g, int n, struct pb_error *err) {
   if (n <= g->cap) return 0;
   free(g->data), free(g->len), free(g->img), free(g->idx);
@@ -161,18 +199,71 @@ static int group_grow(group *g, int n, struct pb_error *err) {
   return g->cap ? 0 : pbc_err(err, PB_ENOMEM, "out of memory for a batch of %d JPEGs", n);
 }
 
+static int part_start(part *pt, struct pb_error *err) {
+  /* the hardware decoder where the GPU has one; creating its handle fails elsewhere */
+  pt->hw_ok = nvj.create_ex(NVJ_BACKEND_HARDWARE, NULL, NULL, 0, &pt->hw.h) == NVJ_OK &&
+              nvj.state_create(pt->hw.h, &pt->hw.s) == NVJ_OK;
+  NVJ(nvj.create_ex(NVJ_BACKEND_DEFAULT, NULL, NULL, 0, &pt->sw.h), "start the GPU decoder");
+  NVJ(nvj.state_create(pt->sw.h, &pt->sw.s), "decoder state");
+  NVJ(nvj.stream_create(pt->hw_ok ? pt->hw.h : pt->sw.h, &pt->js), "bitstream handle");
+  CUJ(cudaStreamCreateWithFlags(&pt->ds, cudaStreamNonBlocking), "decode stream");
+  for (int k = 0; k < 2; k++)
+    CUJ(cudaEventCreateWithFlags(&pt->decoded[k], cudaEventDisableTiming), "event");
+  return 0;
+}
+
+static int decode_part(decoder *d, part *pt);
+
+/* A helper thread: decodes its part of each job the caller of decode_all posts. */
+struct helper_arg {
+  decoder *d;
+  int i;
+};
+
+static void *helper_main(void *arg) {
+  decoder *d = ((helper_arg *)arg)->d;
+  int i = ((helper_arg *)arg)->i;
+  free(arg);
+  cudaSetDevice(d->device); /* a new thread starts on device 0 */
+  pthread_mutex_lock(&d->mu);
+  long seen = 0; /* the thread starts before the first job: that one is not missed */
+  for (;;) {
+    while (d->gen == seen) pthread_cond_wait(&d->go, &d->mu);
+    seen = d->gen;
+    pthread_mutex_unlock(&d->mu);
+    part *pt = &d->parts[i];
+    pt->rc = pt->lo < pt->hi ? decode_part(d, pt) : 0;
+    pthread_mutex_lock(&d->mu);
+    if (--d->pending == 0) pthread_cond_broadcast(&d->done);
+  }
+  return NULL;
+}
+
+/* PIPEBENCH_JPEG_DECODERS: how many parts (host threads feeding nvJPEG) a batch is split into;
+ * 1 to 8, default 1. */
+static int parts_wanted(void) {
+  const char *v = getenv("PIPEBENCH_JPEG_DECODERS");
+  int n = v && *v ? atoi(v) : 1;
+  return n < 1 ? 1 : n > MAX_PARTS ? MAX_PARTS : n;
+}
+
 static int decoder_start(decoder *d, struct pb_error *err) {
   CUJ(cudaGetDevice(&d->device), "current device");
-  /* the hardware decoder where the GPU has one; creating its handle fails elsewhere */
-  d->hw_ok = nvj.create_ex(NVJ_BACKEND_HARDWARE, NULL, NULL, 0, &d->hw.h) == NVJ_OK &&
-             nvj.state_create(d->hw.h, &d->hw.s) == NVJ_OK;
-  NVJ(nvj.create_ex(NVJ_BACKEND_DEFAULT, NULL, NULL, 0, &d->sw.h), "start the GPU decoder");
-  NVJ(nvj.state_create(d->sw.h, &d->sw.s), "decoder state");
-  NVJ(nvj.stream_create(d->hw_ok ? d->hw.h : d->sw.h, &d->js), "bitstream handle");
-  CUJ(cudaStreamCreateWithFlags(&d->ds, cudaStreamNonBlocking), "decode stream");
-  for (int k = 0; k < 2; k++) {
-    CUJ(cudaEventCreateWithFlags(&d->decoded[k], cudaEventDisableTiming), "event");
+  const char *prof = getenv("PIPEBENCH_JPEG_PROFILE");
+  d->profile = prof != NULL && *prof != '\0' && strcmp(prof, "0") != 0;
+  d->nparts = parts_wanted();
+  for (int i = 0; i < d->nparts; i++) PB_RETURN_NOT_OK(part_start(&d->parts[i], err));
+  for (int k = 0; k < 2; k++)
     CUJ(cudaEventCreateWithFlags(&d->cropped[k], cudaEventDisableTiming), "event");
+  for (int i = 1; i < d->nparts; i++) {
+    helper_arg *a = (helper_arg *)malloc(sizeof *a);
+    if (a != NULL) a->d = d, a->i = i;
+    if (a == NULL || pthread_create(&d->th[i], NULL, helper_main, a) != 0) {
+      free(a);
+      d->nparts = i; /* the parts with a thread are used; the rest is left */
+      break;
+    }
+    pthread_detach(d->th[i]); /* the decoder lives as long as the process */
   }
   return 0;
 }
@@ -256,18 +347,22 @@ static void crop_span(int h, int w, int resize, int crop, img_desc *o) {
   o->fy = (float)fy, o->fx = (float)fx;
 }
 
-/* Sorts the items into the two groups and lays out the pool; *bytes: the pool's size. */
-static int plan_batch(decoder *d, const pb_jpeg_item *items, int n, int resize, int crop,
-                      int64_t *bytes, struct pb_error *err) {
-  d->hw.n = d->sw.n = 0;
+/* Sorts the part's items into its two groups and lays out its pool; *bytes: the pool's size.
+ * Descriptors go to desc (the batch's, indexed by item). */
+static int plan_part(part *pt, const pb_jpeg_item *items, img_desc *desc, int resize, int crop,
+                     int64_t *bytes, struct pb_error *err) {
+  pt->hw.n = pt->sw.n = 0;
   int64_t off = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = pt->lo; i < pt->hi; i++) {
     const pb_jpeg_item *it = &items[i];
     const char *name = it->name ? it->name : "(unnamed)";
-    img_desc *o = &d->desc_h[i];
+    img_desc *o = &desc[i];
     if (it->decoded) {
       if (it->channels != 1 && it->channels != 3)
         return pbc_err(err, PB_EUNSUPPORTED, "%s: %d channels (1 or 3 expected)", name, it->channels);
+      if (it->decoded == 2 && (it->height != crop || it->width != crop))
+        return pbc_err(err, PB_EINVAL, "%s: a finished crop of %d x %d, not %d x %d", name,
+                       it->height, it->width, crop, crop);
       o->h = it->height, o->w = it->width;
       o->plane = it->channels == 3 ? (int64_t)o->h * o->w : 0;
     } else {
@@ -277,13 +372,13 @@ static int plan_batch(decoder *d, const pb_jpeg_item *items, int n, int resize, 
       /* one parse of the headers: the bitstream handle's where the hardware decoder may take the
        * image (nvjpegDecodeBatchedSupported gives 0 when it does), else nvjpegGetImageInfo */
       int ok = headers_ok(p, it->size);
-      if (ok && d->hw_ok) {
-        ok = nvj.stream_parse(d->hw.h, p, it->size, 0, 0, d->js) == NVJ_OK &&
-             nvj.frame_dims(d->js, &uw, &uh) == NVJ_OK;
-        if (ok && nvj.batched_supported(d->hw.h, d->js, &sup) != NVJ_OK) sup = 1;
+      if (ok && pt->hw_ok) {
+        ok = nvj.stream_parse(pt->hw.h, p, it->size, 0, 0, pt->js) == NVJ_OK &&
+             nvj.frame_dims(pt->js, &uw, &uh) == NVJ_OK;
+        if (ok && nvj.batched_supported(pt->hw.h, pt->js, &sup) != NVJ_OK) sup = 1;
         ws[0] = (int)uw, hs[0] = (int)uh;
       } else if (ok) {
-        ok = nvj.image_info(d->sw.h, p, it->size, &comps, &sub, ws, hs) == NVJ_OK;
+        ok = nvj.image_info(pt->sw.h, p, it->size, &comps, &sub, ws, hs) == NVJ_OK;
       }
       if (!ok || ws[0] <= 0 || hs[0] <= 0)
         return pbc_err(err, PB_EFORMAT, "%s: not a JPEG nvJPEG can read (corrupt header)", name);
@@ -291,11 +386,16 @@ static int plan_batch(decoder *d, const pb_jpeg_item *items, int n, int resize, 
         return pbc_err(err, PB_EFORMAT, "%s: truncated JPEG (no end-of-image marker)", name);
       o->h = hs[0], o->w = ws[0];
       o->plane = (int64_t)o->h * o->w;
-      group *g = d->hw_ok && sup == 0 ? &d->hw : &d->sw;
+      group *g = pt->hw_ok && sup == 0 ? &pt->hw : &pt->sw;
       g->data[g->n] = p, g->len[g->n] = it->size, g->idx[g->n] = i;
       g->n++;
     }
-    crop_span(o->h, o->w, resize, crop, o);
+    if (it->decoded == 2) { /* already the crop: the kernel's identity (origin 0, scale 1) */
+      o->ay = o->ax = 0.0f;
+      o->fy = o->fx = 1.0f;
+    } else {
+      crop_span(o->h, o->w, resize, crop, o);
+    }
     o->px = (const uint8_t *)(intptr_t)off; /* an offset until the pool is placed */
     off += ((int64_t)o->h * o->w * (it->decoded ? it->channels : 3) + 255) / 256 * 256;
   }
@@ -304,28 +404,29 @@ static int plan_batch(decoder *d, const pb_jpeg_item *items, int n, int resize, 
 }
 
 /* The first JPEG of group g that the default backend cannot decode alone, named. */
-static int find_bad(decoder *d, const group *g, const pb_jpeg_item *items, nvj_status s,
+static int find_bad(part *pt, const group *g, const pb_jpeg_item *items, nvj_status s,
                     struct pb_error *err) {
   for (int j = 0; j < g->n; j++) {
     nvj_image im = g->img[j];
-    nvj_status one = nvj.decode(d->sw.h, d->sw.s, g->data[j], g->len[j], NVJ_OUTPUT_RGB, &im, d->ds);
+    nvj_status one = nvj.decode(pt->sw.h, pt->sw.s, g->data[j], g->len[j], NVJ_OUTPUT_RGB, &im, pt->ds);
     if (one != NVJ_OK) {
-      cudaStreamSynchronize(d->ds);
+      cudaStreamSynchronize(pt->ds);
       cudaGetLastError();
       const char *name = items[g->idx[j]].name;
       return pbc_err(err, PB_EFORMAT, "%s: nvJPEG cannot decode it: %s", name ? name : "(unnamed)",
                      nvj_status_name(one));
     }
   }
-  cudaStreamSynchronize(d->ds);
+  cudaStreamSynchronize(pt->ds);
   return pbc_err(err, PB_EFORMAT, "nvJPEG batched decode of %d images failed: %s", g->n,
                  nvj_status_name(s));
 }
 
-static int decode_group(decoder *d, group *g, const pb_jpeg_item *items, struct pb_error *err) {
+static int decode_group(part *pt, group *g, const pb_jpeg_item *items, const img_desc *desc,
+                        struct pb_error *err) {
   if (g->n == 0) return 0;
   for (int j = 0; j < g->n; j++) {
-    const img_desc *o = &d->desc_h[g->idx[j]];
+    const img_desc *o = &desc[g->idx[j]];
     memset(&g->img[j], 0, sizeof g->img[j]);
     for (int k = 0; k < 3; k++) {
       g->img[j].channel[k] = (unsigned char *)o->px + k * o->plane;
@@ -336,10 +437,10 @@ static int decode_group(decoder *d, group *g, const pb_jpeg_item *items, struct 
     NVJ(nvj.batched_init(g->h, g->s, g->n, 1, NVJ_OUTPUT_RGB), "batch set-up");
     g->inited = g->n;
   }
-  nvj_status s = nvj.batched(g->h, g->s, g->data, g->len, g->img, d->ds);
+  nvj_status s = nvj.batched(g->h, g->s, g->data, g->len, g->img, pt->ds);
   if (s != NVJ_OK) {
     g->inited = 0; /* set the state up again for the next batch */
-    return find_bad(d, g, items, s, err);
+    return find_bad(pt, g, items, s, err);
   }
   return 0;
 }
@@ -381,60 +482,151 @@ __global__ void k_crop(const img_desc *__restrict__ desc, int crop, float *__res
   }
 }
 
-/* Decodes the batch into pool slot k on the decoder's stream, waiting for it when `wait`. The
- * descriptors are in desc_d[k] afterwards. */
-static int decode_batch(decoder *d, int k, const pb_jpeg_item *items, int n, int resize, int crop,
-                        int wait, int *gpu_n, struct pb_error *err) {
-  if (n > d->desc_cap) {
-    CUJ(cudaStreamSynchronize(d->ds), "synchronize");
-    for (int s = 0; s < 2; s++) {
-      cudaFree(d->desc_d[s]);
-      d->desc_d[s] = NULL;
-    }
-    cudaFreeHost(d->desc_h);
-    d->desc_h = NULL;
-    d->desc_cap = 0;
-    CUJ(cudaMallocHost(&d->desc_h, (size_t)n * sizeof(img_desc)), "descriptors");
-    for (int s = 0; s < 2; s++) CUJ(cudaMalloc(&d->desc_d[s], (size_t)n * sizeof(img_desc)), "descriptors");
-    d->desc_cap = n;
-  }
-  PB_RETURN_NOT_OK(group_grow(&d->hw, n, err));
-  PB_RETURN_NOT_OK(group_grow(&d->sw, n, err));
-  /* the crop that last read slot k, and the copy of the descriptors (pinned, reused), are done */
-  CUJ(cudaStreamWaitEvent(d->ds, d->cropped[k], 0), "wait");
-  CUJ(cudaStreamSynchronize(d->ds), "synchronize");
+/* One part of the job in d: items [lo, hi) decoded into the part's pool slot d->k on its own
+ * stream; its decoded[k] event marks the end. */
+static int decode_part(decoder *d, part *pt) {
+  struct pb_error *err = &pt->err;
+  err->message[0] = '\0';
+  pt->gpu_n = 0;
+  int k = d->k, n = pt->hi - pt->lo;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  PB_RETURN_NOT_OK(group_grow(&pt->hw, n, err));
+  PB_RETURN_NOT_OK(group_grow(&pt->sw, n, err));
   int64_t bytes = 0;
-  PB_RETURN_NOT_OK(plan_batch(d, items, n, resize, crop, &bytes, err));
-  if ((size_t)bytes > d->pool_cap[k]) {
-    cudaFree(d->pool[k]);
-    d->pool[k] = NULL;
-    d->pool_cap[k] = 0;
+  img_desc *desc = d->desc_h[k];
+  PB_RETURN_NOT_OK(plan_part(pt, d->items, desc, d->resize, d->crop, &bytes, err));
+  if ((size_t)bytes > pt->pool_cap[k]) {
+    /* the crop that last read the slot is done (decode_all waited for it) */
+    cudaFree(pt->pool[k]);
+    pt->pool[k] = NULL;
+    pt->pool_cap[k] = 0;
     size_t cap = (size_t)bytes + (size_t)bytes / 4;
-    CUJ(cudaMalloc(&d->pool[k], cap), "decoded images");
-    d->pool_cap[k] = cap;
+    CUJ(cudaMalloc(&pt->pool[k], cap), "decoded images");
+    pt->pool_cap[k] = cap;
   }
-  for (int i = 0; i < n; i++) d->desc_h[i].px = d->pool[k] + (intptr_t)d->desc_h[i].px;
-  for (int i = 0; i < n; i++)
-    if (items[i].decoded)
-      CUJ(cudaMemcpyAsync((void *)d->desc_h[i].px, items[i].data,
-                          (size_t)items[i].width * (size_t)items[i].height * (size_t)items[i].channels,
-                          cudaMemcpyHostToDevice, d->ds),
+  for (int i = pt->lo; i < pt->hi; i++) desc[i].px = pt->pool[k] + (intptr_t)desc[i].px;
+  double parse = ms_since(&t0);
+  for (int i = pt->lo; i < pt->hi; i++) {
+    const pb_jpeg_item *it = &d->items[i];
+    if (it->decoded)
+      CUJ(cudaMemcpyAsync((void *)desc[i].px, it->data,
+                          (size_t)it->width * (size_t)it->height * (size_t)it->channels,
+                          cudaMemcpyHostToDevice, pt->ds),
           "copy of a CPU-decoded image");
-  PB_RETURN_NOT_OK(decode_group(d, &d->hw, items, err));
-  PB_RETURN_NOT_OK(decode_group(d, &d->sw, items, err));
-  CUJ(cudaMemcpyAsync(d->desc_d[k], d->desc_h, (size_t)n * sizeof(img_desc), cudaMemcpyHostToDevice,
-                      d->ds), "descriptors");
-  CUJ(cudaEventRecord(d->decoded[k], d->ds), "event");
-  if (wait) CUJ(cudaEventSynchronize(d->decoded[k]), "JPEG decode");
-  *gpu_n = d->hw.n + d->sw.n;
+  }
+  PB_RETURN_NOT_OK(decode_group(pt, &pt->hw, d->items, desc, err));
+  PB_RETURN_NOT_OK(decode_group(pt, &pt->sw, d->items, desc, err));
+  CUJ(cudaEventRecord(pt->decoded[k], pt->ds), "event");
+  pt->gpu_n = pt->hw.n + pt->sw.n;
+  if (d->profile) {
+    pt->parse_ms += parse;
+    pt->decode_ms += ms_since(&t0) - parse;
+  }
   return 0;
 }
 
-static void crop_launch(decoder *d, int k, int n, int crop, const float *mean, const float *std,
-                        float *out_f, uint8_t *out_u8, cudaStream_t st) {
-  dim3 grid((unsigned)((crop * crop + 255) / 256), 3, (unsigned)n);
-  k_crop<<<grid, 256, 0, st>>>(d->desc_d[k], crop, out_f, out_u8, mean[0], mean[1], mean[2],
-                               1.0f / std[0], 1.0f / std[1], 1.0f / std[2]);
+/* Decodes the batch into slot k: the decode of the batch before is waited for (its items may
+ * then be freed), and the crop that last read slot k; the batch is split into the decoder's
+ * parts, each decoded from its own thread (part 0 from this one). The descriptors are in
+ * desc_h[k] afterwards; the parts' decoded[k] events mark the end on the device. */
+static int decode_all(decoder *d, int k, const pb_jpeg_item *items, int n, int resize, int crop,
+                      int *gpu_n, struct pb_error *err) {
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < d->nparts; i++)
+    CUJ(cudaEventSynchronize(d->parts[i].decoded[k ^ 1]), "JPEG decode");
+  double wait_decode = ms_since(&t0);
+  CUJ(cudaEventSynchronize(d->cropped[k]), "JPEG crop");
+  double wait_crop = ms_since(&t0) - wait_decode;
+  if (n > d->desc_cap) {
+    CUJ(cudaDeviceSynchronize(), "synchronize"); /* no crop reads the old descriptors */
+    for (int s = 0; s < 2; s++) {
+      cudaFree(d->desc_d[s]);
+      cudaFreeHost(d->desc_h[s]);
+      d->desc_d[s] = NULL;
+      d->desc_h[s] = NULL;
+    }
+    d->desc_cap = 0;
+    for (int s = 0; s < 2; s++) {
+      CUJ(cudaMallocHost(&d->desc_h[s], (size_t)n * sizeof(img_desc)), "descriptors");
+      CUJ(cudaMalloc(&d->desc_d[s], (size_t)n * sizeof(img_desc)), "descriptors");
+    }
+    d->desc_cap = n;
+  }
+  double waited = ms_since(&t0);
+  /* parts of at least 16 images: fewer would cost more in set-up than they save */
+  int np = n / 16 < d->nparts ? (n / 16 > 1 ? n / 16 : 1) : d->nparts;
+  for (int i = 0; i < d->nparts; i++) {
+    part *pt = &d->parts[i];
+    pt->lo = i < np ? (int)((int64_t)n * i / np) : n;
+    pt->hi = i < np ? (int)((int64_t)n * (i + 1) / np) : n;
+    pt->rc = 0;
+  }
+  d->items = items, d->k = k, d->resize = resize, d->crop = crop;
+  if (d->nparts > 1) {
+    pthread_mutex_lock(&d->mu);
+    d->pending = d->nparts - 1;
+    d->gen++;
+    pthread_cond_broadcast(&d->go);
+    pthread_mutex_unlock(&d->mu);
+  }
+  part *p0 = &d->parts[0];
+  p0->rc = p0->lo < p0->hi ? decode_part(d, p0) : 0;
+  if (d->nparts > 1) {
+    pthread_mutex_lock(&d->mu);
+    while (d->pending > 0) pthread_cond_wait(&d->done, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+  }
+  *gpu_n = 0;
+  for (int i = 0; i < d->nparts; i++) {
+    part *pt = &d->parts[i];
+    if (pt->rc != 0) { /* the first part's error in batch order; the slot is decoded again */
+      if (err != NULL) *err = pt->err;
+      return pt->rc;
+    }
+    *gpu_n += pt->gpu_n;
+  }
+  d->stats.batches++;
+  d->stats.images_gpu += *gpu_n;
+  d->stats.images_copied += n - *gpu_n;
+  d->stats.wait_decode_ns += (int64_t)(wait_decode * 1e6);
+  d->stats.wait_crop_ns += (int64_t)(wait_crop * 1e6);
+  d->stats.parts_ns += (int64_t)((ms_since(&t0) - waited) * 1e6);
+  d->stats.parts = np;
+  if (d->profile) {
+    d->wait_ms += waited;
+    d->dispatch_ms += ms_since(&t0) - waited;
+    if (++d->batches % 32 == 0) {
+      double parse = 0, dec = 0;
+      for (int i = 0; i < d->nparts; i++) parse += d->parts[i].parse_ms, dec += d->parts[i].decode_ms;
+      double b = (double)d->batches;
+      fprintf(stderr, "jpeg profile: %ld batches of %d, %d parts: host ms per batch: waiting %.2f, "
+              "parts %.2f (per part: parse %.2f, nvJPEG calls %.2f)\n", d->batches, n, d->nparts,
+              d->wait_ms / b, d->dispatch_ms / b, parse / b / d->nparts, dec / b / d->nparts);
+    }
+  }
+  return 0;
+}
+
+/* The crop of slot k on stream st, once every part's decode is done: descriptors copied in,
+ * the kernel, and cropped[k] recorded. */
+static cudaError_t crop_queue(decoder *d, int k, int n, int crop, const float *mean,
+                              const float *std, float *out_f, uint8_t *out_u8, cudaStream_t st) {
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < d->nparts && e == cudaSuccess; i++)
+    if (d->parts[i].lo < d->parts[i].hi) e = cudaStreamWaitEvent(st, d->parts[i].decoded[k], 0);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(d->desc_d[k], d->desc_h[k], (size_t)n * sizeof(img_desc),
+                        cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess) {
+    dim3 grid((unsigned)((crop * crop + 255) / 256), 3, (unsigned)n);
+    k_crop<<<grid, 256, 0, st>>>(d->desc_d[k], crop, out_f, out_u8, mean[0], mean[1], mean[2],
+                                 1.0f / std[0], 1.0f / std[1], 1.0f / std[2]);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaEventRecord(d->cropped[k], st);
+  return e;
 }
 
 int pbc_jpeg_to_input(const pb_jpeg_item *items, int n, int resize, int crop, const float *mean,
@@ -445,18 +637,10 @@ int pbc_jpeg_to_input(const pb_jpeg_item *items, int n, int resize, int crop, co
   decoder *d = NULL;
   int rc = decoder_get(&d, err);
   int k = d ? d->next : 0;
-  /* the batch before has been decoded: its items may be freed once this call returns */
-  if (rc == 0 && cudaEventSynchronize(d->decoded[k ^ 1]) != cudaSuccess)
-    rc = pbc_cuda_err(err, cudaGetLastError(), "JPEG decode");
-  if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, 0, gpu_n, err);
+  if (rc == 0) rc = decode_all(d, k, items, n, resize, crop, gpu_n, err);
   if (rc == 0) {
     d->next ^= 1;
-    cudaError_t e = cudaStreamWaitEvent(st, d->decoded[k], 0);
-    if (e == cudaSuccess) {
-      crop_launch(d, k, n, crop, mean, std, input, NULL, st);
-      e = cudaGetLastError();
-    }
-    if (e == cudaSuccess) e = cudaEventRecord(d->cropped[k], st);
+    cudaError_t e = crop_queue(d, k, n, crop, mean, std, input, NULL, st);
     if (e != cudaSuccess) rc = pbc_cuda_err(err, e, "JPEG crop");
   }
   pthread_mutex_unlock(&dec_lock);
@@ -474,16 +658,15 @@ int pbc_jpeg_crops(const pb_jpeg_item *items, int n, int resize, int crop, uint8
   decoder *d = NULL;
   int gpu_n = 0, rc = decoder_get(&d, err);
   int k = d ? d->next : 0;
-  if (rc == 0) rc = decode_batch(d, k, items, n, resize, crop, 1, &gpu_n, err);
+  if (rc == 0) rc = decode_all(d, k, items, n, resize, crop, &gpu_n, err);
   if (rc == 0) {
     d->next ^= 1;
-    crop_launch(d, k, n, crop, zero, one, NULL, dev, d->ds);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaEventRecord(d->cropped[k], d->ds);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(d->ds);
+    cudaStream_t st = d->parts[0].ds;
+    cudaError_t e = crop_queue(d, k, n, crop, zero, one, NULL, dev, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
     if (e == cudaSuccess) e = cudaMemcpy(crops, dev, bytes, cudaMemcpyDeviceToHost);
     for (int i = 0; e == cudaSuccess && full != NULL && i < n; i++) {
-      const img_desc *o = &d->desc_h[i];
+      const img_desc *o = &d->desc_h[k][i];
       if (full[i] != NULL)
         e = cudaMemcpy(full[i], o->px, (size_t)(o->plane ? 3 * o->plane : (int64_t)o->h * o->w),
                        cudaMemcpyDeviceToHost);
@@ -493,4 +676,12 @@ int pbc_jpeg_crops(const pb_jpeg_item *items, int n, int resize, int crop, uint8
   pthread_mutex_unlock(&dec_lock);
   cudaFree(dev);
   return rc;
+}
+
+int pbc_jpeg_stats(pb_jpeg_gpu_stats *out) {
+  pthread_mutex_lock(&dec_lock);
+  if (dec_one != NULL) *out = dec_one->stats;
+  else memset(out, 0, sizeof *out);
+  pthread_mutex_unlock(&dec_lock);
+  return 0;
 }

@@ -22,6 +22,9 @@ int pbc_jpeg_to_input(const pb_jpeg_item *items, int n, int resize, int crop, co
                       const float *std, float *input, cudaStream_t st, int *gpu_n,
                       struct pb_error *err);
 
+/* The decoder's counts and host times since it started (zeros before). */
+int pbc_jpeg_stats(pb_jpeg_gpu_stats *out);
+
 /* The module's jpeg_crops: the same decode into host memory, for tests. */
 int pbc_jpeg_crops(const pb_jpeg_item *items, int n, int resize, int crop, uint8_t **full,
                    uint8_t *crops, struct pb_error *err);

@@ -260,7 +260,7 @@ static int device_info(pb__cuda_device *d, struct pb_error *err) { return pbc_de
 
 static const pb__cuda_module the_module = {PB__CUDA_ABI,    &pbc_backend,     device_info,
                                            peak_gflops,     bandwidth,        pbc_jpeg_status,
-                                           pbc_forward_jpeg, pbc_jpeg_crops};
+                                           pbc_forward_jpeg, pbc_jpeg_crops,  pbc_jpeg_stats};
 
 extern "C" __attribute__((visibility("default"))) const pb__cuda_module *
 pb_cuda_module_open(int abi, char *why, size_t why_len) {

@@ -15,7 +15,7 @@ extern "C" {
 
 /* Bumped whenever this header, pb__engine_vtable, struct pb_engine or pb_engine_info change:
  * a module of another ABI is refused rather than run on mismatched structs. */
-#define PB__CUDA_ABI 7
+#define PB__CUDA_ABI 8
 #define PB__CUDA_ENTRY "pb_cuda_module_open"
 #define PB__CUDA_MODULE_FILE "libpipebench-cuda.so"
 
@@ -57,6 +57,8 @@ typedef struct pb__cuda_module {
                       struct pb_error *err);
   int (*jpeg_crops)(const pb_jpeg_item *items, int n, int resize, int crop, uint8_t **full,
                     uint8_t *crops, struct pb_error *err);
+  /* jpeg_stats: the decoder's counts and host times since it started (zeros before). */
+  int (*jpeg_stats)(pb_jpeg_gpu_stats *out);
 } pb__cuda_module;
 
 /* The module's entry: the table when CUDA is usable here (driver, a device of a supported
