@@ -457,7 +457,7 @@ static int open_loader(pb_run_ctx *c, int fi, int cache, const char *device, int
 }
 
 /* The rows' decode column: where the images were decoded. */
-static void decode_column(pb_table *t, const pb__t3_jpeg *jf, const t3_state *sx) {
+static void decode_column(pb_table *t, pb__t3_jpeg *jf, const t3_state *sx) {
   char where[96] = "cpu";
   int64_t on_cpu = jf ? pb__t3_jpeg_cpu_decoded(jf) : 0, on_gpu = jf ? sx->gpu_decoded : 0;
   if (jf && on_cpu == 0) snprintf(where, sizeof where, "gpu");

@@ -226,9 +226,20 @@ int pb__t3_jpeg_next(pb__t3_jpeg *j, const pb_jpeg_item **items, int *n, struct 
   return rc;
 }
 
-int64_t pb__t3_jpeg_cpu_decoded(const pb__t3_jpeg *j) { return j->cpu_decoded + j->cpu_chosen; }
+/* The counts are the workers' (under the mutex) while they run. */
+int64_t pb__t3_jpeg_cpu_decoded(pb__t3_jpeg *j) {
+  pthread_mutex_lock(&j->mu);
+  int64_t n = j->cpu_decoded + j->cpu_chosen;
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
 
-int64_t pb__t3_jpeg_cpu_chosen(const pb__t3_jpeg *j) { return j->cpu_chosen; }
+int64_t pb__t3_jpeg_cpu_chosen(pb__t3_jpeg *j) {
+  pthread_mutex_lock(&j->mu);
+  int64_t n = j->cpu_chosen;
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
 
 int pb__t3_jpeg_share(pb__t3_jpeg *j) {
   pthread_mutex_lock(&j->mu);
@@ -260,9 +271,11 @@ void pb__t3_jpeg_tune(pb__t3_jpeg *j, int64_t feeder_wait_ns, int64_t model_wait
   pthread_mutex_unlock(&j->mu);
 }
 
-double pb__t3_jpeg_cpu_ms(const pb__t3_jpeg *j) {
-  int64_t n = j->cpu_decoded + j->cpu_chosen;
-  return n > 0 ? (double)j->cpu_ns / 1e6 / (double)n : 0.0;
+double pb__t3_jpeg_cpu_ms(pb__t3_jpeg *j) {
+  pthread_mutex_lock(&j->mu);
+  int64_t n = j->cpu_decoded + j->cpu_chosen, ns = j->cpu_ns;
+  pthread_mutex_unlock(&j->mu);
+  return n > 0 ? (double)ns / 1e6 / (double)n : 0.0;
 }
 
 void pb__t3_jpeg_free(pb__t3_jpeg *j) {

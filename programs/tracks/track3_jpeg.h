@@ -27,10 +27,10 @@ int pb__t3_jpeg_reset(pb__t3_jpeg *j, struct pb_error *err);
 int pb__t3_jpeg_next(pb__t3_jpeg *j, const pb_jpeg_item **items, int *n, struct pb_error *err);
 /* Images handed over so far (since new) as crops a CPU worker made: all of them, and those
  * of the share (the rest could not go to nvJPEG). */
-int64_t pb__t3_jpeg_cpu_decoded(const pb__t3_jpeg *j);
-int64_t pb__t3_jpeg_cpu_chosen(const pb__t3_jpeg *j);
+int64_t pb__t3_jpeg_cpu_decoded(pb__t3_jpeg *j);
+int64_t pb__t3_jpeg_cpu_chosen(pb__t3_jpeg *j);
 /* The workers' mean time per CPU crop (read, decode, crop), ms; 0 before any. */
-double pb__t3_jpeg_cpu_ms(const pb__t3_jpeg *j);
+double pb__t3_jpeg_cpu_ms(pb__t3_jpeg *j);
 /* The CPU share: images per batch cropped on the CPU although nvJPEG could decode them. It
  * applies to batches whose first image is not yet taken. fixed: pb__t3_jpeg_tune leaves it. */
 int pb__t3_jpeg_share(pb__t3_jpeg *j);

@@ -86,9 +86,10 @@ static void share(const char *path) {
   struct pb_error err;
   pb__t3_jpeg *j = NULL;
   CHECK_OK(pb__t3_jpeg_new(path, 4, 16, 12, 3, 4, 7, &j, &err), &err);
+  EXPECT_EQ(pb__t3_jpeg_cpu_chosen(j), 0); /* no share yet */
   pb__t3_jpeg_set_share(j, 2, 1);
   CHECK_OK(pb__t3_jpeg_reset(j, &err), &err); /* batches from here on take the share */
-  int64_t before = pb__t3_jpeg_cpu_chosen(j);
+  int64_t before = 0;
   for (int b = 0; b < 5; b++) {
     const pb_jpeg_item *items = NULL;
     int n = 0;
