@@ -7,8 +7,9 @@
 # result; the engine writes nothing into the bucket; the rows say requests unknown, never 0.
 # Bad input (a missing prefix, a wrong secret, a private bucket read anonymously, a name
 # without .lance) exits 2 naming the URL, no secret printed.
+# --timeout and --retries reach the engine's object store (a stalled server fails in seconds).
 # Skips where Node or the Lance engine is not installed, or radosgw is not.
-# Env: PIPEBENCH_CLI, PIPEBENCH_TEST_LIBRARY, PIPEBENCH_SOURCE_DIR.
+# Env: PIPEBENCH_CLI, PIPEBENCH_TEST_LIBRARY, PIPEBENCH_SOURCE_DIR, PIPEBENCH_NETEM (the proxy).
 set -u
 . "$PIPEBENCH_SOURCE_DIR/tests/cli/lib.sh"
 pb=$PIPEBENCH_CLI
@@ -129,4 +130,29 @@ if [[ $errout != *not-the-secret* && $errout != *"$AWS_SECRET_ACCESS_KEY"* ]]; t
 run timeout 120 "$pb" inspect --format lance s3://pblance/ds
 expect_rc 2 "a dataset name without .lance"
 expect_err "s3://pblance/ds: over s3:// the engine opens a dataset only at a name ending in .lance" "says how to name it"
+
+# --timeout and --retries reach lancedb's object store: behind a proxy that answers nothing
+# (netem's stall), --timeout 2 --retries 0 ends within seconds, exit 2 naming the URL, where
+# with lancedb's own limits (long request timeouts, ten retries) the read is still waiting
+if [[ -n ${PIPEBENCH_NETEM:-} ]]; then
+  "$PIPEBENCH_NETEM" --target "${E#http://}" --fault stall --after 0 --port-file "$work/stall.port" \
+    >/dev/null &
+  stall=$!
+  for _ in $(seq 50); do [[ -s $work/stall.port ]] && break; sleep 0.1; done
+  stalled=http://127.0.0.1:$(cat "$work/stall.port")
+  t0=$(date +%s)
+  run timeout 100 env AWS_ENDPOINT_URL="$stalled" "$pb" inspect --format lance "$url" --timeout 2 \
+    --retries 0
+  took=$(($(date +%s) - t0))
+  expect_rc 2 "a server that answers nothing, --timeout 2 --retries 0"
+  expect_err "^pipebench inspect: $url: " "names the URL"
+  [[ $took -lt 40 ]] && pass || fail "--timeout 2 --retries 0 took $took s"
+  run timeout 20 env AWS_ENDPOINT_URL="$stalled" "$pb" inspect --format lance "$url"
+  expect_rc 124 "without them the read is still waiting after 20 s"
+  kill "$stall" 2>/dev/null
+  wait "$stall" 2>/dev/null
+  sleep 1
+  left=$(pgrep -f "pb_lance.js serve $url" | wc -l)
+  [[ $left -eq 0 ]] && pass || fail "$left Lance helpers left running"
+fi
 finish

@@ -125,8 +125,10 @@ struct pb__lance {
   char dir[128], sock[160], log[160]; /* private folder: the socket, the helper's output */
   lance_where where;
   char env_node_path[LANCE_PATH + 16], env_tmp[160];
-  const char *argv[6], *env[9];
+  const char *argv[6], *env[12];
   char **s3_env; /* s3:// datasets: the S3 settings, handed over in the environment */
+  double timeout_s; /* --timeout and --retries for the engine's requests (0 and -1: its own) */
+  int retries;
   pb__proc proc;
   pb__proc_result res;
   struct pb_error perr;
@@ -260,10 +262,36 @@ static int lance_ask_text(pb__lance *l, const char *line, double limit_s, const 
   return PB_OK;
 }
 
+/* One more NAME=VALUE in the S3 settings handed to the helper. */
+static int s3_env_add(pb__lance *l, const char *name, const char *value, struct pb_error *err) {
+  size_t n = 0;
+  while (l->s3_env[n] != NULL) n++;
+  char **e = realloc(l->s3_env, (n + 2) * sizeof *e);
+  if (e == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  l->s3_env = e;
+  size_t len = strlen(name) + strlen(value) + 2;
+  if ((e[n] = malloc(len)) == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  snprintf(e[n], len, "%s=%s", name, value);
+  e[n + 1] = NULL;
+  return PB_OK;
+}
+
 static int lance_start(pb__lance *l, struct pb_error *err) {
   /* s3://: the endpoint, region and credentials pipebench's own reads would use, handed over
-   * in the helper's environment (which only its owner may read), never on its command line */
-  if (strncasecmp(l->path, "s3://", 5) == 0) PB_RETURN_NOT_OK(pb__io_s3_env(&l->s3_env, err));
+   * in the helper's environment (which only its owner may read), never on its command line;
+   * with them --timeout and --retries, which the helper gives lancedb's object store */
+  if (strncasecmp(l->path, "s3://", 5) == 0) {
+    PB_RETURN_NOT_OK(pb__io_s3_env(&l->s3_env, err));
+    char v[32];
+    if (l->timeout_s > 0) {
+      snprintf(v, sizeof v, "%.3f", l->timeout_s);
+      PB_RETURN_NOT_OK(s3_env_add(l, "PB_S3_TIMEOUT_S", v, err));
+    }
+    if (l->retries >= 0) {
+      snprintf(v, sizeof v, "%d", l->retries);
+      PB_RETURN_NOT_OK(s3_env_add(l, "PB_S3_RETRIES", v, err));
+    }
+  }
   PB_RETURN_NOT_OK(lance_private_dir(l->dir, sizeof l->dir, err));
   snprintf(l->sock, sizeof l->sock, "%s/s", l->dir);
   snprintf(l->log, sizeof l->log, "%s/log", l->dir);
@@ -281,7 +309,7 @@ static int lance_start(pb__lance *l, struct pb_error *err) {
   l->env[0] = l->env_node_path;
   l->env[1] = l->env_tmp;
   l->env[2] = NULL;
-  for (size_t k = 0; l->s3_env != NULL && l->s3_env[k] != NULL && k < 6; k++) {
+  for (size_t k = 0; l->s3_env != NULL && l->s3_env[k] != NULL && k < 9; k++) {
     l->env[2 + k] = l->s3_env[k];
     l->env[3 + k] = NULL;
   }
@@ -389,7 +417,8 @@ static int lance_meta_of(const pb__lance *l, int64_t i, const cJSON *im, pb_imag
   return PB_OK;
 }
 
-int pb__lance_open(const char *path, pb__lance **out, struct pb_error *err) {
+int pb__lance_open(const char *path, const pb_read_options *opts, pb__lance **out,
+                   struct pb_error *err) {
   *out = NULL;
   /* A URL: the engine reads it through its own object store (s3:// only, see
    * pb__format_url_check); its listing and stat are the engine's too. */
@@ -400,6 +429,8 @@ int pb__lance_open(const char *path, pb__lance **out, struct pb_error *err) {
   l->fd = -1;
   atomic_init(&l->done, 0);
   snprintf(l->path, sizeof l->path, "%s", path);
+  l->timeout_s = opts != NULL ? opts->timeout_s : 0;
+  l->retries = opts != NULL ? opts->retries : -1;
   char *text = NULL;
   int rc = lance_find(&l->where, err);
   if (rc == PB_OK) rc = lance_start(l, err);
@@ -487,8 +518,7 @@ static int lance_probe(const char *path) {
 /* Lance reads its files inside its own engine (the Node helper): read options do not reach it. */
 static int lance_open(const char *path, const pb_read_options *opts, void **state,
                       struct pb_error *err) {
-  (void)opts;
-  return pb__lance_open(path, (pb__lance **)state, err);
+  return pb__lance_open(path, opts, (pb__lance **)state, err);
 }
 
 static void lance_close(void *state) { pb__lance_free(state); }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "pipebench/core.h"
+#include "pipebench/format.h"
 
 /** Whether the Lance engine can run here: PB_OK and its name ("lancedb-node 0.31.0") in
  * engine; otherwise PB_EUNSUPPORTED with one line saying why (no node, helper or package
@@ -17,9 +18,11 @@ int pb__lance_engine(char *engine, size_t size, struct pb_error *err);
 /** A helper serving one Lance dataset. */
 typedef struct pb__lance pb__lance;
 
-/** Starts a helper over the dataset at path and reads what it holds. Free with
- * pb__lance_free. */
-int pb__lance_open(const char *path, pb__lance **out, struct pb_error *err);
+/** Starts a helper over the dataset at path and reads what it holds. opts (may be NULL): for
+ * s3://, its timeout_s and retries go to lancedb's object store (0 and -1: lancedb's own).
+ * Free with pb__lance_free. */
+int pb__lance_open(const char *path, const pb_read_options *opts, pb__lance **out,
+                   struct pb_error *err);
 void pb__lance_free(pb__lance *l);
 int64_t pb__lance_count(const pb__lance *l);
 

@@ -14,7 +14,7 @@ int pb_lance_open(const char *path, pb_lance **out, struct pb_error *err) {
   *out = NULL;
   pb_lance *h = pb_alloc(sizeof *h);
   if (h == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory opening %s", path);
-  int rc = pb__lance_open(path, &h->l, err);
+  int rc = pb__lance_open(path, NULL, &h->l, err);
   if (rc != PB_OK) {
     pb_free(h, sizeof *h);
     return rc;

@@ -111,7 +111,7 @@ static void write_and_check(const char *dir, const char *layout, pb_dtype d) {
 
   /* the engine's own timings over an order: one per offset, or one per batch */
   pb__lance *l = NULL;
-  CHECK_OK(pb__lance_open(path, &l, &err), &err);
+  CHECK_OK(pb__lance_open(path, NULL, &l, &err), &err);
   int64_t order[] = {3, 0, 2, 1, 1, 3, 0};
   int64_t *ns = NULL, bytes = 0;
   size_t calls = 0;

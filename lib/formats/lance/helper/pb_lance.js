@@ -317,6 +317,17 @@ function s3Options() {
   } else {
     o.skip_signature = 'true';
   }
+  // --timeout S and --retries N (set only when given): each request's limit, connecting
+  // included, and the retries after a failed one, within a total that leaves room for them
+  const t = parseFloat(e.PB_S3_TIMEOUT_S || '');
+  const r = parseInt(e.PB_S3_RETRIES || '', 10);
+  if (t > 0) {
+    const ms = `${Math.max(1, Math.round(t * 1000))}ms`;
+    o.timeout = ms;
+    o.connect_timeout = ms;
+    o.client_retry_timeout = String(Math.ceil(t * ((r >= 0 ? r : 10) + 1)));
+  }
+  if (r >= 0) o.client_max_retries = String(r);
   return o;
 }
 
