@@ -72,6 +72,7 @@ typedef struct t3_state {
   int gpu;                 /* raw batches through pb_engine_forward_native */
   int batch;               /* the batch size the engine was built for */
   float mean, std;         /* the loader's normalisation, applied on the GPU */
+  int imagenet;            /* RGB photographs on the GPU: ImageNet's mean and std per channel */
   int64_t h2d_ns, h2d_bytes, h2d_n; /* host-to-device copies of the timed steps */
   int64_t busy_ns;         /* the GPU's time on the timed steps' forwards (CUDA events) */
   double *h2d_s;           /* each timed step's copy, seconds (h2d_cap entries) */
@@ -158,6 +159,13 @@ static int state_new_gpu(pb_run_ctx *c, const char *device, int bs, t3_state *s,
   return PB_OK;
 }
 
+/* ImageNet's per-channel mean and std, which models of RGB photographs are trained with: the
+ * GPU paths normalise crops of 3-channel photographs with them (the engine's input kernel, or
+ * the JPEG crop kernel); other images, and the CPU path's loader, use the loader's one mean and
+ * std. The work per pixel is the same either way. */
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
 static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_error *err) {
   if (c->p.emulate_ms > 0) {
     busy_wait_ns((int64_t)(c->p.emulate_ms * 1e6));
@@ -170,6 +178,7 @@ static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_erro
                           b->shape[0], b->shape[1],
                           five ? b->shape[2] : 1, b->shape[five ? 3 : 2], b->shape[five ? 4 : 3],
                           s->mean, s->std, NULL, NULL};
+    if (s->imagenet && nb.c == 3) nb.channel_mean = imagenet_mean, nb.channel_std = imagenet_std;
     int64_t ns = 0;
     if (c->p.train) PB_RETURN_NOT_OK(pb_engine_train_native(s->engine, &nb, s->target, 0.01f, &ns, err));
     else PB_RETURN_NOT_OK(pb_engine_forward_native(s->engine, &nb, s->out, &ns, err));
@@ -188,6 +197,10 @@ static int compute(pb_run_ctx *c, t3_state *s, const pb_batch *b, struct pb_erro
 /* --decode gpu: the batch's JPEGs decoded and cropped on the GPU, then the forward, queued. */
 static int compute_jpeg(t3_state *s, const pb_jpeg_item *items, int n, struct pb_error *err) {
   float mean[3] = {s->mean, s->mean, s->mean}, std[3] = {s->std, s->std, s->std};
+  if (s->imagenet) {
+    memcpy(mean, imagenet_mean, sizeof mean);
+    memcpy(std, imagenet_std, sizeof std);
+  }
   int gpu_n = 0;
   PB_RETURN_NOT_OK(pb_engine_forward_jpeg(s->engine, items, n, PB_RUN_CROP_RESIZE, mean, std,
                                           s->out, &gpu_n, err));
@@ -488,6 +501,8 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
   pb__t3_jpeg *jf = gs->jpeg; /* --decode gpu: open_loader's feeder, freed here */
   t3_state local, *sp = gpu ? gs : &local;
   pb_image_meta shape = *pb_loader_meta(ld); /* image 0; under a crop, the crop's size */
+  /* photographs (an image folder cropped for the model) in RGB: ImageNet's normalisation */
+  if (gpu) gs->imagenet = c->crop[fi] > 0 && (jf != NULL || shape.shape[PB_C] == 3);
   if (c->crop[fi] > 0) shape.shape[PB_Y] = shape.shape[PB_X] = c->crop[fi];
   int rc = gpu ? PB_OK : state_new(c, &shape, lp.batch_size, &local, err);
   if (rc != PB_OK) {
