@@ -10,6 +10,7 @@
 
 #include "formats/format_internal.h"
 #include "formats/raw/raw.h"
+#include "loader/center_span.h"
 #include "loader/loader_impl.h"
 
 /* Native pixels to the batch slot at dst, with the transform. */
@@ -61,13 +62,6 @@ static void process_sample(pb_loader *l, worker *w, int64_t epoch, int64_t idx, 
 
 /* ---- the crop transforms ----------------------------------------------------------------------- */
 
-/* Python's round() of x / 2 for an integer x: halves go to the even neighbour (torchvision's
- * centre crop rounds its offsets this way). */
-static int64_t half_round_even(int64_t x) {
-  int64_t k = x / 2;
-  return (x % 2 != 0 && k % 2 != 0) ? k + 1 : k;
-}
-
 /* torchvision's RandomResizedCrop.get_params: 10 tries of a random area and log-uniform aspect
  * ratio, then a centre crop clamped to the ratio range. */
 static void rrc_params(const pb_loader_params *p, pb_rng *rng, int64_t H, int64_t W, int64_t *y,
@@ -110,17 +104,8 @@ static void rrc_params(const pb_loader_params *p, pb_rng *rng, int64_t H, int64_
  * pixels the resize reads (the span and the filter's reach on each side). */
 static void center_span(int64_t H, int64_t W, int64_t rs, int64_t ch, int64_t cw, double *ay,
                         double *ly, double *ax, double *lx, pb_region *r) {
-  int64_t rh, rw;
-  if (H <= W) {
-    rh = rs;
-    rw = (int64_t)((double)rs * (double)W / (double)H);
-  } else {
-    rw = rs;
-    rh = (int64_t)((double)rs * (double)H / (double)W);
-  }
-  double fy = (double)H / (double)rh, fx = (double)W / (double)rw;
-  *ay = (double)half_round_even(rh - ch) * fy;
-  *ax = (double)half_round_even(rw - cw) * fx;
+  double fy, fx;
+  pb__center_span(H, W, rs, ch, cw, ay, ax, &fy, &fx);
   *ly = (double)ch * fy;
   *lx = (double)cw * fx;
   double my = (fy > 1.0 ? fy : 1.0) + 1.0, mx = (fx > 1.0 ? fx : 1.0) + 1.0;

@@ -24,6 +24,7 @@
 
 #include "engines/cuda/cuda_jpeg.h"
 #include "engines/cuda/cuda_shared.h"
+#include "loader/center_span.h"
 
 /* ---- nvJPEG, declared from its documentation --------------------------------------------------- */
 
@@ -329,21 +330,11 @@ static int truncated(const unsigned char *p, size_t n) {
 }
 
 /* The crop of an h x w image: the loader's centre crop of the image resized to `resize` on its
- * shorter side (lib/loader/transforms.c). */
+ * shorter side (lib/loader/center_span.h). */
 static void crop_span(int h, int w, int resize, int crop, img_desc *o) {
-  int64_t rh, rw;
-  if (h <= w) {
-    rh = resize;
-    rw = (int64_t)((double)resize * (double)w / (double)h);
-  } else {
-    rw = resize;
-    rh = (int64_t)((double)resize * (double)h / (double)w);
-  }
-  double fy = (double)h / (double)rh, fx = (double)w / (double)rw;
-  int64_t dy = rh - crop, dx = rw - crop, hy = dy / 2, hx = dx / 2;
-  if (dy % 2 != 0 && hy % 2 != 0) hy++; /* round half to even, as torchvision's centre crop */
-  if (dx % 2 != 0 && hx % 2 != 0) hx++;
-  o->ay = (float)((double)hy * fy), o->ax = (float)((double)hx * fx);
+  double ay, ax, fy, fx;
+  pb__center_span(h, w, resize, crop, crop, &ay, &ax, &fy, &fx);
+  o->ay = (float)ay, o->ax = (float)ax;
   o->fy = (float)fy, o->fx = (float)fx;
 }
 
