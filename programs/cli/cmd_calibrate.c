@@ -151,6 +151,10 @@ static int run(const cli_args *a) {
       row(label, &cal.jpeg_cpu_ips, "images/s");
       row("GPU decode (nvJPEG)", &cal.jpeg_gpu_ips, "images/s");
       if (cal.jpeg_gpu_why[0]) printf("  GPU decode not measured: %s\n", cal.jpeg_gpu_why);
+      double c = cal.jpeg_cpu_ips.value, g = cal.jpeg_gpu_ips.value;
+      if (c > 0 && g > 0) /* each measured alone: together they can do at most the sum */
+        printf("  both at once: at most %.0f images/s, %.0f%% of each batch on the CPU to "
+               "balance them (run --decode auto)\n", c + g, 100.0 * c / (c + g));
     }
     if (cal.endpoint_measured) endpoint_rows(&cal.endpoint);
   }
