@@ -179,9 +179,9 @@ static int load_labels(pb_loader *l, pb_dataset *ds0, struct pb_error *err) {
 }
 
 /* The workers' contexts and, with cache none, the dataset handles: one per worker (the first
- * takes *ds0), or the reader team's when there is one. */
-static int open_contexts(pb_loader *l, const char *path, const char *format,
-                         const pb_read_options *ro, pb_dataset **ds0, struct pb_error *err) {
+ * takes *ds0, the others are its clones), or the reader team's when there is one. */
+static int open_contexts(pb_loader *l, const pb_read_options *ro, pb_dataset **ds0,
+                         struct pb_error *err) {
   int nctx = l->nthreads > 0 ? l->nthreads : 1;
   l->wk = calloc((size_t)nctx, sizeof *l->wk);
   if (l->wk == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
@@ -192,8 +192,8 @@ static int open_contexts(pb_loader *l, const char *path, const char *format,
     if (i == 0) {
       l->wk[0].ds = *ds0; /* the caller no longer uses it after set-up */
       *ds0 = NULL;
-    } else {
-      PB_RETURN_NOT_OK(pb_dataset_open_opts(path, format, ro, &l->wk[i].ds, err));
+    } else { /* a clone keeps what the first handle learnt (listing, layouts): no requests */
+      PB_RETURN_NOT_OK(pb__dataset_clone(l->wk[0].ds, ro, &l->wk[i].ds, err));
     }
   }
   return l->nreaders > 0 ? pb__team_start(l, l->nreaders, ds0, ro, err) : PB_OK;
@@ -266,7 +266,7 @@ int pb_loader_new(const char *path, const pb_loader_params *params, pb_loader **
   if (rc != PB_OK) goto fail;
 
   int nctx = l->nthreads > 0 ? l->nthreads : 1;
-  rc = open_contexts(l, path, params->format, &ro, &ds0, err);
+  rc = open_contexts(l, &ro, &ds0, err);
   if (rc != PB_OK) goto fail;
   pb_dataset_free(ds0);
   ds0 = NULL;

@@ -121,5 +121,8 @@ void pb__tiff_writer_free(void *wstate);
 
 /** How many reads so far took the cached uncompressed-strip layout instead of libtiff. */
 long pb__tiff_direct_reads(void);
+/* Files whose layout was scanned (directories walked, tags read) since the process started:
+ * tests check that a clone scans nothing its source had scanned. */
+long pb__tiff_scans(void);
 
 #endif

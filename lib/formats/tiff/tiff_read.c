@@ -218,6 +218,60 @@ fail:
   return rc;
 }
 
+/* A copy of a scanned file's layout (the clone's own arrays). */
+static tiff_file *file_copy(const tiff_file *a) {
+  tiff_file *b = malloc(sizeof *b);
+  if (b == NULL) return NULL;
+  *b = *a;
+  b->channels = NULL, b->ifd = NULL, b->plane_at = NULL;
+  size_t planes = (size_t)a->n_planes * sizeof(uint64_t);
+  size_t chans = (size_t)a->n_channels * sizeof *b->channels;
+  int ok = (a->n_channels == 0 || (b->channels = malloc(chans)) != NULL) &&
+           (a->ifd == NULL || (b->ifd = malloc(planes)) != NULL) &&
+           (a->plane_at == NULL || (b->plane_at = malloc(planes)) != NULL);
+  if (!ok) {
+    file_free(b);
+    return NULL;
+  }
+  if (a->n_channels > 0) memcpy(b->channels, a->channels, chans);
+  if (a->ifd != NULL) memcpy(b->ifd, a->ifd, planes);
+  if (a->plane_at != NULL) memcpy(b->plane_at, a->plane_at, planes);
+  return b;
+}
+
+/* A second handle: the file list and every file's layout already scanned copied, so a loader's
+ * reader threads neither list the folder again nor scan a file's directories a second time
+ * (over a URL, requests for every image the loader looked at when it started); the scratch
+ * buffers are the clone's own, and files not scanned yet are scanned by the clone. */
+static int tiff_clone(const void *state, void **out, struct pb_error *err) {
+  const tiff_state *src = state;
+  *out = NULL;
+  tiff_state *st = calloc(1, sizeof *st);
+  if (st == NULL) return pb_error_set(err, PB_ENOMEM, "out of memory");
+  st->ro = src->ro;
+  st->single = src->single;
+  st->last = -2;
+  st->root = strdup(src->root);
+  st->names = calloc(src->n, sizeof *st->names);
+  st->files = calloc(src->n, sizeof *st->files);
+  st->tried = calloc(src->n, 1);
+  int ok = st->root != NULL && st->names != NULL && st->files != NULL && st->tried != NULL;
+  for (size_t i = 0; ok && i < src->n; i++) {
+    st->n = i + 1; /* what tiff_close frees */
+    ok = (st->names[i] = strdup(src->names[i])) != NULL;
+    if (ok && src->files[i] != NULL) {
+      ok = (st->files[i] = file_copy(src->files[i])) != NULL;
+      st->tried[i] = 1;
+    }
+  }
+  if (!ok) {
+    tiff_close(st);
+    return pb_error_set(err, PB_ENOMEM, "out of memory");
+  }
+  *out = st;
+  return PB_OK;
+}
+
 static int64_t tiff_count(void *state) { return (int64_t)((tiff_state *)state)->n; }
 
 /* ---- scanning one file -------------------------------------------------------------------- */
@@ -594,7 +648,12 @@ static int plane_directories(tiff_file *f, pb__tiff_io *io, const int64_t *map, 
   return rc;
 }
 
+static long scans; /* files scanned, for tests */
+
+long pb__tiff_scans(void) { return __atomic_load_n(&scans, __ATOMIC_RELAXED); }
+
 static int scan_file(tiff_state *st, size_t i, tiff_file **out, struct pb_error *err) {
+  __atomic_fetch_add(&scans, 1, __ATOMIC_RELAXED);
   char path[4096];
   if (file_path(st, i, path, sizeof path) != PB_OK)
     return pb_error_set(err, PB_EINVAL, "%s: path too long", st->root);
@@ -1143,6 +1202,7 @@ const pb_format_vtable pb__format_tiff = {
     .info = {"tiff", "folder of OME-TIFF files (one image per file) via libtiff", 1, 1},
     .probe = tiff_probe,
     .open = tiff_open,
+    .clone = tiff_clone,
     .close = tiff_close,
     .count = tiff_count,
     .meta = tiff_meta,

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "formats/format_internal.h"
+#include "formats/tiff/tiff_backend.h"
 #include "tiff_test.h"
 
 static const char *const compressions[] = {"none", "deflate", "lzw", "zstd", "packbits"};
@@ -270,11 +271,54 @@ static void threads_agree(const char *root) {
   printf("4 threads, one handle each: same pixels\n");
 }
 
+/* A clone (a loader worker's handle): the same images, and no file scanned again that its
+ * source had scanned; a file its source had not scanned, it scans itself. */
+static void clone_shares_layouts(const char *root) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/ds_deflate_1", root);
+  struct pb_error err;
+  pb_dataset *ds = NULL, *c = NULL;
+  CHECK_OK(pb_dataset_open(path, "tiff", &ds, &err), &err);
+  int64_t n = pb_dataset_count(ds);
+  CHECK(n >= 2);
+  for (int64_t i = 0; i < n - 1; i++) { /* every file but the last scanned by the source */
+    pb_image_meta m;
+    CHECK_OK(pb_dataset_meta(ds, i, &m, &err), &err);
+  }
+  long before = pb__tiff_scans();
+  pb_read_options ro = PB_READ_OPTIONS_DEFAULTS;
+  CHECK_OK(pb__dataset_clone(ds, &ro, &c, &err), &err);
+  CHECK_EQ(pb_dataset_count(c), n);
+  for (int64_t i = 0; i < n - 1; i++) {
+    pb_image_meta a, b;
+    CHECK_OK(pb_dataset_meta(ds, i, &a, &err), &err);
+    CHECK_OK(pb_dataset_meta(c, i, &b, &err), &err);
+    CHECK(strcmp(a.name, b.name) == 0);
+    check_meta(&a, &b);
+    size_t bytes = pb_image_bytes(&a);
+    unsigned char *pa = malloc(bytes), *pc = malloc(bytes);
+    CHECK(pa != NULL && pc != NULL);
+    CHECK_OK(pb_dataset_read(ds, i, pa, bytes, NULL, &err), &err);
+    CHECK_OK(pb_dataset_read(c, i, pc, bytes, NULL, &err), &err);
+    CHECK(memcmp(pa, pc, bytes) == 0);
+    free(pa), free(pc);
+  }
+  CHECK_EQ(pb__tiff_scans(), before); /* the clone scanned nothing again */
+  pb_image_meta last;
+  CHECK_OK(pb_dataset_meta(c, n - 1, &last, &err), &err);
+  CHECK_EQ(pb__tiff_scans(), before + 1); /* the one the source had not scanned */
+  pb_dataset_free(ds); /* the clone's layouts are its own */
+  CHECK_OK(pb_dataset_meta(c, 0, &last, &err), &err);
+  pb_dataset_free(c);
+  printf("clone: %lld images, no file scanned twice\n", (long long)n);
+}
+
 int main(void) {
   char root[256];
   tt_tempdir(root, sizeof root, "rt");
   roundtrip_all(root);
   threads_agree(root);
+  clone_shares_layouts(root);
   multi_strip_and_single_file(root);
   writer_folder_handling(root);
   tt_rmtree(root);
