@@ -490,6 +490,23 @@ static void decode_report(pb_run_ctx *c, int fi, pb__t3_jpeg *jf, const t3_state
                  pb__t3_jpeg_share(jf), batch, pb__t3_jpeg_cpu_ms(jf));
 }
 
+/* The summary's entry for a format and cache mode: its last round. */
+static void summary_entry(cJSON *o, double au, double wait_frac, double step_p50, double ips,
+                          double h2d_gbps, const t3_ranks *rk) {
+  cJSON_AddNumberToObject(o, "accelerator_utilisation", au);
+  cJSON_AddNumberToObject(o, "data_wait_fraction", wait_frac);
+  cJSON_AddNumberToObject(o, "step_time_p50_s", step_p50);
+  cJSON_AddBoolToObject(o, "data_bound", au < 0.9);
+  cJSON_AddNumberToObject(o, "images_per_sec", isfinite(ips) ? ips : 0);
+  if (h2d_gbps > 0) cJSON_AddNumberToObject(o, "h2d_gbps", h2d_gbps);
+  if (pb__ranks_size() > 1) {
+    cJSON_AddNumberToObject(o, "ranks", pb__ranks_size());
+    cJSON_AddNumberToObject(o, "accelerators_au90", rk->au90);
+    cJSON_AddNumberToObject(o, "slowest_rank", rk->w.slowest);
+    cJSON_AddNumberToObject(o, "rank_imbalance", rk->w.imbalance);
+  }
+}
+
 static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *device, int jpeg,
                    t3_state *gs, double *step_s, double *wait_s, cJSON *summary,
                    struct pb_error *err) {
@@ -589,19 +606,7 @@ static int measure(pb_run_ctx *c, pb_table *t, int fi, int cache, const char *de
     if (r == c->p.repeats - 1) {
       char key[64];
       snprintf(key, sizeof key, "%s/%s", c->formats[fi], cache_names[cache]);
-      cJSON *o = cJSON_AddObjectToObject(summary, key);
-      cJSON_AddNumberToObject(o, "accelerator_utilisation", au);
-      cJSON_AddNumberToObject(o, "data_wait_fraction", wait_frac);
-      cJSON_AddNumberToObject(o, "step_time_p50_s", ss.p50);
-      cJSON_AddBoolToObject(o, "data_bound", au < 0.9);
-      cJSON_AddNumberToObject(o, "images_per_sec", isfinite(ips) ? ips : 0);
-      if (h2d_gbps > 0) cJSON_AddNumberToObject(o, "h2d_gbps", h2d_gbps);
-      if (pb__ranks_size() > 1) {
-        cJSON_AddNumberToObject(o, "ranks", pb__ranks_size());
-        cJSON_AddNumberToObject(o, "accelerators_au90", rk.au90);
-        cJSON_AddNumberToObject(o, "slowest_rank", rk.w.slowest);
-        cJSON_AddNumberToObject(o, "rank_imbalance", rk.w.imbalance);
-      }
+      summary_entry(cJSON_AddObjectToObject(summary, key), au, wait_frac, ss.p50, ips, h2d_gbps, &rk);
     }
     t3_ranks_free(&rk);
   }
