@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run --decode gpu on a machine with a GPU and libnvjpeg (label gpu): baseline JPEGs go to nvJPEG,
 # a progressive JPEG and a PNG are decoded by the CPU workers in the same batches, and the rows
-# say so (decode "mixed (gpu N, cpu M)"); auto takes the GPU; a truncated JPEG stops the run with
-# exit 2 and a message naming the file.
+# say so (decode "mixed (gpu N, cpu M)"); auto takes the GPU and crops a share of each batch on
+# the CPU, saying how many; a truncated JPEG stops the run with exit 2 and a message naming the
+# file.
 . "$(dirname "$0")/lib.sh"
 pb=${PIPEBENCH_CLI:?}
 py=${PIPEBENCH_PYTHON:-/usr/bin/python3}
@@ -50,6 +51,8 @@ then pass; else fail "rows say the decode was mixed, with honest AU"; fi
 run timeout $lim "$pb" run "${small[@]}" --data "$work/tree" --out "$work/ra" --decode auto
 expect_rc 0 "--decode auto with a GPU"
 if grep -q "decoding on the CPU" <<<"$errout"; then fail "auto took the GPU: $errout"; else pass; fi
+if grep -qE "decode: [0-9]+ images on the GPU, [0-9]+ on the CPU \([0-9]+%; [1-9][0-9]* as its share" \
+  <<<"$errout"; then pass; else fail "auto cropped a share on the CPU and said so: $errout"; fi
 
 run timeout $lim "$pb" run "${small[@]}" --data "$work/bad" --out "$work/rb" --decode gpu
 expect_rc 2 "a truncated JPEG"
