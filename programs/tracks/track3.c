@@ -259,10 +259,11 @@ static int t3_steps(pb_run_ctx *c, pb_loader *ld, int64_t *epoch, t3_state *s, d
     empty = 0;
     rc = items ? compute_jpeg(s, items, n_items, err) : compute(c, s, b, err);
     int64_t t2 = pb_now_ns();
-    if (items != NULL && rc == PB_OK) { /* the CPU share follows this step's waits */
+    if (items != NULL && rc == PB_OK) { /* the CPU share follows each step's waits after the
+                                         * first (whose wait is the pipeline filling) */
       pb_jpeg_gpu_stats now;
       if (pb_jpeg_gpu_stats_get(&now, NULL) == PB_OK) {
-        pb__t3_jpeg_tune(s->jpeg, t1 - t0, now.wait_crop_ns - s->jstats.wait_crop_ns);
+        if (k > 0) pb__t3_jpeg_tune(s->jpeg, t1 - t0, now.wait_crop_ns - s->jstats.wait_crop_ns);
         s->jstats = now;
       }
     }
