@@ -90,16 +90,13 @@ static int cpu_crop(pb__t3_jpeg *j, pb_dataset *ds, slot *s, int k, int64_t idx,
   unsigned char *px = malloc(bytes);
   if (px == NULL) return pb_error_set(err, PB_ENOMEM, "%s: out of memory", it->name);
   s->own[k] = px, s->own_size[k] = 0;
-  int channels = 0;
   pb_image_meta m;
   PB_RETURN_NOT_OK(pb_dataset_meta(ds, idx, &m, err));
-  if (m.dtype != PB_UINT8)
-    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %s (8-bit grey or RGB only with --decode gpu)",
-                        it->name, pb_dtype_name(m.dtype));
-  PB_RETURN_NOT_OK(pb_eval_crop_u8(ds, idx, j->resize, j->crop, px, bytes, &channels, err));
-  if (channels != 1 && channels != 3)
-    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %d channels (8-bit grey or RGB only with "
-                        "--decode gpu)", it->name, channels);
+  int channels = (int)m.shape[PB_C];
+  if (m.dtype != PB_UINT8 || (channels != 1 && channels != 3)) /* before the crop is made */
+    return pb_error_set(err, PB_EUNSUPPORTED, "%s: %s with %d channels (8-bit grey or RGB only "
+                        "with --decode gpu)", it->name, pb_dtype_name(m.dtype), channels);
+  PB_RETURN_NOT_OK(pb_eval_crop_u8(ds, idx, j->resize, j->crop, px, bytes, NULL, err));
   it->data = px, it->size = (size_t)channels * (size_t)j->crop * (size_t)j->crop, it->decoded = 2;
   it->channels = channels, it->height = it->width = j->crop;
   return PB_OK;
