@@ -4,10 +4,14 @@
  * CPU crops (the imagefolder backend's decoder is per handle). A batch's CPU share is fixed when
  * its first image is claimed, and spread evenly over its positions so that each of the GPU
  * decoder's parts gets its part of the JPEGs. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tracks/track3_jpeg.h"
 #include "pipebench/format.h"
@@ -138,10 +142,27 @@ typedef struct worker_arg {
   int w;
 } worker_arg;
 
+/* The workers run at a lower priority (nice PIPEBENCH_JPEG_WORKER_NICE, default 10; 0 keeps
+ * the process's): the thread feeding nvJPEG spends its time in host calls that a busy CPU
+ * stretches, and the GPU decoder is the larger part of the batch, so the CPU crops take what
+ * time is left over. The value adds to the thread's own; Linux keeps one per thread. */
+static void worker_nice(void) {
+  const char *v = getenv("PIPEBENCH_JPEG_WORKER_NICE");
+  int nice = v != NULL && *v != '\0' ? atoi(v) : 10;
+  if (nice <= 0) return;
+  id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  int now = getpriority(PRIO_PROCESS, tid); /* -1 is also a nice value: errno tells */
+  if (errno != 0) return;
+  now += nice;
+  setpriority(PRIO_PROCESS, tid, now > 19 ? 19 : now); /* a refusal leaves it as it was */
+}
+
 static void *worker_main(void *arg) {
   pb__t3_jpeg *j = ((worker_arg *)arg)->j;
   pb_dataset *ds = j->ds[((worker_arg *)arg)->w];
   free(arg);
+  worker_nice();
   pthread_mutex_lock(&j->mu);
   for (;;) {
     while (!j->stop && j->next_pos / j->batch >= j->consumed + j->prefetch)
