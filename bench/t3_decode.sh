@@ -9,7 +9,8 @@
 # usage: bench/t3_decode.sh PIPEBENCH [OUT]     (after `. scripts/device_pack.sh --unpack ...`,
 #        PIPEBENCH is pipebench on the PATH and test_jpeg_gpu is in $PIPEBENCH_PACK/tests)
 # env:   ROWS (4096), WORKERS (16), STEPS (40), ROUNDS (2), MODES ("gpu auto cpu"),
-#        PIPEBENCH_PYTHON (python3); PIPEBENCH_JPEG_DECODERS and PIPEBENCH_JPEG_CPU_SHARE pass
+#        PEERS (1; 0 skips torchvision and the pixel check), PIPEBENCH_PYTHON (python3);
+#        PIPEBENCH_JPEG_DECODERS and PIPEBENCH_JPEG_CPU_SHARE pass
 #        through (docs/gpu.md)
 set -uo pipefail
 pb=${1:?usage: bench/t3_decode.sh PIPEBENCH [OUT]}
@@ -38,6 +39,7 @@ PY
     grep -h "decode: " "$out/r$r-$d.log" | sed 's/^/    /'
   done
 done
+[[ ${PEERS:-1} == 0 ]] && exit $status
 "$py" "$here/torchvision_decode_peer.py" "$tree/imagefolder" --batch 256 --batches 12 \
   --json "$out/torchvision.json"
 rc=$?
