@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -147,8 +148,12 @@ struct cu_engine {
   int patch_gemm = 1; /* patch embedding as patchify + cuBLASLt product */
   int lt_tune = 1;        /* time cuBLASLt's candidate algorithms at creation */
   int next_gelu = 0;      /* the next mm_make uses the GELU epilogue */
+  int next_relu = 0;      /* the next mm_make uses the ReLU epilogue */
+  int gemm_1x1 = 1;       /* 1x1 stride-1 convolutions as cuBLASLt products */
+  int n_gemm = 0;
   int gelu_epilogue = 0; /* cuBLASLt's GELU epilogue (tanh approximation) instead of exact GELU */
   std::vector<std::string> labels; /* per step: the op kind it belongs to (profiling) */
+  std::vector<std::string> shapes; /* per step: its op's index and shape (profiling) */
   cudaGraph_t graph = NULL;
   cudaGraphExec_t gexec = NULL;
   int n_fused = 0, n_convs = 0;
@@ -408,8 +413,17 @@ static int conv_step(cu_engine *o, const pb__graph *g, const pb__op *op, void *x
     cudaStream_t st = o->st;
     int dt = o->dt;
     const float *bp = with_bias ? bias32 : NULL;
+    /* 16 bytes a thread where the channels divide and 32-bit indices reach */
+    int vec = (int64_t)K * o->es % 16 == 0 && total < ((int64_t)1 << 31) && (uintptr_t)y % 16 == 0;
     o->steps.push_back([=](struct pb_error *e2) -> int {
-      if (dt == DT_BF16)
+      int nt = (int)total;
+      if (vec && dt == DT_BF16)
+        k_bias_act_vec<<<grid_for(total / 8), 256, 0, st>>>((__nv_bfloat16 *)y, bp, nt, K, act);
+      else if (vec && dt == DT_F16)
+        k_bias_act_vec<<<grid_for(total / 8), 256, 0, st>>>((__half *)y, bp, nt, K, act);
+      else if (vec)
+        k_bias_act_vec<<<grid_for(total / 4), 256, 0, st>>>((float *)y, bp, nt, K, act);
+      else if (dt == DT_BF16)
         k_bias_act<<<grid_for(total), 256, 0, st>>>((__nv_bfloat16 *)y, bp, total, K, act);
       else if (dt == DT_F16)
         k_bias_act<<<grid_for(total), 256, 0, st>>>((__half *)y, bp, total, K, act);
@@ -439,8 +453,10 @@ static int mm_make(cu_engine *o, cu_mm **out, int ta, int tb, int64_t m, int64_t
   LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
   LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
   if (bias != NULL) {
-    cublasLtEpilogue_t ep = o->next_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    o->next_gelu = 0;
+    cublasLtEpilogue_t ep = o->next_gelu   ? CUBLASLT_EPILOGUE_GELU_BIAS
+                            : o->next_relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                           : CUBLASLT_EPILOGUE_BIAS;
+    o->next_gelu = o->next_relu = 0;
     LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
        "epilogue");
     LT(cublasLtMatmulDescSetAttribute(mm->d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
@@ -730,10 +746,17 @@ static int op_pool(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb
   int64_t N = o->N;
   int C = (int)si.c, H = (int)si.h, W = (int)si.w, Ho = (int)so.h, Wo = (int)so.w;
   int k = op->k, s = op->stride, pad = op->pad, dt = o->dt, gap = op->kind == PB__OP_GAP;
+  /* 16 bytes of channels a thread where they divide and 32-bit indices reach */
+  int vec = (int64_t)C * o->es % 16 == 0 && N * H * W * (int64_t)C < ((int64_t)1 << 31) &&
+            (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0;
   cudaStream_t st = o->st;
   o->steps.push_back([=](struct pb_error *e2) -> int {
     if (gap)
       BY_DTYPE(dt, T, (k_gap<<<grid_for(N * C), 256, 0, st>>>((const T *)x, (T *)y, N, C, H * W)));
+    else if (vec)
+      BY_DTYPE(dt, T, (k_maxpool_vec<<<grid_for(N * Ho * Wo * C * (int64_t)sizeof(T) / 16), 256, 0,
+                                        st>>>((const T *)x, (T *)y, (int)N, C, H, W, Ho, Wo, k, s,
+                                              pad)));
     else
       BY_DTYPE(dt, T, (k_maxpool<<<grid_for(N * Ho * Wo * C), 256, 0, st>>>(
                           (const T *)x, (T *)y, N, C, H, W, Ho, Wo, k, s, pad)));
@@ -809,10 +832,43 @@ static int op_take_cls(cu_engine *o, const pb__graph *g, const pb__op *op, struc
   return 0;
 }
 
+/* A 1x1 stride-1 convolution over NHWC is a product: (N*H*W, Cs) times the (K, Cs) weights,
+ * with the bias, the ReLU and the residual (beta 1 over y, which already holds it) in cuBLASLt's
+ * epilogue. cuDNN's kernels for these shapes were slow at small batches: 0.15 ms for a 14x14
+ * 1024->256 at batch 1 on an H200, where the product's candidates, timed at creation, include
+ * split-K ones. 1 when taken, 0 to leave the convolution to cuDNN. */
+static int conv_1x1_gemm(cu_engine *o, const pb__graph *g, const pb__op *op, int Cs, int H, int W,
+                         void *x, void *y, struct pb_error *err) {
+  if (!o->gemm_1x1 || op->k != 1 || op->stride != 1 || op->pad != 0 ||
+      (op->act != PB__ACT_RELU && op->act != PB__ACT_NONE) || Cs % 8 != 0 || op->cout % 8 != 0)
+    return 0;
+  int64_t K = op->cout, M = o->N * H * W;
+  std::vector<float> wf, bf;
+  fold_conv(g, op, Cs, wf, bf);
+  int rc = 0;
+  void *wd = upload(o, wf.data(), (int64_t)wf.size(), 0, err, &rc);
+  void *bias = wd ? upload(o, bf.data(), K, o->es == 4, err, &rc) : NULL;
+  if (bias == NULL) return rc < 0 ? rc : PB_ENOMEM;
+  cu_mm *mm = NULL;
+  o->next_relu = op->act == PB__ACT_RELU;
+  struct pb_error quiet;
+  if (mm_make(o, &mm, 1, 0, K, M, Cs, Cs, Cs, K, o->bdt, 1, 0, 0, 0, bias, 16, &quiet) != 0) {
+    o->next_relu = 0;
+    return 0; /* no product for this shape: cuDNN's convolution instead */
+  }
+  o->steps.push_back(mm_step(o, mm, 1.f, op->res >= 0 ? 1.f : 0.f, wd, x, y));
+  o->n_convs++;
+  o->n_gemm++;
+  return 1;
+}
+
 static int op_conv(cu_engine *o, const pb__graph *g, const pb__op *op, struct pb_error *err) {
   const pb__tshape &si = g->tensors[op->in], &so = g->tensors[op->out];
   PB_RETURN_NOT_OK(place(o, g, op->out, err));
   int cs = op->in == 0 ? o->cp0 : (int)si.c;
+  int taken = conv_1x1_gemm(o, g, op, cs, (int)si.h, (int)si.w, tptr(o, op->in), tptr(o, op->out),
+                            err);
+  if (taken != 0) return taken == 1 ? 0 : taken;
   return conv_step(o, g, op, tptr(o, op->in), cs, (int)si.h, (int)si.w, tptr(o, op->out),
                    (int)so.h, (int)so.w, op->res >= 0, 1, err);
 }
@@ -827,6 +883,7 @@ static int run_steps(cu_engine *o, struct pb_error *err) {
 /* Diagnostics (PIPEBENCH_CUDA_PROFILE=FILE): each step's time, summed by label, appended to FILE. */
 static void profile(cu_engine *o, pb_engine *e, const char *path) {
   std::map<std::string, double> ms;
+  std::vector<std::pair<double, std::string>> one; /* each step alone */
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -841,6 +898,7 @@ static void profile(cu_engine *o, pb_engine *e, const char *path) {
     cudaEventElapsedTime(&t, e0, e1);
     std::string l = i < o->labels.size() ? o->labels[i] : "?";
     ms[l] += t / 3.0;
+    one.push_back({t / 3.0, l + (i < o->shapes.size() ? " " + o->shapes[i] : std::string())});
     total += t / 3.0;
   }
   cudaEventDestroy(e0);
@@ -852,6 +910,10 @@ static void profile(cu_engine *o, pb_engine *e, const char *path) {
             e->info.batch_size, kv.first.c_str(), kv.second, 100.0 * kv.second / total);
   fprintf(f, "%s %s b%d %-28s %8.3f ms\n", e->info.model, e->info.dtype, e->info.batch_size,
           "TOTAL (steps one by one)", total);
+  std::sort(one.begin(), one.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (size_t i = 0; i < one.size() && i < 16; i++) /* the slowest steps, each alone */
+    fprintf(f, "%s %s b%d   step %-44s %8.4f ms\n", e->info.model, e->info.dtype,
+            e->info.batch_size, one[i].second.c_str(), one[i].first);
   fclose(f);
 }
 
@@ -942,6 +1004,11 @@ static int compile(cu_engine *o, pb_engine *e, const pb__graph *g, struct pb_err
       snprintf(l, sizeof l, "%s%s%s.%d", kind_names[op->kind], op->act == PB__ACT_GELU ? "_gelu" : "",
                op->res >= 0 ? "_res" : "", (int)(k - first));
       o->labels.push_back(l);
+      char sh[96];
+      snprintf(sh, sizeof sh, "op%d %lldx%lld %lld->%lld k%d s%d", i,
+               (long long)g->tensors[op->in].h, (long long)g->tensors[op->in].w,
+               (long long)op->cin, (long long)op->cout, op->k, op->stride);
+      o->shapes.push_back(sh);
     }
     release_dead(o, g, i);
   }
@@ -972,6 +1039,7 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
   o->bdt = o->dt == DT_BF16 ? CUDA_R_16BF : o->dt == DT_F16 ? CUDA_R_16F : CUDA_R_32F;
   o->fused = env_int("PIPEBENCH_CUDA_FUSED", 1);
   o->use_graph = env_int("PIPEBENCH_CUDA_GRAPH", 1);
+  o->gemm_1x1 = env_int("PIPEBENCH_CUDA_GEMM_1X1", 1);
   o->attn_batched = env_int("PIPEBENCH_CUDA_ATTN_BATCHED", 1);
   o->attn_fused = env_int("PIPEBENCH_CUDA_ATTN_FUSED", 1);
   o->patch_gemm = env_int("PIPEBENCH_CUDA_PATCH_GEMM", 1);
@@ -1026,8 +1094,11 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
     snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d, training%s", d.cc_major, d.cc_minor,
              o->dt == DT_F32 ? ", no tf32" : ", bf16 autocast");
   else
-    snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s, fused %d/%d%s", d.cc_major, d.cc_minor,
-             o->use_graph ? ", cuda graph" : "", o->n_fused, o->n_convs,
+    /* 47 characters at most: "sm_90, cuda graph, fused 50/53 (36 mm), no tf32"; mm: the
+     * 1x1 convolutions run as cuBLASLt products */
+    snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s, fused %d/%d (%d mm)%s", d.cc_major,
+             d.cc_minor, o->use_graph ? ", cuda graph" : "", o->n_fused + o->n_gemm, o->n_convs,
+             o->n_gemm,
              o->dt == DT_TF32 ? ", tf32" : o->dt == DT_F32 ? ", no tf32" : "");
   return 0;
 }
@@ -1044,8 +1115,15 @@ static int cu_forward(pb_engine *e, const void *input, void *output, struct pb_e
   }
   int64_t nin = o->N * o->cp0 * o->h0 * o->w0;
   void *x0 = o->x0;
-  BY_DTYPE(o->dt, T, (k_nchw_to_nhwc<<<grid_for(nin), 256, 0, o->st>>>(
-                         (const float *)input, (T *)x0, o->N, o->c0, o->h0, o->w0, o->cp0)));
+  if (o->es == 2 && o->cp0 == 8 && o->c0 <= 8 && nin < ((int64_t)1 << 31) &&
+      (uintptr_t)x0 % 16 == 0) {
+    int pixels = (int)(o->N * o->h0 * o->w0), hw = (int)(o->h0 * o->w0);
+    BY_DTYPE(o->dt, T, (k_nchw_to_nhwc8<<<grid_for(pixels), 256, 0, o->st>>>(
+                           (const float *)input, (T *)x0, (int)o->N, o->c0, hw)));
+  } else {
+    BY_DTYPE(o->dt, T, (k_nchw_to_nhwc<<<grid_for(nin), 256, 0, o->st>>>(
+                           (const float *)input, (T *)x0, o->N, o->c0, o->h0, o->w0, o->cp0)));
+  }
   PB_RETURN_NOT_OK(launch_check(err, "input conversion"));
   if (o->gexec) CU(cudaGraphLaunch(o->gexec, o->st), "graph launch");
   else PB_RETURN_NOT_OK(run_steps(o, err));
