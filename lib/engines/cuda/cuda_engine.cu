@@ -1,7 +1,8 @@
 /* The CUDA backend: compiles a layer graph (engines/graph.h) once, at creation, for one batch
  * size, into cuDNN convolutions (NHWC, batch norm folded into the weights, bias/ReLU/residual
  * fused through cudnnConvolutionBiasActivationForward where cuDNN takes it), cuBLASLt matrix
- * products (bias epilogue; residual through beta = 1 in place), and small kernels of our own
+ * products (linear layers and 1x1 stride-1 convolutions; bias or bias + ReLU epilogue; residual
+ * through beta = 1 in place), and small kernels of our own
  * (cuda_kernels.cuh). Everything is allocated at creation; the steady-state forward is one CUDA
  * graph launch between the input conversion (float32 NCHW -> T NHWC) and the output conversion
  * (T -> float32). Only cuDNN's legacy convolution API is used, which cuDNN 9.0 onwards has. */
@@ -1094,7 +1095,7 @@ static int cu_create(pb_engine *e, const pb__graph *g, struct pb_error *err) {
     snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d, training%s", d.cc_major, d.cc_minor,
              o->dt == DT_F32 ? ", no tf32" : ", bf16 autocast");
   else
-    /* 47 characters at most: "sm_90, cuda graph, fused 50/53 (36 mm), no tf32"; mm: the
+    /* 47 characters at most: "sm_90, cuda graph, fused 50/53 (33 mm), no tf32"; mm: the
      * 1x1 convolutions run as cuBLASLt products */
     snprintf(e->info.isa, sizeof e->info.isa, "sm_%d%d%s, fused %d/%d (%d mm)%s", d.cc_major,
              d.cc_minor, o->use_graph ? ", cuda graph" : "", o->n_fused + o->n_gemm, o->n_convs,
