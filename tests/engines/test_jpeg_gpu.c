@@ -301,6 +301,8 @@ int main(int argc, char **argv) {
     printf("%s: rc %d: %s\n", t == 0 ? "corrupt" : "truncated", rc, err.message);
     EXPECT_EQ(rc, PB_EFORMAT);
     EXPECT(strstr(err.message, t == 0 ? "corrupt.jpg" : "truncated.jpg") != NULL);
+    /* refused by the header walk, before nvJPEG sees the batch */
+    EXPECT(strstr(err.message, t == 0 ? "(corrupt header)" : "truncated JPEG") != NULL);
     memset(again, 0, (size_t)NIMG * 3 * CROP * CROP);
     CHECK_OK(pb_jpeg_gpu_crops(items, NIMG, 256, CROP, NULL, again, &err), &err);
     EXPECT(memcmp(again, crops, (size_t)NIMG * 3 * CROP * CROP) == 0);

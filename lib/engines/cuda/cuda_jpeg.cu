@@ -430,6 +430,8 @@ static int plan_part(part *pt, const pb_jpeg_item *items, img_desc *desc, int re
       } else if (ok) {
         ok = nvj.image_info(pt->sw.h, p, it->size, &comps, &sub, ws, hs) == NVJ_OK;
       }
+      if (!ok || ws[0] <= 0 || hs[0] <= 0)
+        return pbc_err(err, PB_EFORMAT, "%s: not a JPEG nvJPEG can read (corrupt header)", name);
       if (truncated(p, it->size))
         return pbc_err(err, PB_EFORMAT, "%s: truncated JPEG (no end-of-image marker)", name);
       o->h = hs[0], o->w = ws[0];
