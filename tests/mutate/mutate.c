@@ -8,7 +8,7 @@
  * kind also go through the real `pipebench inspect`/`convert`/`verify`.
  *
  * Usage: mutate [MUTANTS_PER_KIND [SEED]]   (defaults PB_MUTATE_PER_KIND and 20261126; the build
- * sets 120, or 50 under the sanitizers, where each mutant costs several times more)
+ * sets 120, or 35 under the sanitizers, where each mutant costs several times more)
  * PIPEBENCH_MUTATE_KEEP=DIR keeps each failing mutant's file there, to add to a fuzz corpus. */
 #include <errno.h>
 #include <signal.h>

@@ -159,6 +159,16 @@ static int64_t compare(const char *path, const char *format, pb_dtype dtype) {
   return served;
 }
 
+/* Which codec x dtype pairs the two matrices below skip: the extra dtypes are read once,
+ * uncompressed. Under the sanitizers each codec is read with one dtype only: the page decoder's
+ * path per dtype does not depend on the codec, and the whole matrix cost 80 s of CI's time there
+ * (the plain build still reads all of it). */
+#ifdef PB_TEST_SANITIZED
+#define SKIP_PAIR(c, d) ((c) > 0 && ((d) >= 3 || (d) != (c) % 3))
+#else
+#define SKIP_PAIR(c, d) ((c) > 0 && (d) >= 3)
+#endif
+
 int main(void) {
   char dir[256], path[512], opt[256];
   tmp_dir(dir, sizeof dir, "direct");
@@ -169,7 +179,7 @@ int main(void) {
   for (size_t c = 0; c < 5; c++)
     for (size_t d = 0; d < 6; d++) {
       /* planes, 4 rows per row group */
-      if (c > 0 && d >= 3) continue; /* the extra dtypes once, uncompressed */
+      if (SKIP_PAIR(c, d)) continue;
       snprintf(path, sizeof path, "%s/num_%s_%s.parquet", dir, pq_codecs[c],
                pb_dtype_name(dtypes[d]));
       snprintf(opt, sizeof opt, "layout=planes,parquet_codec=%s,row_group_rows=4", pq_codecs[c]);
@@ -180,7 +190,7 @@ int main(void) {
   for (size_t c = 0; c < 5; c++)
     for (size_t d = 0; d < 6; d++) {
       /* numeric chunks (the default layout) with edge chunks, 3 rows per row group */
-      if (c > 0 && d >= 3) continue;
+      if (SKIP_PAIR(c, d)) continue;
       snprintf(path, sizeof path, "%s/chunks_%s_%s.parquet", dir, pq_codecs[c],
                pb_dtype_name(dtypes[d]));
       snprintf(opt, sizeof opt, "parquet_codec=%s,row_group_rows=3", pq_codecs[c]);
